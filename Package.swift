@@ -1,0 +1,70 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "Logbook",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "Projections", targets: ["Projections"]),
+        .library(name: "Replicator", targets: ["Replicator"]),
+        .executable(name: "evctl", targets: ["evctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CLZ4",
+            pkgConfig: "liblz4",
+            providers: [.apt(["liblz4-dev"])]
+        ),
+        .target(
+            name: "EventLog",
+            dependencies: [
+                "CLZ4",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .target(
+            name: "Projections",
+            dependencies: ["EventLog", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .target(
+            name: "Replicator",
+            dependencies: ["EventLog"]
+        ),
+        .executableTarget(
+            name: "evctl",
+            dependencies: [
+                "EventLog",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "EventLogTests",
+            dependencies: ["EventLog", "CLZ4"],
+            resources: []
+        ),
+        .testTarget(
+            name: "evctlTests",
+            dependencies: ["EventLog"]
+        ),
+        .executableTarget(
+            name: "LogBenchmarks",
+            dependencies: [
+                "EventLog",
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/LogBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+    ]
+)

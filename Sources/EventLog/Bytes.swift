@@ -1,0 +1,131 @@
+import Foundation
+
+/// Appends little-endian integers, LEB128 varints and raw bytes to a growable buffer.
+/// Reused across frames to avoid reallocating.
+struct ByteWriter {
+    var bytes: [UInt8] = []
+
+    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+
+    var count: Int { bytes.count }
+
+    mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
+    @inline(__always) mutating func u8(_ v: UInt8) { bytes.append(v) }
+
+    @inline(__always) mutating func u16(_ v: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: v))
+        bytes.append(UInt8(truncatingIfNeeded: v >> 8))
+    }
+
+    @inline(__always) mutating func u32(_ v: UInt32) {
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    @inline(__always) mutating func u64(_ v: UInt64) {
+        withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    @inline(__always) mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    @inline(__always) mutating func uuid(_ u: UUID) {
+        withUnsafeBytes(of: u.uuid) { bytes.append(contentsOf: $0) }
+    }
+
+    @inline(__always) mutating func raw<C: Collection>(_ c: C) where C.Element == UInt8 {
+        bytes.append(contentsOf: c)
+    }
+
+    mutating func patchU32(at offset: Int, _ v: UInt32) {
+        var le = v.littleEndian
+        withUnsafeBytes(of: &le) { src in
+            for i in 0..<4 { bytes[offset + i] = src[i] }
+        }
+    }
+}
+
+/// Why a byte reader stopped: the input ended early, or a value was out of range.
+struct ByteReaderError: Error, Equatable {
+    var offset: Int
+    var message: String
+}
+
+/// Reads what `ByteWriter` writes, with bounds checks that throw instead of trapping.
+struct ByteReader {
+    let base: UnsafeRawBufferPointer
+    var offset: Int
+    let end: Int
+
+    init(_ base: UnsafeRawBufferPointer, offset: Int = 0, end: Int? = nil) {
+        self.base = base
+        self.offset = offset
+        self.end = end ?? base.count
+    }
+
+    var remaining: Int { end - offset }
+
+    @inline(__always) func need(_ n: Int) throws {
+        if n > end - offset { throw ByteReaderError(offset: offset, message: "truncated: need \(n) bytes, \(end - offset) left") }
+    }
+
+    @inline(__always) mutating func u8() throws -> UInt8 {
+        try need(1)
+        defer { offset += 1 }
+        return base[offset]
+    }
+
+    @inline(__always) mutating func u16() throws -> UInt16 {
+        try need(2)
+        defer { offset += 2 }
+        return UInt16(base[offset]) | UInt16(base[offset + 1]) << 8
+    }
+
+    @inline(__always) mutating func u32() throws -> UInt32 {
+        try need(4)
+        defer { offset += 4 }
+        return UInt32(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt32.self))
+    }
+
+    @inline(__always) mutating func u64() throws -> UInt64 {
+        try need(8)
+        defer { offset += 8 }
+        return UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
+    }
+
+    @inline(__always) mutating func varint() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            try need(1)
+            let b = base[offset]
+            offset += 1
+            if shift == 63 && b > 1 { throw ByteReaderError(offset: offset - 1, message: "varint overflows 64 bits") }
+            result |= UInt64(b & 0x7F) << shift
+            if b < 0x80 { return result }
+            shift += 7
+            if shift > 63 { throw ByteReaderError(offset: offset - 1, message: "varint longer than 10 bytes") }
+        }
+    }
+
+    @inline(__always) mutating func uuid() throws -> UUID {
+        try need(16)
+        defer { offset += 16 }
+        return UUID(bytes: UnsafeRawBufferPointer(rebasing: base[offset..<offset + 16]))
+    }
+
+    @inline(__always) mutating func bytes(_ n: Int) throws -> UnsafeRawBufferPointer {
+        try need(n)
+        defer { offset += n }
+        return UnsafeRawBufferPointer(rebasing: base[offset..<offset + n])
+    }
+}
+
+@inline(__always) func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
+@inline(__always) func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }

@@ -1,0 +1,188 @@
+import Foundation
+
+/// The binary encoding of event records inside a frame payload. See docs/FORMAT.md, "Event record".
+///
+/// Deterministic: fields are written sorted by name, known field names as one-byte codes, and
+/// text that is a canonical lowercase UUID as its 16 bytes; the same event always encodes to the
+/// same bytes.
+enum EventCodec {
+    /// Field names with a one-byte code. Part of format version 1: append only, never reorder.
+    static let knownFieldNames: [String] = [
+        "",  // 0: the name follows as text
+        "title", "notes", "status", "item_type", "parent_id", "sort_order", "due_at",
+        "earliest_start_at", "completed_at", "recurrence_rule", "name", "color", "item_id",
+        "tag_id", "started_at", "ended_at", "duration_seconds", "query", "occurrence_date",
+        "rescheduled_to", "kind", "user_id", "created_at", "is_pinned", "note",
+    ]
+    static let knownFieldCodes: [String: UInt64] = {
+        var m: [String: UInt64] = [:]
+        for (i, n) in knownFieldNames.enumerated() where i > 0 { m[n] = UInt64(i) }
+        return m
+    }()
+
+    enum ValueTag: UInt8 {
+        case null = 0, boolFalse = 1, boolTrue = 2, integer = 3, real = 4, text = 5, uuidText = 6
+    }
+
+    enum Flag {
+        static let explicitEventID: UInt8 = 1
+        static let base: UInt8 = 2
+        static let actor: UInt8 = 4
+        static let known: UInt8 = 7
+    }
+
+    /// Appends one record (length-prefixed) to `out`. `scratch` is reused between calls.
+    static func encode(_ e: Event, firstHLC: HLC, into out: inout ByteWriter, scratch: inout ByteWriter) {
+        precondition(e.hlc >= firstHLC, "event hlc precedes its frame's first hlc")
+        scratch.removeAll()
+        scratch.u8(e.schemaVersion)
+        var flags: UInt8 = 0
+        if e.hasExplicitEventID { flags |= Flag.explicitEventID }
+        if e.base != nil { flags |= Flag.base }
+        if e.actor != nil { flags |= Flag.actor }
+        scratch.u8(flags)
+        scratch.u8(e.entity.rawValue)
+        scratch.u8(e.op.rawValue)
+        scratch.varint(e.hlc.rawValue - firstHLC.rawValue)
+        scratch.uuid(e.entityID)
+        if e.hasExplicitEventID { scratch.uuid(e.eventID) }
+        if let base = e.base { scratch.varint(base.rawValue) }
+        if let actor = e.actor {
+            scratch.varint(UInt64(actor.utf8.count))
+            scratch.raw(actor.utf8)
+        }
+        scratch.varint(UInt64(e.fields.count))
+        for f in e.fields {
+            if let code = knownFieldCodes[f.name] {
+                scratch.varint(code)
+            } else {
+                scratch.varint(0)
+                scratch.varint(UInt64(f.name.utf8.count))
+                scratch.raw(f.name.utf8)
+            }
+            encodeValue(f.value, into: &scratch)
+        }
+        out.varint(UInt64(scratch.count))
+        out.raw(scratch.bytes)
+    }
+
+    @inline(__always)
+    static func encodeValue(_ v: FieldValue, into w: inout ByteWriter) {
+        switch v {
+        case .null: w.u8(ValueTag.null.rawValue)
+        case .boolean(let b): w.u8(b ? ValueTag.boolTrue.rawValue : ValueTag.boolFalse.rawValue)
+        case .integer(let i):
+            w.u8(ValueTag.integer.rawValue)
+            w.varint(zigzag(i))
+        case .real(let d):
+            w.u8(ValueTag.real.rawValue)
+            w.u64(d.bitPattern)
+        case .text(let s):
+            if let u = canonicalUUID(s) {
+                w.u8(ValueTag.uuidText.rawValue)
+                w.uuid(u)
+            } else {
+                w.u8(ValueTag.text.rawValue)
+                w.varint(UInt64(s.utf8.count))
+                w.raw(s.utf8)
+            }
+        }
+    }
+
+    /// The UUID if `s` is exactly its canonical lowercase text (36 characters); nil otherwise,
+    /// so decoding the 16 bytes back to lowercase text restores `s` exactly.
+    @inline(__always)
+    static func canonicalUUID(_ s: String) -> UUID? {
+        guard s.utf8.count == 36 else { return nil }
+        var ok = true
+        var i = 0
+        for c in s.utf8 {
+            switch i {
+            case 8, 13, 18, 23: if c != UInt8(ascii: "-") { ok = false }
+            default: if !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66)) { ok = false }
+            }
+            if !ok { return nil }
+            i += 1
+        }
+        return UUID(uuidString: s)
+    }
+
+    /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame.
+    static func decode(_ r: inout ByteReader, origin: ReplicaID, seq: Seq, firstHLC: HLC) throws -> Event {
+        let length = Int(try r.varint())
+        try r.need(length)
+        let end = r.offset + length
+        var rr = ByteReader(r.base, offset: r.offset, end: end)
+        defer { r.offset = end }
+        let version = try rr.u8()
+        guard version == 1 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event schema version \(version)") }
+        let flags = try rr.u8()
+        guard flags & ~Flag.known == 0 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event flags \(flags)") }
+        let entityCode = try rr.u8()
+        guard let entity = Entity(rawValue: entityCode) else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown entity code \(entityCode)") }
+        let opCode = try rr.u8()
+        guard let op = Op(rawValue: opCode) else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown op code \(opCode)") }
+        let delta = try rr.varint()
+        let (hlcRaw, overflow) = firstHLC.rawValue.addingReportingOverflow(delta)
+        guard !overflow else { throw ByteReaderError(offset: rr.offset, message: "hlc overflows") }
+        let entityID = try rr.uuid()
+        let explicit = flags & Flag.explicitEventID != 0
+        let eventID = explicit ? try rr.uuid() : Event.derivedEventID(origin: origin, seq: seq)
+        let base: HLC? = flags & Flag.base != 0 ? HLC(rawValue: try rr.varint()) : nil
+        var actor: String?
+        if flags & Flag.actor != 0 {
+            let n = Int(try rr.varint())
+            actor = try decodeText(&rr, count: n)
+        }
+        let count = Int(try rr.varint())
+        guard count <= rr.remaining else { throw ByteReaderError(offset: rr.offset, message: "field count \(count) exceeds record") }
+        var fields: [Field] = []
+        fields.reserveCapacity(count)
+        for _ in 0..<count {
+            let code = Int(try rr.varint())
+            let name: String
+            if code == 0 {
+                let n = Int(try rr.varint())
+                name = try decodeText(&rr, count: n)
+            } else if code < knownFieldNames.count {
+                name = knownFieldNames[code]
+            } else {
+                throw ByteReaderError(offset: rr.offset, message: "unknown field code \(code)")
+            }
+            fields.append(Field(name, try decodeValue(&rr)))
+        }
+        guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
+        var m = Mutation(entity: entity, op: op, entityID: entityID, eventID: nil, base: base, actor: actor)
+        m.fields = fields
+        var e = Event(origin: origin, seq: seq, hlc: HLC(rawValue: hlcRaw), mutation: m, schemaVersion: version)
+        e.eventID = eventID
+        e.hasExplicitEventID = explicit
+        return e
+    }
+
+    @inline(__always)
+    static func decodeText(_ r: inout ByteReader, count: Int) throws -> String {
+        let b = try r.bytes(count)
+        guard let s = String(validating: b, as: UTF8.self) else {
+            throw ByteReaderError(offset: r.offset - count, message: "text is not valid UTF-8")
+        }
+        return s
+    }
+
+    @inline(__always)
+    static func decodeValue(_ r: inout ByteReader) throws -> FieldValue {
+        let tagByte = try r.u8()
+        guard let tag = ValueTag(rawValue: tagByte) else { throw ByteReaderError(offset: r.offset - 1, message: "unknown value tag \(tagByte)") }
+        switch tag {
+        case .null: return .null
+        case .boolFalse: return .boolean(false)
+        case .boolTrue: return .boolean(true)
+        case .integer: return .integer(unzigzag(try r.varint()))
+        case .real: return .real(Double(bitPattern: try r.u64()))
+        case .text:
+            let n = Int(try r.varint())
+            return .text(try decodeText(&r, count: n))
+        case .uuidText: return .text(try r.uuid().lowercasedString)
+        }
+    }
+}

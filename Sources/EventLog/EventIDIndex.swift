@@ -1,0 +1,110 @@
+import Foundation
+import GRDB
+
+/// The persistent index of writer-supplied event ids (`<store>/eventids.sqlite`), so a retried
+/// write is recognised without holding every id in memory.
+///
+/// Derived from the log and rebuilt from it: each origin's `indexed_through` says how far the
+/// log has been indexed, and opening catches up from there. Not thread-safe: owned by the writer.
+final class EventIDIndex {
+    private let db: DatabaseQueue
+    private var inTransaction = false
+
+    init(path: String) throws {
+        var config = Configuration()
+        config.allowsUnsafeTransactions = true
+        config.prepareDatabase { db in
+            // The log is the truth; a lost index tail is rebuilt from it at open.
+            try db.execute(sql: "PRAGMA synchronous = OFF")
+        }
+        do {
+            db = try DatabaseQueue(path: path, configuration: config)
+            try db.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                try db.execute(sql: """
+                    CREATE TABLE IF NOT EXISTS event_ids (id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE IF NOT EXISTS indexed_through (origin BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
+                    """)
+            }
+        } catch {
+            throw LogError(.io, "open event-id index", "\(error)", file: path,
+                           hint: "the index is derived from the log: delete the file and reopen to rebuild it")
+        }
+    }
+
+    private func run<T>(_ op: String, _ body: (Database) throws -> T) throws -> T {
+        do {
+            return try db.writeWithoutTransaction(body)
+        } catch let e as LogError {
+            throw e
+        } catch {
+            throw LogError(.io, op, "event-id index: \(error)")
+        }
+    }
+
+    func indexedThrough(_ origin: ReplicaID) throws -> Seq {
+        try run("read event-id index") { db in
+            Seq(UInt64(try Int64.fetchOne(db, sql: "SELECT seq FROM indexed_through WHERE origin = ?", arguments: [blob(origin.rawValue)]) ?? 0))
+        }
+    }
+
+    /// Where the event with this id is, if the log holds it.
+    func lookup(_ id: UUID) throws -> (ReplicaID, Seq)? {
+        try run("read event-id index") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT origin, seq FROM event_ids WHERE id = ?", arguments: [blob(id)]) else { return nil }
+            let o: Data = row[0]
+            let s: Int64 = row[1]
+            return (ReplicaID(rawValue: o.withUnsafeBytes { UUID(bytes: $0) }), Seq(UInt64(s)))
+        }
+    }
+
+    func begin() throws {
+        precondition(!inTransaction, "event-id index transaction already open")
+        try run("write event-id index") { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        inTransaction = true
+    }
+
+    func insert(_ id: UUID, origin: ReplicaID, seq: Seq) throws {
+        precondition(inTransaction)
+        try run("write event-id index") { db in
+            try db.execute(sql: "INSERT OR IGNORE INTO event_ids (id, origin, seq) VALUES (?, ?, ?)",
+                           arguments: [blob(id), blob(origin.rawValue), Int64(seq.rawValue)])
+        }
+    }
+
+    func setIndexedThrough(_ origin: ReplicaID, _ seq: Seq) throws {
+        precondition(inTransaction)
+        try run("write event-id index") { db in
+            try db.execute(sql: "INSERT INTO indexed_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq",
+                           arguments: [blob(origin.rawValue), Int64(seq.rawValue)])
+        }
+    }
+
+    /// Forgets ids past `tip` (their frames were cut off by recovery).
+    func forget(after tip: Seq, origin: ReplicaID) throws {
+        precondition(inTransaction)
+        try run("write event-id index") { db in
+            try db.execute(sql: "DELETE FROM event_ids WHERE origin = ? AND seq > ?", arguments: [blob(origin.rawValue), Int64(tip.rawValue)])
+            try db.execute(sql: "UPDATE indexed_through SET seq = ? WHERE origin = ? AND seq > ?",
+                           arguments: [Int64(tip.rawValue), blob(origin.rawValue), Int64(tip.rawValue)])
+        }
+    }
+
+    func commit() throws {
+        precondition(inTransaction)
+        try run("write event-id index") { try $0.execute(sql: "COMMIT") }
+        inTransaction = false
+    }
+
+    func rollback() {
+        guard inTransaction else { return }
+        _ = try? db.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        inTransaction = false
+    }
+
+    var isInTransaction: Bool { inTransaction }
+}
+
+@inline(__always) private func blob(_ u: UUID) -> Data {
+    withUnsafeBytes(of: u.uuid) { Data($0) }
+}

@@ -1,0 +1,138 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+import Foundation
+
+/// Thin, checked wrappers over POSIX file calls. Every failure becomes a `LogError` naming the file.
+enum FileIO {
+    static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644, op: String) throws -> Int32 {
+        let fd = path.withCString { Glibc.open($0, flags | O_CLOEXEC, mode) }
+        if fd < 0 { throw LogError(.io, op, "cannot open", file: path, errno: errno) }
+        return fd
+    }
+
+    /// Writes all of `bytes` at `offset`, retrying short writes and EINTR.
+    static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String, op: String) throws {
+        var done = 0
+        while done < bytes.count {
+            let n = Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LogError(.io, op, "write failed", file: path, offset: offset + done, errno: errno)
+            }
+            if n == 0 { throw LogError(.io, op, "write made no progress", file: path, offset: offset + done) }
+            done += n
+        }
+    }
+
+    /// Reads up to `count` bytes at `offset`; returns fewer only at end of file.
+    static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, count: Int, at offset: Int, path: String, op: String) throws -> Int {
+        precondition(count <= buffer.count)
+        var done = 0
+        while done < count {
+            let n = Glibc.pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + done))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LogError(.io, op, "read failed", file: path, offset: offset + done, errno: errno)
+            }
+            if n == 0 { break }
+            done += n
+        }
+        return done
+    }
+
+    static func readFile(_ path: String, op: String) throws -> [UInt8] {
+        let fd = try open(path, O_RDONLY, op: op)
+        defer { close(fd) }
+        let size = try fileSize(fd, path: path, op: op)
+        var buf = [UInt8](repeating: 0, count: size)
+        let n = try buf.withUnsafeMutableBytes { try pread(fd, into: $0, count: size, at: 0, path: path, op: op) }
+        buf.removeLast(size - n)
+        return buf
+    }
+
+    static func fsync(_ fd: Int32, path: String, op: String) throws {
+        while Glibc.fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw LogError(.io, op, "fsync failed; the data may not be durable", file: path, errno: errno)
+        }
+    }
+
+    static func fsyncDirectory(_ path: String, op: String) throws {
+        let fd = try open(path, O_RDONLY | O_DIRECTORY, op: op)
+        defer { close(fd) }
+        try fsync(fd, path: path, op: op)
+    }
+
+    /// fdatasync: the data and the metadata needed to read it back (the file size).
+    static func fdatasync(_ fd: Int32, path: String, op: String) throws {
+        while Glibc.fdatasync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw LogError(.io, op, "fdatasync failed; the data may not be durable", file: path, errno: errno)
+        }
+    }
+
+    static func fileSize(_ fd: Int32, path: String, op: String) throws -> Int {
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw LogError(.io, op, "stat failed", file: path, errno: errno) }
+        return Int(st.st_size)
+    }
+
+    static func size(of path: String) -> Int? {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : nil
+    }
+
+    static func truncate(_ fd: Int32, to size: Int, path: String, op: String) throws {
+        if ftruncate(fd, off_t(size)) != 0 { throw LogError(.io, op, "truncate failed", file: path, offset: size, errno: errno) }
+    }
+
+    static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+
+    static func listDirectory(_ path: String, op: String) throws -> [String] {
+        guard let dir = opendir(path) else { throw LogError(.io, op, "cannot list directory", file: path, errno: errno) }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names.sorted()
+    }
+
+    static func makeDirectory(_ path: String, op: String) throws {
+        if mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw LogError(.io, op, "cannot create directory", file: path, errno: errno)
+        }
+    }
+
+    static func remove(_ path: String, op: String) throws {
+        if unlink(path) != 0 && errno != ENOENT { throw LogError(.io, op, "cannot remove", file: path, errno: errno) }
+    }
+
+    /// Publishes `bytes` at `path` atomically: temp file, write, fsync, rename, fsync directory.
+    /// A crash leaves either the old file or the new one, and possibly a `.tmp` file that open sweeps.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, op: String, durable: Bool = true) throws {
+        let tmp = path + ".tmp"
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, op: op)
+        do {
+            try bytes.withUnsafeBytes { try pwriteAll(fd, $0, at: 0, path: tmp, op: op) }
+            if durable { try fsync(fd, path: tmp, op: op) }
+            close(fd)
+        } catch {
+            close(fd)
+            unlink(tmp)
+            throw error
+        }
+        if rename(tmp, path) != 0 {
+            let e = errno
+            unlink(tmp)
+            throw LogError(.io, op, "cannot rename temp file into place", file: path, errno: e)
+        }
+        if durable { try fsyncDirectory((path as NSString).deletingLastPathComponent, op: op) }
+    }
+}

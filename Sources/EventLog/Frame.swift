@@ -1,0 +1,236 @@
+import Crypto
+import Foundation
+
+/// The fixed 96-byte header in front of every frame. See docs/FORMAT.md, "Frame header".
+public struct FrameHeader: Sendable, Equatable {
+    public static let size = 96
+    public static let magic: [UInt8] = Array("LBKF".utf8)
+    public static let formatVersion: UInt8 = 1
+    /// Whole frames larger than this are refused: bounds every buffer a reader allocates.
+    public static let payloadBytesMax = 16 << 20
+    /// Events in one frame at most; bounds decode work per frame.
+    public static let eventsMax = 1 << 16
+
+    public enum Codec: UInt8, Sendable { case raw = 0, lz4Frame = 1 }
+
+    public var codec: Codec
+    /// Set on every frame of a multi-frame append except its last: the append is not committed
+    /// until a frame without this flag follows.
+    public var continues: Bool
+    public var origin: ReplicaID
+    public var baseSeq: Seq
+    public var count: UInt32
+    public var rawBytes: UInt32
+    public var firstHLC: HLC
+    public var lastHLC: HLC
+    public var storedBytes: UInt32
+    public var previousHash: FrameHash
+    public var crc: UInt32
+
+    public var lastSeq: Seq { Seq(baseSeq.rawValue + UInt64(count) - 1) }
+    public var totalBytes: Int { FrameHeader.size + Int(storedBytes) }
+
+    func encode(into w: inout ByteWriter) {
+        w.raw(FrameHeader.magic)
+        w.u8(FrameHeader.formatVersion)
+        w.u8(codec.rawValue)
+        w.u8(continues ? 1 : 0)
+        w.u8(0)
+        w.uuid(origin.rawValue)
+        w.u64(baseSeq.rawValue)
+        w.u32(count)
+        w.u32(rawBytes)
+        w.u64(firstHLC.rawValue)
+        w.u64(lastHLC.rawValue)
+        w.u32(storedBytes)
+        w.raw(previousHash.bytes)
+        w.u32(crc)
+    }
+
+    /// Parses and range-checks a header; does not check the CRC (that needs the payload).
+    static func decode(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) -> FrameHeader {
+        guard p.count >= size else { throw .truncated("frame header needs \(size) bytes, \(p.count) present") }
+        guard p[0] == magic[0], p[1] == magic[1], p[2] == magic[2], p[3] == magic[3] else { throw .invalid("bad frame magic") }
+        guard p[4] == formatVersion else { throw .invalid("unknown frame format version \(p[4])") }
+        guard let codec = Codec(rawValue: p[5]) else { throw .invalid("unknown codec \(p[5])") }
+        guard p[6] <= 1, p[7] == 0 else { throw .invalid("unknown frame flags") }
+        var r = ByteReader(p, offset: 8, end: size)
+        do {
+            let origin = ReplicaID(rawValue: try r.uuid())
+            let base = try r.u64()
+            let count = try r.u32()
+            let raw = try r.u32()
+            let first = try r.u64()
+            let last = try r.u64()
+            let stored = try r.u32()
+            let prev = FrameHash(bytes: Array(try r.bytes(32)))
+            let crc = try r.u32()
+            guard base >= 1 else { throw FrameDecodeError.invalid("base seq 0") }
+            guard count >= 1, count <= eventsMax else { throw FrameDecodeError.invalid("event count \(count) out of range") }
+            guard base <= UInt64.max - UInt64(count) else { throw FrameDecodeError.invalid("seq range overflows") }
+            guard Int(raw) <= payloadBytesMax, Int(stored) <= payloadBytesMax, stored > 0 else {
+                throw FrameDecodeError.invalid("payload sizes out of range (stored \(stored), raw \(raw))")
+            }
+            guard first <= last else { throw FrameDecodeError.invalid("first hlc after last hlc") }
+            if codec == .raw && raw != stored { throw FrameDecodeError.invalid("raw payload with differing sizes") }
+            return FrameHeader(codec: codec, continues: p[6] == 1, origin: origin, baseSeq: Seq(base), count: count,
+                               rawBytes: raw, firstHLC: HLC(rawValue: first), lastHLC: HLC(rawValue: last),
+                               storedBytes: stored, previousHash: prev, crc: crc)
+        } catch let e as FrameDecodeError {
+            throw e
+        } catch {
+            throw .truncated("frame header")
+        }
+    }
+}
+
+/// SHA-256 of a whole frame (header and payload); each frame carries its predecessor's.
+public struct FrameHash: Sendable, Hashable, CustomStringConvertible {
+    public var bytes: [UInt8]
+    public init(bytes: [UInt8]) {
+        precondition(bytes.count == 32, "a frame hash is 32 bytes")
+        self.bytes = bytes
+    }
+    /// The "previous hash" of an origin's first frame.
+    public static let zero = FrameHash(bytes: [UInt8](repeating: 0, count: 32))
+
+    public static func of(_ frame: UnsafeRawBufferPointer) -> FrameHash {
+        FrameHash(bytes: Array(SHA256.hash(data: frame)))
+    }
+    public var description: String { bytes.map { String(format: "%02x", $0) }.joined() }
+}
+
+enum FrameDecodeError: Error, Equatable {
+    /// The bytes end before the frame does (a torn write at the end of a file).
+    case truncated(String)
+    /// The bytes are there but wrong.
+    case invalid(String)
+
+    var message: String {
+        switch self {
+        case .truncated(let m): "truncated: \(m)"
+        case .invalid(let m): m
+        }
+    }
+}
+
+/// A frame as read from disk or the wire: its header, its whole bytes, and its hash.
+public struct Frame: Sendable {
+    public var header: FrameHeader
+    /// Header and payload, exactly as stored.
+    public var bytes: [UInt8]
+    public var hash: FrameHash { bytes.withUnsafeBytes { FrameHash.of($0) } }
+}
+
+/// Builds frames: encodes events, compresses, checksums. Reuses its buffers; not thread-safe.
+final class FrameEncoder {
+    private var records = ByteWriter(capacity: 1 << 20)
+    private var scratch = ByteWriter(capacity: 4096)
+    private var out = ByteWriter(capacity: 1 << 20)
+    private let lz4 = LZ4Codec()
+    /// Payloads at most this large are stored raw: LZ4's framing would outweigh any gain.
+    static let rawPayloadBytesMax = 64
+
+    /// Returns the frame's bytes. `events` must be contiguous seqs of one origin, in hlc order.
+    func encode(_ events: ArraySlice<Event>, continues: Bool, previousHash: FrameHash) -> [UInt8] {
+        precondition(!events.isEmpty && events.count <= FrameHeader.eventsMax, "frame event count out of range")
+        let first = events.first!
+        records.removeAll()
+        var expected = first.seq
+        for e in events {
+            precondition(e.seq == expected && e.origin == first.origin, "frame events must be contiguous seqs of one origin")
+            EventCodec.encode(e, firstHLC: first.hlc, into: &records, scratch: &scratch)
+            expected = expected.next
+        }
+        precondition(records.count <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
+        out.removeAll()
+        out.bytes.append(contentsOf: repeatElement(0, count: FrameHeader.size))
+        var codec = FrameHeader.Codec.lz4Frame
+        if records.count > FrameEncoder.rawPayloadBytesMax {
+            _ = records.bytes.withUnsafeBytes { lz4.compress($0, into: &out.bytes) }
+        }
+        if out.count - FrameHeader.size >= records.count || records.count <= FrameEncoder.rawPayloadBytesMax {
+            out.bytes.removeSubrange(FrameHeader.size...)
+            out.raw(records.bytes)
+            codec = .raw
+        }
+        let stored = out.count - FrameHeader.size
+        var header = FrameHeader(codec: codec, continues: continues, origin: first.origin, baseSeq: first.seq,
+                                 count: UInt32(events.count), rawBytes: UInt32(records.count),
+                                 firstHLC: first.hlc, lastHLC: events.last!.hlc, storedBytes: UInt32(stored),
+                                 previousHash: previousHash, crc: 0)
+        var hw = ByteWriter(capacity: FrameHeader.size)
+        header.encode(into: &hw)
+        var crc = CRC32C()
+        hw.bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[0..<FrameHeader.size - 4])) }
+        out.bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[FrameHeader.size...])) }
+        header.crc = crc.final
+        hw.removeAll()
+        header.encode(into: &hw)
+        out.bytes.replaceSubrange(0..<FrameHeader.size, with: hw.bytes)
+        return out.bytes
+    }
+}
+
+/// Checks and decodes frames. Reuses its buffers; not thread-safe.
+final class FrameDecoder {
+    private let lz4 = LZ4Codec()
+    private var raw: [UInt8] = []
+
+    /// Checks the CRC of a whole frame whose header has been parsed.
+    static func checkCRC(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
+        var crc = CRC32C()
+        crc.update(UnsafeRawBufferPointer(rebasing: frame[0..<FrameHeader.size - 4]))
+        crc.update(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes]))
+        if crc.final != header.crc {
+            throw .invalid(String(format: "checksum mismatch (stored %08x, computed %08x)", header.crc, crc.final))
+        }
+    }
+
+    /// Decodes the events of a frame whose CRC has been checked.
+    func events(of frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [Event] {
+        let payload = UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes])
+        var result: [Event] = []
+        result.reserveCapacity(Int(header.count))
+        func decodeRecords(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) {
+            var r = ByteReader(p)
+            var seq = header.baseSeq
+            do {
+                for _ in 0..<header.count {
+                    let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
+                    guard e.hlc <= header.lastHLC, result.last.map({ $0.hlc < e.hlc }) ?? true else {
+                        throw ByteReaderError(offset: r.offset, message: "event hlc out of order")
+                    }
+                    result.append(e)
+                    seq = seq.next
+                }
+            } catch let e as ByteReaderError {
+                throw .invalid("event record at payload offset \(e.offset): \(e.message)")
+            } catch {
+                throw .invalid("event record: \(error)")
+            }
+            guard r.remaining == 0 else { throw .invalid("\(r.remaining) bytes follow the last event record") }
+            guard result.last?.hlc == header.lastHLC else { throw .invalid("last event hlc differs from header") }
+        }
+        switch header.codec {
+        case .raw:
+            try decodeRecords(payload)
+        case .lz4Frame:
+            do {
+                try lz4.decompress(payload, expected: Int(header.rawBytes), into: &raw)
+            } catch {
+                throw .invalid("LZ4 payload: \(error.message)")
+            }
+            let failure: FrameDecodeError? = raw.withUnsafeBytes { p in
+                do throws(FrameDecodeError) {
+                    try decodeRecords(p)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure { throw failure }
+        }
+        return result
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+
+/// A hybrid logical clock value: 48 bits of wall-clock milliseconds since the Unix epoch and a
+/// 16-bit counter that orders events within one millisecond (or while the wall clock lags).
+public struct HLC: RawRepresentable, Comparable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public init(wallMillis: UInt64, counter: UInt16) {
+        precondition(wallMillis < (1 << 48), "wall clock milliseconds exceed 48 bits")
+        rawValue = (wallMillis << 16) | UInt64(counter)
+    }
+    public static let zero = HLC(rawValue: 0)
+    public var wallMillis: UInt64 { rawValue >> 16 }
+    public var counter: UInt16 { UInt16(truncatingIfNeeded: rawValue) }
+    public static func < (a: HLC, b: HLC) -> Bool { a.rawValue < b.rawValue }
+    /// The wall-clock part as a date.
+    public var date: Date { Date(timeIntervalSince1970: Double(wallMillis) / 1000) }
+    public var description: String { "\(wallMillis).\(counter)" }
+}
+
+/// A source of wall-clock time in milliseconds. Passed in so tests control time.
+public protocol WallClock: Sendable {
+    func nowMillis() -> UInt64
+}
+
+/// The system's real-time clock.
+public struct SystemWallClock: WallClock {
+    public init() {}
+    public func nowMillis() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return UInt64(max(0, ts.tv_sec)) * 1000 + UInt64(max(0, ts.tv_nsec)) / 1_000_000
+    }
+}
+
+/// Issues hybrid logical clock values that never go backwards, even when the wall clock does,
+/// and that stay ahead of every value observed from other replicas.
+///
+/// Not thread-safe: one clock belongs to one writer.
+public struct HybridClock: Sendable {
+    public private(set) var last: HLC
+    private let wall: any WallClock
+
+    public init(wall: any WallClock = SystemWallClock(), last: HLC = .zero) {
+        self.wall = wall
+        self.last = last
+    }
+
+    /// The next value: the wall clock if it is ahead of the last value, else the last value
+    /// with its counter advanced (carrying into the millisecond field when the counter is full).
+    public mutating func tick() -> HLC {
+        let now = min(wall.nowMillis(), (1 << 48) - 1)
+        if now > last.wallMillis {
+            last = HLC(wallMillis: now, counter: 0)
+        } else {
+            last = HLC(rawValue: last.rawValue + 1)
+        }
+        return last
+    }
+
+    /// Advances past a value seen in another replica's event.
+    public mutating func observe(_ other: HLC) {
+        if other > last { last = other }
+    }
+}

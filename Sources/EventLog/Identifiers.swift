@@ -1,0 +1,46 @@
+import Foundation
+
+/// A position in one origin's log: contiguous from 1.
+public struct Seq: RawRepresentable, Comparable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public init(_ value: UInt64) { self.rawValue = value }
+    public static func < (a: Seq, b: Seq) -> Bool { a.rawValue < b.rawValue }
+    public var next: Seq { Seq(rawValue + 1) }
+    public var description: String { String(rawValue) }
+}
+
+/// The identity of a replica; every event a replica authors carries it as `origin`.
+public struct ReplicaID: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var rawValue: UUID
+    public init(rawValue: UUID) { self.rawValue = rawValue }
+    /// Parses the canonical text form (any case); nil when it is not a UUID.
+    public init?(_ text: String) {
+        guard let uuid = UUID(uuidString: text) else { return nil }
+        self.rawValue = uuid
+    }
+    public static func random() -> ReplicaID { ReplicaID(rawValue: UUID()) }
+    /// Lowercase canonical text, as used in directory names and output.
+    public var description: String { rawValue.uuidString.lowercased() }
+    public static func < (a: ReplicaID, b: ReplicaID) -> Bool { a.rawValue.bytes.lexicographicallyPrecedes(b.rawValue.bytes) }
+}
+
+extension UUID {
+    /// The 16 bytes of the UUID in network order.
+    @inlinable
+    public var bytes: [UInt8] {
+        withUnsafeBytes(of: uuid) { Array($0) }
+    }
+
+    /// Builds a UUID from exactly 16 bytes.
+    @inlinable
+    public init(bytes: UnsafeRawBufferPointer) {
+        precondition(bytes.count == 16, "a UUID is 16 bytes")
+        var tuple: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &tuple) { $0.copyMemory(from: bytes) }
+        self.init(uuid: tuple)
+    }
+
+    /// Lowercase canonical text form.
+    public var lowercasedString: String { uuidString.lowercased() }
+}

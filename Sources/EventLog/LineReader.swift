@@ -1,0 +1,79 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads lines from a file descriptor through a bounded buffer, so input of any size streams
+/// in constant memory. Lines longer than `lineBytesMax` are refused with their line number.
+/// Not thread-safe.
+public final class LineReader {
+    private let fd: Int32
+    private let name: String
+    private let lineBytesMax: Int
+    private var buffer: [UInt8]
+    private var start = 0
+    private var end = 0
+    private var eof = false
+    /// 1-based number of the line last returned.
+    public private(set) var lineNumber = 0
+    /// Bytes read so far.
+    public private(set) var bytesRead = 0
+
+    public init(fd: Int32, name: String, lineBytesMax: Int = MutationParser.lineBytesMax) {
+        self.fd = fd
+        self.name = name
+        self.lineBytesMax = lineBytesMax
+        buffer = [UInt8](repeating: 0, count: max(1 << 20, lineBytesMax * 2))
+    }
+
+    /// Calls `body` with the next line (without its newline or a trailing CR); returns false at end of input.
+    public func next(_ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+        while true {
+            if let nl = buffer.withUnsafeBytes({ p -> Int? in
+                guard end > start, let base = p.baseAddress else { return nil }
+                guard let hit = memchr(base + start, 0x0A, end - start) else { return nil }
+                return base.distance(to: UnsafeRawPointer(hit))
+            }) {
+                lineNumber += 1
+                var lineEnd = nl
+                if lineEnd > start && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+                if lineEnd - start > lineBytesMax { throw tooLong() }
+                try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<lineEnd])) }
+                start = nl + 1
+                return true
+            }
+            if end - start > lineBytesMax {
+                lineNumber += 1
+                throw tooLong()
+            }
+            if eof {
+                guard end > start else { return false }
+                lineNumber += 1
+                var lineEnd = end
+                if buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
+                try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<lineEnd])) }
+                start = end
+                return true
+            }
+            if start > 0 {
+                buffer.withUnsafeMutableBytes { p in
+                    if end > start { memmove(p.baseAddress!, p.baseAddress! + start, end - start) }
+                }
+                end -= start
+                start = 0
+            }
+            let n = buffer.withUnsafeMutableBytes { p in read(fd, p.baseAddress! + end, p.count - end) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LogError(.io, "read input", "read failed", file: name, offset: bytesRead, errno: errno)
+            }
+            if n == 0 { eof = true }
+            end += n
+            bytesRead += n
+        }
+    }
+
+    private func tooLong() -> InputError {
+        InputError(line: lineNumber, column: nil, field: nil, message: "line is longer than \(lineBytesMax) bytes")
+    }
+}

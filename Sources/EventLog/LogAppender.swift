@@ -1,0 +1,360 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Limits and intervals of a writer. Defaults suit the sample workload.
+public struct AppendOptions: Sendable {
+    /// A segment is sealed and a new one started at the first append boundary past this size.
+    public var segmentBytesMax = 64 << 20
+    /// Events per frame at most.
+    public var frameEventsMax = 1000
+    /// Approximate encoded bytes per frame at most (a frame is cut before it grows past this).
+    public var frameRawBytesMax = 1 << 20
+    /// The active segment's index file is rewritten after this many new bytes, bounding the
+    /// frames that opening after a crash must scan.
+    public var indexCheckpointBytes = 4 << 20
+    /// The event-id index records its high-water mark at least this often (in events).
+    public var idCheckpointEvents: UInt64 = 1 << 16
+    public init() {}
+}
+
+/// What one append did.
+public struct AppendResult: Sendable, Equatable {
+    public var appended: Int = 0
+    public var firstSeq: Seq?
+    public var lastSeq: Seq?
+    /// Mutations skipped because their event id is already in the log.
+    public var duplicateCount = 0
+    /// The first duplicates (at most `duplicatesListedMax`): input position and where the log holds the id.
+    public var duplicates: [Duplicate] = []
+    public static let duplicatesListedMax = 100
+
+    public struct Duplicate: Sendable, Equatable {
+        public var inputIndex: Int
+        public var eventID: UUID
+        public var origin: ReplicaID
+        public var seq: Seq
+    }
+}
+
+/// The writing end of a store: appends this replica's events as checksummed, chained frames.
+///
+/// One `LogAppender` per store at a time (it holds the store's lock). An append of any size is
+/// atomic: its frames carry a `continues` flag until the last, and recovery drops an append that
+/// was cut off. `append` returns only once the frames are written, read back, compared, and fsynced.
+///
+/// ```swift
+/// let appender = try LogAppender(store: store)
+/// let r = try appender.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("Buy milk"))])])
+/// ```
+/// Not thread-safe: use it from one thread, or through `LogWriter` for concurrent callers.
+public final class LogAppender {
+    public let store: Store
+    public var origin: ReplicaID { store.replicaID }
+    /// What recovery did at open.
+    public let recovery: RecoveryReport
+    public let options: AppendOptions
+
+    private let lock: StoreLock
+    private var clock: HybridClock
+    private let ids: EventIDIndex
+    private let dir: OriginDirectory
+    private var segments: [Seq]
+    private var fd: Int32 = -1
+    private var active: SegmentIndex
+    private var indexWrittenAt: Int
+    private var idMark: Seq
+    private let encoder = FrameEncoder()
+    private var readBack: [UInt8] = []
+    private var closed = false
+
+    private struct Transaction {
+        var start: SegmentIndex
+        var pending: [Event] = []
+        var pendingBytes = 0
+        var inputIndex = 0
+        var result = AppendResult()
+        var hasIDs = false
+        /// Every duplicate of this append, for group commit's per-caller results.
+        var dupLog: [AppendResult.Duplicate] = []
+        var listAllDuplicates = false
+    }
+    private var txn: Transaction?
+
+    /// The end of this replica's own log.
+    public var tip: LogTip { LogTip(lastSeq: active.lastSeq, lastHLC: active.lastHLC, lastHash: active.lastHash) }
+
+    /// Opens the store for writing: takes the lock, recovers every origin's log, catches up the event-id index.
+    /// - Throws: `LogError` when another process holds the lock, or a log is damaged beyond a torn tail.
+    public init(store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions()) throws {
+        self.store = store
+        self.options = options
+        lock = try StoreLock(storePath: store.path)
+        var report = RecoveryReport()
+        var maxHLC = HLC.zero
+        let own = store.directory(store.replicaID)
+        try FileIO.makeDirectory(store.path + "/log", op: "open")
+        if !FileIO.exists(own.path) {
+            try FileIO.makeDirectory(own.path, op: "open")
+            try FileIO.fsyncDirectory(store.path + "/log", op: "open")
+        }
+        var tips: [ReplicaID: Seq] = [:]
+        var ownRecovered: RecoveredOrigin?
+        for origin in try store.origins() {
+            let r = try Recovery.recover(store.directory(origin), report: &report)
+            maxHLC = max(maxHLC, r.tip.lastHLC)
+            tips[origin] = r.tip.lastSeq
+            if origin == store.replicaID { ownRecovered = r }
+        }
+        recovery = report
+        clock = HybridClock(wall: wallClock, last: maxHLC)
+        dir = own
+        segments = ownRecovered?.segments ?? []
+        active = ownRecovered?.active ?? Recovery.emptyIndex(own, Seq(1), .zero)
+        indexWrittenAt = active.coveredBytes
+        ids = try EventIDIndex(path: store.path + "/eventids.sqlite")
+        idMark = Seq(0)
+        do {
+            if segments.isEmpty { try createSegment(first: Seq(1), previous: .zero) } else { try openActive() }
+            try catchUpIDs(tips)
+        } catch {
+            if fd >= 0 { Glibc.close(fd) }
+            lock.release()
+            throw error
+        }
+    }
+
+    deinit {
+        if !closed { try? close() }
+    }
+
+    /// Writes the active segment's index, records the event-id high-water mark, and releases the lock.
+    public func close() throws {
+        guard !closed else { return }
+        closed = true
+        if txn != nil { try? rollback() }
+        defer {
+            if fd >= 0 { Glibc.close(fd) }
+            fd = -1
+            lock.release()
+        }
+        try writeIndex()
+        try ids.begin()
+        try ids.setIndexedThrough(origin, active.lastSeq)
+        try ids.commit()
+    }
+
+    // MARK: Appending
+
+    /// Appends `mutations` as one atomic append (one frame, or several for large batches).
+    /// Mutations whose event id the log already holds (or that repeat one earlier in the batch) are skipped.
+    /// - Returns: the seqs assigned and the duplicates skipped.
+    /// - Throws: `LogError` on I/O failure; the log is then unchanged.
+    public func append(_ mutations: [Mutation]) throws -> AppendResult {
+        try begin()
+        do {
+            for m in mutations { try add(m) }
+            return try commit()
+        } catch {
+            try? rollback()
+            throw error
+        }
+    }
+
+    /// Starts an append whose events arrive one by one (`add`) and land together at `commit`.
+    public func begin() throws {
+        try begin(listingAllDuplicates: false)
+    }
+
+    func begin(listingAllDuplicates: Bool) throws {
+        precondition(!closed, "appender is closed")
+        precondition(txn == nil, "an append is already in progress")
+        if active.coveredBytes >= options.segmentBytesMax && active.lastSeq >= active.firstSeq {
+            try roll()
+        }
+        txn = Transaction(start: active)
+        txn!.listAllDuplicates = listingAllDuplicates
+    }
+
+    /// Adds one mutation to the append in progress; full frames are written as they fill.
+    public func add(_ m: Mutation) throws {
+        precondition(txn != nil, "add without begin")
+        let index = txn!.inputIndex
+        txn!.inputIndex += 1
+        if let id = m.eventID {
+            if !txn!.hasIDs {
+                try ids.begin()
+                txn!.hasIDs = true
+            }
+            if let (o, s) = try ids.lookup(id) {
+                txn!.result.duplicateCount += 1
+                if txn!.listAllDuplicates { txn!.dupLog.append(.init(inputIndex: index, eventID: id, origin: o, seq: s)) }
+                if txn!.result.duplicates.count < AppendResult.duplicatesListedMax {
+                    txn!.result.duplicates.append(.init(inputIndex: index, eventID: id, origin: o, seq: s))
+                }
+                return
+            }
+        }
+        let size = Self.approximateSize(m)
+        if !txn!.pending.isEmpty && (txn!.pending.count >= options.frameEventsMax || txn!.pendingBytes + size > options.frameRawBytesMax) {
+            try writePending(continues: true)
+        }
+        let seq = Seq(active.lastSeq.rawValue + UInt64(txn!.pending.count) + 1)
+        let event = Event(origin: origin, seq: seq, hlc: clock.tick(), mutation: m)
+        if let id = m.eventID { try ids.insert(id, origin: origin, seq: seq) }
+        txn!.pending.append(event)
+        txn!.pendingBytes += size
+    }
+
+    /// Writes the last frame, fsyncs, and makes the append visible.
+    public func commit() throws -> AppendResult {
+        precondition(txn != nil, "commit without begin")
+        do {
+            if !txn!.pending.isEmpty {
+                try writePending(continues: false)
+                try FileIO.fdatasync(fd, path: dir.segmentPath(active.firstSeq), op: "append")
+            }
+        } catch {
+            try? rollback()
+            throw error
+        }
+        let t = txn!
+        txn = nil
+        // The log is durable from here; the derived index follows (and is rebuilt if this is lost).
+        if t.hasIDs {
+            try? ids.setIndexedThrough(origin, active.lastSeq)
+            if (try? ids.commit()) == nil { ids.rollback() } else { idMark = active.lastSeq }
+        } else if active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents {
+            try? ids.begin()
+            try? ids.setIndexedThrough(origin, active.lastSeq)
+            if (try? ids.commit()) == nil { ids.rollback() } else { idMark = active.lastSeq }
+        }
+        if active.coveredBytes - indexWrittenAt >= options.indexCheckpointBytes { try writeIndex() }
+        return t.result
+    }
+
+    /// Abandons the append in progress: cuts its frames off the segment; nothing of it remains.
+    public func rollback() throws {
+        guard let t = txn else { return }
+        txn = nil
+        if t.hasIDs { ids.rollback() }
+        if active.coveredBytes != t.start.coveredBytes {
+            let path = dir.segmentPath(active.firstSeq)
+            try FileIO.truncate(fd, to: t.start.coveredBytes, path: path, op: "rollback")
+            try FileIO.fsync(fd, path: path, op: "rollback")
+        }
+        active = t.start
+    }
+
+    /// Duplicates found so far in the append in progress (used by group commit to split results).
+    var pendingDuplicateCount: Int { txn?.result.duplicateCount ?? 0 }
+    func pendingDuplicates(since count: Int) -> [AppendResult.Duplicate] {
+        guard let t = txn else { return [] }
+        return Array(t.dupLog[count...])
+    }
+
+    private static func approximateSize(_ m: Mutation) -> Int {
+        var n = 48 + (m.actor?.utf8.count ?? 0)
+        for f in m.fields {
+            n += 2 + f.name.utf8.count
+            if case .text(let s) = f.value { n += 4 + s.utf8.count } else { n += 9 }
+        }
+        return n
+    }
+
+    private func writePending(continues: Bool) throws {
+        let events = txn!.pending
+        let bytes = encoder.encode(events[...], continues: continues, previousHash: active.lastHash)
+        let offset = active.coveredBytes
+        let path = dir.segmentPath(active.firstSeq)
+        let header = try bytes.withUnsafeBytes { p throws -> FrameHeader in
+            // Invariants just before writing: the frame parses, checks, and continues the chain.
+            guard let h = try? FrameHeader.decode(p), h.baseSeq == active.lastSeq.next, h.previousHash == active.lastHash,
+                  h.firstHLC > active.lastHLC, h.totalBytes == p.count, (try? FrameDecoder.checkCRC(p, header: h)) != nil else {
+                preconditionFailure("frame encoder produced a frame that does not check")
+            }
+            try FileIO.pwriteAll(fd, p, at: offset, path: path, op: "append")
+            return h
+        }
+        // Read it back and compare: a write the kernel accepted but stored wrong is caught here.
+        if readBack.count < bytes.count { readBack = [UInt8](repeating: 0, count: bytes.count) }
+        let n = try readBack.withUnsafeMutableBytes { try FileIO.pread(fd, into: $0, count: bytes.count, at: offset, path: path, op: "append") }
+        let same = n == bytes.count && readBack.withUnsafeBytes { r in bytes.withUnsafeBytes { memcmp(r.baseAddress!, $0.baseAddress!, bytes.count) == 0 } }
+        guard same else {
+            throw LogError(.io, "append", "frame read back differs from what was written", file: path, offset: offset,
+                           seqs: header.baseSeq.rawValue...header.lastSeq.rawValue, hint: "the disk or filesystem is failing")
+        }
+        let hash = bytes.withUnsafeBytes { FrameHash.of($0) }
+        active.add(header, at: offset, hash: hash)
+        if txn!.result.firstSeq == nil { txn!.result.firstSeq = header.baseSeq }
+        txn!.result.lastSeq = header.lastSeq
+        txn!.result.appended += events.count
+        txn!.pending.removeAll(keepingCapacity: true)
+        txn!.pendingBytes = 0
+    }
+
+    // MARK: Segments
+
+    private func openActive() throws {
+        let path = dir.segmentPath(active.firstSeq)
+        fd = try FileIO.open(path, O_RDWR, op: "open")
+        let size = try FileIO.fileSize(fd, path: path, op: "open")
+        precondition(size == active.coveredBytes, "recovery left the active segment at a frame boundary")
+    }
+
+    private func createSegment(first: Seq, previous: FrameHash) throws {
+        let header = SegmentHeader(origin: origin, firstSeq: first, previousHash: previous)
+        let path = dir.segmentPath(first)
+        try FileIO.writeAtomically(header.encode(), to: path, op: "create segment")
+        if fd >= 0 { Glibc.close(fd) }
+        fd = try FileIO.open(path, O_RDWR, op: "create segment")
+        segments.append(first)
+        let lastHLC = active.lastHLC
+        active = Recovery.emptyIndex(dir, first, previous)
+        active.lastHLC = lastHLC
+        indexWrittenAt = 0
+    }
+
+    /// Seals the active segment (its index written in full) and starts the next one.
+    private func roll() throws {
+        try writeIndex()
+        try createSegment(first: active.lastSeq.next, previous: active.lastHash)
+    }
+
+    private func writeIndex() throws {
+        guard active.coveredBytes > SegmentHeader.size else { return }
+        try FileIO.writeAtomically(active.encode(), to: dir.indexPath(active.firstSeq), op: "write index", durable: false)
+        indexWrittenAt = active.coveredBytes
+    }
+
+    // MARK: Event-id index
+
+    private func catchUpIDs(_ tips: [ReplicaID: Seq]) throws {
+        let reader = LogReader(store: store)
+        for (origin, tip) in tips.sorted(by: { $0.key < $1.key }) {
+            let through = try ids.indexedThrough(origin)
+            if through == tip {
+                if origin == self.origin { idMark = tip }
+                continue
+            }
+            try ids.begin()
+            do {
+                if through > tip {
+                    try ids.forget(after: tip, origin: origin)
+                } else {
+                    try reader.forEachEvent(origin: origin, from: through.next) { e in
+                        if e.hasExplicitEventID { try ids.insert(e.eventID, origin: origin, seq: e.seq) }
+                        return true
+                    }
+                    try ids.setIndexedThrough(origin, tip)
+                }
+                try ids.commit()
+            } catch {
+                ids.rollback()
+                throw error
+            }
+            if origin == self.origin { idMark = tip }
+        }
+    }
+}

@@ -1,0 +1,63 @@
+/// An error from the event log: what failed, where (file, byte offset, seq range), why, and
+/// whether trying again can help. Cases are private so new ones can be added.
+public struct LogError: Error, CustomStringConvertible, Sendable {
+    enum Kind: Sendable, Equatable {
+        case io
+        case corrupt
+        case locked
+        case notAStore
+        case alreadyExists
+        case invalidInput
+        case unsupportedFormat
+        case gap
+    }
+
+    let kind: Kind
+    /// The operation that failed ("append", "open", "read", ...).
+    public var operation: String
+    public var file: String?
+    public var offset: Int?
+    public var seqs: ClosedRange<UInt64>?
+    public var message: String
+    public var hint: String?
+    /// POSIX errno for I/O failures.
+    public var errno: Int32?
+
+    init(_ kind: Kind, _ operation: String, _ message: String, file: String? = nil, offset: Int? = nil,
+         seqs: ClosedRange<UInt64>? = nil, hint: String? = nil, errno: Int32? = nil) {
+        self.kind = kind
+        self.operation = operation
+        self.message = message
+        self.file = file
+        self.offset = offset
+        self.seqs = seqs
+        self.hint = hint
+        self.errno = errno
+    }
+
+    /// Damaged bytes were found in a log file.
+    public var isCorruption: Bool { kind == .corrupt }
+    /// Another process holds the store's writer lock.
+    public var isLocked: Bool { kind == .locked }
+    /// The directory is not a Logbook store.
+    public var isNotAStore: Bool { kind == .notAStore }
+    /// The input was refused; nothing was written.
+    public var isInvalidInput: Bool { kind == .invalidInput }
+    /// Trying again later can succeed (a lock held by another process, a transient I/O error).
+    public var isRetryable: Bool { kind == .locked || (kind == .io && (errno == EINTR || errno == EAGAIN)) }
+
+    public var description: String {
+        var s = "\(operation): \(message)"
+        if let file { s += " [file \(file)" + (offset.map { ", byte offset \($0)" } ?? "") + "]" }
+        if let seqs { s += " [seq \(seqs.lowerBound)…\(seqs.upperBound)]" }
+        if let errno { s += " (errno \(errno): \(String(cString: strerror(errno))))" }
+        if let hint { s += "\nhint: \(hint)" }
+        return s
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif

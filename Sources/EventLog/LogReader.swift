@@ -1,0 +1,159 @@
+import Foundation
+
+/// Reads an origin's log from any seq, checking every frame (checksum, seq contiguity, hash
+/// chain, hlc order) as it goes. Safe while a writer appends: a frame that is not yet whole, or
+/// an append whose last frame is not yet written, is the end of the log for now.
+///
+/// Damage inside the log (a sealed segment, or a damaged frame followed by good ones) is never
+/// skipped: reading stops with a `LogError` naming the file and byte offset.
+///
+/// A `LogReader` value is immutable and can be shared; each read uses its own buffers.
+public struct LogReader: Sendable {
+    public let store: Store
+
+    public init(store: Store) { self.store = store }
+
+    /// Calls `body` with each whole, committed frame of `origin` holding seqs at or after `from`,
+    /// in order, until it returns false. The bytes are valid only during the call.
+    public func forEachFrame(origin: ReplicaID, from: Seq = Seq(1),
+                             _ body: (FrameHeader, UnsafeRawBufferPointer) throws -> Bool) throws {
+        let op = "read"
+        let dir = store.directory(origin)
+        let segments = try dir.segments(op: op)
+        guard !segments.isEmpty else { return }
+        var start = segments.lastIndex(where: { $0 <= from }) ?? 0
+        if start < 0 { start = 0 }
+        var chain: ChainState?
+        for i in start..<segments.count {
+            let first = segments[i]
+            let path = dir.segmentPath(first)
+            let isNewest = i == segments.count - 1
+            let file = try SegmentFile(path: path, op: op)
+            let header: SegmentHeader
+            switch try file.header() {
+            case .success(let h): header = h
+            case .failure(let e):
+                if isNewest, case .truncated = e { return }
+                throw LogError(.corrupt, op, "segment header: \(e.message)", file: path, offset: 0)
+            }
+            guard header.origin == origin, header.firstSeq == first else {
+                throw LogError(.corrupt, op, "segment header names origin \(header.origin) and seq \(header.firstSeq)", file: path, offset: 0)
+            }
+            var offset = SegmentHeader.size
+            if var c = chain {
+                guard c.nextSeq == first else {
+                    throw LogError(.corrupt, op, "seq gap between segments: expected \(c.nextSeq), segment starts at \(first)", file: path, offset: 0)
+                }
+                guard c.previousHash == nil || c.previousHash == header.previousHash else {
+                    throw LogError(.corrupt, op, "hash chain broken at segment start", file: path, offset: 0)
+                }
+                c.previousHash = header.previousHash
+                chain = c
+            } else if from > first, let idx = dir.loadIndex(first, segmentSize: file.size) {
+                offset = idx.offset(forSeq: from)
+                let entrySeq = idx.entries.last(where: { $0.offset == offset })?.seq ?? first
+                chain = ChainState(nextSeq: entrySeq, previousHash: offset == SegmentHeader.size ? header.previousHash : nil, lastHLC: .zero)
+            } else {
+                chain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero)
+            }
+            var committedThrough = offset
+            while true {
+                if offset >= committedThrough {
+                    let end = try file.commitEnd(from: offset)
+                    if end == offset {
+                        // Nothing committed past here: the end of the log, or damage.
+                        if file.size == offset { break }
+                        var probe = chain!
+                        let step = try file.frame(at: offset, chain: &probe)
+                        try stopOrThrow(step, file: file, offset: offset, isNewest: isNewest, origin: origin)
+                        return
+                    }
+                    committedThrough = end
+                }
+                var stepChain = chain!
+                var keepGoing = true
+                let step = try file.frame(at: offset, chain: &stepChain) { h, bytes in
+                    if h.lastSeq >= from { keepGoing = try body(h, bytes) }
+                }
+                guard case .frame(let h, _) = step else {
+                    try stopOrThrow(step, file: file, offset: offset, isNewest: isNewest, origin: origin)
+                    return
+                }
+                chain = stepChain
+                offset += h.totalBytes
+                if !keepGoing { return }
+            }
+            if !isNewest && offset != file.size {
+                throw LogError(.corrupt, op, "sealed segment ends inside an append", file: path, offset: offset)
+            }
+        }
+    }
+
+    private func stopOrThrow(_ step: FrameStep, file: SegmentFile, offset: Int, isNewest: Bool, origin: ReplicaID) throws {
+        switch step {
+        case .end:
+            return
+        case .frame:
+            if isNewest { return }  // an append still being written at the end of the newest segment
+            throw LogError(.corrupt, "read", "sealed segment ends inside an append", file: file.path, offset: offset)
+        case .torn(let r):
+            if isNewest { return }
+            throw LogError(.corrupt, "read", "sealed segment is cut short: \(r)", file: file.path, offset: offset)
+        case .bad(let r, let h):
+            if isNewest, try !file.hasValidFrame(after: offset, origin: origin) { return }
+            throw LogError(.corrupt, "read", "damaged frame: \(r)", file: file.path, offset: offset,
+                           seqs: h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue },
+                           hint: "run `evctl verify`; restore this origin's log from a peer")
+        }
+    }
+
+    /// Calls `body` with each event of `origin` from seq `from` on, until it returns false.
+    public func forEachEvent(origin: ReplicaID, from: Seq = Seq(1), _ body: (Event) throws -> Bool) throws {
+        let decoder = FrameDecoder()
+        try forEachFrame(origin: origin, from: from) { h, bytes in
+            let events: [Event]
+            do {
+                events = try decoder.events(of: bytes, header: h)
+            } catch {
+                throw LogError(.corrupt, "read", "frame does not decode: \((error as? FrameDecodeError)?.message ?? String(describing: error))", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
+            }
+            for e in events where e.seq >= from {
+                if try !body(e) { return false }
+            }
+            return true
+        }
+    }
+
+    /// Events of `origin` in seq order from `from`, at most `limit`.
+    public func events(origin: ReplicaID, from: Seq = Seq(1), limit: Int = .max) throws -> [Event] {
+        var out: [Event] = []
+        try forEachEvent(origin: origin, from: from) { e in
+            out.append(e)
+            return out.count < limit
+        }
+        return out
+    }
+
+    /// The end of `origin`'s committed log, found from the newest segment's index and the frames past it.
+    public func tip(origin: ReplicaID) throws -> LogTip {
+        let dir = store.directory(origin)
+        let segments = try dir.segments(op: "read")
+        guard let newest = segments.last else { return .empty }
+        var tip = LogTip.empty
+        var from = newest
+        if let size = FileIO.size(of: dir.segmentPath(newest)), let idx = dir.loadIndex(newest, segmentSize: size) {
+            tip = LogTip(lastSeq: idx.lastSeq, lastHLC: idx.lastHLC, lastHash: idx.lastHash)
+            from = idx.lastSeq.next
+            if idx.coveredBytes == size { return tip }
+        }
+        try forEachFrame(origin: origin, from: from) { h, bytes in
+            tip = LogTip(lastSeq: h.lastSeq, lastHLC: h.lastHLC, lastHash: FrameHash.of(bytes))
+            return true
+        }
+        if tip.lastSeq.rawValue == 0 && segments.count > 1 {
+            // An empty newest segment: the tip is where the one before it ends.
+            tip.lastSeq = Seq(newest.rawValue - 1)
+        }
+        return tip
+    }
+}

@@ -1,0 +1,365 @@
+import Foundation
+
+/// A refused input line: which line, where in it, which field, and what is wrong.
+public struct InputError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// 1-based line number in the input.
+    public var line: Int
+    /// 1-based byte column in the line, when known.
+    public var column: Int?
+    /// The field or key concerned, when there is one.
+    public var field: String?
+    public var message: String
+
+    public var description: String {
+        var s = "line \(line)"
+        if let column { s += ", column \(column)" }
+        if let field { s += ", field \"\(field)\"" }
+        return s + ": " + message
+    }
+}
+
+/// Parses one NDJSON mutation line, e.g.
+/// `{"entity":"item","op":"create","id":"…","fields":{"title":"Buy milk","parent_id":null}}`,
+/// with optional `event_id` (UUID), `base` (integer hlc) and `actor` (text).
+///
+/// Strict: unknown or repeated keys, non-scalar field values, bad UUIDs, values of the wrong
+/// kind for a known field (see `FieldRules`) and oversized values are refused with the line,
+/// column and field. Written over raw bytes because Foundation's JSON decoding is an order of
+/// magnitude too slow for bulk appends. Stateless; safe from any thread.
+public enum MutationParser {
+    /// Lines longer than this are refused (they cannot be a valid mutation within the field limits).
+    public static let lineBytesMax = 1 << 20
+
+    public static func parse(_ line: UnsafeRawBufferPointer, lineNumber: Int) throws(InputError) -> Mutation {
+        var p = JSONScanner(bytes: line, line: lineNumber)
+        return try p.mutation()
+    }
+
+    public static func parse(_ line: String, lineNumber: Int = 1) throws(InputError) -> Mutation {
+        let bytes = Array(line.utf8)
+        let result: Result<Mutation, InputError> = bytes.withUnsafeBytes { b in
+            Result { () throws(InputError) in try parse(b, lineNumber: lineNumber) }
+        }
+        return try result.get()
+    }
+}
+
+private struct JSONScanner {
+    let bytes: UnsafeRawBufferPointer
+    let line: Int
+    var i = 0
+
+    init(bytes: UnsafeRawBufferPointer, line: Int) {
+        self.bytes = bytes
+        self.line = line
+    }
+
+    func fail(_ message: String, field: String? = nil, at: Int? = nil) -> InputError {
+        InputError(line: line, column: (at ?? i) + 1, field: field, message: message)
+    }
+
+    @inline(__always) mutating func skipSpace() {
+        while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0D || bytes[i] == 0x0A { i += 1 }
+    }
+
+    @inline(__always) mutating func expect(_ c: UInt8, _ what: String) throws(InputError) {
+        skipSpace()
+        guard i < bytes.count, bytes[i] == c else {
+            throw fail(i < bytes.count ? "expected \(what), found '\(Character(Unicode.Scalar(bytes[i])))'" : "expected \(what), line ends")
+        }
+        i += 1
+    }
+
+    @inline(__always) mutating func peek() -> UInt8? {
+        skipSpace()
+        return i < bytes.count ? bytes[i] : nil
+    }
+
+    /// A string's raw bytes when it has no escapes (the common case), else its decoded bytes.
+    mutating func stringBytes(field: String?) throws(InputError) -> ArraySlice<UInt8> {
+        try expect(0x22, "a string")
+        let start = i
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == 0x22 {
+                let s = ArraySlice(UnsafeRawBufferPointer(rebasing: bytes[start..<i]))
+                i += 1
+                return s
+            }
+            if c == 0x5C { return try slowString(from: start, field: field) }
+            if c < 0x20 { throw fail("control character in string (escape it)", field: field) }
+            i += 1
+        }
+        throw fail("string is not closed", field: field, at: start - 1)
+    }
+
+    mutating func slowString(from start: Int, field: String?) throws(InputError) -> ArraySlice<UInt8> {
+        var out = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<i]))
+        while i < bytes.count {
+            let c = bytes[i]
+            if c == 0x22 {
+                i += 1
+                return out[...]
+            }
+            if c < 0x20 { throw fail("control character in string (escape it)", field: field) }
+            if c != 0x5C {
+                out.append(c)
+                i += 1
+                continue
+            }
+            i += 1
+            guard i < bytes.count else { break }
+            let e = bytes[i]
+            i += 1
+            switch e {
+            case 0x22: out.append(0x22)
+            case 0x5C: out.append(0x5C)
+            case 0x2F: out.append(0x2F)
+            case 0x62: out.append(0x08)
+            case 0x66: out.append(0x0C)
+            case 0x6E: out.append(0x0A)
+            case 0x72: out.append(0x0D)
+            case 0x74: out.append(0x09)
+            case 0x75:
+                var scalar = try hex4(field: field)
+                if scalar >= 0xD800 && scalar < 0xDC00 {
+                    guard i + 1 < bytes.count, bytes[i] == 0x5C, bytes[i + 1] == 0x75 else { throw fail("unpaired surrogate in \\u escape", field: field) }
+                    i += 2
+                    let low = try hex4(field: field)
+                    guard low >= 0xDC00 && low < 0xE000 else { throw fail("unpaired surrogate in \\u escape", field: field) }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if scalar >= 0xDC00 && scalar < 0xE000 {
+                    throw fail("unpaired surrogate in \\u escape", field: field)
+                }
+                guard let u = Unicode.Scalar(scalar) else { throw fail("invalid \\u escape", field: field) }
+                out.append(contentsOf: Array(String(Character(u)).utf8))
+            default:
+                throw fail("invalid escape \\\(Character(Unicode.Scalar(e)))", field: field, at: i - 2)
+            }
+        }
+        throw fail("string is not closed", field: field, at: start - 1)
+    }
+
+    mutating func hex4(field: String?) throws(InputError) -> UInt32 {
+        guard i + 4 <= bytes.count else { throw fail("truncated \\u escape", field: field) }
+        var v: UInt32 = 0
+        for k in 0..<4 {
+            guard let h = UUIDText.hex(bytes[i + k]) else { throw fail("invalid \\u escape", field: field) }
+            v = v << 4 | UInt32(h)
+        }
+        i += 4
+        return v
+    }
+
+    mutating func text(field: String?) throws(InputError) -> String {
+        let at = i
+        let b = try stringBytes(field: field)
+        guard let s = b.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
+            throw fail("string is not valid UTF-8", field: field, at: at)
+        }
+        return s
+    }
+
+    mutating func uuid(field: String) throws(InputError) -> UUID {
+        skipSpace()
+        let at = i
+        let b = try stringBytes(field: field)
+        guard let u = UUIDText.parse(b) else {
+            throw fail("not a UUID: \"\(String(decoding: b.prefix(60), as: UTF8.self))\"", field: field, at: at)
+        }
+        return u
+    }
+
+    mutating func literal(_ word: StaticString) -> Bool {
+        let n = word.utf8CodeUnitCount
+        guard i + n <= bytes.count else { return false }
+        for k in 0..<n where bytes[i + k] != word.utf8Start[k] { return false }
+        i += n
+        return true
+    }
+
+    mutating func scalar(field: String) throws(InputError) -> FieldValue {
+        guard let c = peek() else { throw fail("value missing, line ends", field: field) }
+        switch c {
+        case 0x22: return .text(try text(field: field))
+        case 0x6E: if literal("null") { return .null }
+        case 0x74: if literal("true") { return .boolean(true) }
+        case 0x66: if literal("false") { return .boolean(false) }
+        case 0x2D, 0x30...0x39: return try number(field: field)
+        case 0x7B, 0x5B: throw fail("wrong value type: objects and arrays are not field values (use null, a number, text or a boolean)", field: field)
+        default: break
+        }
+        throw fail("not a JSON value", field: field)
+    }
+
+    mutating func number(field: String) throws(InputError) -> FieldValue {
+        let start = i
+        if bytes[i] == 0x2D { i += 1 }
+        guard i < bytes.count, bytes[i] >= 0x30, bytes[i] <= 0x39 else { throw fail("malformed number", field: field, at: start) }
+        if bytes[i] == 0x30, i + 1 < bytes.count, bytes[i + 1] >= 0x30, bytes[i + 1] <= 0x39 { throw fail("malformed number (leading zero)", field: field, at: start) }
+        var isReal = false
+        while i < bytes.count {
+            let c = bytes[i]
+            if c >= 0x30 && c <= 0x39 { i += 1; continue }
+            if c == 0x2E || c == 0x65 || c == 0x45 || c == 0x2B || (c == 0x2D && i > start) { isReal = true; i += 1; continue }
+            break
+        }
+        let text = String(decoding: UnsafeRawBufferPointer(rebasing: bytes[start..<i]), as: UTF8.self)
+        if !isReal {
+            guard let v = Int64(text) else { throw fail("integer \(text) is out of the 64-bit range", field: field, at: start) }
+            return .integer(v)
+        }
+        guard isValidJSONReal(start..<i), let d = Double(text), d.isFinite else { throw fail("malformed number \(text)", field: field, at: start) }
+        return .real(d)
+    }
+
+    func isValidJSONReal(_ r: Range<Int>) -> Bool {
+        var k = r.lowerBound
+        func digits() -> Bool {
+            let s = k
+            while k < r.upperBound, bytes[k] >= 0x30, bytes[k] <= 0x39 { k += 1 }
+            return k > s
+        }
+        if bytes[k] == 0x2D { k += 1 }
+        guard digits() else { return false }
+        if k < r.upperBound, bytes[k] == 0x2E { k += 1; guard digits() else { return false } }
+        if k < r.upperBound, bytes[k] == 0x65 || bytes[k] == 0x45 {
+            k += 1
+            if k < r.upperBound, bytes[k] == 0x2B || bytes[k] == 0x2D { k += 1 }
+            guard digits() else { return false }
+        }
+        return k == r.upperBound
+    }
+
+    /// Which top-level key this is, matched on bytes without allocating.
+    enum Key { case entity, op, id, fields, eventID, base, actor }
+
+    static let keys: [(Key, [UInt8])] = [
+        (.entity, Array("entity".utf8)), (.op, Array("op".utf8)), (.id, Array("id".utf8)), (.fields, Array("fields".utf8)),
+        (.eventID, Array("event_id".utf8)), (.base, Array("base".utf8)), (.actor, Array("actor".utf8)),
+    ]
+
+    mutating func mutation() throws(InputError) -> Mutation {
+        var entity: Entity?
+        var op: Op?
+        var id: UUID?
+        var fields: [Field]?
+        var eventID: UUID?
+        var base: HLC?
+        var actor: String?
+        var seen = Set<Int>()
+        try expect(0x7B, "'{' (each line is one JSON object)")
+        if peek() == 0x7D {
+            i += 1
+        } else {
+            while true {
+                let keyAt = i
+                skipSpace()
+                let kb = try stringBytes(field: nil)
+                guard let (key, _) = JSONScanner.keys.first(where: { $0.1.elementsEqual(kb) }) else {
+                    throw fail("unknown key \"\(String(decoding: kb.prefix(60), as: UTF8.self))\" (expected entity, op, id, fields, event_id, base, actor)", at: keyAt)
+                }
+                let keyName = String(decoding: kb, as: UTF8.self)
+                guard seen.insert(JSONScanner.keys.firstIndex(where: { $0.0 == key })!).inserted else {
+                    throw fail("key \"\(keyName)\" appears twice", field: keyName, at: keyAt)
+                }
+                try expect(0x3A, "':'")
+                skipSpace()
+                let valueAt = i
+                switch key {
+                case .entity:
+                    let t = try text(field: keyName)
+                    guard let e = Entity(name: t) else {
+                        throw fail("unknown entity \"\(t)\" (expected one of \(Entity.allCases.map(\.name).joined(separator: ", ")))", field: keyName, at: valueAt)
+                    }
+                    entity = e
+                case .op:
+                    let t = try text(field: keyName)
+                    guard let o = Op(name: t) else {
+                        throw fail("unknown op \"\(t)\" (expected one of \(Op.allCases.map(\.name).joined(separator: ", ")))", field: keyName, at: valueAt)
+                    }
+                    op = o
+                case .id: id = try uuid(field: keyName)
+                case .eventID:
+                    if peek() == 0x6E, literal("null") { eventID = nil } else { eventID = try uuid(field: keyName) }
+                case .base:
+                    switch try scalar(field: keyName) {
+                    case .null: base = nil
+                    case .integer(let v) where v >= 0: base = HLC(rawValue: UInt64(v))
+                    default: throw fail("expected a non-negative integer hlc or null", field: keyName, at: valueAt)
+                    }
+                case .actor:
+                    if peek() == 0x6E, literal("null") {
+                        actor = nil
+                    } else {
+                        let a = try text(field: keyName)
+                        guard !a.isEmpty, a.utf8.count <= FieldRules.actorBytesMax else {
+                            throw fail("actor must be 1 to \(FieldRules.actorBytesMax) bytes", field: keyName, at: valueAt)
+                        }
+                        actor = a
+                    }
+                case .fields: fields = try fieldsObject()
+                }
+                guard let c = peek() else { throw fail("object is not closed, line ends") }
+                i += 1
+                if c == 0x7D { break }
+                guard c == 0x2C else { throw fail("expected ',' or '}'", at: i - 1) }
+            }
+        }
+        skipSpace()
+        guard i == bytes.count else { throw fail("unexpected text after the object") }
+        guard let entity else { throw InputError(line: line, column: nil, field: "entity", message: "missing key \"entity\"") }
+        guard let op else { throw InputError(line: line, column: nil, field: "op", message: "missing key \"op\"") }
+        var fs = fields ?? []
+        var entityID = id
+        if entity == .itemTag {
+            let item = fs.first { $0.name == "item_id" }
+            let tag = fs.first { $0.name == "tag_id" }
+            if op == .create && (item == nil || tag == nil) {
+                throw InputError(line: line, column: nil, field: item == nil ? "item_id" : "tag_id",
+                                 message: "an item_tag create names its pair in fields item_id and tag_id")
+            }
+            if entityID == nil, case .text(let it)? = item?.value, case .text(let tg)? = tag?.value,
+               let iu = UUIDText.parse(Array(it.utf8)[...]), let tu = UUIDText.parse(Array(tg.utf8)[...]) {
+                entityID = FieldRules.itemTagID(item: iu, tag: tu)
+            }
+        }
+        guard let entityID else {
+            throw InputError(line: line, column: nil, field: "id", message: entity == .itemTag ? "missing key \"id\" (or fields item_id and tag_id)" : "missing key \"id\"")
+        }
+        fs.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        var m = Mutation(entity: entity, op: op, entityID: entityID, eventID: eventID, base: base, actor: actor)
+        m.fields = fs
+        return m
+    }
+
+    mutating func fieldsObject() throws(InputError) -> [Field] {
+        try expect(0x7B, "'{' for fields")
+        var out: [Field] = []
+        if peek() == 0x7D {
+            i += 1
+            return out
+        }
+        while true {
+            skipSpace()
+            let nameAt = i
+            let nb = try stringBytes(field: nil)
+            let name = String(decoding: nb, as: UTF8.self)
+            guard FieldRules.isValidName(nb) else {
+                throw fail("field name \"\(name.prefix(70))\" must be a lowercase letter followed by lowercase letters, digits or _ (at most \(FieldRules.nameBytesMax) bytes)", at: nameAt)
+            }
+            try expect(0x3A, "':'")
+            skipSpace()
+            let valueAt = i
+            let value = try scalar(field: name)
+            if let problem = FieldRules.check(name, value) { throw fail(problem, field: name, at: valueAt) }
+            if out.contains(where: { $0.name == name }) { throw fail("field appears twice", field: name, at: nameAt) }
+            out.append(Field(name, value))
+            guard out.count <= FieldRules.fieldsMax else { throw fail("more than \(FieldRules.fieldsMax) fields", at: nameAt) }
+            guard let c = peek() else { throw fail("fields object is not closed, line ends") }
+            i += 1
+            if c == 0x7D { return out }
+            guard c == 0x2C else { throw fail("expected ',' or '}' in fields", at: i - 1) }
+        }
+    }
+}

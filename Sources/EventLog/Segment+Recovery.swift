@@ -1,0 +1,239 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Something recovery did, or found, when a writer opened the store.
+public enum RecoveryAction: Sendable, Equatable, CustomStringConvertible {
+    /// A temp file left by an interrupted atomic write was removed.
+    case removedTempFile(path: String)
+    /// The newest segment's damaged or incomplete tail was cut back to the last whole, committed frame.
+    case truncatedTail(file: String, offset: Int, droppedBytes: Int, droppedSeqs: ClosedRange<UInt64>?, reason: String)
+    /// A segment too short to hold its header (a creation cut off) was removed.
+    case removedTornSegment(file: String, bytes: Int)
+    /// A missing or stale index was rebuilt from its segment.
+    case rebuiltIndex(file: String, reason: String)
+    /// A sealed segment holds damaged bytes; reads stop there. Resync the origin from a peer.
+    case damagedSealedSegment(file: String, offset: Int, reason: String)
+
+    public var description: String {
+        switch self {
+        case .removedTempFile(let p): "removed leftover temp file \(p)"
+        case let .truncatedTail(f, o, b, s, r):
+            "truncated \(f) at byte offset \(o): dropped \(b) bytes" + (s.map { " (seq \($0.lowerBound)…\($0.upperBound))" } ?? "") + ": \(r)"
+        case let .removedTornSegment(f, b): "removed torn segment \(f) (\(b) bytes, shorter than its header)"
+        case let .rebuiltIndex(f, r): "rebuilt index \(f): \(r)"
+        case let .damagedSealedSegment(f, o, r): "damaged sealed segment \(f) at byte offset \(o): \(r)"
+        }
+    }
+}
+
+/// What recovery did when a writer opened the store. Empty when the store was clean.
+public struct RecoveryReport: Sendable, Equatable {
+    public var actions: [RecoveryAction] = []
+    public var isClean: Bool { actions.isEmpty }
+}
+
+/// An origin's log after recovery: its segments, and the writable end of the newest one.
+struct RecoveredOrigin {
+    var dir: OriginDirectory
+    var segments: [Seq]
+    /// The newest segment's index, covering every committed frame in it.
+    var active: SegmentIndex?
+    var tip: LogTip
+}
+
+/// How a scan of a segment's frames ended.
+enum ScanStop: Equatable {
+    case end
+    case torn(offset: Int, reason: String)
+    case bad(offset: Int, reason: String, claimed: ClosedRange<UInt64>?)
+}
+
+/// The recovery cases, in order (each has a test):
+///
+/// | case | found | done |
+/// |---|---|---|
+/// | clean | index covers the file, or the frames past it check out | nothing |
+/// | leftover temp file | `*.tmp` in the origin directory | removed |
+/// | torn segment creation | newest segment shorter than its header | removed |
+/// | torn frame header | file ends inside a frame header | cut back to the last committed frame |
+/// | torn payload | file ends inside a payload | cut back to the last committed frame |
+/// | incomplete append | last whole frames carry `continues` | cut back to the last committed frame |
+/// | bad checksum in the tail | a damaged frame with no valid frame after it | cut back to the last committed frame |
+/// | damage inside the newest segment | a damaged frame followed by valid frames | open fails, naming file and offset |
+/// | bad checksum in a sealed segment | found while rebuilding its index | reported; reads stop there with an error |
+/// | missing or stale index | no `.idx`, bad checksum, or not covering the file | rebuilt by scanning |
+enum Recovery {
+    static func recover(_ dir: OriginDirectory, report: inout RecoveryReport) throws -> RecoveredOrigin {
+        let op = "recover"
+        // Leftover temp files and indexes without a segment.
+        for name in try FileIO.listDirectory(dir.path, op: op) {
+            let full = dir.path + "/" + name
+            if name.hasSuffix(SegmentName.tempSuffix) {
+                try FileIO.remove(full, op: op)
+                report.actions.append(.removedTempFile(path: full))
+            }
+        }
+        var segments = try dir.segments(op: op)
+        // A newest segment shorter than its header was cut off while being created.
+        while let last = segments.last, let size = FileIO.size(of: dir.segmentPath(last)), size < SegmentHeader.size {
+            try FileIO.remove(dir.segmentPath(last), op: op)
+            try FileIO.remove(dir.indexPath(last), op: op)
+            report.actions.append(.removedTornSegment(file: dir.segmentPath(last), bytes: size))
+            segments.removeLast()
+        }
+        guard let newest = segments.last else {
+            return RecoveredOrigin(dir: dir, segments: [], active: nil, tip: .empty)
+        }
+        // Sealed segments: only their indexes are checked (opening must not read every frame).
+        for first in segments.dropLast() {
+            let path = dir.segmentPath(first)
+            guard let size = FileIO.size(of: path) else { continue }
+            if let idx = dir.loadIndex(first, segmentSize: size), idx.coveredBytes == size { continue }
+            let reason = FileIO.exists(dir.indexPath(first)) ? "stale or damaged" : "missing"
+            let file = try SegmentFile(path: path, op: op)
+            let (idx, stop) = try rebuildIndex(file, dir: dir, first: first)
+            switch stop {
+            case .end:
+                try FileIO.writeAtomically(idx.encode(), to: dir.indexPath(first), op: op, durable: false)
+                report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: reason))
+            case .torn(let o, let r), .bad(let o, let r, _):
+                report.actions.append(.damagedSealedSegment(file: path, offset: o, reason: r))
+            }
+        }
+        var active = try recoverNewest(dir, first: newest, report: &report)
+        active.coveredBytes = max(active.coveredBytes, SegmentHeader.size)
+        // An empty newest segment takes its clock floor from the segment before it.
+        if active.lastSeq < active.firstSeq, segments.count > 1 {
+            let previous = segments[segments.count - 2]
+            if let size = FileIO.size(of: dir.segmentPath(previous)), let idx = dir.loadIndex(previous, segmentSize: size) {
+                active.lastHLC = idx.lastHLC
+            }
+        }
+        let tip = LogTip(lastSeq: active.lastSeq, lastHLC: active.lastHLC, lastHash: active.lastHash)
+        return RecoveredOrigin(dir: dir, segments: segments, active: active, tip: tip)
+    }
+
+    /// Scans a whole segment from its header, building its index.
+    static func rebuildIndex(_ file: SegmentFile, dir: OriginDirectory, first: Seq) throws -> (SegmentIndex, ScanStop) {
+        let header: SegmentHeader
+        switch try file.header() {
+        case .success(let h): header = h
+        case .failure(let e): return (emptyIndex(dir, first, .zero), .bad(offset: 0, reason: e.message, claimed: nil))
+        }
+        guard header.origin == dir.origin, header.firstSeq == first else {
+            return (emptyIndex(dir, first, .zero), .bad(offset: 0, reason: "segment header names origin \(header.origin) seq \(header.firstSeq)", claimed: nil))
+        }
+        var idx = emptyIndex(dir, first, header.previousHash)
+        var chain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero)
+        let stop = try scan(file, index: &idx, chain: &chain, commitOnly: false).stop
+        return (idx, stop)
+    }
+
+    static func emptyIndex(_ dir: OriginDirectory, _ first: Seq, _ prev: FrameHash) -> SegmentIndex {
+        SegmentIndex(origin: dir.origin, firstSeq: first, coveredBytes: SegmentHeader.size,
+                     lastSeq: Seq(first.rawValue - 1), lastHLC: .zero, lastHash: prev, entries: [])
+    }
+
+    struct ScanResult {
+        var stop: ScanStop
+        /// Seq of the last event seen in a whole, valid frame (committed or not).
+        var lastSeenSeq: Seq
+    }
+
+    /// Reads frames from `index.coveredBytes` to the end of the file, adding each valid frame to
+    /// `index`. With `commitOnly`, `index` is left at the last frame that ends an append.
+    static func scan(_ file: SegmentFile, index: inout SegmentIndex, chain: inout ChainState, commitOnly: Bool) throws -> ScanResult {
+        var offset = index.coveredBytes
+        var committed = (index.entries.count, index.coveredBytes, index.lastSeq, index.lastHLC, index.lastHash, chain)
+        var lastSeen = index.lastSeq
+        var stop = ScanStop.end
+        loop: while true {
+            switch try file.frame(at: offset, chain: &chain) {
+            case .end:
+                break loop
+            case .torn(let r):
+                stop = .torn(offset: offset, reason: r)
+                break loop
+            case .bad(let r, let h):
+                let claimed = h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue }
+                stop = .bad(offset: offset, reason: r, claimed: claimed)
+                break loop
+            case .frame(let h, let hash):
+                index.add(h, at: offset, hash: hash)
+                offset += h.totalBytes
+                lastSeen = h.lastSeq
+                if !h.continues {
+                    committed = (index.entries.count, index.coveredBytes, index.lastSeq, index.lastHLC, index.lastHash, chain)
+                }
+            }
+        }
+        if commitOnly {
+            index.entries.removeLast(index.entries.count - committed.0)
+            index.coveredBytes = committed.1
+            index.lastSeq = committed.2
+            index.lastHLC = committed.3
+            index.lastHash = committed.4
+            chain = committed.5
+        }
+        return ScanResult(stop: stop, lastSeenSeq: lastSeen)
+    }
+
+    static func recoverNewest(_ dir: OriginDirectory, first: Seq, report: inout RecoveryReport) throws -> SegmentIndex {
+        let op = "recover"
+        let path = dir.segmentPath(first)
+        let file = try SegmentFile(path: path, op: op)
+        let header: SegmentHeader
+        switch try file.header() {
+        case .success(let h): header = h
+        case .failure(let e):
+            throw LogError(.corrupt, op, "segment header is damaged: \(e.message)", file: path, offset: 0,
+                           hint: "run `evctl verify`; restore this origin's log from a peer")
+        }
+        guard header.origin == dir.origin, header.firstSeq == first else {
+            throw LogError(.corrupt, op, "segment header names origin \(header.origin) and seq \(header.firstSeq), not its directory and name", file: path, offset: 0)
+        }
+        var idx: SegmentIndex
+        var chain: ChainState
+        if let loaded = dir.loadIndex(first, segmentSize: file.size) {
+            idx = loaded
+            chain = ChainState(nextSeq: loaded.lastSeq.next, previousHash: loaded.lastHash, lastHLC: loaded.lastHLC)
+        } else {
+            idx = emptyIndex(dir, first, header.previousHash)
+            chain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero)
+            if FileIO.exists(dir.indexPath(first)) {
+                report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: "stale or damaged"))
+            }
+        }
+        let result = try scan(file, index: &idx, chain: &chain, commitOnly: true)
+        var reason: String?
+        switch result.stop {
+        case .end:
+            if idx.coveredBytes < file.size { reason = "an append of several frames was cut off before its last frame" }
+        case .torn(_, let r):
+            reason = "torn write: \(r)"
+        case .bad(let offset, let r, _):
+            if try file.hasValidFrame(after: offset, origin: dir.origin) {
+                throw LogError(.corrupt, op, "damaged frame inside the log, followed by valid frames: \(r)", file: path, offset: offset,
+                               hint: "this is not a torn write; run `evctl verify` and restore this origin's log from a peer")
+            }
+            reason = "damaged tail: \(r)"
+        }
+        if let reason {
+            let cut = idx.coveredBytes
+            var droppedTop = result.lastSeenSeq.rawValue
+            if case .bad(_, _, let claimed?) = result.stop, claimed.lowerBound == result.lastSeenSeq.rawValue + 1 {
+                droppedTop = claimed.upperBound
+            }
+            let firstDropped = idx.lastSeq.rawValue + 1
+            let seqs: ClosedRange<UInt64>? = droppedTop >= firstDropped ? firstDropped...droppedTop : nil
+            let fd = try FileIO.open(path, O_WRONLY, op: op)
+            defer { close(fd) }
+            try FileIO.truncate(fd, to: cut, path: path, op: op)
+            try FileIO.fsync(fd, path: path, op: op)
+            report.actions.append(.truncatedTail(file: path, offset: cut, droppedBytes: file.size - cut, droppedSeqs: seqs, reason: reason))
+        }
+        return idx
+    }
+}

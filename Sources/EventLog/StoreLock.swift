@@ -1,0 +1,43 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The store's single-writer lock: an exclusive `flock` on `<store>/LOCK`, holding the owner's pid.
+/// The kernel releases it when the process dies, so a killed writer never leaves a stale lock.
+final class StoreLock: @unchecked Sendable {
+    let path: String
+    private var fd: Int32
+
+    init(storePath: String) throws {
+        path = storePath + "/LOCK"
+        fd = try FileIO.open(path, O_RDWR | O_CREAT, op: "lock")
+        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+            let e = errno
+            var holder = "another process"
+            if let bytes = try? FileIO.readFile(path, op: "lock"),
+               let pid = Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) {
+                holder = "process \(pid)"
+            }
+            close(fd)
+            if e == EWOULDBLOCK {
+                throw LogError(.locked, "lock", "the store is open for writing by \(holder)", file: path,
+                               hint: "one process writes at a time; wait for it to finish or stop it")
+            }
+            throw LogError(.io, "lock", "cannot lock the store", file: path, errno: e)
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(fd, 0)
+        try pid.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: 0, path: path, op: "lock") }
+    }
+
+    func release() {
+        guard fd >= 0 else { return }
+        _ = ftruncate(fd, 0)
+        flock(fd, LOCK_UN)
+        close(fd)
+        fd = -1
+    }
+
+    deinit { release() }
+}

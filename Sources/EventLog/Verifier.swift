@@ -1,0 +1,129 @@
+import Foundation
+
+/// One problem found by `Verifier`: where, and what.
+public struct VerifyProblem: Sendable, Equatable, CustomStringConvertible {
+    public var file: String
+    public var offset: Int
+    public var message: String
+    public var description: String { "\(file) at byte offset \(offset): \(message)" }
+}
+
+/// What `Verifier.run` found.
+public struct VerifyReport: Sendable {
+    public var origins = 0
+    public var segments = 0
+    public var frames = 0
+    public var events = 0
+    public var bytes = 0
+    public var problems: [VerifyProblem] = []
+    /// Fixable by reopening for writing (indexes): not damage to the data.
+    public var notes: [String] = []
+    public var isClean: Bool { problems.isEmpty }
+}
+
+/// Checks every frame of every origin: segment headers, checksums, the hash chain (across
+/// segments too), seq contiguity, hlc order, and that every event decodes. Read-only: it never
+/// repairs, and it can run while a writer appends.
+public struct Verifier: Sendable {
+    public let store: Store
+    public init(store: Store) { self.store = store }
+
+    /// - Parameter progress: called after each segment with (bytes checked so far, total bytes).
+    public func run(progress: ((Int, Int) -> Void)? = nil) throws -> VerifyReport {
+        var report = VerifyReport()
+        let origins = try store.origins()
+        report.origins = origins.count
+        var total = 0
+        var plan: [(OriginDirectory, [Seq])] = []
+        for o in origins {
+            let dir = store.directory(o)
+            let segs = try dir.segments(op: "verify")
+            plan.append((dir, segs))
+            for s in segs { total += FileIO.size(of: dir.segmentPath(s)) ?? 0 }
+        }
+        let decoder = FrameDecoder()
+        for (dir, segs) in plan {
+            if let first = segs.first, first != Seq(1) {
+                report.notes.append("origin \(dir.origin): log starts at seq \(first)")
+            }
+            var chain: ChainState?
+            for (i, first) in segs.enumerated() {
+                let path = dir.segmentPath(first)
+                report.segments += 1
+                let file = try SegmentFile(path: path, op: "verify")
+                report.bytes += file.size
+                defer { progress?(report.bytes, total) }
+                let header: SegmentHeader
+                switch try file.header() {
+                case .success(let h): header = h
+                case .failure(let e):
+                    report.problems.append(VerifyProblem(file: path, offset: 0, message: "segment header: \(e.message)"))
+                    chain = nil
+                    continue
+                }
+                if header.origin != dir.origin || header.firstSeq != first {
+                    report.problems.append(VerifyProblem(file: path, offset: 0, message: "segment header names origin \(header.origin) and seq \(header.firstSeq)"))
+                    chain = nil
+                    continue
+                }
+                if let c = chain {
+                    if c.nextSeq != first {
+                        report.problems.append(VerifyProblem(file: path, offset: 0, message: "seq gap: previous segment ends before seq \(c.nextSeq), this one starts at \(first)"))
+                    } else if c.previousHash != header.previousHash {
+                        report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: segment links to \(header.previousHash), previous frame hashes to \(c.previousHash.map(\.description) ?? "?")"))
+                    }
+                }
+                var state = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero)
+                var offset = SegmentHeader.size
+                var index = Recovery.emptyIndex(dir, first, header.previousHash)
+                var lastContinues = false
+                var decodeFailure: (Int, String)?
+                scan: while true {
+                    let at = offset
+                    let step = try file.frame(at: offset, chain: &state) { h, bytes in
+                        do {
+                            report.events += try decoder.events(of: bytes, header: h).count
+                        } catch {
+                            decodeFailure = (at, (error as? FrameDecodeError)?.message ?? "\(error)")
+                        }
+                    }
+                    switch step {
+                    case .end:
+                        break scan
+                    case .frame(let h, let hash):
+                        if let (o, m) = decodeFailure {
+                            report.problems.append(VerifyProblem(file: path, offset: o, message: "frame of seq \(h.baseSeq)…\(h.lastSeq) does not decode: \(m)"))
+                            break scan
+                        }
+                        report.frames += 1
+                        index.add(h, at: offset, hash: hash)
+                        lastContinues = h.continues
+                        offset += h.totalBytes
+                    case .torn(let r):
+                        let tail = i == segs.count - 1 ? " (a torn tail: the next writer to open the store cuts it off)" : ""
+                        report.problems.append(VerifyProblem(file: path, offset: offset, message: "\(r)\(tail)"))
+                        break scan
+                    case .bad(let r, let h):
+                        let seqs = h.map { " (claims seq \($0.baseSeq)…\($0.lastSeq))" } ?? ""
+                        report.problems.append(VerifyProblem(file: path, offset: offset, message: "\(r)\(seqs)"))
+                        break scan
+                    }
+                }
+                if offset == file.size && lastContinues {
+                    report.problems.append(VerifyProblem(file: path, offset: offset, message: "the last append is incomplete (its final frame is missing)"))
+                }
+                if offset == file.size, FileIO.exists(dir.indexPath(first)) {
+                    if let idx = dir.loadIndex(first, segmentSize: file.size) {
+                        let consistent = idx.entries.allSatisfy { e in index.entries.contains(e) || e.offset >= index.coveredBytes }
+                            && idx.coveredBytes <= index.coveredBytes
+                        if !consistent { report.notes.append("\(dir.indexPath(first)): index disagrees with its segment (rebuilt at next writer open)") }
+                    } else {
+                        report.notes.append("\(dir.indexPath(first)): index is stale or damaged (rebuilt at next writer open)")
+                    }
+                }
+                chain = offset == file.size ? state : nil
+            }
+        }
+        return report
+    }
+}

@@ -1,0 +1,3 @@
+/// The projection layer (SQLite tables rebuilt from the log) is built by a later issue.
+/// This namespace exists so the product is declared from the start.
+public enum Projections {}

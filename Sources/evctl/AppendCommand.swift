@@ -1,0 +1,85 @@
+import ArgumentParser
+import EventLog
+import Foundation
+
+struct AppendCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "append",
+        abstract: "Append NDJSON mutations, one per line; all lines land or none do.",
+        discussion: """
+            Each line: {"entity":"item","op":"create","id":"<uuid>","fields":{"title":"Buy milk","parent_id":null}}
+            entity: item, tag, item_tag, time_entry, saved_search, completion, recurrence_exception
+            op: create, update, delete, restore. Optional: event_id (idempotent writes), base, actor.
+            item_tag events name their pair in fields item_id and tag_id (their id defaults to one derived from the pair).
+            A bad line fails the whole call with its line number, and nothing is appended.
+            """
+    )
+    @OptionGroup var options: StoreOptions
+
+    @Argument(help: "NDJSON file to read, or - for standard input (the default).")
+    var file: String = "-"
+
+    func execute() throws {
+        let store = try options.open()
+        let fd: Int32
+        if file == "-" {
+            fd = 0
+        } else {
+            fd = open(file, O_RDONLY | O_CLOEXEC)
+            if fd < 0 { throw ValidationError("cannot open \(file): \(String(cString: strerror(errno)))") }
+        }
+        defer { if fd != 0 { close(fd) } }
+        let appender = try LogAppender(store: store)
+        defer { try? appender.close() }
+        Terminal.reportRecovery(appender.recovery)
+        let lines = LineReader(fd: fd, name: file == "-" ? "standard input" : file)
+        try appender.begin()
+        var inputError: InputError?
+        do {
+            var lastProgress = 0
+            while try lines.next({ line in
+                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+                let m: Mutation
+                do throws(InputError) {
+                    m = try MutationParser.parse(line, lineNumber: lines.lineNumber)
+                } catch {
+                    inputError = error
+                    throw error
+                }
+                try appender.add(m)
+            }) {
+                if lines.lineNumber - lastProgress >= 100_000 {
+                    lastProgress = lines.lineNumber
+                    Terminal.progress("appending: \(lines.lineNumber) lines, \(lines.bytesRead >> 20) MiB read")
+                }
+            }
+        } catch {
+            Terminal.endProgress()
+            try? appender.rollback()
+            if let inputError { throw inputError }
+            throw error
+        }
+        let r = try appender.commit()
+        Terminal.endProgress()
+        if options.json {
+            var pairs: [(String, String)] = [("appended", String(r.appended)),
+                                             ("first_seq", r.firstSeq.map { String($0.rawValue) } ?? "null"),
+                                             ("last_seq", r.lastSeq.map { String($0.rawValue) } ?? "null"),
+                                             ("duplicates", String(r.duplicateCount))]
+            pairs.append(("origin", JSON.string(store.replicaID.description)))
+            print(JSON.object(pairs))
+        } else {
+            if let f = r.firstSeq, let l = r.lastSeq {
+                print("appended \(r.appended) events (seq \(f)…\(l))")
+            } else {
+                print("appended 0 events")
+            }
+            if r.duplicateCount > 0 {
+                print("skipped \(r.duplicateCount) already in the log (by event_id)")
+                for d in r.duplicates.prefix(10) {
+                    print("  record \(d.inputIndex + 1): event \(d.eventID.lowercasedString) is seq \(d.seq) of \(d.origin)")
+                }
+            }
+        }
+    }
+}

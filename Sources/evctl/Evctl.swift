@@ -1,0 +1,111 @@
+import ArgumentParser
+import EventLog
+import Foundation
+
+struct Evctl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "evctl",
+        abstract: "Logbook: an append-only, checksummed event log for task-manager data.",
+        discussion: """
+            The store is --store PATH, else $EVCTL_STORE, else ./evstore.
+            Exit status: 0 success; 1 failure or problems found; 3 the store is locked by another writer;
+            4 the input was refused (nothing was appended); 64 bad usage.
+            """,
+        subcommands: [InitCommand.self, AppendCommand.self, LogCommand.self, VerifyCommand.self, StatusCommand.self, SampleCommand.self]
+    )
+}
+
+/// Options every store command takes.
+struct StoreOptions: ParsableArguments {
+    @Option(name: .long, help: "The store directory (default: $EVCTL_STORE, else ./evstore).")
+    var store: String?
+
+    @Flag(name: .long, help: "Print JSON for scripts instead of text.")
+    var json = false
+
+    var path: String {
+        if let store { return store }
+        if let env = ProcessInfo.processInfo.environment["EVCTL_STORE"], !env.isEmpty { return env }
+        return "./evstore"
+    }
+
+    func open() throws -> Store { try Store.open(at: path) }
+}
+
+/// A command whose failures print one clear message on stderr and exit with a status that says what kind.
+protocol StoreCommand: ParsableCommand {
+    func execute() throws
+}
+
+extension StoreCommand {
+    func run() throws {
+        do {
+            try execute()
+        } catch let e as ExitCode {
+            throw e
+        } catch let e as InputError {
+            Terminal.error("\(e) (nothing was appended)")
+            throw ExitCode(4)
+        } catch let e as LogError {
+            Terminal.error(e.description)
+            throw ExitCode(e.isLocked ? 3 : 1)
+        } catch {
+            Terminal.error(String(describing: error))
+            throw ExitCode(1)
+        }
+    }
+}
+
+enum Terminal {
+    static func error(_ message: String) {
+        FileHandle.standardError.write(Data("evctl: error: \(message)\n".utf8))
+    }
+
+    static func note(_ message: String) {
+        FileHandle.standardError.write(Data("evctl: \(message)\n".utf8))
+    }
+
+    static var stderrIsTerminal: Bool { isatty(2) != 0 }
+
+    /// Overwrites one progress line on a terminal; silent otherwise.
+    static func progress(_ message: String) {
+        guard stderrIsTerminal else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[2K\(message)".utf8))
+    }
+
+    static func endProgress() {
+        guard stderrIsTerminal else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8))
+    }
+
+    static func reportRecovery(_ r: RecoveryReport) {
+        for a in r.actions { note("recovery: \(a)") }
+    }
+}
+
+/// Buffered standard output (one write per 64 KiB), so long listings are not syscall-bound.
+final class Output {
+    private var buffer: [UInt8] = []
+    init() { buffer.reserveCapacity(1 << 16) }
+    func line(_ s: String) {
+        buffer.append(contentsOf: s.utf8)
+        buffer.append(0x0A)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+    func flush() {
+        guard !buffer.isEmpty else { return }
+        buffer.withUnsafeBytes { p in
+            var done = 0
+            while done < p.count {
+                let n = write(1, p.baseAddress! + done, p.count - done)
+                if n <= 0 {
+                    if n < 0 && errno == EINTR { continue }
+                    break
+                }
+                done += n
+            }
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+    deinit { flush() }
+}

@@ -1,0 +1,34 @@
+import ArgumentParser
+import EventLog
+
+struct StatusCommand: StoreCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "What the store holds: origins, events, segments, bytes.")
+    @OptionGroup var options: StoreOptions
+
+    func execute() throws {
+        let store = try options.open()
+        let s = try store.status()
+        if options.json {
+            let origins = s.origins.map {
+                JSON.object([("origin", JSON.string($0.origin.description)), ("last_seq", String($0.lastSeq.rawValue)),
+                             ("last_time", $0.lastSeq.rawValue == 0 ? "null" : JSON.string(ISOTime.string($0.lastHLC))),
+                             ("segments", String($0.segments)), ("bytes", String($0.bytes))])
+            }
+            print(JSON.object([
+                ("replica_id", JSON.string(s.replicaID.description)), ("store", JSON.string(store.path)),
+                ("total_events", String(s.totalEvents)), ("segments", String(s.segments)),
+                ("log_bytes", String(s.logBytes)), ("bytes_on_disk", String(s.bytesOnDisk)),
+                ("origins", "[" + origins.joined(separator: ",") + "]"),
+            ]))
+        } else {
+            print("store       \(store.path)")
+            print("replica id  \(s.replicaID)")
+            print("events      \(s.totalEvents) in \(s.segments) segments, \(s.logBytes) bytes of log, \(s.bytesOnDisk) bytes on disk")
+            for o in s.origins {
+                let mine = o.origin == s.replicaID ? " (this replica)" : ""
+                let last = o.lastSeq.rawValue == 0 ? "empty" : "last seq \(o.lastSeq) at \(ISOTime.string(o.lastHLC))"
+                print("origin      \(o.origin)\(mine): \(last), \(o.segments) segments, \(o.bytes) bytes")
+            }
+        }
+    }
+}
