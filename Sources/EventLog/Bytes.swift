@@ -129,3 +129,23 @@ struct ByteReader {
 
 @inline(__always) func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
 @inline(__always) func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
+
+/// Makes a String from bytes that must be valid UTF-8 (nil otherwise). ASCII, the common case,
+/// takes a fast path that avoids the standard library's generic validation.
+@inline(__always)
+func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
+    let n = p.count
+    var acc: UInt64 = 0
+    var i = 0
+    while i + 8 <= n {
+        acc |= p.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+        i += 8
+    }
+    while i < n {
+        acc |= UInt64(p[i])
+        i += 1
+    }
+    let u = p.assumingMemoryBound(to: UInt8.self)
+    if acc & 0x8080_8080_8080_8080 == 0 { return String(decoding: u, as: UTF8.self) }
+    return String(validating: u, as: UTF8.self)
+}

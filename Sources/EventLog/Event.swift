@@ -22,8 +22,16 @@ public enum Entity: UInt8, CaseIterable, Sendable, CustomStringConvertible {
         }
     }
     public init?(name: String) {
-        guard let e = Entity.allCases.first(where: { $0.name == name }) else { return nil }
-        self = e
+        switch name {
+        case "item": self = .item
+        case "tag": self = .tag
+        case "item_tag": self = .itemTag
+        case "time_entry": self = .timeEntry
+        case "saved_search": self = .savedSearch
+        case "completion": self = .completion
+        case "recurrence_exception": self = .recurrenceException
+        default: return nil
+        }
     }
     public var description: String { name }
 }
@@ -44,8 +52,13 @@ public enum Op: UInt8, CaseIterable, Sendable, CustomStringConvertible {
         }
     }
     public init?(name: String) {
-        guard let o = Op.allCases.first(where: { $0.name == name }) else { return nil }
-        self = o
+        switch name {
+        case "create": self = .create
+        case "update": self = .update
+        case "delete": self = .delete
+        case "restore": self = .restore
+        default: return nil
+        }
     }
     public var description: String { name }
 }

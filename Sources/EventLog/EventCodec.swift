@@ -14,11 +14,28 @@ enum EventCodec {
         "tag_id", "started_at", "ended_at", "duration_seconds", "query", "occurrence_date",
         "rescheduled_to", "kind", "user_id", "created_at", "is_pinned", "note",
     ]
-    static let knownFieldCodes: [String: UInt64] = {
-        var m: [String: UInt64] = [:]
-        for (i, n) in knownFieldNames.enumerated() where i > 0 { m[n] = UInt64(i) }
-        return m
+    /// Candidate codes by (name length, first letter), so finding a name's code costs one or
+    /// two byte comparisons instead of hashing.
+    static let codeTable: [[UInt8]] = {
+        var t = [[UInt8]](repeating: [], count: 32 * 26)
+        for (i, n) in knownFieldNames.enumerated() where i > 0 {
+            let u = Array(n.utf8)
+            t[u.count * 26 + Int(u[0] - 0x61)].append(UInt8(i))
+        }
+        return t
     }()
+
+    /// The one-byte code of a known field name, or 0.
+    @inline(__always)
+    static func knownCode(_ name: String) -> Int {
+        var name = name
+        return name.withUTF8 { u -> Int in
+            guard u.count < 32, let f = u.first, f >= 0x61, f <= 0x7A else { return 0 }
+            for c in codeTable[u.count * 26 + Int(f - 0x61)] where knownFieldBytes[Int(c)].elementsEqual(u) { return Int(c) }
+            return 0
+        }
+    }
+    static let knownFieldBytes: [[UInt8]] = knownFieldNames.map { Array($0.utf8) }
 
     enum ValueTag: UInt8 {
         case null = 0, boolFalse = 1, boolTrue = 2, integer = 3, real = 4, text = 5, uuidText = 6
@@ -53,8 +70,9 @@ enum EventCodec {
         }
         scratch.varint(UInt64(e.fields.count))
         for f in e.fields {
-            if let code = knownFieldCodes[f.name] {
-                scratch.varint(code)
+            let code = knownCode(f.name)
+            if code != 0 {
+                scratch.varint(UInt64(code))
             } else {
                 scratch.varint(0)
                 scratch.varint(UInt64(f.name.utf8.count))
@@ -94,17 +112,8 @@ enum EventCodec {
     @inline(__always)
     static func canonicalUUID(_ s: String) -> UUID? {
         guard s.utf8.count == 36 else { return nil }
-        var ok = true
-        var i = 0
-        for c in s.utf8 {
-            switch i {
-            case 8, 13, 18, 23: if c != UInt8(ascii: "-") { ok = false }
-            default: if !((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66)) { ok = false }
-            }
-            if !ok { return nil }
-            i += 1
-        }
-        return UUID(uuidString: s)
+        var s = s
+        return s.withUTF8 { UUIDText.parse(UnsafeRawBufferPointer($0), lowercaseOnly: true) }
     }
 
     /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame.
@@ -163,7 +172,7 @@ enum EventCodec {
     @inline(__always)
     static func decodeText(_ r: inout ByteReader, count: Int) throws -> String {
         let b = try r.bytes(count)
-        guard let s = String(validating: b, as: UTF8.self) else {
+        guard let s = makeUTF8String(b) else {
             throw ByteReaderError(offset: r.offset - count, message: "text is not valid UTF-8")
         }
         return s

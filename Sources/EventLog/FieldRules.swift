@@ -42,17 +42,20 @@ public enum FieldRules {
         "note": (.text, true),
     ]
 
+    static let kindsByCode: [(FieldKind, Bool)?] = EventCodec.knownFieldNames.map { known[$0] }
+
     /// Checks a field against its rule; returns a message naming what is wrong, or nil.
     public static func check(_ name: String, _ value: FieldValue) -> String? {
         if case .text(let s) = value, s.utf8.count > textBytesMax {
             return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)"
         }
-        guard let (kind, nullable) = known[name] else { return nil }
+        let code = EventCodec.knownCode(name)
+        guard code != 0, let (kind, nullable) = kindsByCode[code] else { return nil }
         let ok: Bool
         switch (kind, value) {
         case (_, .null): return nullable ? nil : "must not be null (expected \(kind.expected))"
         case (.text, .text): ok = true
-        case (.uuid, .text(let s)): ok = UUIDText.parse(Array(s.utf8)[...]) != nil
+        case (.uuid, .text(var s)): ok = s.withUTF8 { UUIDText.parse(UnsafeRawBufferPointer($0)) } != nil
         case (.integer, .integer): ok = true
         case (.number, .integer), (.number, .real): ok = true
         case (.boolean, .boolean): ok = true
@@ -104,34 +107,77 @@ public enum UUIDv5 {
 /// Fast parsing of UUID text (36 characters, hex digits in either case).
 enum UUIDText {
     static func parse(_ b: ArraySlice<UInt8>) -> UUID? {
-        guard b.count == 36 else { return nil }
-        var out = [UInt8](repeating: 0, count: 16)
-        var o = 0
-        var i = b.startIndex
-        var pos = 0
-        while pos < 36 {
-            if pos == 8 || pos == 13 || pos == 18 || pos == 23 {
-                guard b[i] == 0x2D else { return nil }
-                i += 1
-                pos += 1
-                continue
-            }
-            guard let hi = hex(b[i]), let lo = hex(b[i + 1]) else { return nil }
-            out[o] = hi << 4 | lo
-            o += 1
-            i += 2
-            pos += 2
-        }
-        return out.withUnsafeBytes { UUID(bytes: $0) }
+        b.withUnsafeBytes { parse($0) }
     }
 
-    @inline(__always) static func hex(_ c: UInt8) -> UInt8? {
+    /// Parses 36 bytes of UUID text; with `lowercaseOnly`, only the canonical lowercase form.
+    @inline(__always)
+    static func parse(_ b: UnsafeRawBufferPointer, lowercaseOnly: Bool = false) -> UUID? {
+        guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
+        var tuple: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let ok = hexValues.withUnsafeBufferPointer { table in
+            withUnsafeMutableBytes(of: &tuple) { out -> Bool in
+                var i = 0
+                var bad: UInt8 = 0
+                var upper: UInt8 = 0
+                for o in 0..<16 {
+                    if i == 8 || i == 13 || i == 18 || i == 23 { i += 1 }
+                    let h = b[i], l = b[i + 1]
+                    let hi = table[Int(h)], lo = table[Int(l)]
+                    bad |= hi | lo
+                    // Bit 0x20 clear on a letter means uppercase.
+                    upper |= (h >= 0x41 && h <= 0x46 ? 1 : 0) | (l >= 0x41 && l <= 0x46 ? 1 : 0)
+                    out[o] = hi << 4 | (lo & 0x0F)
+                    i += 2
+                }
+                return bad & 0xF0 == 0 && !(lowercaseOnly && upper != 0)
+            }
+        }
+        return ok ? UUID(uuid: tuple) : nil
+    }
+
+    @inline(__always) static func lowerHex(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: c - 0x30
         case 0x61...0x66: c - 0x61 + 10
-        case 0x41...0x46: c - 0x41 + 10
         default: nil
         }
+    }
+
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Canonical lowercase text of a UUID, without Foundation's formatting.
+    static func format(_ u: UUID) -> String {
+        withUnsafeBytes(of: u.uuid) { src in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var o = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        out[o] = 0x2D
+                        o += 1
+                    }
+                    out[o] = digits[Int(src[i] >> 4)]
+                    out[o + 1] = digits[Int(src[i] & 0x0F)]
+                    o += 2
+                }
+                return 36
+            }
+        }
+    }
+
+    /// Hex digit values; 0xFF for bytes that are not hex digits.
+    static let hexValues: [UInt8] = (0..<256).map { c -> UInt8 in
+        switch c {
+        case 0x30...0x39: UInt8(c - 0x30)
+        case 0x61...0x66: UInt8(c - 0x61 + 10)
+        case 0x41...0x46: UInt8(c - 0x41 + 10)
+        default: 0xFF
+        }
+    }
+
+    @inline(__always) static func hex(_ c: UInt8) -> UInt8? {
+        let v = hexValues.withUnsafeBufferPointer { $0[Int(c)] }
+        return v == 0xFF ? nil : v
     }
 }
 
@@ -139,7 +185,11 @@ enum UUIDText {
 /// `THH:MM[:SS[.fraction]]` and `Z` or `±HH:MM`.
 enum Timestamp {
     static func isValid(_ s: String, dateOnly: Bool) -> Bool {
-        let b = Array(s.utf8)
+        var s = s
+        return s.withUTF8 { isValid($0, dateOnly: dateOnly) }
+    }
+
+    static func isValid(_ b: UnsafeBufferPointer<UInt8>, dateOnly: Bool) -> Bool {
         func digits(_ at: Int, _ n: Int) -> Int? {
             guard at + n <= b.count else { return nil }
             var v = 0

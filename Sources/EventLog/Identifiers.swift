@@ -21,7 +21,7 @@ public struct ReplicaID: RawRepresentable, Hashable, Comparable, Sendable, Custo
     }
     public static func random() -> ReplicaID { ReplicaID(rawValue: UUID()) }
     /// Lowercase canonical text, as used in directory names and output.
-    public var description: String { rawValue.uuidString.lowercased() }
+    public var description: String { UUIDText.format(rawValue) }
     public static func < (a: ReplicaID, b: ReplicaID) -> Bool { a.rawValue.bytes.lexicographicallyPrecedes(b.rawValue.bytes) }
 }
 
@@ -42,5 +42,5 @@ extension UUID {
     }
 
     /// Lowercase canonical text form.
-    public var lowercasedString: String { uuidString.lowercased() }
+    public var lowercasedString: String { UUIDText.format(self) }
 }

@@ -75,16 +75,29 @@ private struct JSONScanner {
         return i < bytes.count ? bytes[i] : nil
     }
 
-    /// A string's raw bytes when it has no escapes (the common case), else its decoded bytes.
-    mutating func stringBytes(field: String?) throws(InputError) -> ArraySlice<UInt8> {
+    /// A string: where its bytes lie in the line when it has no escapes (the common case, no
+    /// allocation), else its decoded bytes.
+    enum Str {
+        case slice(Range<Int>)
+        case owned([UInt8])
+    }
+
+    @inline(__always)
+    func withBytes<R>(_ s: Str, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        switch s {
+        case .slice(let r): body(UnsafeRawBufferPointer(rebasing: bytes[r]))
+        case .owned(let a): a.withUnsafeBytes(body)
+        }
+    }
+
+    mutating func stringBytes(field: String?) throws(InputError) -> Str {
         try expect(0x22, "a string")
         let start = i
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x22 {
-                let s = ArraySlice(UnsafeRawBufferPointer(rebasing: bytes[start..<i]))
                 i += 1
-                return s
+                return .slice(start..<i - 1)
             }
             if c == 0x5C { return try slowString(from: start, field: field) }
             if c < 0x20 { throw fail("control character in string (escape it)", field: field) }
@@ -93,13 +106,13 @@ private struct JSONScanner {
         throw fail("string is not closed", field: field, at: start - 1)
     }
 
-    mutating func slowString(from start: Int, field: String?) throws(InputError) -> ArraySlice<UInt8> {
+    mutating func slowString(from start: Int, field: String?) throws(InputError) -> Str {
         var out = Array(UnsafeRawBufferPointer(rebasing: bytes[start..<i]))
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x22 {
                 i += 1
-                return out[...]
+                return .owned(out)
             }
             if c < 0x20 { throw fail("control character in string (escape it)", field: field) }
             if c != 0x5C {
@@ -154,7 +167,7 @@ private struct JSONScanner {
     mutating func text(field: String?) throws(InputError) -> String {
         let at = i
         let b = try stringBytes(field: field)
-        guard let s = b.withUnsafeBytes({ String(validating: $0, as: UTF8.self) }) else {
+        guard let s = withBytes(b, { makeUTF8String($0) }) else {
             throw fail("string is not valid UTF-8", field: field, at: at)
         }
         return s
@@ -164,8 +177,9 @@ private struct JSONScanner {
         skipSpace()
         let at = i
         let b = try stringBytes(field: field)
-        guard let u = UUIDText.parse(b) else {
-            throw fail("not a UUID: \"\(String(decoding: b.prefix(60), as: UTF8.self))\"", field: field, at: at)
+        guard let u = withBytes(b, { UUIDText.parse($0) }) else {
+            let shown = withBytes(b) { String(decoding: $0.prefix(60), as: UTF8.self) }
+            throw fail("not a UUID: \"\(shown)\"", field: field, at: at)
         }
         return u
     }
@@ -239,6 +253,8 @@ private struct JSONScanner {
         (.eventID, Array("event_id".utf8)), (.base, Array("base".utf8)), (.actor, Array("actor".utf8)),
     ]
 
+    static let keyNames = keys.map { String(decoding: $0.1, as: UTF8.self) }
+
     mutating func mutation() throws(InputError) -> Mutation {
         var entity: Entity?
         var op: Op?
@@ -247,7 +263,7 @@ private struct JSONScanner {
         var eventID: UUID?
         var base: HLC?
         var actor: String?
-        var seen = Set<Int>()
+        var seen: UInt8 = 0
         try expect(0x7B, "'{' (each line is one JSON object)")
         if peek() == 0x7D {
             i += 1
@@ -256,13 +272,16 @@ private struct JSONScanner {
                 let keyAt = i
                 skipSpace()
                 let kb = try stringBytes(field: nil)
-                guard let (key, _) = JSONScanner.keys.first(where: { $0.1.elementsEqual(kb) }) else {
-                    throw fail("unknown key \"\(String(decoding: kb.prefix(60), as: UTF8.self))\" (expected entity, op, id, fields, event_id, base, actor)", at: keyAt)
+                guard let keyIndex = withBytes(kb, { b in JSONScanner.keys.firstIndex(where: { $0.1.elementsEqual(b) }) }) else {
+                    let shown = withBytes(kb) { String(decoding: $0.prefix(60), as: UTF8.self) }
+                    throw fail("unknown key \"\(shown)\" (expected entity, op, id, fields, event_id, base, actor)", at: keyAt)
                 }
-                let keyName = String(decoding: kb, as: UTF8.self)
-                guard seen.insert(JSONScanner.keys.firstIndex(where: { $0.0 == key })!).inserted else {
+                let key = JSONScanner.keys[keyIndex].0
+                let keyName = JSONScanner.keyNames[keyIndex]
+                guard seen & (1 << keyIndex) == 0 else {
                     throw fail("key \"\(keyName)\" appears twice", field: keyName, at: keyAt)
                 }
+                seen |= 1 << keyIndex
                 try expect(0x3A, "':'")
                 skipSpace()
                 let valueAt = i
@@ -320,7 +339,7 @@ private struct JSONScanner {
                                  message: "an item_tag create names its pair in fields item_id and tag_id")
             }
             if entityID == nil, case .text(let it)? = item?.value, case .text(let tg)? = tag?.value,
-               let iu = UUIDText.parse(Array(it.utf8)[...]), let tu = UUIDText.parse(Array(tg.utf8)[...]) {
+               let iu = UUIDText.parse(Array(it.utf8)[...]), let tu = UUIDText.parse(Array(tg.utf8)[...]) {  // once per link
                 entityID = FieldRules.itemTagID(item: iu, tag: tu)
             }
         }
@@ -344,8 +363,8 @@ private struct JSONScanner {
             skipSpace()
             let nameAt = i
             let nb = try stringBytes(field: nil)
-            let name = String(decoding: nb, as: UTF8.self)
-            guard FieldRules.isValidName(nb) else {
+            let name = withBytes(nb) { String(decoding: $0, as: UTF8.self) }
+            guard withBytes(nb, { FieldRules.isValidName($0) }) else {
                 throw fail("field name \"\(name.prefix(70))\" must be a lowercase letter followed by lowercase letters, digits or _ (at most \(FieldRules.nameBytesMax) bytes)", at: nameAt)
             }
             try expect(0x3A, "':'")

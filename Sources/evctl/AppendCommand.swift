@@ -32,34 +32,15 @@ struct AppendCommand: StoreCommand {
         let appender = try LogAppender(store: store)
         defer { try? appender.close() }
         Terminal.reportRecovery(appender.recovery)
-        let lines = LineReader(fd: fd, name: file == "-" ? "standard input" : file)
-        try appender.begin()
-        var inputError: InputError?
+        let r: AppendResult
         do {
-            var lastProgress = 0
-            while try lines.next({ line in
-                if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-                let m: Mutation
-                do throws(InputError) {
-                    m = try MutationParser.parse(line, lineNumber: lines.lineNumber)
-                } catch {
-                    inputError = error
-                    throw error
-                }
-                try appender.add(m)
-            }) {
-                if lines.lineNumber - lastProgress >= 100_000 {
-                    lastProgress = lines.lineNumber
-                    Terminal.progress("appending: \(lines.lineNumber) lines, \(lines.bytesRead >> 20) MiB read")
-                }
+            r = try NDJSONAppend.append(from: fd, name: file == "-" ? "standard input" : file, to: appender) { lines, bytes in
+                Terminal.progress("appending: \(lines) lines, \(bytes >> 20) MiB read")
             }
         } catch {
             Terminal.endProgress()
-            try? appender.rollback()
-            if let inputError { throw inputError }
             throw error
         }
-        let r = try appender.commit()
         Terminal.endProgress()
         if options.json {
             var pairs: [(String, String)] = [("appended", String(r.appended)),

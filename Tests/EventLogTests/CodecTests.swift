@@ -1,0 +1,138 @@
+import Foundation
+import Testing
+@testable import EventLog
+
+@Suite struct CodecTests {
+    static let values: [FieldValue] = [
+        .null, .boolean(true), .boolean(false), .integer(0), .integer(-1), .integer(Int64.max), .integer(Int64.min),
+        .real(0.5), .real(-0.0), .real(1e300), .real(-123.456), .text(""), .text("Buy milk"), .text("ünïcödé ✓ 🚀"),
+        .text("5a3c0e4e-9b7d-4f0a-8c2e-1d6f3b9a7e21"), .text("5A3C0E4E-9B7D-4F0A-8C2E-1D6F3B9A7E21"),
+        .text(String(repeating: "x", count: 70_000)),
+    ]
+
+    func roundTrip(_ events: [Event]) throws -> [Event] {
+        let bytes = FrameEncoder().encode(events[...], continues: false, previousHash: .zero)
+        return try bytes.withUnsafeBytes { p in
+            let h = try FrameHeader.decode(p)
+            try FrameDecoder.checkCRC(p, header: h)
+            return try FrameDecoder().events(of: p, header: h)
+        }
+    }
+
+    @Test func everyEntityOpAndValueRoundTrips() throws {
+        var events: [Event] = []
+        var seq: UInt64 = 1
+        var hlc = HLC(wallMillis: 1_767_225_600_000, counter: 0)
+        for entity in Entity.allCases {
+            for op in Op.allCases {
+                for (i, v) in Self.values.enumerated() {
+                    let m = Mutation(entity: entity, op: op, entityID: UUID(),
+                                     fields: [Field("title", v), Field("custom_\(i)", v)],
+                                     eventID: i % 2 == 0 ? UUID() : nil,
+                                     base: i % 3 == 0 ? HLC(rawValue: UInt64(i) * 1000) : nil,
+                                     actor: i % 4 == 0 ? "user-\(i)" : nil)
+                    events.append(Event(origin: fixedReplica, seq: Seq(seq), hlc: hlc, mutation: m))
+                    seq += 1
+                    hlc = HLC(rawValue: hlc.rawValue + UInt64(i) + 1)
+                }
+            }
+        }
+        // No fields, and the most fields allowed.
+        let many = (0..<FieldRules.fieldsMax).map { Field("f\($0)", .integer(Int64($0))) }
+        for fields in [[], many] {
+            events.append(Event(origin: fixedReplica, seq: Seq(seq), hlc: hlc, mutation: Mutation(entity: .tag, op: .update, entityID: UUID(), fields: fields)))
+            seq += 1
+            hlc = HLC(rawValue: hlc.rawValue + 1)
+        }
+        for chunk in stride(from: 0, to: events.count, by: 100) {
+            let part = Array(events[chunk..<min(chunk + 100, events.count)])
+            let back = try roundTrip(part)
+            #expect(back == part)
+        }
+    }
+
+    @Test func encodingIsDeterministic() {
+        let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("z", .integer(1)), Field("a", .text("x")), Field("title", .null)])
+        let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m)
+        let a = FrameEncoder().encode([e][...], continues: false, previousHash: .zero)
+        let b = FrameEncoder().encode([e][...], continues: false, previousHash: .zero)
+        #expect(a == b)
+        // Field order of the input does not matter.
+        let m2 = Mutation(entity: .item, op: .update, entityID: m.entityID, fields: [Field("title", .null), Field("z", .integer(1)), Field("a", .text("x"))])
+        let e2 = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m2)
+        #expect(FrameEncoder().encode([e2][...], continues: false, previousHash: .zero) == a)
+    }
+
+    @Test func derivedEventIDsAreStableAndDistinct() {
+        let a = Event.derivedEventID(origin: fixedReplica, seq: Seq(1))
+        #expect(a == Event.derivedEventID(origin: fixedReplica, seq: Seq(1)))
+        var seen = Set<UUID>()
+        for s in 1...10_000 { seen.insert(Event.derivedEventID(origin: fixedReplica, seq: Seq(UInt64(s)))) }
+        #expect(seen.count == 10_000)
+        #expect(a.uuidString.lowercased().dropFirst(14).first == "8")  // version 8
+    }
+
+    @Test func crc32cCheckValues() {
+        #expect(CRC32C.checksum("123456789") == 0xE306_9283)
+        #expect(CRC32C.checksum([UInt8]()) == 0)
+        #expect(CRC32C.checksum([UInt8](repeating: 0, count: 32)) == 0x8A91_36AA)
+        #expect(CRC32C.checksum([UInt8](repeating: 0xFF, count: 32)) == 0x62A8_AB43)
+        #expect(CRC32C.checksum(Array(0..<32 as Range<UInt8>)) == 0x46DD_794E)
+        // Incremental updates agree with one pass, at every split point.
+        let data = Array("The quick brown fox jumps over the lazy dog".utf8)
+        for split in 0...data.count {
+            var c = CRC32C()
+            c.update(Array(data[..<split]))
+            c.update(Array(data[split...]))
+            #expect(c.final == CRC32C.checksum(data))
+        }
+    }
+
+    @Test func frameHeaderRejectsBadFields() {
+        let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 0), mutation: item("a"))
+        let good = FrameEncoder().encode([e][...], continues: false, previousHash: .zero)
+        func decodes(_ b: [UInt8]) -> Bool { b.withUnsafeBytes { (try? FrameHeader.decode($0)) != nil } }
+        #expect(decodes(good))
+        var badMagic = good; badMagic[0] ^= 1
+        #expect(!decodes(badMagic))
+        var badVersion = good; badVersion[4] = 9
+        #expect(!decodes(badVersion))
+        var zeroCount = good; for i in 32..<36 { zeroCount[i] = 0 }
+        #expect(!decodes(zeroCount))
+        #expect(!decodes(Array(good.prefix(95))))
+    }
+}
+
+@Suite struct ClockTests {
+    @Test func hlcIsMonotonicWhenTheWallClockStepsBack() {
+        let wall = ManualClock(1_000_000)
+        var clock = HybridClock(wall: wall)
+        var last = HLC.zero
+        var rng = SplitMix64(seed: 3)
+        for _ in 0..<10_000 {
+            // Jitter both ways, including big steps back.
+            let step = Int64(rng.next() % 2000) - 1200
+            wall.set(UInt64(max(1, Int64(wall.nowMillis()) + step)))
+            let t = clock.tick()
+            #expect(t > last)
+            last = t
+        }
+    }
+
+    @Test func counterCarriesIntoMilliseconds() {
+        let wall = ManualClock(5000)
+        var clock = HybridClock(wall: wall, last: HLC(wallMillis: 5000, counter: UInt16.max - 1))
+        let a = clock.tick()
+        let b = clock.tick()
+        #expect(a == HLC(wallMillis: 5000, counter: .max))
+        #expect(b == HLC(wallMillis: 5001, counter: 0))
+        #expect(b > a)
+    }
+
+    @Test func observingARemoteClockMovesPastIt() {
+        let wall = ManualClock(1000)
+        var clock = HybridClock(wall: wall)
+        clock.observe(HLC(wallMillis: 9000, counter: 7))
+        #expect(clock.tick() == HLC(wallMillis: 9000, counter: 8))
+    }
+}

@@ -1,0 +1,217 @@
+import Foundation
+import Testing
+@testable import EventLog
+
+@Suite struct LogTests {
+    @Test func appendsAndReadsBackInOrder() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let ms = sampleMutations(2500)
+        let appender = try LogAppender(store: store, wallClock: ManualClock())
+        let r1 = try appender.append(Array(ms[..<1]))
+        let r2 = try appender.append(Array(ms[1...]))
+        #expect(r1.firstSeq == Seq(1) && r1.lastSeq == Seq(1))
+        #expect(r2.firstSeq == Seq(2) && r2.lastSeq == Seq(2500) && r2.appended == 2499)
+        try appender.close()
+        let events = try LogReader(store: store).events(origin: store.replicaID)
+        #expect(events.count == 2500)
+        #expect(events.map(\.seq.rawValue) == Array(1...2500))
+        for (e, m) in zip(events, ms) {
+            #expect(e.entity == m.entity && e.op == m.op && e.entityID == m.entityID && e.fields == m.fields)
+        }
+        #expect(zip(events, events.dropFirst()).allSatisfy { $0.hlc < $1.hlc })
+        // 2,499 events in frames of at most 1,000: three frames, the first two flagged `continues`.
+        let headers = frameHeaders(store)
+        #expect(headers.map(\.count) == [1, 1000, 1000, 499])
+        #expect(headers.map(\.continues) == [false, true, true, false])
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    @Test func readsFromAnySeq() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameEventsMax = 7
+        options.segmentBytesMax = 4096
+        let appender = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        for chunk in stride(from: 0, to: 600, by: 20) { _ = try appender.append(sampleMutations(600)[chunk..<chunk + 20].map { $0 }) }
+        try appender.close()
+        #expect(segmentFiles(store).count > 3)
+        let reader = LogReader(store: store)
+        for from in [1, 2, 7, 8, 99, 300, 599, 600] {
+            let got = try reader.events(origin: store.replicaID, from: Seq(UInt64(from)), limit: 5)
+            #expect(got.first?.seq == Seq(UInt64(from)))
+            #expect(got.count == min(5, 600 - from + 1))
+        }
+        #expect(try reader.events(origin: store.replicaID, from: Seq(601)).isEmpty)
+        #expect(try reader.tip(origin: store.replicaID).lastSeq == Seq(600))
+    }
+
+    @Test func reopensAndContinuesTheChain() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let clock = ManualClock()
+        do {
+            let a = try LogAppender(store: store, wallClock: clock)
+            _ = try a.append(sampleMutations(10))
+            try a.close()
+        }
+        // The wall clock stepped back between runs: hlc must still move forward.
+        clock.set(1000)
+        let b = try LogAppender(store: store, wallClock: clock)
+        #expect(b.recovery.isClean)
+        let r = try b.append(sampleMutations(5, seed: 9))
+        #expect(r.firstSeq == Seq(11) && r.lastSeq == Seq(15))
+        try b.close()
+        let events = try LogReader(store: store).events(origin: store.replicaID)
+        #expect(zip(events, events.dropFirst()).allSatisfy { $0.hlc < $1.hlc })
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    @Test func rollsSegmentsAndChainsAcrossThem() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.segmentBytesMax = 2000
+        let appender = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        for m in sampleMutations(300) { _ = try appender.append([m]) }
+        try appender.close()
+        let segs = segmentFiles(store)
+        #expect(segs.count > 5)
+        for s in segs { #expect(FileManager.default.fileExists(atPath: s.replacingOccurrences(of: ".seg", with: ".idx"))) }
+        let names = segs.map { ($0 as NSString).lastPathComponent }
+        #expect(names.first == "00000000000000000001.seg")
+        #expect(names == names.sorted())
+        #expect(try LogReader(store: store).events(origin: store.replicaID).count == 300)
+        let report = try Verifier(store: store).run()
+        #expect(report.isClean && report.events == 300 && report.segments == segs.count)
+    }
+
+    @Test func rollbackLeavesNothing() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameEventsMax = 10
+        let appender = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        _ = try appender.append(sampleMutations(3))
+        let size = FileIO.size(of: segmentFiles(store)[0])!
+        try appender.begin()
+        for m in sampleMutations(95, seed: 4) { try appender.add(item(m.entityID.uuidString, eventID: UUID())) }
+        #expect(FileIO.size(of: segmentFiles(store)[0])! > size)  // frames were written...
+        try appender.rollback()
+        #expect(FileIO.size(of: segmentFiles(store)[0])! == size)  // ...and are gone
+        let r = try appender.append(sampleMutations(2, seed: 5))
+        #expect(r.firstSeq == Seq(4))
+        try appender.close()
+        #expect(try LogReader(store: store).events(origin: store.replicaID).count == 5)
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    @Test func eventIDsMakeRetriesHarmless() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let id1 = UUID(), id2 = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            let r = try a.append([item("a", eventID: id1), item("b", eventID: id2), item("a again", eventID: id1), item("no id")])
+            #expect(r.appended == 3 && r.duplicateCount == 1)
+            #expect(r.duplicates.first?.inputIndex == 2 && r.duplicates.first?.seq == Seq(1))
+            let retry = try a.append([item("a", eventID: id1), item("b", eventID: id2)])
+            #expect(retry.appended == 0 && retry.duplicateCount == 2 && retry.firstSeq == nil)
+            try a.close()
+        }
+        // Persistent: a new process still knows them, and rebuilds the index when it is lost.
+        for deleteIndex in [false, true] {
+            if deleteIndex {
+                for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store.path + "/eventids.sqlite" + suffix) }
+            }
+            let b = try LogAppender(store: store, wallClock: ManualClock())
+            let r = try b.append([item("a", eventID: id1), item("c", eventID: UUID())])
+            #expect(r.appended == 1 && r.duplicateCount == 1)
+            try b.close()
+        }
+        let events = try LogReader(store: store).events(origin: store.replicaID)
+        #expect(events.count == 5)
+        #expect(events[0].eventID == id1 && events[0].hasExplicitEventID)
+        #expect(!events[2].hasExplicitEventID)
+    }
+
+    @Test func eventIDIndexForgetsEventsCutByRecovery() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let id = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            _ = try a.append([item("keep")])
+            _ = try a.append([item("cut", eventID: id)])
+            try a.close()
+        }
+        let seg = segmentFiles(store)[0]
+        let offsets = frameOffsets(seg)
+        let bytes = readBytes(seg)
+        writeBytes(seg, Array(bytes[..<(offsets[1] + 10)]))  // tear the second frame
+        try? FileManager.default.removeItem(atPath: seg.replacingOccurrences(of: ".seg", with: ".idx"))
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(!b.recovery.isClean)
+        // The id is no longer in the log, so writing it again appends.
+        let r = try b.append([item("cut", eventID: id)])
+        #expect(r.appended == 1 && r.firstSeq == Seq(2))
+        try b.close()
+    }
+
+    @Test func aSecondWriterIsRefusedNamingTheHolder() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store)
+        do {
+            _ = try LogAppender(store: store)
+            Issue.record("second writer opened")
+        } catch let e as LogError {
+            #expect(e.isLocked)
+            #expect(e.description.contains("process \(getpid())"))
+        }
+        try a.close()
+        let b = try LogAppender(store: store)
+        try b.close()
+    }
+
+    @Test func readersSeeOnlyWholeCommittedAppends() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameEventsMax = 10
+        let appender = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        _ = try appender.append(sampleMutations(5))
+        try appender.begin()
+        for m in sampleMutations(45, seed: 2) { try appender.add(m) }  // four frames written, not committed
+        let reader = LogReader(store: store)
+        #expect(try reader.events(origin: store.replicaID).count == 5)
+        #expect(try reader.tip(origin: store.replicaID).lastSeq == Seq(5))
+        _ = try appender.commit()
+        #expect(try reader.events(origin: store.replicaID).count == 50)
+        try appender.close()
+    }
+
+    @Test func storeOpenErrorsAreClear() throws {
+        let dir = TempDir()
+        do {
+            _ = try Store.open(at: dir.path + "/nothing")
+            Issue.record("opened a missing store")
+        } catch let e as LogError {
+            #expect(e.isNotAStore && e.description.contains("evctl init"))
+        }
+        _ = try makeStore(dir)
+        #expect(throws: LogError.self) { try makeStore(dir) }
+        FileManager.default.createFile(atPath: dir.path + "/store/store.json", contents: Data("{\"format_version\":99,\"replica_id\":\"x\"}".utf8))
+        #expect(throws: LogError.self) { try Store.open(at: dir.path + "/store") }
+    }
+}
+
+func frameHeaders(_ store: Store) -> [FrameHeader] {
+    var out: [FrameHeader] = []
+    try! LogReader(store: store).forEachFrame(origin: store.replicaID) { h, _ in
+        out.append(h)
+        return true
+    }
+    return out
+}

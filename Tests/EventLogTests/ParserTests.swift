@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import EventLog
+
+@Suite struct ParserTests {
+    let id = "5a3c0e4e-9b7d-4f0a-8c2e-1d6f3b9a7e21"
+
+    @Test func parsesTheDocumentedShape() throws {
+        let m = try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"Buy milk","parent_id":null}}"#)
+        #expect(m.entity == .item && m.op == .create && m.entityID == UUID(uuidString: id))
+        #expect(m.fields == [Field("parent_id", .null), Field("title", .text("Buy milk"))])
+        #expect(m.eventID == nil)
+    }
+
+    @Test func parsesEveryValueKindAndEscape() throws {
+        let line = #"{ "op" : "update", "entity":"item", "id":"\#(id)", "event_id":"\#(id)", "actor":"ann", "base": 42, "fields":{"notes":"a\"b\\c\/d\n\u00e9\ud83d\ude80","sort_order":-1.5e2,"custom":12,"flag":true,"other":false} }"#
+        let m = try MutationParser.parse(line)
+        #expect(m.eventID == UUID(uuidString: id))
+        #expect(m.actor == "ann")
+        #expect(m.base == HLC(rawValue: 42))
+        #expect(m.fields.first { $0.name == "notes" }?.value == .text("a\"b\\c/d\né🚀"))
+        #expect(m.fields.first { $0.name == "sort_order" }?.value == .real(-150))
+        #expect(m.fields.first { $0.name == "custom" }?.value == .integer(12))
+        #expect(m.fields.first { $0.name == "flag" }?.value == .boolean(true))
+    }
+
+    @Test func itemTagIDComesFromThePair() throws {
+        let tag = "0b331645-445b-4d27-bf6c-67e81909778a"
+        let a = try MutationParser.parse(#"{"entity":"item_tag","op":"create","fields":{"item_id":"\#(id)","tag_id":"\#(tag)"}}"#)
+        let b = try MutationParser.parse(#"{"entity":"item_tag","op":"delete","fields":{"tag_id":"\#(tag)","item_id":"\#(id)"}}"#)
+        #expect(a.entityID == b.entityID)
+        #expect(a.entityID == FieldRules.itemTagID(item: UUID(uuidString: id)!, tag: UUID(uuidString: tag)!))
+    }
+
+    /// Each bad line is refused with its line number, the column and field where it can say.
+    @Test(arguments: [
+        ("not json", "expected '{'"),
+        (#"{"entity":"gadget","op":"create","id":"ID"}"#, "unknown entity \"gadget\""),
+        (#"{"entity":"item","op":"explode","id":"ID"}"#, "unknown op \"explode\""),
+        (#"{"entity":"item","op":"create","id":"not-a-uuid"}"#, "not a UUID"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"title":5}}"#, "expected text, got integer 5"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"parent_id":"nope"}}"#, "expected a UUID string"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"due_at":"tomorrow"}}"#, "ISO 8601 timestamp"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"title":{"a":1}}}"#, "wrong value type"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"title":"x","title":"y"}}"#, "field appears twice"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"Bad Name":1}}"#, "field name"),
+        (#"{"entity":"item","op":"create","id":"ID","colour":"red"}"#, "unknown key \"colour\""),
+        (#"{"entity":"item","op":"create"}"#, "missing key \"id\""),
+        (#"{"op":"create","id":"ID"}"#, "missing key \"entity\""),
+        (#"{"entity":"item","op":"create","id":"ID"} trailing"#, "unexpected text"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"n":99999999999999999999}}"#, "out of the 64-bit range"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"n":01}}"#, "leading zero"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"n":"\x"}}"#, "invalid escape"),
+        (#"{"entity":"item_tag","op":"create","fields":{"item_id":"ID"}}"#, "names its pair"),
+        (#"{"entity":"item","op":"create","id":"ID","fields":{"title":"unterminated}}"#, "not closed"),
+    ])
+    func refusesBadLines(_ line: String, _ expected: String) {
+        let text = line.replacingOccurrences(of: "ID", with: id)
+        do {
+            _ = try MutationParser.parse(text, lineNumber: 17)
+            Issue.record("accepted: \(text)")
+        } catch {
+            #expect(error.line == 17)
+            #expect(error.description.contains(expected), "\(error.description)")
+        }
+    }
+
+    @Test func refusesOversizedText() {
+        let big = String(repeating: "a", count: FieldRules.textBytesMax + 1)
+        #expect(throws: InputError.self) {
+            try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"notes":"\#(big)"}}"#)
+        }
+    }
+
+    @Test func refusesInvalidUTF8() {
+        var bytes = Array(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"ab"}}"#.utf8)
+        let at = bytes.firstIndex(of: UInt8(ascii: "b"))!
+        bytes[at] = 0xC3  // a lead byte with no continuation
+        bytes.withUnsafeBytes { p in
+            #expect(throws: InputError.self) { try MutationParser.parse(p, lineNumber: 1) }
+        }
+    }
+
+    @Test func sampleWorkloadIsDeterministicAndValid() throws {
+        let a = Array(SampleWorkload(seed: 11, count: 3000))
+        let b = Array(SampleWorkload(seed: 11, count: 3000))
+        #expect(a == b)
+        #expect(a != Array(SampleWorkload(seed: 12, count: 3000)))
+        var kinds: [String: Int] = [:]
+        for (i, line) in a.enumerated() {
+            let m = try MutationParser.parse(line, lineNumber: i + 1)
+            kinds["\(m.entity.name).\(m.op.name)", default: 0] += 1
+        }
+        #expect(kinds["item.update", default: 0] > a.count / 2)
+        for k in ["item.create", "tag.create", "item_tag.create", "time_entry.create", "item.delete", "saved_search.create"] {
+            #expect(kinds[k, default: 0] > 0, "\(k)")
+        }
+    }
+}

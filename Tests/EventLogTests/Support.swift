@@ -1,0 +1,64 @@
+import Foundation
+@testable import EventLog
+
+/// A wall clock the test moves by hand (or that steps back on purpose).
+final class ManualClock: WallClock, @unchecked Sendable {
+    private let lock = NSLock()
+    private var millis: UInt64
+    init(_ start: UInt64 = 1_767_225_600_000) { millis = start }
+    func nowMillis() -> UInt64 { lock.withLock { millis } }
+    func set(_ v: UInt64) { lock.withLock { millis = v } }
+    func advance(_ d: UInt64) { lock.withLock { millis += d } }
+}
+
+/// A fresh directory under the system temp dir, removed when the value is released.
+final class TempDir {
+    let path: String
+    init(_ name: String = "logbook") {
+        let p = NSTemporaryDirectory() + "/\(name)-\(UUID().uuidString.prefix(8))"
+        try! FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
+        path = p
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+let fixedReplica = ReplicaID("5a3c0e4e-9b7d-4f0a-8c2e-1d6f3b9a7e21")!
+
+func makeStore(_ dir: TempDir, replica: ReplicaID = fixedReplica) throws -> Store {
+    try Store.create(at: dir.path + "/store", replicaID: replica)
+}
+
+func item(_ title: String, id: UUID = UUID(), op: Op = .create, eventID: UUID? = nil) -> Mutation {
+    Mutation(entity: .item, op: op, entityID: id, fields: [Field("title", .text(title))], eventID: eventID)
+}
+
+func sampleMutations(_ n: Int, seed: UInt64 = 7) -> [Mutation] {
+    SampleWorkload(seed: seed, count: n).enumerated().map { i, line in try! MutationParser.parse(line, lineNumber: i + 1) }
+}
+
+/// Copies a directory tree (for damaging a copy of a store).
+func copyTree(_ from: String, _ to: String) {
+    try? FileManager.default.removeItem(atPath: to)
+    try! FileManager.default.copyItem(atPath: from, toPath: to)
+}
+
+func segmentFiles(_ store: Store, _ origin: ReplicaID? = nil) -> [String] {
+    let dir = store.directory(origin ?? store.replicaID)
+    return (try! dir.segments(op: "test")).map { dir.segmentPath($0) }
+}
+
+func readBytes(_ path: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path)!) }
+func writeBytes(_ path: String, _ b: [UInt8]) { FileManager.default.createFile(atPath: path, contents: Data(b)) }
+
+/// Frame start offsets in a segment file, by walking headers.
+func frameOffsets(_ path: String) -> [Int] {
+    let b = readBytes(path)
+    var out: [Int] = []
+    var o = SegmentHeader.size
+    while o + FrameHeader.size <= b.count {
+        let h = b.withUnsafeBytes { try! FrameHeader.decode(UnsafeRawBufferPointer(rebasing: $0[o..<o + FrameHeader.size])) }
+        out.append(o)
+        o += h.totalBytes
+    }
+    return out
+}
