@@ -53,7 +53,7 @@ public final class LogAppender {
     public let store: Store
     public var origin: ReplicaID { store.replicaID }
     /// What recovery did at open.
-    public let recovery: RecoveryReport
+    public private(set) var recovery: RecoveryReport
     public let options: AppendOptions
 
     private let lock: StoreLock
@@ -343,11 +343,19 @@ public final class LogAppender {
                 if through > tip {
                     try ids.forget(after: tip, origin: origin)
                 } else {
-                    try reader.forEachEvent(origin: origin, from: through.next) { e in
-                        if e.hasExplicitEventID { try ids.insert(e.eventID, origin: origin, seq: e.seq) }
-                        return true
+                    var last = through
+                    do {
+                        try reader.forEachEvent(origin: origin, from: through.next) { e in
+                            if e.hasExplicitEventID { try ids.insert(e.eventID, origin: origin, seq: e.seq) }
+                            last = e.seq
+                            return true
+                        }
+                        try ids.setIndexedThrough(origin, tip)
+                    } catch let e as LogError where e.isCorruption {
+                        // Damage is reported, not fatal: the writer can still append after it.
+                        try ids.setIndexedThrough(origin, last)
+                        recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue, reason: e.description))
                     }
-                    try ids.setIndexedThrough(origin, tip)
                 }
                 try ids.commit()
             } catch {

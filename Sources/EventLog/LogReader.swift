@@ -96,7 +96,7 @@ public struct LogReader: Sendable {
         case .frame:
             if isNewest { return }  // an append still being written at the end of the newest segment
             throw LogError(.corrupt, "read", "sealed segment ends inside an append", file: file.path, offset: offset)
-        case .torn(let r):
+        case .torn(let r, _):
             if isNewest { return }
             throw LogError(.corrupt, "read", "sealed segment is cut short: \(r)", file: file.path, offset: offset)
         case .bad(let r, let h):

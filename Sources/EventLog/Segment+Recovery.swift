@@ -15,6 +15,9 @@ public enum RecoveryAction: Sendable, Equatable, CustomStringConvertible {
     case rebuiltIndex(file: String, reason: String)
     /// A sealed segment holds damaged bytes; reads stop there. Resync the origin from a peer.
     case damagedSealedSegment(file: String, offset: Int, reason: String)
+    /// The event-id index could not read the whole log (it is damaged): retries of writes whose
+    /// events lie past the damage are not recognised.
+    case eventIDIndexIncomplete(origin: ReplicaID, indexedThrough: UInt64, reason: String)
 
     public var description: String {
         switch self {
@@ -24,6 +27,7 @@ public enum RecoveryAction: Sendable, Equatable, CustomStringConvertible {
         case let .removedTornSegment(f, b): "removed torn segment \(f) (\(b) bytes, shorter than its header)"
         case let .rebuiltIndex(f, r): "rebuilt index \(f): \(r)"
         case let .damagedSealedSegment(f, o, r): "damaged sealed segment \(f) at byte offset \(o): \(r)"
+        case let .eventIDIndexIncomplete(o, s, r): "event-id index of origin \(o) stops at seq \(s): \(r)"
         }
     }
 }
@@ -46,7 +50,7 @@ struct RecoveredOrigin {
 /// How a scan of a segment's frames ended.
 enum ScanStop: Equatable {
     case end
-    case torn(offset: Int, reason: String)
+    case torn(offset: Int, reason: String, claimed: ClosedRange<UInt64>?)
     case bad(offset: Int, reason: String, claimed: ClosedRange<UInt64>?)
 }
 
@@ -98,7 +102,7 @@ enum Recovery {
             case .end:
                 try FileIO.writeAtomically(idx.encode(), to: dir.indexPath(first), op: op, durable: false)
                 report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: reason))
-            case .torn(let o, let r), .bad(let o, let r, _):
+            case .torn(let o, let r, _), .bad(let o, let r, _):
                 report.actions.append(.damagedSealedSegment(file: path, offset: o, reason: r))
             }
         }
@@ -153,8 +157,8 @@ enum Recovery {
             switch try file.frame(at: offset, chain: &chain) {
             case .end:
                 break loop
-            case .torn(let r):
-                stop = .torn(offset: offset, reason: r)
+            case .torn(let r, let h):
+                stop = .torn(offset: offset, reason: r, claimed: h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue })
                 break loop
             case .bad(let r, let h):
                 let claimed = h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue }
@@ -180,6 +184,16 @@ enum Recovery {
         return ScanResult(stop: stop, lastSeenSeq: lastSeen)
     }
 
+    /// The newest frame an index covers is read again at every open: damage there (a write the
+    /// disk lost after the index was written) must be found before anything is appended after it.
+    static func lastFrameChecks(_ file: SegmentFile, _ idx: SegmentIndex) throws -> Bool {
+        guard idx.lastFrameOffset != 0 else { return idx.coveredBytes == SegmentHeader.size }
+        guard let h = try file.peekHeader(at: idx.lastFrameOffset) else { return false }
+        var probe = ChainState(nextSeq: h.baseSeq, previousHash: nil, lastHLC: .zero)
+        guard case .frame(let checked, let hash) = try file.frame(at: idx.lastFrameOffset, chain: &probe) else { return false }
+        return checked.lastSeq == idx.lastSeq && hash == idx.lastHash && idx.lastFrameOffset + checked.totalBytes == idx.coveredBytes
+    }
+
     static func recoverNewest(_ dir: OriginDirectory, first: Seq, report: inout RecoveryReport) throws -> SegmentIndex {
         let op = "recover"
         let path = dir.segmentPath(first)
@@ -196,14 +210,21 @@ enum Recovery {
         }
         var idx: SegmentIndex
         var chain: ChainState
-        if let loaded = dir.loadIndex(first, segmentSize: file.size) {
+        var rebuildReason: String?
+        if let loaded = dir.loadIndex(first, segmentSize: file.size), try lastFrameChecks(file, loaded) {
             idx = loaded
             chain = ChainState(nextSeq: loaded.lastSeq.next, previousHash: loaded.lastHash, lastHLC: loaded.lastHLC)
         } else {
             idx = emptyIndex(dir, first, header.previousHash)
             chain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero)
-            if FileIO.exists(dir.indexPath(first)) {
-                report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: "stale or damaged"))
+            if file.size > SegmentHeader.size {
+                rebuildReason = FileIO.exists(dir.indexPath(first)) ? "stale or damaged, or its last frame fails its check" : "missing"
+            }
+        }
+        defer {
+            if let rebuildReason, idx.coveredBytes > SegmentHeader.size,
+               (try? FileIO.writeAtomically(idx.encode(), to: dir.indexPath(first), op: op, durable: false)) != nil {
+                report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: rebuildReason))
             }
         }
         let result = try scan(file, index: &idx, chain: &chain, commitOnly: true)
@@ -211,7 +232,7 @@ enum Recovery {
         switch result.stop {
         case .end:
             if idx.coveredBytes < file.size { reason = "an append of several frames was cut off before its last frame" }
-        case .torn(_, let r):
+        case .torn(_, let r, _):
             reason = "torn write: \(r)"
         case .bad(let offset, let r, _):
             if try file.hasValidFrame(after: offset, origin: dir.origin) {
@@ -223,8 +244,10 @@ enum Recovery {
         if let reason {
             let cut = idx.coveredBytes
             var droppedTop = result.lastSeenSeq.rawValue
-            if case .bad(_, _, let claimed?) = result.stop, claimed.lowerBound == result.lastSeenSeq.rawValue + 1 {
-                droppedTop = claimed.upperBound
+            switch result.stop {
+            case .bad(_, _, let claimed?), .torn(_, _, let claimed?):
+                if claimed.lowerBound == result.lastSeenSeq.rawValue + 1 { droppedTop = claimed.upperBound }
+            default: break
             }
             let firstDropped = idx.lastSeq.rawValue + 1
             let seqs: ClosedRange<UInt64>? = droppedTop >= firstDropped ? firstDropped...droppedTop : nil

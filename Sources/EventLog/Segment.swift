@@ -94,10 +94,13 @@ struct SegmentIndex: Equatable {
     var lastSeq: Seq
     var lastHLC: HLC
     var lastHash: FrameHash
+    /// Offset of the last frame in the covered range (0 when there is none): recovery re-checks it.
+    var lastFrameOffset: Int = 0
     var entries: [IndexEntry]
 
     /// Notes a frame appended at `offset`.
     mutating func add(_ h: FrameHeader, at offset: Int, hash: FrameHash) {
+        lastFrameOffset = offset
         if entries.isEmpty || offset - entries.last!.offset >= SegmentIndex.strideBytes {
             entries.append(IndexEntry(seq: h.baseSeq, hlc: h.firstHLC, offset: offset))
         }
@@ -137,7 +140,7 @@ struct SegmentIndex: Equatable {
         w.u64(UInt64(coveredBytes))
         w.u64(lastSeq.rawValue)
         w.u64(lastHLC.rawValue)
-        w.u64(0)  // reserved, offset 56
+        w.u64(UInt64(lastFrameOffset))
         w.u32(UInt32(entries.count))
         w.u32(0)  // CRC placeholder, at offset 68
         for e in entries {
@@ -163,7 +166,7 @@ struct SegmentIndex: Equatable {
             guard let o = try? r.uuid(), o == origin.rawValue,
                   let first = try? r.u64(), first == firstSeq.rawValue,
                   let covered = try? r.u64(), let lastSeq = try? r.u64(), let lastHLC = try? r.u64(),
-                  let reserved = try? r.u64(), reserved == 0,
+                  let lastFrame = try? r.u64(), lastFrame == 0 || (lastFrame >= UInt64(SegmentHeader.size) && lastFrame < covered),
                   let count = try? r.u32(), let stored = try? r.u32() else { return nil }
             guard p.count == headerSize + Int(count) * 24 + 32 else { return nil }
             var crc = CRC32C()
@@ -178,7 +181,8 @@ struct SegmentIndex: Equatable {
             }
             guard let hash = try? r.bytes(32) else { return nil }
             return SegmentIndex(origin: origin, firstSeq: firstSeq, coveredBytes: Int(covered), lastSeq: Seq(lastSeq),
-                                lastHLC: HLC(rawValue: lastHLC), lastHash: FrameHash(bytes: Array(hash)), entries: entries)
+                                lastHLC: HLC(rawValue: lastHLC), lastHash: FrameHash(bytes: Array(hash)),
+                                lastFrameOffset: Int(lastFrame), entries: entries)
         }
     }
 }

@@ -15,8 +15,9 @@ enum FrameStep {
     case frame(FrameHeader, hash: FrameHash)
     /// The offset is the end of the file.
     case end
-    /// The file ends inside the frame (a torn write, or a write still in progress).
-    case torn(String)
+    /// The file ends inside the frame (a torn write, or a write still in progress); the header
+    /// is given when it was whole.
+    case torn(String, FrameHeader?)
     /// The frame's bytes are present but wrong; the header is given when it parsed.
     case bad(String, FrameHeader?)
 }
@@ -84,12 +85,12 @@ final class SegmentFile {
         let header: FrameHeader
         switch headerResult {
         case .success(let h): header = h
-        case .failure(.truncated(let m)): return .torn(m)
+        case .failure(.truncated(let m)): return .torn(m, nil)
         case .failure(.invalid(let m)): return .bad(m, nil)
         }
         let total = header.totalBytes
         let have = try ensure(offset, total)
-        if have < total { return .torn("frame of \(total) bytes, \(have) present before end of file") }
+        if have < total { return .torn("frame of \(total) bytes, \(have) present before end of file", header) }
         return try buffer.withUnsafeBytes { p -> FrameStep in
             let s = offset - bufferStart
             let bytes = UnsafeRawBufferPointer(rebasing: p[s..<s + total])

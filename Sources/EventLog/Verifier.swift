@@ -99,7 +99,7 @@ public struct Verifier: Sendable {
                         index.add(h, at: offset, hash: hash)
                         lastContinues = h.continues
                         offset += h.totalBytes
-                    case .torn(let r):
+                    case .torn(let r, _):
                         let tail = i == segs.count - 1 ? " (a torn tail: the next writer to open the store cuts it off)" : ""
                         report.problems.append(VerifyProblem(file: path, offset: offset, message: "\(r)\(tail)"))
                         break scan
