@@ -1,0 +1,148 @@
+import Foundation
+import Testing
+
+@Suite struct CLITests {
+    let itemID = "5a3c0e4e-9b7d-4f0a-8c2e-1d6f3b9a7e21"
+
+    @Test func initAppendLogStatusVerify() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        let initR = try Evctl.run(["init", "--store", store])
+        #expect(initR.status == 0)
+        let replica = initR.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(UUID(uuidString: replica) != nil)
+        // A second init refuses, and says why.
+        let again = try Evctl.run(["init", "--store", store])
+        #expect(again.status == 1 && again.stderr.contains("already exists"))
+
+        let input = """
+            {"entity":"item","op":"create","id":"\(itemID)","fields":{"title":"Buy milk","parent_id":null}}
+
+            {"entity":"item","op":"update","id":"\(itemID)","fields":{"notes":"2 litres"},"event_id":"c0ffee00-0000-4000-8000-000000000001"}
+            """
+        let a = try Evctl.run(["append", "--store", store, "--json", "-"], stdin: input)
+        #expect(a.status == 0, "\(a.stderr)")
+        let aj = json(a.stdout)
+        #expect(aj["appended"] as? Int == 2 && aj["first_seq"] as? Int == 1 && aj["last_seq"] as? Int == 2)
+
+        // EVCTL_STORE is the default store; a retry with the same event_id appends nothing.
+        let retry = try Evctl.run(["append", "--json"], stdin: input.split(separator: "\n").last! + "\n", env: ["EVCTL_STORE": store])
+        #expect(json(retry.stdout)["appended"] as? Int == 0 && json(retry.stdout)["duplicates"] as? Int == 1)
+
+        let log = try Evctl.run(["log", "--store", store, "--json"])
+        let lines = log.stdout.split(separator: "\n").map { json(String($0)) }
+        #expect(lines.count == 2)
+        #expect(lines[0]["seq"] as? Int == 1 && lines[0]["entity"] as? String == "item" && lines[0]["op"] as? String == "create")
+        #expect(lines[0]["origin"] as? String == replica && lines[0]["id"] as? String == itemID)
+        #expect((lines[0]["fields"] as? [String: Any])?["title"] as? String == "Buy milk")
+        #expect((lines[0]["fields"] as? [String: Any])?["parent_id"] is NSNull)
+        #expect(lines[1]["event_id"] as? String == "c0ffee00-0000-4000-8000-000000000001")
+        #expect(lines[0]["hlc"] is Int && (lines[0]["time"] as? String)?.hasSuffix("Z") == true)
+
+        let text = try Evctl.run(["log", "--store", store])
+        #expect(text.stdout.contains("title=\"Buy milk\""))
+
+        let status = try Evctl.run(["status", "--store", store, "--json"])
+        let sj = json(status.stdout)
+        #expect(sj["replica_id"] as? String == replica && sj["total_events"] as? Int == 2 && sj["segments"] as? Int == 1)
+        #expect((sj["bytes_on_disk"] as? Int ?? 0) > 0)
+
+        let verify = try Evctl.run(["verify", "--store", store])
+        #expect(verify.status == 0 && verify.stdout.contains("ok"))
+    }
+
+    @Test func logFilters() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        let sample = try Evctl.run(["sample", "--count", "300", "--seed", "5"])
+        #expect(try Evctl.run(["append", "--store", store], stdin: sample.stdout).status == 0)
+        func count(_ args: [String]) throws -> Int {
+            try Evctl.run(["log", "--store", store, "--json"] + args).stdout.split(separator: "\n").count
+        }
+        #expect(try count([]) == 300)
+        #expect(try count(["--limit", "7"]) == 7)
+        #expect(try count(["--from-seq", "290"]) == 11)
+        let tags = try count(["--entity", "tag"])
+        #expect(tags > 0 && tags < 300)
+        let firstID = json(String(try Evctl.run(["log", "--store", store, "--json", "--limit", "1"]).stdout.split(separator: "\n")[0]))["id"] as! String
+        #expect(try count(["--id", firstID]) >= 1)
+        #expect(try count(["--since", "2000-01-01"]) == 300)
+        #expect(try count(["--until", "2000-01-01"]) == 0)
+        let bad = try Evctl.run(["log", "--store", store, "--entity", "gadget"])
+        #expect(bad.status != 0 && bad.stderr.contains("gadget"))
+    }
+
+    /// A bad line anywhere fails the call with its line number, and nothing is appended.
+    @Test(arguments: [
+        ("{\"entity\":\"item\",\"op\":\"create\",\"id\":\"ID\",\"fields\":{\"title\":5}}", "line 3", "title"),
+        ("not json at all", "line 3", "expected '{'"),
+        ("{\"entity\":\"item\",\"op\":\"create\",\"id\":\"xyz\"}", "line 3", "not a UUID"),
+        ("{\"entity\":\"robot\",\"op\":\"create\",\"id\":\"ID\"}", "line 3", "unknown entity"),
+    ])
+    func badInputAppendsNothing(_ bad: String, _ line: String, _ message: String) throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        try Evctl.run(["append", "--store", store], stdin: "{\"entity\":\"tag\",\"op\":\"create\",\"id\":\"\(UUID().uuidString)\",\"fields\":{\"name\":\"home\"}}\n")
+        let good = "{\"entity\":\"item\",\"op\":\"create\",\"id\":\"\(itemID)\",\"fields\":{\"title\":\"ok\"}}"
+        let input = [good, good, bad.replacingOccurrences(of: "ID", with: itemID), good].joined(separator: "\n")
+        let r = try Evctl.run(["append", "--store", store], stdin: input)
+        #expect(r.status == 4)
+        #expect(r.stderr.contains(line) && r.stderr.contains(message) && r.stderr.contains("nothing was appended"), "\(r.stderr)")
+        #expect(r.stdout.isEmpty)
+        let log = try Evctl.run(["log", "--store", store, "--json"])
+        #expect(log.stdout.split(separator: "\n").count == 1)
+        #expect(try Evctl.run(["verify", "--store", store]).status == 0)
+    }
+
+    @Test func largeInputIsStreamedAsBoundedFrames() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        let file = dir.path + "/in.ndjson"
+        let sample = try Evctl.run(["sample", "--count", "20000", "--seed", "8"])
+        try sample.stdout.write(toFile: file, atomically: true, encoding: .utf8)
+        let r = try Evctl.run(["append", "--store", store, "--json", file])
+        #expect(json(r.stdout)["appended"] as? Int == 20000)
+        let v = try Evctl.run(["verify", "--store", store, "--json"])
+        let vj = json(v.stdout)
+        #expect(vj["ok"] as? Bool == true && vj["events"] as? Int == 20000 && vj["frames"] as? Int == 20)
+    }
+
+    @Test func verifyNamesFileAndOffsetOfDamage() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        for seed in 1...3 {
+            let sample = try Evctl.run(["sample", "--count", "50", "--seed", "\(seed)"])
+            try Evctl.run(["append", "--store", store], stdin: sample.stdout)
+        }
+        let logDir = try FileManager.default.contentsOfDirectory(atPath: store + "/log")[0]
+        let seg = store + "/log/" + logDir + "/00000000000000000001.seg"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: seg))
+        bytes[200] ^= 0x40  // inside the first frame (which starts at byte 72)
+        try bytes.write(to: URL(fileURLWithPath: seg))
+        let r = try Evctl.run(["verify", "--store", store])
+        #expect(r.status == 1)
+        #expect(r.stdout.contains(seg) && r.stdout.contains("byte offset 72") && r.stdout.contains("checksum mismatch"), "\(r.stdout)")
+        let j = try Evctl.run(["verify", "--store", store, "--json"])
+        let problems = json(j.stdout)["problems"] as? [[String: Any]]
+        #expect(problems?.first?["offset"] as? Int == 72 && problems?.first?["file"] as? String == seg)
+        // Reading stops at the damage with an error rather than skipping it.
+        let log = try Evctl.run(["log", "--store", store])
+        #expect(log.status == 1 && log.stderr.contains("byte offset 72"))
+    }
+
+    @Test func errorsAreClear() throws {
+        let dir = TempDir()
+        let missing = try Evctl.run(["status", "--store", dir.path + "/nope"])
+        #expect(missing.status == 1 && missing.stderr.contains("no store here") && missing.stderr.contains("evctl init"))
+        let usage = try Evctl.run(["log", "--bogus"])
+        #expect(usage.status == 64)
+        let noFile = try Evctl.run(["init", "--store", dir.path + "/s"])
+        #expect(noFile.status == 0)
+        let r = try Evctl.run(["append", "--store", dir.path + "/s", dir.path + "/absent.ndjson"])
+        #expect(r.status != 0 && r.stderr.contains("absent.ndjson"))
+    }
+}
