@@ -87,6 +87,11 @@ enum Terminal {
 final class Output {
     private var buffer: [UInt8] = []
     init() { buffer.reserveCapacity(1 << 16) }
+    func line(_ b: [UInt8]) {
+        buffer.append(contentsOf: b)
+        buffer.append(0x0A)
+        if buffer.count >= 1 << 16 { flush() }
+    }
     func line(_ s: String) {
         buffer.append(contentsOf: s.utf8)
         buffer.append(0x0A)

@@ -1,6 +1,51 @@
 import EventLog
 import Foundation
 
+/// Appends JSON to a byte buffer directly: no intermediate Strings for long listings.
+struct JSONBytes {
+    var bytes: [UInt8] = []
+
+    mutating func raw(_ s: StaticString) {
+        s.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func raw(_ s: String) {
+        var s = s
+        s.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func int<I: BinaryInteger>(_ v: I) { raw(String(v)) }
+
+    mutating func string(_ s: String) {
+        var s = s
+        bytes.append(0x22)
+        s.withUTF8 { u in
+            var start = 0
+            for (i, c) in u.enumerated() where c < 0x20 || c == 0x22 || c == 0x5C {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
+                switch c {
+                case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: bytes.append(contentsOf: [0x5C, 0x6E])
+                case 0x0D: bytes.append(contentsOf: [0x5C, 0x72])
+                case 0x09: bytes.append(contentsOf: [0x5C, 0x74])
+                default: bytes.append(contentsOf: Array(String(format: "\\u%04x", c).utf8))
+                }
+                start = i + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start...]))
+        }
+        bytes.append(0x22)
+    }
+
+    mutating func value(_ v: FieldValue) {
+        switch v {
+        case .text(let t): string(t)
+        default: raw(JSON.value(v))
+        }
+    }
+}
+
 /// Writes JSON text by hand: field order is stable and output is fast for long listings.
 enum JSON {
     static func string(_ s: String) -> String {
@@ -35,21 +80,15 @@ enum JSON {
     }
 }
 
-enum ISOTime {
-    nonisolated(unsafe) static let formatter: ISO8601DateFormatter = {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f
-    }()
-
-    static func string(_ hlc: HLC) -> String { formatter.string(from: hlc.date) }
-
+enum TimeArgument {
     /// Parses `2026-01-31`, `2026-01-31T10:00:00Z` or with fractional seconds / offset.
     static func parse(_ s: String) -> Date? {
         let full = ISO8601DateFormatter()
         full.formatOptions = [.withInternetDateTime]
         if let d = full.date(from: s) { return d }
-        if let d = formatter.date(from: s) { return d }
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let d = fractional.date(from: s) { return d }
         let day = ISO8601DateFormatter()
         day.formatOptions = [.withFullDate]
         return day.date(from: s)

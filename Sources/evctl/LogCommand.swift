@@ -43,7 +43,7 @@ struct LogCommand: StoreCommand {
         }
         func millis(_ s: String?, _ name: String) throws -> UInt64? {
             guard let s else { return nil }
-            guard let d = ISOTime.parse(s) else { throw ValidationError("--\(name) \(s) is not an ISO 8601 date or timestamp") }
+            guard let d = TimeArgument.parse(s) else { throw ValidationError("--\(name) \(s) is not an ISO 8601 date or timestamp") }
             return UInt64(Swift.max(0, d.timeIntervalSince1970 * 1000))
         }
         let sinceMs = try millis(since, "since")
@@ -52,6 +52,7 @@ struct LogCommand: StoreCommand {
         let reader = LogReader(store: store)
         let out = Output()
         var printed = 0
+        var json = JSONBytes()
         let max = limit ?? .max
         guard max > 0 else { return }
         for o in origins {
@@ -60,7 +61,13 @@ struct LogCommand: StoreCommand {
                 if let sinceMs, e.hlc.wallMillis < sinceMs { return true }
                 if let entityFilter, e.entity != entityFilter { return true }
                 if let idFilter, e.entityID != idFilter { return true }
-                out.line(options.json ? Self.json(e) : Self.text(e))
+                if options.json {
+                    json.bytes.removeAll(keepingCapacity: true)
+                    Self.json(e, into: &json)
+                    out.line(json.bytes)
+                } else {
+                    out.line(Self.text(e))
+                }
                 printed += 1
                 return printed < max
             }
@@ -69,21 +76,27 @@ struct LogCommand: StoreCommand {
         out.flush()
     }
 
-    static func json(_ e: Event) -> String {
-        var pairs: [(String, String)] = [
-            ("event_id", JSON.string(e.eventID.lowercasedString)),
-            ("origin", JSON.string(e.origin.description)),
-            ("seq", String(e.seq.rawValue)),
-            ("hlc", String(e.hlc.rawValue)),
-            ("time", JSON.string(ISOTime.string(e.hlc))),
-            ("entity", JSON.string(e.entity.name)),
-            ("id", JSON.string(e.entityID.lowercasedString)),
-            ("op", JSON.string(e.op.name)),
-            ("fields", "{" + e.fields.map { JSON.string($0.name) + ":" + JSON.value($0.value) }.joined(separator: ",") + "}"),
-        ]
-        if let b = e.base { pairs.append(("base", String(b.rawValue))) }
-        if let a = e.actor { pairs.append(("actor", JSON.string(a))) }
-        return JSON.object(pairs)
+    /// One event as a JSON object; keys in a fixed order (readers must ignore unknown keys).
+    static func json(_ e: Event, into j: inout JSONBytes) {
+        j.raw("{\"event_id\":"); j.string(e.eventID.lowercasedString)
+        j.raw(",\"origin\":"); j.string(e.origin.description)
+        j.raw(",\"seq\":"); j.int(e.seq.rawValue)
+        j.raw(",\"hlc\":"); j.int(e.hlc.rawValue)
+        j.raw(",\"time\":"); j.string(ISOTime.string(e.hlc))
+        j.raw(",\"entity\":"); j.string(e.entity.name)
+        j.raw(",\"id\":"); j.string(e.entityID.lowercasedString)
+        j.raw(",\"op\":"); j.string(e.op.name)
+        j.raw(",\"fields\":{")
+        for (i, f) in e.fields.enumerated() {
+            if i > 0 { j.raw(",") }
+            j.string(f.name)
+            j.raw(":")
+            j.value(f.value)
+        }
+        j.raw("}")
+        if let b = e.base { j.raw(",\"base\":"); j.int(b.rawValue) }
+        if let a = e.actor { j.raw(",\"actor\":"); j.string(a) }
+        j.raw("}")
     }
 
     static func text(_ e: Event) -> String {

@@ -136,3 +136,14 @@ import Testing
         #expect(clock.tick() == HLC(wallMillis: 9000, counter: 8))
     }
 }
+
+@Suite struct ISOTimeTests {
+    @Test func matchesFoundationAcrossTheRange() {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var rng = SplitMix64(seed: 1)
+        for ms in [0, 86_399_999, 951_782_400_000, 1_767_225_600_000, 4_102_444_800_000] + (0..<2000).map({ _ in rng.next() % 8_000_000_000_000 }) {
+            #expect(ISOTime.string(millis: ms) == f.string(from: Date(timeIntervalSince1970: Double(ms) / 1000)), "\(ms)")
+        }
+    }
+}

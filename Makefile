@@ -1,0 +1,63 @@
+# Logbook — build, test, demo and benchmarks. Every target installs what a bare machine lacks first.
+SHELL := /bin/bash
+SWIFT ?= swift
+DEMO_STORE ?= ./demo/store
+EVCTL_DEBUG := .build/debug/evctl
+
+.PHONY: deps build test demo bench bench-cli fixtures clean
+
+# System libraries: liblz4 (headers + pkg-config), SQLite, and the lz4 and sqlite3 tools used by tests and benchmarks.
+deps:
+	@missing=""; \
+	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	command -v lz4 >/dev/null || missing="$$missing lz4"; \
+	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else \
+	    echo "missing system packages:$$missing — run: sudo apt-get install -y$$missing" >&2; exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	$(SWIFT) build --build-tests
+
+test: build
+	$(SWIFT) test
+
+demo: deps
+	$(SWIFT) build --product evctl
+	@rm -rf $(DEMO_STORE) && mkdir -p $$(dirname $(DEMO_STORE))
+	@echo "== evctl init"
+	@$(EVCTL_DEBUG) init --store $(DEMO_STORE)
+	@echo "== evctl sample --count 2000 | evctl append"
+	@$(EVCTL_DEBUG) sample --count 2000 --seed 42 > $$(dirname $(DEMO_STORE))/sample.ndjson
+	@$(EVCTL_DEBUG) append --store $(DEMO_STORE) $$(dirname $(DEMO_STORE))/sample.ndjson
+	@echo "== evctl log --limit 5"
+	@$(EVCTL_DEBUG) log --store $(DEMO_STORE) --limit 5
+	@echo "== evctl log --entity tag --limit 3 --json"
+	@$(EVCTL_DEBUG) log --store $(DEMO_STORE) --entity tag --limit 3 --json
+	@echo "== evctl status"
+	@$(EVCTL_DEBUG) status --store $(DEMO_STORE)
+	@echo "== evctl verify"
+	@$(EVCTL_DEBUG) verify --store $(DEMO_STORE)
+
+# Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
+bench: deps
+	$(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --no-progress
+	$(MAKE) bench-cli
+
+bench-cli: deps
+	$(SWIFT) build -c release --product evctl
+	bash scripts/bench-cli.sh
+
+# Rewrites fixtures/ after a deliberate format change (then review the diff and docs/FORMAT.md).
+fixtures: build
+	LOGBOOK_WRITE_FIXTURES=1 $(SWIFT) test --filter FixtureTests
+
+clean:
+	rm -rf .build demo
