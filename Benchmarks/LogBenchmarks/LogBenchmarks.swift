@@ -1,2 +1,229 @@
 import Benchmark
-let benchmarks: @Sendable () -> Void = {}
+import EventLog
+import Foundation
+
+// Each benchmark measures its subject and its baseline in the same iteration, on this machine,
+// and records: the subject's rate, the baseline's rate, and their ratio (×100), because absolute
+// figures on a shared 2-core VM drift from run to run. See README "Benchmarks".
+
+let benchmarks: @Sendable () -> Void = {
+    let config = Benchmark.Configuration(
+        metrics: [.wallClock],
+        timeUnits: .milliseconds,
+        warmupIterations: 1,
+        maxDuration: .seconds(60),
+        maxIterations: 5
+    )
+
+    // Batched append: 1,000 events per frame; encode + compress + checksum + write + one fsync per frame.
+    Benchmark("append batched 1000/frame", configuration: config) { benchmark in
+        let events = 400_000
+        let ms = Workload.mutations(events)
+        let dir = Scratch()
+        let store = try Store.create(at: dir.path + "/s")
+        let appender = try LogAppender(store: store)
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        for start in stride(from: 0, to: events, by: 1000) {
+            _ = try appender.append(Array(ms[start..<start + 1000]))
+        }
+        benchmark.stopMeasurement()
+        let subject = Clock.now() - t0
+        try appender.close()
+        let logBytes = try store.status().logBytes
+        // Baseline: raw write + fsync of the same bytes in the same number of writes.
+        let raw = try RawDisk.writeAndSync(totalBytes: logBytes, writes: events / 1000, in: dir.path)
+        benchmark.measurement(.custom("events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(events) / subject / 1000))
+        benchmark.measurement(.custom("raw write+fsync same bytes, events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(events) / raw / 1000))
+        benchmark.measurement(.custom("ratio to raw write+fsync (%)", polarity: .prefersLarger, useScalingFactor: false), Int(raw / subject * 100))
+    }
+
+    // Single-event durable appends from 64 concurrent callers (group commit) vs one fsync per event.
+    Benchmark("append single events, 64 concurrent callers", configuration: config) { benchmark in
+        let perCaller = 250
+        let callers = 64
+        let ms = Workload.mutations(callers * perCaller)
+        let dir = Scratch()
+        let store = try Store.create(at: dir.path + "/s")
+        let writer = try LogWriter(store: store)
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for c in 0..<callers {
+                group.addTask {
+                    for k in 0..<perCaller { _ = try await writer.append([ms[c * perCaller + k]]) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        benchmark.stopMeasurement()
+        let subject = Clock.now() - t0
+        try await writer.close()
+        // Baseline: the same number of events, each its own append (one frame, one fsync).
+        let single = 2000
+        let store2 = try Store.create(at: dir.path + "/s2")
+        let one = try LogAppender(store: store2)
+        let t1 = Clock.now()
+        for m in ms.prefix(single) { _ = try one.append([m]) }
+        let perEvent = (Clock.now() - t1) / Double(single)
+        try one.close()
+        let rawPerEvent = try RawDisk.writeAndSync(totalBytes: 200 * single, writes: single, in: dir.path) / Double(single)
+        let rate = Double(callers * perCaller) / subject
+        benchmark.measurement(.custom("events/s", polarity: .prefersLarger, useScalingFactor: false), Int(rate))
+        benchmark.measurement(.custom("one append+fsync per event, events/s", polarity: .prefersLarger, useScalingFactor: false), Int(1 / perEvent))
+        benchmark.measurement(.custom("raw 200-byte write+fsync per event, events/s", polarity: .prefersLarger, useScalingFactor: false), Int(1 / rawPerEvent))
+        benchmark.measurement(.custom("ratio to one fsync per event (x100)", polarity: .prefersLarger, useScalingFactor: false), Int(rate * perEvent * 100))
+        benchmark.measurement(.custom("ratio to raw fsync per event (x100)", polarity: .prefersLarger, useScalingFactor: false), Int(rate * rawPerEvent * 100))
+    }
+
+    // Bytes on disk against the NDJSON input of the sample workload.
+    Benchmark("bytes on disk vs NDJSON input", configuration: .init(metrics: [.wallClock], timeUnits: .milliseconds, maxIterations: 1)) { benchmark in
+        let events = 500_000
+        var input = 0
+        var ms: [Mutation] = []
+        ms.reserveCapacity(events)
+        for (i, line) in SampleWorkload(seed: 1, count: events).enumerated() {
+            input += line.utf8.count + 1
+            ms.append(try MutationParser.parse(line, lineNumber: i + 1))
+        }
+        let dir = Scratch()
+        let store = try Store.create(at: dir.path + "/s")
+        let appender = try LogAppender(store: store)
+        for start in stride(from: 0, to: events, by: 1000) { _ = try appender.append(Array(ms[start..<start + 1000])) }
+        try appender.close()
+        let log = try store.status().logBytes
+        benchmark.measurement(.custom("NDJSON input bytes per event", useScalingFactor: false), input / events)
+        benchmark.measurement(.custom("log bytes per event", useScalingFactor: false), log / events)
+        benchmark.measurement(.custom("log / input (per mille)", useScalingFactor: false), log * 1000 / input)
+    }
+
+    // Reading the whole log back: checksum, hash chain and decode of every event.
+    Benchmark("read back 1M events (decode + verify)", configuration: config) { benchmark in
+        let store = try Workload.store(events: 1_000_000)
+        let reader = LogReader(store: store)
+        var count = 0
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        try reader.forEachEvent(origin: store.replicaID) { e in
+            count += e.fields.count >= 0 ? 1 : 0
+            return true
+        }
+        benchmark.stopMeasurement()
+        let subject = Clock.now() - t0
+        precondition(count == 1_000_000)
+        let raw = try RawDisk.readAll(store.path + "/log")
+        benchmark.measurement(.custom("events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(count) / subject / 1000))
+        benchmark.measurement(.custom("raw read of the same files, events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(count) / raw / 1000))
+    }
+
+    // Opening a store must not read every frame: open time at 1M and 10M events.
+    Benchmark("open store, 1M vs 10M events", configuration: .init(metrics: [.wallClock], timeUnits: .milliseconds, maxIterations: 3)) { benchmark in
+        let small = try Workload.store(events: 1_000_000)
+        let large = try Workload.store(events: 10_000_000)
+        func openTime(_ s: Store) throws -> Double {
+            var best = Double.infinity
+            for _ in 0..<5 {
+                let t = Clock.now()
+                let a = try LogAppender(store: s)
+                best = min(best, Clock.now() - t)
+                try a.close()
+            }
+            return best
+        }
+        let a = try openTime(small), b = try openTime(large)
+        benchmark.measurement(.custom("open 1M events (us)", useScalingFactor: false), Int(a * 1e6))
+        benchmark.measurement(.custom("open 10M events (us)", useScalingFactor: false), Int(b * 1e6))
+        benchmark.measurement(.custom("10M / 1M open time (x100)", useScalingFactor: false), Int(b / a * 100))
+    }
+}
+
+enum Clock {
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+    }
+}
+
+/// A scratch directory under the benchmark output folder, removed afterwards.
+final class Scratch {
+    let path: String
+    init() {
+        path = Workload.root + "/scratch-\(UUID().uuidString.prefix(8))"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+enum Workload {
+    /// Large stores are built once and kept here between runs (delete the folder to rebuild).
+    static let root: String = ProcessInfo.processInfo.environment["LOGBOOK_BENCH_DIR"] ?? (FileManager.default.currentDirectoryPath + "/.build/bench-data")
+
+    static func mutations(_ n: Int, seed: UInt64 = 1) -> [Mutation] {
+        var out: [Mutation] = []
+        out.reserveCapacity(n)
+        for (i, line) in SampleWorkload(seed: seed, count: n).enumerated() {
+            out.append(try! MutationParser.parse(line, lineNumber: i + 1))
+        }
+        return out
+    }
+
+    /// A store holding `events` sample events in frames of 1,000, built on first use.
+    static func store(events: Int) throws -> Store {
+        let path = root + "/store-\(events)"
+        if FileManager.default.fileExists(atPath: path + "/complete"), let s = try? Store.open(at: path) { return s }
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        let store = try Store.create(at: path)
+        let appender = try LogAppender(store: store)
+        var produced = 0
+        var workload = SampleWorkload(seed: 1, count: events)
+        var batch: [Mutation] = []
+        batch.reserveCapacity(1000)
+        while let line = workload.next() {
+            produced += 1
+            batch.append(try MutationParser.parse(line, lineNumber: produced))
+            if batch.count == 1000 {
+                _ = try appender.append(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { _ = try appender.append(batch) }
+        try appender.close()
+        FileManager.default.createFile(atPath: path + "/complete", contents: Data())
+        return store
+    }
+}
+
+enum RawDisk {
+    /// Seconds to write `totalBytes` in `writes` equal writes, each followed by fdatasync.
+    static func writeAndSync(totalBytes: Int, writes: Int, in dir: String) throws -> Double {
+        let path = dir + "/raw-\(UUID().uuidString.prefix(8))"
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        precondition(fd >= 0)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        let chunk = [UInt8](repeating: 0x5A, count: max(1, totalBytes / writes))
+        let t = Clock.now()
+        for _ in 0..<writes {
+            _ = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            fdatasync(fd)
+        }
+        return Clock.now() - t
+    }
+
+    /// Seconds to read every file under `dir` (from the page cache, like the reader).
+    static func readAll(_ dir: String) throws -> Double {
+        let files = FileManager.default.enumerator(atPath: dir)!.compactMap { $0 as? String }.filter { $0.hasSuffix(".seg") }
+        var buf = [UInt8](repeating: 0, count: 1 << 20)
+        let t = Clock.now()
+        for f in files {
+            let fd = open(dir + "/" + f, O_RDONLY)
+            while buf.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+            close(fd)
+        }
+        return Clock.now() - t
+    }
+}
