@@ -54,6 +54,10 @@ let package = Package(
             resources: []
         ),
         .testTarget(
+            name: "ProjectionsTests",
+            dependencies: ["Projections", "EventLog", .product(name: "GRDB", package: "GRDB.swift")]
+        ),
+        .testTarget(
             name: "evctlTests",
             dependencies: ["EventLog"]
         ),

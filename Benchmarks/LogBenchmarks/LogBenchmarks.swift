@@ -6,17 +6,27 @@ import Foundation
 // and records: the subject's rate, the baseline's rate, and their ratio (×100), because absolute
 // figures on a shared 2-core VM drift from run to run. See README "Benchmarks".
 
-let benchmarks: @Sendable () -> Void = {
-    let config = Benchmark.Configuration(
-        metrics: [.wallClock],
+/// A configuration that reports wall clock and the given custom metrics.
+func config(_ custom: [String], iterations: Int = 5, warmup: Int = 1) -> Benchmark.Configuration {
+    Benchmark.Configuration(
+        metrics: [.wallClock] + custom.map { metric($0) },
         timeUnits: .milliseconds,
-        warmupIterations: 1,
+        warmupIterations: warmup,
         maxDuration: .seconds(60),
-        maxIterations: 5
+        maxIterations: iterations
     )
+}
+
+/// Custom metrics are reported as measured (no scaling); larger is better unless the name says "us" or "bytes".
+func metric(_ name: String) -> BenchmarkMetric {
+    let smaller = name.contains("(us)") || name.contains("bytes") || name.contains("per mille") || name.contains("10M / 1M")
+    return .custom(name, polarity: smaller ? .prefersSmaller : .prefersLarger, useScalingFactor: false)
+}
+
+let benchmarks: @Sendable () -> Void = {
 
     // Batched append: 1,000 events per frame; encode + compress + checksum + write + one fsync per frame.
-    Benchmark("append batched 1000/frame", configuration: config) { benchmark in
+    Benchmark("append batched 1000/frame", configuration: config(["events/s (K)", "raw write+fsync same bytes, events/s (K)", "ratio to raw write+fsync (%)"], iterations: 5, warmup: 1)) { benchmark in
         let events = 400_000
         let ms = Workload.mutations(events)
         let dir = Scratch()
@@ -33,13 +43,13 @@ let benchmarks: @Sendable () -> Void = {
         let logBytes = try store.status().logBytes
         // Baseline: raw write + fsync of the same bytes in the same number of writes.
         let raw = try RawDisk.writeAndSync(totalBytes: logBytes, writes: events / 1000, in: dir.path)
-        benchmark.measurement(.custom("events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(events) / subject / 1000))
-        benchmark.measurement(.custom("raw write+fsync same bytes, events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(events) / raw / 1000))
-        benchmark.measurement(.custom("ratio to raw write+fsync (%)", polarity: .prefersLarger, useScalingFactor: false), Int(raw / subject * 100))
+        benchmark.measurement(metric("events/s (K)"), Int(Double(events) / subject / 1000))
+        benchmark.measurement(metric("raw write+fsync same bytes, events/s (K)"), Int(Double(events) / raw / 1000))
+        benchmark.measurement(metric("ratio to raw write+fsync (%)"), Int(raw / subject * 100))
     }
 
     // Single-event durable appends from 64 concurrent callers (group commit) vs one fsync per event.
-    Benchmark("append single events, 64 concurrent callers", configuration: config) { benchmark in
+    Benchmark("append single events, 64 concurrent callers", configuration: config(["events/s", "one append+fsync per event, events/s", "raw 200-byte write+fsync per event, events/s", "ratio to one fsync per event (x100)", "ratio to raw fsync per event (x100)"], iterations: 5, warmup: 1)) { benchmark in
         let perCaller = 250
         let callers = 64
         let ms = Workload.mutations(callers * perCaller)
@@ -69,15 +79,15 @@ let benchmarks: @Sendable () -> Void = {
         try one.close()
         let rawPerEvent = try RawDisk.writeAndSync(totalBytes: 200 * single, writes: single, in: dir.path) / Double(single)
         let rate = Double(callers * perCaller) / subject
-        benchmark.measurement(.custom("events/s", polarity: .prefersLarger, useScalingFactor: false), Int(rate))
-        benchmark.measurement(.custom("one append+fsync per event, events/s", polarity: .prefersLarger, useScalingFactor: false), Int(1 / perEvent))
-        benchmark.measurement(.custom("raw 200-byte write+fsync per event, events/s", polarity: .prefersLarger, useScalingFactor: false), Int(1 / rawPerEvent))
-        benchmark.measurement(.custom("ratio to one fsync per event (x100)", polarity: .prefersLarger, useScalingFactor: false), Int(rate * perEvent * 100))
-        benchmark.measurement(.custom("ratio to raw fsync per event (x100)", polarity: .prefersLarger, useScalingFactor: false), Int(rate * rawPerEvent * 100))
+        benchmark.measurement(metric("events/s"), Int(rate))
+        benchmark.measurement(metric("one append+fsync per event, events/s"), Int(1 / perEvent))
+        benchmark.measurement(metric("raw 200-byte write+fsync per event, events/s"), Int(1 / rawPerEvent))
+        benchmark.measurement(metric("ratio to one fsync per event (x100)"), Int(rate * perEvent * 100))
+        benchmark.measurement(metric("ratio to raw fsync per event (x100)"), Int(rate * rawPerEvent * 100))
     }
 
     // Bytes on disk against the NDJSON input of the sample workload.
-    Benchmark("bytes on disk vs NDJSON input", configuration: .init(metrics: [.wallClock], timeUnits: .milliseconds, maxIterations: 1)) { benchmark in
+    Benchmark("bytes on disk vs NDJSON input", configuration: config(["NDJSON input bytes per event", "log bytes per event", "log / input (per mille)"], iterations: 1, warmup: 0)) { benchmark in
         let events = 500_000
         var input = 0
         var ms: [Mutation] = []
@@ -92,13 +102,13 @@ let benchmarks: @Sendable () -> Void = {
         for start in stride(from: 0, to: events, by: 1000) { _ = try appender.append(Array(ms[start..<start + 1000])) }
         try appender.close()
         let log = try store.status().logBytes
-        benchmark.measurement(.custom("NDJSON input bytes per event", useScalingFactor: false), input / events)
-        benchmark.measurement(.custom("log bytes per event", useScalingFactor: false), log / events)
-        benchmark.measurement(.custom("log / input (per mille)", useScalingFactor: false), log * 1000 / input)
+        benchmark.measurement(metric("NDJSON input bytes per event"), input / events)
+        benchmark.measurement(metric("log bytes per event"), log / events)
+        benchmark.measurement(metric("log / input (per mille)"), log * 1000 / input)
     }
 
     // Reading the whole log back: checksum, hash chain and decode of every event.
-    Benchmark("read back 1M events (decode + verify)", configuration: config) { benchmark in
+    Benchmark("read back 1M events (decode + verify)", configuration: config(["events/s (K)", "raw read of the same files, events/s (K)"], iterations: 5, warmup: 1)) { benchmark in
         let store = try Workload.store(events: 1_000_000)
         let reader = LogReader(store: store)
         var count = 0
@@ -112,12 +122,12 @@ let benchmarks: @Sendable () -> Void = {
         let subject = Clock.now() - t0
         precondition(count == 1_000_000)
         let raw = try RawDisk.readAll(store.path + "/log")
-        benchmark.measurement(.custom("events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(count) / subject / 1000))
-        benchmark.measurement(.custom("raw read of the same files, events/s (K)", polarity: .prefersLarger, useScalingFactor: false), Int(Double(count) / raw / 1000))
+        benchmark.measurement(metric("events/s (K)"), Int(Double(count) / subject / 1000))
+        benchmark.measurement(metric("raw read of the same files, events/s (K)"), Int(Double(count) / raw / 1000))
     }
 
     // Opening a store must not read every frame: open time at 1M and 10M events.
-    Benchmark("open store, 1M vs 10M events", configuration: .init(metrics: [.wallClock], timeUnits: .milliseconds, maxIterations: 3)) { benchmark in
+    Benchmark("open store, 1M vs 10M events", configuration: config(["open 1M events (us)", "open 10M events (us)", "10M / 1M open time (x100)"], iterations: 3, warmup: 0)) { benchmark in
         let small = try Workload.store(events: 1_000_000)
         let large = try Workload.store(events: 10_000_000)
         func openTime(_ s: Store) throws -> Double {
@@ -131,9 +141,9 @@ let benchmarks: @Sendable () -> Void = {
             return best
         }
         let a = try openTime(small), b = try openTime(large)
-        benchmark.measurement(.custom("open 1M events (us)", useScalingFactor: false), Int(a * 1e6))
-        benchmark.measurement(.custom("open 10M events (us)", useScalingFactor: false), Int(b * 1e6))
-        benchmark.measurement(.custom("10M / 1M open time (x100)", useScalingFactor: false), Int(b / a * 100))
+        benchmark.measurement(metric("open 1M events (us)"), Int(a * 1e6))
+        benchmark.measurement(metric("open 10M events (us)"), Int(b * 1e6))
+        benchmark.measurement(metric("10M / 1M open time (x100)"), Int(b / a * 100))
     }
 }
 

@@ -12,7 +12,7 @@ enum EventCodec {
         "title", "notes", "status", "item_type", "parent_id", "sort_order", "due_at",
         "earliest_start_at", "completed_at", "recurrence_rule", "name", "color", "item_id",
         "tag_id", "started_at", "ended_at", "duration_seconds", "query", "occurrence_date",
-        "rescheduled_to", "kind", "user_id", "created_at", "is_pinned", "note",
+        "rescheduled_to", "kind", "user_id", "created_at", "is_pinned", "note", "original_occurrence_date",
     ]
     /// Candidate codes by (name length, first letter), so finding a name's code costs one or
     /// two byte comparisons instead of hashing.
@@ -50,26 +50,38 @@ enum EventCodec {
 
     /// Appends one record (length-prefixed) to `out`. `scratch` is reused between calls.
     static func encode(_ e: Event, firstHLC: HLC, into out: inout ByteWriter, scratch: inout ByteWriter) {
-        precondition(e.hlc >= firstHLC, "event hlc precedes its frame's first hlc")
+        encode(entity: e.entity, op: e.op, entityID: e.entityID, eventID: e.hasExplicitEventID ? e.eventID : nil, base: e.base,
+               actor: e.actor, fields: e.fields, hlcDelta: e.hlc.rawValue - firstHLC.rawValue, schemaVersion: e.schemaVersion,
+               into: &out, scratch: &scratch)
+    }
+
+    static func encode(_ m: Mutation, hlcDelta: UInt64, into out: inout ByteWriter, scratch: inout ByteWriter) {
+        encode(entity: m.entity, op: m.op, entityID: m.entityID, eventID: m.eventID, base: m.base, actor: m.actor,
+               fields: m.fields, hlcDelta: hlcDelta, schemaVersion: Event.currentSchemaVersion, into: &out, scratch: &scratch)
+    }
+
+    @inline(__always)
+    static func encode(entity: Entity, op: Op, entityID: UUID, eventID: UUID?, base: HLC?, actor: String?, fields: [Field],
+                       hlcDelta: UInt64, schemaVersion: UInt8, into out: inout ByteWriter, scratch: inout ByteWriter) {
         scratch.removeAll()
-        scratch.u8(e.schemaVersion)
+        scratch.u8(schemaVersion)
         var flags: UInt8 = 0
-        if e.hasExplicitEventID { flags |= Flag.explicitEventID }
-        if e.base != nil { flags |= Flag.base }
-        if e.actor != nil { flags |= Flag.actor }
+        if eventID != nil { flags |= Flag.explicitEventID }
+        if base != nil { flags |= Flag.base }
+        if actor != nil { flags |= Flag.actor }
         scratch.u8(flags)
-        scratch.u8(e.entity.rawValue)
-        scratch.u8(e.op.rawValue)
-        scratch.varint(e.hlc.rawValue - firstHLC.rawValue)
-        scratch.uuid(e.entityID)
-        if e.hasExplicitEventID { scratch.uuid(e.eventID) }
-        if let base = e.base { scratch.varint(base.rawValue) }
-        if let actor = e.actor {
+        scratch.u8(entity.rawValue)
+        scratch.u8(op.rawValue)
+        scratch.varint(hlcDelta)
+        scratch.uuid(entityID)
+        if let eventID { scratch.uuid(eventID) }
+        if let base { scratch.varint(base.rawValue) }
+        if let actor {
             scratch.varint(UInt64(actor.utf8.count))
             scratch.raw(actor.utf8)
         }
-        scratch.varint(UInt64(e.fields.count))
-        for f in e.fields {
+        scratch.varint(UInt64(fields.count))
+        for f in fields {
             let code = knownCode(f.name)
             if code != 0 {
                 scratch.varint(UInt64(code))

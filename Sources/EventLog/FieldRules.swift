@@ -37,7 +37,8 @@ public enum FieldRules {
         "earliest_start_at": (.timestamp, true), "completed_at": (.timestamp, true), "recurrence_rule": (.text, true),
         "name": (.text, true), "color": (.text, true), "item_id": (.uuid, false), "tag_id": (.uuid, false),
         "started_at": (.timestamp, true), "ended_at": (.timestamp, true), "duration_seconds": (.number, true),
-        "query": (.text, true), "occurrence_date": (.date, false), "rescheduled_to": (.timestamp, true),
+        "query": (.text, true), "occurrence_date": (.date, true), "original_occurrence_date": (.date, false),
+        "rescheduled_to": (.date, true),
         "kind": (.text, true), "user_id": (.text, true), "created_at": (.timestamp, true), "is_pinned": (.boolean, true),
         "note": (.text, true),
     ]
@@ -85,6 +86,12 @@ public enum FieldRules {
     /// the same pair names the same entity.
     public static func itemTagID(item: UUID, tag: UUID) -> UUID {
         UUIDv5.make(namespace: itemTagNamespace, name: Array((item.lowercasedString + ":" + tag.lowercasedString).utf8))
+    }
+
+    /// The id of a completion or recurrence exception: a UUIDv5 of (kind of row, item, original
+    /// occurrence date), so every replica names one occurrence's row alike (seeds/004 §3).
+    public static func occurrenceID(_ entity: Entity, item: UUID, originalDate: String) -> UUID {
+        UUIDv5.make(namespace: itemTagNamespace, name: Array("\(entity.name):\(item.lowercasedString):\(originalDate)".utf8))
     }
 
     /// Namespace of item_tag ids (a fixed random UUID, part of the format).

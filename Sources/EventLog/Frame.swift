@@ -131,17 +131,63 @@ final class FrameEncoder {
     /// Payloads at most this large are stored raw: LZ4's framing would outweigh any gain.
     static let rawPayloadBytesMax = 64
 
+    // The frame being built: records are encoded as events are added.
+    private(set) var count = 0
+    private var origin = ReplicaID(rawValue: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+    private var baseSeq = Seq(0)
+    private var firstHLC = HLC.zero
+    private var lastHLC = HLC.zero
+    /// Bytes of records so far (exact, before compression).
+    var recordBytes: Int { records.count }
+
+    /// Adds the next event of the frame as a mutation with its position and clock.
+    func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC) {
+        if count == 0 {
+            records.removeAll()
+            self.origin = origin
+            baseSeq = seq
+            firstHLC = hlc
+        } else {
+            precondition(seq.rawValue == baseSeq.rawValue + UInt64(count) && origin == self.origin && hlc > lastHLC,
+                         "frame events must be contiguous seqs of one origin in hlc order")
+        }
+        precondition(count < FrameHeader.eventsMax, "frame event count out of range")
+        EventCodec.encode(m, hlcDelta: hlc.rawValue - firstHLC.rawValue, into: &records, scratch: &scratch)
+        lastHLC = hlc
+        count += 1
+    }
+
+    /// Drops the frame being built.
+    func reset() { count = 0 }
+
+    /// Adds an event (its explicit id, base, actor and schema version as recorded).
+    func add(_ e: Event) {
+        if count == 0 {
+            records.removeAll()
+            origin = e.origin
+            baseSeq = e.seq
+            firstHLC = e.hlc
+        } else {
+            precondition(e.seq.rawValue == baseSeq.rawValue + UInt64(count) && e.origin == origin && e.hlc > lastHLC,
+                         "frame events must be contiguous seqs of one origin in hlc order")
+        }
+        EventCodec.encode(e, firstHLC: firstHLC, into: &records, scratch: &scratch)
+        lastHLC = e.hlc
+        count += 1
+    }
+
     /// Returns the frame's bytes. `events` must be contiguous seqs of one origin, in hlc order.
     func encode(_ events: ArraySlice<Event>, continues: Bool, previousHash: FrameHash) -> [UInt8] {
         precondition(!events.isEmpty && events.count <= FrameHeader.eventsMax, "frame event count out of range")
-        let first = events.first!
-        records.removeAll()
-        var expected = first.seq
-        for e in events {
-            precondition(e.seq == expected && e.origin == first.origin, "frame events must be contiguous seqs of one origin")
-            EventCodec.encode(e, firstHLC: first.hlc, into: &records, scratch: &scratch)
-            expected = expected.next
-        }
+        count = 0
+        for e in events { add(e) }
+        return finish(continues: continues, previousHash: previousHash)
+    }
+
+    /// Compresses, checksums and returns the frame built by `add`; the encoder is then empty.
+    func finish(continues: Bool, previousHash: FrameHash) -> [UInt8] {
+        precondition(count > 0, "a frame holds at least one event")
+        defer { count = 0 }
         precondition(records.count <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
         out.removeAll()
         out.bytes.append(contentsOf: repeatElement(0, count: FrameHeader.size))
@@ -155,9 +201,9 @@ final class FrameEncoder {
             codec = .raw
         }
         let stored = out.count - FrameHeader.size
-        var header = FrameHeader(codec: codec, continues: continues, origin: first.origin, baseSeq: first.seq,
-                                 count: UInt32(events.count), rawBytes: UInt32(records.count),
-                                 firstHLC: first.hlc, lastHLC: events.last!.hlc, storedBytes: UInt32(stored),
+        var header = FrameHeader(codec: codec, continues: continues, origin: origin, baseSeq: baseSeq,
+                                 count: UInt32(count), rawBytes: UInt32(records.count),
+                                 firstHLC: firstHLC, lastHLC: lastHLC, storedBytes: UInt32(stored),
                                  previousHash: previousHash, crc: 0)
         var hw = ByteWriter(capacity: FrameHeader.size)
         header.encode(into: &hw)
@@ -195,12 +241,14 @@ final class FrameDecoder {
         func decodeRecords(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) {
             var r = ByteReader(p)
             var seq = header.baseSeq
+            var previous: HLC?
             do {
                 for _ in 0..<header.count {
                     let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
-                    guard e.hlc <= header.lastHLC, result.last.map({ $0.hlc < e.hlc }) ?? true else {
+                    guard e.hlc <= header.lastHLC, previous.map({ $0 < e.hlc }) ?? true else {
                         throw ByteReaderError(offset: r.offset, message: "event hlc out of order")
                     }
+                    previous = e.hlc
                     result.append(e)
                     seq = seq.next
                 }

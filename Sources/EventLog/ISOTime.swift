@@ -1,8 +1,8 @@
 /// ISO 8601 UTC text for wall-clock milliseconds (`2026-01-31T09:05:00.123Z`), without Foundation's
 /// formatter (which costs microseconds per call). Stateless; safe from any thread.
 public enum ISOTime {
-    /// Formats milliseconds since the Unix epoch.
-    public static func string(millis: UInt64) -> String {
+    /// Formats milliseconds since the Unix epoch; without `fraction`, to whole seconds (`…:00Z`).
+    public static func string(millis: UInt64, fraction: Bool = true) -> String {
         let days = Int64(millis / 86_400_000)
         let msOfDay = Int(millis % 86_400_000)
         // Civil date from days since 1970-01-01 (H. Hinnant's days_from_civil, inverted).
@@ -16,7 +16,7 @@ public enum ISOTime {
         let m = Int(mp < 10 ? mp + 3 : mp - 9)
         let y = Int(yoe + era * 400 + (m <= 2 ? 1 : 0))
         let h = msOfDay / 3_600_000, mi = msOfDay / 60_000 % 60, s = msOfDay / 1000 % 60, ms = msOfDay % 1000
-        return String(unsafeUninitializedCapacity: 24) { b in
+        return String(unsafeUninitializedCapacity: 24) { b -> Int in
             func put(_ v: Int, _ width: Int, _ at: Int) {
                 var v = v
                 for k in stride(from: at + width - 1, through: at, by: -1) {
@@ -25,7 +25,12 @@ public enum ISOTime {
                 }
             }
             put(y, 4, 0); b[4] = 0x2D; put(m, 2, 5); b[7] = 0x2D; put(d, 2, 8); b[10] = 0x54
-            put(h, 2, 11); b[13] = 0x3A; put(mi, 2, 14); b[16] = 0x3A; put(s, 2, 17); b[19] = 0x2E
+            put(h, 2, 11); b[13] = 0x3A; put(mi, 2, 14); b[16] = 0x3A; put(s, 2, 17)
+            if !fraction {
+                b[19] = 0x5A
+                return 20
+            }
+            b[19] = 0x2E
             put(ms, 3, 20); b[23] = 0x5A
             return 24
         }

@@ -71,8 +71,6 @@ public final class LogAppender {
 
     private struct Transaction {
         var start: SegmentIndex
-        var pending: [Event] = []
-        var pendingBytes = 0
         var inputIndex = 0
         var result = AppendResult()
         var hasIDs = false
@@ -196,22 +194,21 @@ public final class LogAppender {
                 return
             }
         }
-        let size = Self.approximateSize(m)
-        if !txn!.pending.isEmpty && (txn!.pending.count >= options.frameEventsMax || txn!.pendingBytes + size > options.frameRawBytesMax) {
+        // The frame is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
+        // (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
+        if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= options.frameRawBytesMax) {
             try writePending(continues: true)
         }
-        let seq = Seq(active.lastSeq.rawValue + UInt64(txn!.pending.count) + 1)
-        let event = Event(origin: origin, seq: seq, hlc: clock.tick(), mutation: m)
+        let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
         if let id = m.eventID { try ids.insert(id, origin: origin, seq: seq) }
-        txn!.pending.append(event)
-        txn!.pendingBytes += size
+        encoder.add(m, origin: origin, seq: seq, hlc: clock.tick())
     }
 
     /// Writes the last frame, fsyncs, and makes the append visible.
     public func commit() throws -> AppendResult {
         precondition(txn != nil, "commit without begin")
         do {
-            if !txn!.pending.isEmpty {
+            if encoder.count > 0 {
                 try writePending(continues: false)
                 try FileIO.fdatasync(fd, path: dir.segmentPath(active.firstSeq), op: "append")
             }
@@ -238,6 +235,7 @@ public final class LogAppender {
     public func rollback() throws {
         guard let t = txn else { return }
         txn = nil
+        encoder.reset()  // the frame not yet written
         if t.hasIDs { ids.rollback() }
         if active.coveredBytes != t.start.coveredBytes {
             let path = dir.segmentPath(active.firstSeq)
@@ -254,18 +252,9 @@ public final class LogAppender {
         return Array(t.dupLog[count...])
     }
 
-    private static func approximateSize(_ m: Mutation) -> Int {
-        var n = 48 + (m.actor?.utf8.count ?? 0)
-        for f in m.fields {
-            n += 2 + f.name.utf8.count
-            if case .text(let s) = f.value { n += 4 + s.utf8.count } else { n += 9 }
-        }
-        return n
-    }
-
     private func writePending(continues: Bool) throws {
-        let events = txn!.pending
-        let bytes = encoder.encode(events[...], continues: continues, previousHash: active.lastHash)
+        let eventCount = encoder.count
+        let bytes = encoder.finish(continues: continues, previousHash: active.lastHash)
         let offset = active.coveredBytes
         let path = dir.segmentPath(active.firstSeq)
         let header = try bytes.withUnsafeBytes { p throws -> FrameHeader in
@@ -289,9 +278,7 @@ public final class LogAppender {
         active.add(header, at: offset, hash: hash)
         if txn!.result.firstSeq == nil { txn!.result.firstSeq = header.baseSeq }
         txn!.result.lastSeq = header.lastSeq
-        txn!.result.appended += events.count
-        txn!.pending.removeAll(keepingCapacity: true)
-        txn!.pendingBytes = 0
+        txn!.result.appended += eventCount
     }
 
     // MARK: Segments

@@ -343,6 +343,14 @@ private struct JSONScanner {
                 entityID = FieldRules.itemTagID(item: iu, tag: tu)
             }
         }
+        if entityID == nil, entity == .completion || entity == .recurrenceException {
+            guard case .text(let it)? = fs.first(where: { $0.name == "item_id" })?.value,
+                  case .text(let date)? = fs.first(where: { $0.name == "original_occurrence_date" })?.value,
+                  let iu = UUIDText.parse(Array(it.utf8)[...]) else {
+                throw InputError(line: line, column: nil, field: "id", message: "missing key \"id\" (or fields item_id and original_occurrence_date)")
+            }
+            entityID = FieldRules.occurrenceID(entity, item: iu, originalDate: date)
+        }
         guard let entityID else {
             throw InputError(line: line, column: nil, field: "id", message: entity == .itemTag ? "missing key \"id\" (or fields item_id and tag_id)" : "missing key \"id\"")
         }

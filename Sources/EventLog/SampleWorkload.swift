@@ -45,11 +45,8 @@ public struct SampleWorkload: Sequence, IteratorProtocol {
 
     private mutating func timestamp() -> String {
         minute += Int(rng.next() % 7)
-        let base = 1_767_225_600  // 2026-01-01T00:00:00Z
-        let d = Date(timeIntervalSince1970: Double(base + minute * 60))
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime]
-        return f.string(from: d)
+        let base: UInt64 = 1_767_225_600  // 2026-01-01T00:00:00Z
+        return ISOTime.string(millis: (base + UInt64(minute) * 60) * 1000, fraction: false)
     }
 
     public mutating func next() -> String? {

@@ -147,3 +147,13 @@ import Testing
         }
     }
 }
+
+@Suite struct ISOTimeSecondsTests {
+    @Test func wholeSecondsMatchFoundation() {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime]
+        for s in stride(from: UInt64(0), to: 4_000_000_000, by: 7_777_777) {
+            #expect(ISOTime.string(millis: s * 1000, fraction: false) == f.string(from: Date(timeIntervalSince1970: Double(s))))
+        }
+    }
+}

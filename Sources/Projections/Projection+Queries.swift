@@ -1,0 +1,307 @@
+import EventLog
+import Foundation
+import GRDB
+
+/// A row of the `items` table.
+public struct ItemRow: Sendable, Equatable, Codable, FetchableRecord {
+    public var id: String
+    public var parentID: String?
+    public var title: String?
+    public var notes: String?
+    public var status: String?
+    public var itemType: String?
+    public var sortOrder: Double?
+    public var dueAt: String?
+    public var earliestStartAt: String?
+    public var completedAt: String?
+    public var recurrenceRule: String?
+    public var version: Int64
+    public var createdAt: String?
+    public var modifiedAt: String
+    public var deletedAt: String?
+    /// Depth below the queried root (subtree queries), else 0.
+    public var depth: Int
+
+    public init(row: Row) {
+        id = row["id"]
+        parentID = row["parent_id"]
+        title = row["title"]
+        notes = row["notes"]
+        status = row["status"]
+        itemType = row["item_type"]
+        sortOrder = row["sort_order"]
+        dueAt = row["due_at"]
+        earliestStartAt = row["earliest_start_at"]
+        completedAt = row["completed_at"]
+        recurrenceRule = row["recurrence_rule"]
+        version = row["version"]
+        createdAt = row["created_at"]
+        modifiedAt = row["modified_at"]
+        deletedAt = row["deleted_at"]
+        depth = row["depth"] ?? 0
+    }
+}
+
+/// A row of the `conflicts` table.
+public struct ConflictRow: Sendable, Equatable, FetchableRecord {
+    public var id: Int64
+    public var entity: String
+    public var entityID: String
+    public var field: String
+    /// JSON text of each value.
+    public var winnerValue: String
+    public var loserValue: String
+    public var winnerEventID: String
+    public var loserEventID: String
+    public var winnerOrigin: String
+    public var loserOrigin: String
+    public var detectedAt: String
+    public var resolvedBy: String?
+
+    public init(row: Row) {
+        id = row["id"]
+        entity = row["entity"]
+        entityID = row["entity_id"]
+        field = row["field"]
+        winnerValue = row["winner_value"] ?? "null"
+        loserValue = row["loser_value"] ?? "null"
+        winnerEventID = row["winner_event_id"]
+        loserEventID = row["loser_event_id"]
+        winnerOrigin = row["winner_origin"]
+        loserOrigin = row["loser_origin"]
+        detectedAt = row["detected_at"]
+        resolvedBy = row["resolved_by"]
+    }
+}
+
+/// A row of the `sync_anomalies` table.
+public struct AnomalyRow: Sendable, Equatable, FetchableRecord {
+    public var id: Int64
+    public var kind: String
+    public var entity: String
+    public var entityID: String
+    public var itemID: String?
+    public var originalOccurrenceDate: String?
+    public var attemptedOp: String
+    public var eventID: String
+    public var otherID: String?
+    public var correlationID: String
+    public var detectedAt: String
+    public var details: String?
+
+    public init(row: Row) {
+        id = row["id"]
+        kind = row["kind"]
+        entity = row["entity"]
+        entityID = row["entity_id"]
+        itemID = row["item_id"]
+        originalOccurrenceDate = row["original_occurrence_date"]
+        attemptedOp = row["attempted_op"]
+        eventID = row["event_id"]
+        otherID = row["other_event_id"]
+        correlationID = row["correlation_id"]
+        detectedAt = row["detected_at"]
+        details = row["details"]
+    }
+}
+
+extension Projection {
+    /// Items, optionally matching a full-text search (prefix search, diacritics folded) and/or
+    /// limited to the subtree under an item; deleted items are excluded unless asked for.
+    public func items(search: String? = nil, under root: String? = nil, includeDeleted: Bool = false, limit: Int = 1000) throws -> [ItemRow] {
+        try pool.read { db in
+            var sql: String
+            var args: [DatabaseValueConvertible?] = []
+            if let root {
+                // Cycle-safe: a visited path string stops the recursion at a repeated id.
+                sql = """
+                    WITH RECURSIVE sub(id, depth, path) AS (
+                        SELECT id, 0, '/' || id || '/' FROM items WHERE id = ?
+                        UNION ALL
+                        SELECT i.id, sub.depth + 1, sub.path || i.id || '/' FROM items i JOIN sub ON i.parent_id = sub.id
+                        WHERE instr(sub.path, '/' || i.id || '/') = 0
+                    )
+                    SELECT items.*, sub.depth AS depth FROM sub JOIN items ON items.id = sub.id
+                    """
+                args.append(root.lowercased())
+            } else {
+                sql = "SELECT items.*, 0 AS depth FROM items"
+            }
+            var conditions: [String] = []
+            if let search, let match = Projection.ftsQuery(search) {
+                conditions.append("items.rowid IN (SELECT rowid FROM items_fts WHERE items_fts MATCH ?)")
+                args.append(match)
+            }
+            if !includeDeleted { conditions.append("items.deleted_at IS NULL") }
+            if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+            sql += root != nil ? " ORDER BY depth, items.sort_order, items.id" : " ORDER BY items.sort_order, items.id"
+            sql += " LIMIT \(max(0, limit))"
+            return try ItemRow.fetchAll(db, sql: sql, arguments: StatementArguments(args) ?? [])
+        }
+    }
+
+    /// The path from an item up to its root (the item first), stopping at a cycle.
+    public func pathToRoot(_ id: String) throws -> [ItemRow] {
+        try pool.read { db in
+            try ItemRow.fetchAll(db, sql: """
+                WITH RECURSIVE up(id, parent_id, depth, path) AS (
+                    SELECT id, parent_id, 0, '/' || id || '/' FROM items WHERE id = ?
+                    UNION ALL
+                    SELECT i.id, i.parent_id, up.depth + 1, up.path || i.id || '/' FROM items i JOIN up ON i.id = up.parent_id
+                    WHERE instr(up.path, '/' || i.id || '/') = 0
+                )
+                SELECT items.*, up.depth AS depth FROM up JOIN items ON items.id = up.id ORDER BY up.depth
+                """, arguments: [id.lowercased()])
+        }
+    }
+
+    /// Turns user text into an FTS5 query: each word a quoted prefix term, all required.
+    static func ftsQuery(_ text: String) -> String? {
+        let words = text.split(whereSeparator: { !$0.isLetter && !$0.isNumber })
+        guard !words.isEmpty else { return nil }
+        return words.map { "\"\($0.replacingOccurrences(of: "\"", with: ""))\"*" }.joined(separator: " ")
+    }
+
+    public func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] {
+        try pool.read { db in
+            try ConflictRow.fetchAll(db, sql: "SELECT * FROM conflicts" + (includeResolved ? "" : " WHERE resolved_by IS NULL") + " ORDER BY id")
+        }
+    }
+
+    public func conflict(_ id: Int64) throws -> ConflictRow? {
+        try pool.read { db in try ConflictRow.fetchOne(db, sql: "SELECT * FROM conflicts WHERE id = ?", arguments: [id]) }
+    }
+
+    public func anomalies() throws -> [AnomalyRow] {
+        try pool.read { db in try AnomalyRow.fetchAll(db, sql: "SELECT * FROM sync_anomalies ORDER BY id") }
+    }
+
+    /// The current version (hlc of the newest event) of each entity that exists, for `base`.
+    public func versions(_ keys: [(Entity, UUID)]) throws -> [UUID: HLC] {
+        var byTable: [String: [String]] = [:]
+        for (e, id) in keys {
+            guard let t = schema.table(for: e) else { continue }
+            byTable[t.name, default: []].append(id.lowercasedString)
+        }
+        return try pool.read { db in
+            var out: [UUID: HLC] = [:]
+            for (table, ids) in byTable {
+                for chunk in stride(from: 0, to: ids.count, by: 500) {
+                    let part = Array(ids[chunk..<min(chunk + 500, ids.count)])
+                    let sql = "SELECT id, version FROM \(table) WHERE id IN (\(part.map { _ in "?" }.joined(separator: ",")))"
+                    for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(part)) {
+                        let id: String = row[0]
+                        let v: Int64 = row[1]
+                        if let u = UUID(uuidString: id) { out[u] = HLC(rawValue: UInt64(bitPattern: v)) }
+                    }
+                }
+            }
+            return out
+        }
+    }
+
+    /// Which event's value each column of an entity holds now: column → (event id, origin, seq, hlc).
+    public func fieldSources(entity: Entity, id: UUID) throws -> [String: (eventID: UUID, origin: ReplicaID, seq: Seq, hlc: HLC)] {
+        guard let table = schema.table(for: entity) else { return [:] }
+        return try pool.read { db in
+            guard let blob = try Data.fetchOne(db, sql: "SELECT _clocks FROM \(table.name) WHERE id = ?", arguments: [id.lowercasedString]) else { return [:] }
+            let p = try Projector(schema: schema, db: db, fresh: true)
+            let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count)
+            var out: [String: (UUID, ReplicaID, Seq, HLC)] = [:]
+            for (c, s) in state.columnStamp.enumerated() {
+                guard let s else { continue }
+                let st = state.stamps[s]
+                out[table.columns[c]] = (p.eventID(st), p.origin(st), Seq(st.seq), HLC(rawValue: st.hlc))
+            }
+            if let l = state.lifecycle {
+                let st = state.stamps[l.stamp]
+                out["deleted_at"] = (p.eventID(st), p.origin(st), Seq(st.seq), HLC(rawValue: st.hlc))
+            }
+            return out
+        }
+    }
+
+    /// Every event of one entity, across origins, in merge order (hlc, origin, seq). Scans the log.
+    public func history(entity: Entity, id: UUID) throws -> [Event] {
+        let reader = LogReader(store: store)
+        var out: [Event] = []
+        for o in try store.origins() {
+            try reader.forEachEvent(origin: o) { e in
+                if e.entityID == id && e.entity == entity { out.append(e) }
+                return true
+            }
+        }
+        return out.sorted { a, b in
+            if a.hlc != b.hlc { return a.hlc < b.hlc }
+            if a.origin != b.origin { return a.origin < b.origin }
+            return a.seq < b.seq
+        }
+    }
+
+    // MARK: Canonical dump
+
+    /// Names of the tables whose contents must agree on every replica.
+    public var syncedTables: [String] { schema.tables.map(\.name) }
+
+    /// A canonical text dump of every synced table (rows sorted by id, values typed by `quote`),
+    /// identical for identical projections whatever the order events arrived in. Excludes the
+    /// per-replica bookkeeping (`_clocks` encoding, origin numbering, cursor, conflicts as
+    /// detected, app_settings).
+    public func canonicalDump() throws -> [String] {
+        try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
+    }
+
+    static func canonicalDump(_ db: Database, schema: ProjectionSchema) throws -> [String] {
+        var lines: [String] = []
+        for t in schema.tables {
+            let cols = ["id"] + t.columns + ["version", "created_at", "modified_at", "deleted_at"]
+            let expr = cols.map { "quote(\($0))" }.joined(separator: " || '|' || ")
+            lines.append("# \(t.name)")
+            lines += try String.fetchAll(db, sql: "SELECT \(expr) FROM \(t.name) ORDER BY id")
+        }
+        return lines
+    }
+
+    /// Rebuilds the projection aside (in a temporary file) and compares its canonical dump with
+    /// this one. Returns nil when they agree, else the first difference.
+    public func verifyDeep(progress: ((Int, Int) -> Void)? = nil) throws -> String? {
+        let temp = path + ".verify-\(UUID().uuidString.prefix(8))"
+        defer { for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) } }
+        let live = try canonicalDump()
+        let cursorNow = try cursor()
+        let pool = try Projection.openPool(temp, schema: schema)
+        _ = try Projection.project(store: store, into: pool, schema: schema, fresh: true, progress: progress)
+        let aside = try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
+        let asideCursor = try pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor").reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
+        }
+        try pool.close()
+        for (o, s) in cursorNow where asideCursor[o.description] != Int64(s.rawValue) {
+            return "projection cursor of origin \(o) is at seq \(s), the log holds \(asideCursor[o.description] ?? 0) (run `evctl replay`)"
+        }
+        for (i, (a, b)) in zip(live, aside).enumerated() where a != b {
+            return "line \(i + 1) of the canonical dump differs:\n  live:    \(a)\n  rebuilt: \(b)"
+        }
+        if live.count != aside.count {
+            let i = min(live.count, aside.count)
+            return "the live projection has \(live.count) dump lines, the rebuild \(aside.count); first extra: \((live.count > i ? live[i] : aside[i]))"
+        }
+        return nil
+    }
+
+    // MARK: app_settings (device-local, never derived from the log nor shipped)
+
+    public func setting(_ key: String) throws -> String? {
+        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM app_settings WHERE key = ?", arguments: [key]) }
+    }
+
+    public func setSetting(_ key: String, _ value: String?) throws {
+        try pool.write { db in
+            if let value {
+                try db.execute(sql: "INSERT INTO app_settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM app_settings WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+}

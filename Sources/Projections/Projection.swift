@@ -1,0 +1,249 @@
+import EventLog
+import Foundation
+import GRDB
+
+/// The projection of a store's log into SQLite tables (`<store>/projection.sqlite`): items,
+/// tags, item_tags, time_entries, saved_searches, completion_history, recurrence_exceptions,
+/// plus conflicts, sync_anomalies, the projection cursor, an FTS5 index over items and the
+/// device-local app_settings. Derived: `rebuild` recreates it from the log at any time.
+///
+/// ```swift
+/// let projection = try Projection(store: store)
+/// try projection.catchUp()
+/// let items = try projection.items(search: "milk")
+/// ```
+/// Reads may run from any thread (GRDB's `DatabasePool`); writes (`catchUp`, `apply`) belong to
+/// the process holding the store's writer lock.
+public final class Projection: @unchecked Sendable {
+    public let store: Store
+    public let schema: ProjectionSchema
+    public let path: String
+    let pool: DatabasePool
+
+    public static func path(for store: Store) -> String { store.path + "/projection.sqlite" }
+
+    /// Opens (creating and migrating if needed) the store's projection.
+    public init(store: Store, schema: ProjectionSchema = .current, path: String? = nil) throws {
+        self.store = store
+        self.schema = schema
+        self.path = path ?? Projection.path(for: store)
+        do {
+            pool = try Projection.openPool(self.path, schema: schema)
+        } catch {
+            throw ProjectionError.database("cannot open \(self.path): \(error)")
+        }
+    }
+
+    static func configuration() -> Configuration {
+        var c = Configuration()
+        c.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            try db.execute(sql: "PRAGMA cache_size = -65536")
+        }
+        return c
+    }
+
+    static func openPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
+        let pool = try DatabasePool(path: path, configuration: configuration())
+        try schema.migrator().migrate(pool)
+        return pool
+    }
+
+    /// The database, for queries of your own (read-only use is safe from any thread).
+    public var database: DatabasePool { pool }
+
+    // MARK: Catching up
+
+    /// Events per transaction while catching up: bounds memory and the work lost to a crash.
+    public static let catchUpBatchEvents = 100_000
+
+    /// Applies every event past the projection's cursor, origin by origin, committing rows and
+    /// cursor together every `catchUpBatchEvents` events (a crash never applies an event twice).
+    /// - Parameter progress: called with (events applied so far, events to apply).
+    /// - Returns: the number of events applied.
+    @discardableResult
+    public func catchUp(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress)
+    }
+
+    /// Events the projection has not applied yet, per origin.
+    public func lag() throws -> [ReplicaID: UInt64] {
+        let applied = try cursor()
+        var out: [ReplicaID: UInt64] = [:]
+        let reader = LogReader(store: store)
+        for o in try store.origins() {
+            let tip = try reader.tip(origin: o).lastSeq.rawValue
+            let a = applied[o]?.rawValue ?? 0
+            if tip > a { out[o] = tip - a }
+        }
+        return out
+    }
+
+    /// The projection's cursor: the last seq applied per origin.
+    public func cursor() throws -> [ReplicaID: Seq] {
+        try pool.read { db in
+            var c: [ReplicaID: Seq] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
+                let o: String = row[0]
+                let s: Int64 = row[1]
+                if let id = ReplicaID(o) { c[id] = Seq(UInt64(s)) }
+            }
+            return c
+        }
+    }
+
+    static func project(store: Store, into pool: DatabasePool, schema: ProjectionSchema, fresh: Bool,
+                        progress: ((Int, Int) -> Void)?) throws -> Int {
+        let reader = LogReader(store: store)
+        var applied: [ReplicaID: Seq] = try pool.read { db in
+            var c: [ReplicaID: Seq] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
+                let o: String = row[0]
+                let s: Int64 = row[1]
+                if let id = ReplicaID(o) { c[id] = Seq(UInt64(s)) }
+            }
+            return c
+        }
+        var todo: [(ReplicaID, Seq, Seq)] = []
+        var total = 0
+        for o in try store.origins() {
+            let tip = try reader.tip(origin: o).lastSeq
+            let from = applied[o] ?? Seq(0)
+            if tip > from {
+                todo.append((o, from.next, tip))
+                total += Int(tip.rawValue - from.rawValue)
+            }
+        }
+        guard total > 0 else { return 0 }
+        var done = 0
+        progress?(0, total)
+        if fresh {
+            // A rebuild into a new file: one transaction, rows merged in memory and written once.
+            return try pool.write { db -> Int in
+                let p = try Projector(schema: schema, db: db, fresh: true)
+                for (origin, from, _) in todo {
+                    try reader.forEachEvent(origin: origin, from: from) { e in
+                        try p.apply(e, db: db)
+                        done += 1
+                        if done % 50_000 == 0 { progress?(done, total) }
+                        if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
+                        return true
+                    }
+                }
+                try p.flush(db: db)
+                progress?(done, total)
+                return p.eventsApplied
+            }
+        }
+        for (origin, from, tip) in todo {
+            var next = from
+            while next <= tip {
+                // One transaction per batch: rows and cursor commit together.
+                let batchEnd = Seq(min(tip.rawValue, next.rawValue + UInt64(catchUpBatchEvents) - 1))
+                let n = try pool.write { db -> Int in
+                    let p = try Projector(schema: schema, db: db, fresh: false)
+                    try reader.forEachEvent(origin: origin, from: next) { e in
+                        if e.seq > batchEnd { return false }
+                        try p.apply(e, db: db)
+                        return e.seq < batchEnd
+                    }
+                    try p.flush(db: db)
+                    return p.eventsApplied
+                }
+                done += n
+                applied[origin] = batchEnd
+                next = batchEnd.next
+                progress?(done, total)
+                if n == 0 { break }
+            }
+        }
+        return done
+    }
+
+    /// Applies events directly (they must also be in the log for a later rebuild to agree).
+    /// Used by tests and by embedders that project events as they receive them.
+    public func apply(_ events: [Event]) throws {
+        try pool.write { db in
+            let p = try Projector(schema: schema, db: db, fresh: false)
+            for e in events {
+                try p.apply(e, db: db)
+                if p.pendingRows >= Projector.flushRowsMax { try p.flush(db: db) }
+            }
+            try p.flush(db: db)
+        }
+    }
+
+    /// Applies events as a rebuild does (rows merged in memory, written once), into an empty
+    /// projection. For tests comparing the rebuild path with the incremental one.
+    func applyFresh(_ events: [Event]) throws {
+        try pool.write { db in
+            let p = try Projector(schema: schema, db: db, fresh: true)
+            for e in events { try p.apply(e, db: db) }
+            try p.flush(db: db)
+        }
+    }
+
+    // MARK: Rebuild
+
+    /// Rebuilds the projection from the whole log into a new file, then swaps it in atomically
+    /// (rename). A crash mid-rebuild leaves the old projection in place; `app_settings` is carried over.
+    /// - Returns: the number of events applied.
+    @discardableResult
+    public static func rebuild(store: Store, schema: ProjectionSchema = .current, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        let target = path(for: store)
+        let temp = target + ".rebuild"
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) }
+        var n = 0
+        do {
+            let pool = try openPool(temp, schema: schema)
+            n = try project(store: store, into: pool, schema: schema, fresh: true, progress: progress)
+            // Device-local settings survive a rebuild.
+            if FileManager.default.fileExists(atPath: target) {
+                try pool.writeWithoutTransaction { db in
+                    try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
+                    try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings SELECT key, value FROM old.app_settings")
+                    try db.execute(sql: "DETACH DATABASE old")
+                }
+            }
+            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            try pool.close()
+        } catch let e as ProjectionError {
+            throw e
+        } catch {
+            throw ProjectionError.database("rebuild: \(error)")
+        }
+        try swapIn(temp, over: target)
+        return n
+    }
+
+    /// fsyncs `temp`, checkpoints and closes out the old file's WAL, renames, fsyncs the directory.
+    static func swapIn(_ temp: String, over target: String) throws {
+        let fd = open(temp, O_RDONLY)
+        if fd >= 0 {
+            fsync(fd)
+            Glibc.close(fd)
+        }
+        if FileManager.default.fileExists(atPath: target) {
+            // Fold the old WAL into the old file first: a stale WAL must never meet the new file.
+            if let old = try? DatabaseQueue(path: target) {
+                try? old.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+                try? old.close()
+            }
+        }
+        for suffix in ["-wal", "-shm"] {
+            try? FileManager.default.removeItem(atPath: temp + suffix)
+            try? FileManager.default.removeItem(atPath: target + suffix)
+        }
+        guard rename(temp, target) == 0 else {
+            throw ProjectionError.database("cannot move the rebuilt projection into place: \(String(cString: strerror(errno)))")
+        }
+        let dir = open((target as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY)
+        if dir >= 0 {
+            fsync(dir)
+            Glibc.close(dir)
+        }
+    }
+
+    /// Closes the database connections.
+    public func close() throws { try pool.close() }
+}

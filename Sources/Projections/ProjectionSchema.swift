@@ -1,0 +1,123 @@
+import EventLog
+import GRDB
+
+/// A projected table: which entity fills it and which fields become columns.
+/// Every table also has `id`, `version`, `created_at`, `modified_at`, `deleted_at` and `_clocks`.
+public struct ProjectedTable: Sendable {
+    public var name: String
+    public var entity: Entity
+    /// Field names that are columns, in column order.
+    public var columns: [String]
+
+    public init(name: String, entity: Entity, columns: [String]) {
+        self.name = name
+        self.entity = entity
+        self.columns = columns
+    }
+}
+
+/// The projection's tables and migrations. A newer schema may add columns for fields the log
+/// already holds: they appear after `rebuild`.
+public struct ProjectionSchema: Sendable {
+    public var tables: [ProjectedTable]
+    /// Named migrations, applied in order; never edited once shipped.
+    public var migrations: [(name: String, sql: String)]
+
+    public func table(for entity: Entity) -> ProjectedTable? { tables.first { $0.entity == entity } }
+
+    /// The schema this build ships.
+    public static let current = ProjectionSchema(
+        tables: [
+            ProjectedTable(name: "items", entity: .item, columns: [
+                "parent_id", "title", "notes", "status", "item_type", "sort_order", "due_at",
+                "earliest_start_at", "completed_at", "recurrence_rule",
+            ]),
+            ProjectedTable(name: "tags", entity: .tag, columns: ["name", "color"]),
+            ProjectedTable(name: "item_tags", entity: .itemTag, columns: ["item_id", "tag_id"]),
+            ProjectedTable(name: "time_entries", entity: .timeEntry, columns: ["item_id", "started_at", "ended_at", "duration_seconds"]),
+            ProjectedTable(name: "saved_searches", entity: .savedSearch, columns: ["name", "query", "sort_order"]),
+            ProjectedTable(name: "completion_history", entity: .completion, columns: [
+                "item_id", "original_occurrence_date", "occurrence_date", "completed_at", "notes",
+            ]),
+            ProjectedTable(name: "recurrence_exceptions", entity: .recurrenceException, columns: [
+                "item_id", "original_occurrence_date", "kind", "rescheduled_to", "due_at", "notes",
+            ]),
+        ],
+        migrations: [
+            ("v1 entity tables", """
+                CREATE TABLE items (
+                    id TEXT PRIMARY KEY NOT NULL, parent_id TEXT, title TEXT, notes TEXT, status TEXT, item_type TEXT,
+                    sort_order NUMERIC, due_at TEXT, earliest_start_at TEXT, completed_at TEXT, recurrence_rule TEXT,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE INDEX items_parent ON items(parent_id);
+                CREATE TABLE tags (
+                    id TEXT PRIMARY KEY NOT NULL, name TEXT, color TEXT,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE TABLE item_tags (
+                    id TEXT PRIMARY KEY NOT NULL, item_id TEXT, tag_id TEXT,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE INDEX item_tags_pair ON item_tags(item_id, tag_id);
+                CREATE INDEX item_tags_tag ON item_tags(tag_id);
+                CREATE TABLE time_entries (
+                    id TEXT PRIMARY KEY NOT NULL, item_id TEXT, started_at TEXT, ended_at TEXT, duration_seconds NUMERIC,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE INDEX time_entries_item ON time_entries(item_id);
+                CREATE TABLE saved_searches (
+                    id TEXT PRIMARY KEY NOT NULL, name TEXT, query TEXT, sort_order NUMERIC,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE TABLE completion_history (
+                    id TEXT PRIMARY KEY NOT NULL, item_id TEXT, original_occurrence_date TEXT, occurrence_date TEXT,
+                    completed_at TEXT, notes TEXT,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE INDEX completion_occurrence ON completion_history(item_id, original_occurrence_date);
+                CREATE TABLE recurrence_exceptions (
+                    id TEXT PRIMARY KEY NOT NULL, item_id TEXT, original_occurrence_date TEXT, kind TEXT,
+                    rescheduled_to TEXT, due_at TEXT, notes TEXT,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                CREATE INDEX exception_occurrence ON recurrence_exceptions(item_id, original_occurrence_date);
+                """),
+            ("v1 bookkeeping", """
+                CREATE TABLE projection_cursor (origin TEXT PRIMARY KEY NOT NULL, last_seq INTEGER NOT NULL);
+                CREATE TABLE projection_origins (idx INTEGER PRIMARY KEY, origin TEXT NOT NULL UNIQUE);
+                CREATE TABLE conflicts (
+                    id INTEGER PRIMARY KEY, entity TEXT NOT NULL, entity_id TEXT NOT NULL, field TEXT NOT NULL,
+                    winner_value TEXT, loser_value TEXT, winner_event_id TEXT NOT NULL, loser_event_id TEXT NOT NULL,
+                    winner_origin TEXT NOT NULL, loser_origin TEXT NOT NULL, winner_hlc INTEGER NOT NULL, loser_hlc INTEGER NOT NULL,
+                    detected_at TEXT NOT NULL, resolved_by TEXT,
+                    UNIQUE (winner_event_id, loser_event_id, field));
+                CREATE INDEX conflicts_entity ON conflicts(entity, entity_id, field);
+                CREATE TABLE sync_anomalies (
+                    id INTEGER PRIMARY KEY, kind TEXT NOT NULL, entity TEXT NOT NULL, entity_id TEXT NOT NULL,
+                    item_id TEXT, original_occurrence_date TEXT, attempted_op TEXT NOT NULL,
+                    event_id TEXT NOT NULL, other_event_id TEXT, correlation_id TEXT NOT NULL, detected_at TEXT NOT NULL, details TEXT,
+                    UNIQUE (kind, entity_id, other_event_id));
+                CREATE TABLE app_settings (key TEXT PRIMARY KEY NOT NULL, value TEXT);
+                """),
+            ("v1 item search", """
+                CREATE VIRTUAL TABLE items_fts USING fts5(
+                    title, notes, content='items', content_rowid='rowid',
+                    tokenize='unicode61 remove_diacritics 2', prefix='2 3');
+                CREATE TRIGGER items_fts_insert AFTER INSERT ON items BEGIN
+                    INSERT INTO items_fts(rowid, title, notes) VALUES (new.rowid, new.title, new.notes);
+                END;
+                CREATE TRIGGER items_fts_delete AFTER DELETE ON items BEGIN
+                    INSERT INTO items_fts(items_fts, rowid, title, notes) VALUES ('delete', old.rowid, old.title, old.notes);
+                END;
+                CREATE TRIGGER items_fts_update AFTER UPDATE OF title, notes ON items
+                WHEN old.title IS NOT new.title OR old.notes IS NOT new.notes BEGIN
+                    INSERT INTO items_fts(items_fts, rowid, title, notes) VALUES ('delete', old.rowid, old.title, old.notes);
+                    INSERT INTO items_fts(rowid, title, notes) VALUES (new.rowid, new.title, new.notes);
+                END;
+                """),
+        ]
+    )
+
+    /// A migrator with every migration of this schema.
+    public func migrator() -> DatabaseMigrator {
+        var m = DatabaseMigrator()
+        for (name, sql) in migrations {
+            m.registerMigration(name) { db in try db.execute(sql: sql) }
+        }
+        return m
+    }
+}

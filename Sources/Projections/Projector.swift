@@ -1,0 +1,346 @@
+import EventLog
+import Foundation
+import GRDB
+
+/// Applies events to the projection tables under the merge rules of DESIGN.md:
+/// field-level last-writer-wins by (hlc, origin, seq); delete and restore as a last-writer-wins
+/// lifecycle that later edits of other fields do not change; created_at from the earliest
+/// create; orphans kept. Order of arrival and duplicates do not change the result.
+///
+/// Events accumulate in memory (bounded by `flushRowsMax`) and are written, with the
+/// projection cursor, in one transaction by `flush`. Not thread-safe: used inside one write.
+final class Projector {
+    let schema: ProjectionSchema
+    /// In a fresh rebuild no row exists until the first flush: rows are not looked up before it.
+    private(set) var fresh: Bool
+    /// Dirty rows kept in memory before a flush is due (a rebuild keeps more: it never reads back).
+    static let flushRowsMax = 200_000
+    static let rebuildRowsMax = 1_000_000
+
+    struct Key: Hashable {
+        var table: Int
+        var id: UUID
+    }
+
+    private(set) var tableIndex: [Entity: Int] = [:]
+    private var columnIndex: [[String: Int]] = []
+    private(set) var origins: [ReplicaID] = []
+    private var originIndex: [ReplicaID: Int] = [:]
+    private var originKeys: [(UInt64, UInt64)] = []
+    private var newOrigins: [Int] = []
+    private(set) var rows: [Key: RowState] = [:]
+    private(set) var cursor: [ReplicaID: Seq] = [:]
+    private var dirtyCursor = Set<ReplicaID>()
+    private var conflicts: [ConflictRecord] = []
+    private var resolutions: [(Key, Int, UInt64, String)] = []
+    private var occurrenceChecks = Set<Key>()
+    private(set) var openConflicts = 0
+    private(set) var eventsApplied = 0
+
+    init(schema: ProjectionSchema, db: Database, fresh: Bool) throws {
+        self.schema = schema
+        self.fresh = fresh
+        for (i, t) in schema.tables.enumerated() {
+            tableIndex[t.entity] = i
+            columnIndex.append(Dictionary(uniqueKeysWithValues: t.columns.enumerated().map { ($1, $0) }))
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT idx, origin FROM projection_origins ORDER BY idx") {
+            let idx: Int = row[0]
+            let text: String = row[1]
+            guard idx == origins.count, let o = ReplicaID(text) else { throw ProjectionError.database("projection_origins is not dense") }
+            addOrigin(o)
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
+            let text: String = row[0]
+            let seq: Int64 = row[1]
+            if let o = ReplicaID(text) { cursor[o] = Seq(UInt64(seq)) }
+        }
+        openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
+        newOrigins = []
+    }
+
+    @discardableResult
+    private func addOrigin(_ o: ReplicaID) -> Int {
+        if let i = originIndex[o] { return i }
+        let i = origins.count
+        origins.append(o)
+        originIndex[o] = i
+        originKeys.append(Self.sortKey(o))
+        newOrigins.append(i)
+        return i
+    }
+
+    static func sortKey(_ o: ReplicaID) -> (UInt64, UInt64) {
+        withUnsafeBytes(of: o.rawValue.uuid) { p in
+            (UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+             UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        }
+    }
+
+    /// True when `a` comes after `b` in the conflict order.
+    @inline(__always)
+    func after(_ a: Stamp, _ b: Stamp) -> Bool {
+        if a.hlc != b.hlc { return a.hlc > b.hlc }
+        if a.origin != b.origin {
+            let ka = originKeys[a.origin], kb = originKeys[b.origin]
+            return ka.0 != kb.0 ? ka.0 > kb.0 : ka.1 > kb.1
+        }
+        return a.seq > b.seq
+    }
+
+    func eventID(_ s: Stamp) -> UUID {
+        s.explicitID ?? Event.derivedEventID(origin: origins[s.origin], seq: Seq(s.seq))
+    }
+
+    func origin(_ s: Stamp) -> ReplicaID { origins[s.origin] }
+
+    var pendingRows: Int { rows.count }
+
+    /// The last seq applied for `origin`.
+    func applied(_ origin: ReplicaID) -> Seq { cursor[origin] ?? Seq(0) }
+
+    // MARK: Applying
+
+    /// Applies one event. Merging is idempotent and commutative, so a duplicate or an event that
+    /// arrives out of order changes nothing it should not; the cursor keeps the highest seq applied.
+    func apply(_ e: Event, db: Database) throws {
+        if e.seq > applied(e.origin) {
+            cursor[e.origin] = e.seq
+            dirtyCursor.insert(e.origin)
+        }
+        eventsApplied += 1
+        guard let t = tableIndex[e.entity] else { return }
+        let key = Key(table: t, id: e.entityID)
+        var row = try load(key, db: db)
+        let originIdx = addOrigin(e.origin)
+        let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue,
+                          explicitID: e.hasExplicitEventID ? e.eventID : nil)
+        merge(&row, key: key, event: e, stamp: stamp)
+        rows[key] = row
+        if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
+    }
+
+    private func load(_ key: Key, db: Database) throws -> RowState {
+        if let r = rows[key] { return r }
+        let table = schema.tables[key.table]
+        var row = RowState(columns: table.columns.count)
+        if fresh { return row }
+        let cols = table.columns.joined(separator: ", ")
+        let sql = "SELECT \(cols), version, _clocks FROM \(table.name) WHERE id = ?"
+        guard let r = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key.id.lowercasedString]) else { return row }
+        let blob: Data = r[table.columns.count + 1]
+        row = try RowState.decodeClocks(Array(blob), columns: table.columns.count)
+        for c in 0..<table.columns.count { row.values[c] = Self.fieldValue(r[c] as DatabaseValue) }
+        let version: Int64 = r[table.columns.count]
+        row.version = UInt64(version)
+        row.existsInDatabase = true
+        return row
+    }
+
+    static func fieldValue(_ v: DatabaseValue) -> FieldValue? {
+        switch v.storage {
+        case .null: nil
+        case .int64(let i): .integer(i)
+        case .double(let d): .real(d)
+        case .string(let s): .text(s)
+        case .blob(let b): .text(b.base64EncodedString())
+        }
+    }
+
+    private func merge(_ row: inout RowState, key: Key, event e: Event, stamp: Stamp) {
+        row.version = max(row.version, stamp.hlc)
+        switch e.op {
+        case .create:
+            row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc)
+        case .delete, .restore:
+            if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
+                row.lifecycle = (row.intern(stamp), e.op == .delete)
+            }
+        case .update:
+            break
+        }
+        let columns = columnIndex[key.table]
+        for f in e.fields {
+            guard let c = columns[f.name] else { continue }  // not a column of this schema: stays in the log
+            if let current = row.columnStamp[c] {
+                let w = row.stamps[current]
+                if w.hlc == stamp.hlc && w.origin == stamp.origin && w.seq == stamp.seq { continue }
+                if after(stamp, w) {
+                    noteConflict(key: key, field: f.name, winner: stamp, winnerValue: f.value, loser: w, loserValue: row.values[c] ?? .null, winnerIsNew: true)
+                    row.values[c] = f.value
+                    row.columnStamp[c] = row.intern(stamp)
+                } else {
+                    noteConflict(key: key, field: f.name, winner: w, winnerValue: row.values[c] ?? .null, loser: stamp, loserValue: f.value, winnerIsNew: false)
+                }
+            } else {
+                row.values[c] = f.value
+                row.columnStamp[c] = row.intern(stamp)
+            }
+            if openConflicts > 0, let base = stamp.base { resolutions.append((key, c, base, eventID(stamp).lowercasedString)) }
+        }
+        row.compact()
+    }
+
+    /// DESIGN rule 5: a value overwritten by an event whose author had not seen it (its base is
+    /// older than that value), from another origin, is a conflict. Equal values are not.
+    private func noteConflict(key: Key, field: String, winner: Stamp, winnerValue: FieldValue, loser: Stamp, loserValue: FieldValue, winnerIsNew: Bool) {
+        guard winner.origin != loser.origin, winnerValue != loserValue else { return }
+        // The later writer (the winner) decides: had it seen the value it overwrote?
+        guard let base = winner.base, base < loser.hlc else { return }
+        conflicts.append(ConflictRecord(entity: schema.tables[key.table].entity, id: key.id, field: field,
+                                        winner: winner, winnerValue: winnerValue, loser: loser, loserValue: loserValue))
+    }
+
+    struct ConflictRecord {
+        var entity: Entity
+        var id: UUID
+        var field: String
+        var winner: Stamp
+        var winnerValue: FieldValue
+        var loser: Stamp
+        var loserValue: FieldValue
+    }
+
+    // MARK: Flushing
+
+    /// Writes dirty rows, conflicts, anomalies and the cursor. Call inside a write transaction.
+    func flush(db: Database) throws {
+        for i in newOrigins {
+            try db.cachedStatement(sql: "INSERT INTO projection_origins (idx, origin) VALUES (?, ?)").execute(arguments: [i, origins[i].description])
+        }
+        newOrigins.removeAll()
+        var byTable: [[(Key, RowState)]] = Array(repeating: [], count: schema.tables.count)
+        for (k, r) in rows { byTable[k.table].append((k, r)) }
+        for (t, list) in byTable.enumerated() where !list.isEmpty {
+            try writeRows(table: schema.tables[t], list, db: db)
+        }
+        rows.removeAll(keepingCapacity: true)
+        for c in conflicts { try insertConflict(c, db: db) }
+        conflicts.removeAll()
+        for (key, c, base, by) in resolutions {
+            let table = schema.tables[key.table]
+            try db.cachedStatement(sql: """
+                UPDATE conflicts SET resolved_by = ? WHERE entity = ? AND entity_id = ? AND field = ? AND resolved_by IS NULL
+                AND winner_hlc <= ? AND loser_hlc <= ? AND winner_event_id <> ? AND loser_event_id <> ?
+                """).execute(arguments: [by, table.entity.name, key.id.lowercasedString, table.columns[c], Int64(base), Int64(base), by, by])
+        }
+        resolutions.removeAll()
+        if !occurrenceChecks.isEmpty { try checkOccurrences(db: db) }
+        for o in dirtyCursor {
+            try db.cachedStatement(sql: "INSERT INTO projection_cursor (origin, last_seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET last_seq = excluded.last_seq")
+                .execute(arguments: [o.description, Int64(cursor[o]!.rawValue)])
+        }
+        dirtyCursor.removeAll()
+        openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
+        fresh = false
+    }
+
+    private func writeRows(table: ProjectedTable, _ list: [(Key, RowState)], db: Database) throws {
+        let cols = table.columns
+        let all = ["id"] + cols + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
+        let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
+        let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
+        var args: [DatabaseValue] = []
+        args.reserveCapacity(all.count)
+        for (key, row) in list {
+            args.removeAll(keepingCapacity: true)
+            for v in row.values { args.append(Self.databaseValue(v)) }
+            args.append(Int64(bitPattern: row.version).databaseValue)
+            args.append(row.createdHLC.map { ISOTime.string(millis: $0 >> 16).databaseValue } ?? .null)
+            args.append(ISOTime.string(millis: row.version >> 16).databaseValue)
+            args.append(row.deletedHLC.map { ISOTime.string(millis: $0 >> 16).databaseValue } ?? .null)
+            args.append(Data(row.encodeClocks()).databaseValue)
+            if row.existsInDatabase {
+                args.append(key.id.lowercasedString.databaseValue)
+                update.setUncheckedArguments(StatementArguments(args))
+                try update.execute()
+            } else {
+                args.insert(key.id.lowercasedString.databaseValue, at: 0)
+                insert.setUncheckedArguments(StatementArguments(args))
+                try insert.execute()
+            }
+        }
+    }
+
+    static func databaseValue(_ v: FieldValue?) -> DatabaseValue {
+        switch v {
+        case nil, .null?: .null
+        case .integer(let i)?: i.databaseValue
+        case .real(let d)?: d.databaseValue
+        case .text(let s)?: s.databaseValue
+        case .boolean(let b)?: (b ? 1 : 0).databaseValue
+        }
+    }
+
+    static func json(_ v: FieldValue) -> String {
+        switch v {
+        case .null: "null"
+        case .boolean(let b): b ? "true" : "false"
+        case .integer(let i): String(i)
+        case .real(let d): "\(d)"
+        case .text(let s):
+            (try? String(data: JSONSerialization.data(withJSONObject: [s], options: [.fragmentsAllowed]), encoding: .utf8))
+                .map { String($0.dropFirst().dropLast()) } ?? "\"\""
+        }
+    }
+
+    private func insertConflict(_ c: ConflictRecord, db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT OR IGNORE INTO conflicts (entity, entity_id, field, winner_value, loser_value, winner_event_id, loser_event_id,
+              winner_origin, loser_origin, winner_hlc, loser_hlc, detected_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [
+                c.entity.name, c.id.lowercasedString, c.field, Self.json(c.winnerValue), Self.json(c.loserValue),
+                eventID(c.winner).lowercasedString, eventID(c.loser).lowercasedString,
+                origin(c.winner).description, origin(c.loser).description, Int64(c.winner.hlc), Int64(c.loser.hlc),
+                ISOTime.string(millis: max(c.winner.hlc, c.loser.hlc) >> 16),
+            ])
+    }
+
+    /// DESIGN rule 6 (seeds/004 "completion wins"): an active exception (skip or reschedule) of an
+    /// occurrence that has an active completion loses; each such pair is recorded in sync_anomalies.
+    private func checkOccurrences(db: Database) throws {
+        var keys = Set<[String]>()
+        for key in occurrenceChecks {
+            let table = schema.tables[key.table]
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT item_id, original_occurrence_date FROM \(table.name) WHERE id = ?"),
+                                             arguments: [key.id.lowercasedString]),
+                  let item: String = row[0], let date: String = row[1] else { continue }
+            keys.insert([item, date])
+        }
+        occurrenceChecks.removeAll()
+        for k in keys {
+            let pairs = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT e.id, e.kind, e._clocks, c.id, c._clocks, max(e.version, c.version) FROM recurrence_exceptions e
+                JOIN completion_history c ON c.item_id = e.item_id AND c.original_occurrence_date = e.original_occurrence_date
+                WHERE e.item_id = ? AND e.original_occurrence_date = ? AND e.deleted_at IS NULL AND c.deleted_at IS NULL
+                """), arguments: [k[0], k[1]])
+            for p in pairs {
+                let exceptionID: String = p[0]
+                let kind: String? = p[1]
+                let eClocks: Data = p[2]
+                let completionID: String = p[3]
+                let cClocks: Data = p[4]
+                let version: Int64 = p[5]
+                let loser = Self.latestEventID(eClocks, self)
+                let winner = Self.latestEventID(cClocks, self)
+                try db.cachedStatement(sql: """
+                    INSERT INTO sync_anomalies (kind, entity, entity_id, item_id, original_occurrence_date, attempted_op, event_id,
+                      other_event_id, correlation_id, detected_at, details)
+                    VALUES ('completion_wins', 'recurrence_exception', ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(kind, entity_id, other_event_id) DO UPDATE SET event_id = excluded.event_id, attempted_op = excluded.attempted_op
+                    """).execute(arguments: [
+                        exceptionID, k[0], k[1], kind ?? "exception", loser, completionID, loser,
+                        ISOTime.string(millis: UInt64(version) >> 16),
+                        "completion \(completionID) (event \(winner)) wins over \(kind ?? "exception") \(exceptionID) of occurrence \(k[1])",
+                    ])
+            }
+        }
+    }
+
+    /// The id of the newest event among a row's clocks.
+    static func latestEventID(_ clocks: Data, _ p: Projector) -> String {
+        guard let r = try? RowState.decodeClocks(Array(clocks), columns: 64), let s = r.stamps.max(by: { p.after($1, $0) }) else { return "" }
+        return p.eventID(s).lowercasedString
+    }
+}

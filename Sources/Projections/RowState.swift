@@ -1,0 +1,172 @@
+import EventLog
+import Foundation
+
+/// An event's place in the conflict order: (hlc, origin, seq), compared in that order; the
+/// total order every replica computes alike (DESIGN rule 1).
+struct Stamp: Equatable {
+    var hlc: UInt64
+    /// Index into the projection's origin table (`projection_origins`), local to this file.
+    var origin: Int
+    var seq: UInt64
+    /// The entity version the author had seen (nil when the event did not say).
+    var base: UInt64?
+    /// The writer-supplied event id, when there was one (else it is derived from origin and seq).
+    var explicitID: UUID?
+}
+
+/// The merge state of one entity row: column values, the stamp that set each, the delete/restore
+/// winner, the earliest create and the newest event. Kept with the row in `_clocks`.
+struct RowState {
+    var values: [FieldValue?]
+    /// Per column: index into `stamps` of the event whose value the column holds.
+    var columnStamp: [Int?]
+    var stamps: [Stamp] = []
+    /// The greatest delete or restore event, and whether it deleted.
+    var lifecycle: (stamp: Int, deleted: Bool)?
+    /// hlc of the earliest create event (nil until one arrives: an orphan update is kept all the same).
+    var createdHLC: UInt64?
+    /// hlc of the newest event applied: the entity's version.
+    var version: UInt64 = 0
+    var existsInDatabase = false
+
+    init(columns: Int) {
+        values = Array(repeating: nil, count: columns)
+        columnStamp = Array(repeating: nil, count: columns)
+    }
+
+    var deleted: Bool { lifecycle?.deleted ?? false }
+    var deletedHLC: UInt64? { lifecycle.flatMap { $0.deleted ? stamps[$0.stamp].hlc : nil } }
+
+    /// The index of `s` in `stamps`, adding it if new.
+    mutating func intern(_ s: Stamp) -> Int {
+        if let i = stamps.firstIndex(where: { $0.hlc == s.hlc && $0.origin == s.origin && $0.seq == s.seq }) { return i }
+        stamps.append(s)
+        return stamps.count - 1
+    }
+
+    /// Drops stamps no column or lifecycle refers to any more (keeps `_clocks` small).
+    mutating func compact() {
+        guard stamps.count > 3 else { return }
+        var used = Set<Int>()
+        for c in columnStamp { if let c { used.insert(c) } }
+        if let l = lifecycle { used.insert(l.stamp) }
+        guard used.count < stamps.count else { return }
+        var remap = [Int: Int]()
+        var kept: [Stamp] = []
+        for (i, s) in stamps.enumerated() where used.contains(i) {
+            remap[i] = kept.count
+            kept.append(s)
+        }
+        stamps = kept
+        columnStamp = columnStamp.map { $0.flatMap { remap[$0] } }
+        if let l = lifecycle { lifecycle = (remap[l.stamp]!, l.deleted) }
+    }
+
+    // MARK: `_clocks` encoding (see docs/FORMAT.md, "Projection clocks")
+
+    func encodeClocks() -> [UInt8] {
+        var w: [UInt8] = []
+        w.reserveCapacity(16 + stamps.count * 14 + values.count * 2)
+        func varint(_ v: UInt64) {
+            var v = v
+            while v >= 0x80 {
+                w.append(UInt8(truncatingIfNeeded: v) | 0x80)
+                v >>= 7
+            }
+            w.append(UInt8(v))
+        }
+        w.append(1)  // clocks format version
+        varint(createdHLC.map { $0 + 1 } ?? 0)
+        varint(UInt64(stamps.count))
+        for s in stamps {
+            varint(s.hlc)
+            varint(UInt64(s.origin))
+            varint(s.seq)
+            varint(s.base.map { $0 + 1 } ?? 0)
+            if let id = s.explicitID {
+                w.append(1)
+                withUnsafeBytes(of: id.uuid) { w.append(contentsOf: $0) }
+            } else {
+                w.append(0)
+            }
+        }
+        if let l = lifecycle {
+            varint(UInt64(l.stamp) * 2 + 2 + (l.deleted ? 1 : 0))
+        } else {
+            varint(0)
+        }
+        let set = columnStamp.enumerated().filter { $0.element != nil }
+        varint(UInt64(set.count))
+        for (c, s) in set {
+            varint(UInt64(c))
+            varint(UInt64(s!))
+        }
+        return w
+    }
+
+    static func decodeClocks(_ bytes: [UInt8], columns: Int) throws -> RowState {
+        var r = RowState(columns: columns)
+        var i = 0
+        func varint() throws -> UInt64 {
+            var result: UInt64 = 0
+            var shift: UInt64 = 0
+            while true {
+                guard i < bytes.count, shift < 64 else { throw ProjectionError.damagedClocks }
+                let b = bytes[i]
+                i += 1
+                result |= UInt64(b & 0x7F) << shift
+                if b < 0x80 { return result }
+                shift += 7
+            }
+        }
+        guard bytes.first == 1 else { throw ProjectionError.damagedClocks }
+        i = 1
+        let created = try varint()
+        r.createdHLC = created == 0 ? nil : created - 1
+        let n = Int(try varint())
+        guard n <= bytes.count else { throw ProjectionError.damagedClocks }
+        for _ in 0..<n {
+            let hlc = try varint(), origin = Int(try varint()), seq = try varint(), base = try varint()
+            guard i < bytes.count else { throw ProjectionError.damagedClocks }
+            var explicit: UUID?
+            if bytes[i] == 1 {
+                guard i + 17 <= bytes.count else { throw ProjectionError.damagedClocks }
+                explicit = bytes[(i + 1)..<(i + 17)].withUnsafeBytes { UUID(bytes: $0) }
+                i += 17
+            } else {
+                i += 1
+            }
+            r.stamps.append(Stamp(hlc: hlc, origin: origin, seq: seq, base: base == 0 ? nil : base - 1, explicitID: explicit))
+        }
+        let l = try varint()
+        if l > 0 {
+            let s = Int((l - 2) / 2)
+            guard s < r.stamps.count else { throw ProjectionError.damagedClocks }
+            r.lifecycle = (s, (l - 2) % 2 == 1)
+        }
+        let m = Int(try varint())
+        for _ in 0..<m {
+            let c = Int(try varint()), s = Int(try varint())
+            guard c < columns, s < r.stamps.count else { throw ProjectionError.damagedClocks }
+            r.columnStamp[c] = s
+        }
+        return r
+    }
+}
+
+/// Errors of the projection layer.
+public enum ProjectionError: Error, CustomStringConvertible {
+    case damagedClocks
+    case database(String)
+    case notFound(String)
+    case invalid(String)
+
+    public var description: String {
+        switch self {
+        case .damagedClocks: "a row's _clocks value is damaged; run `evctl replay --rebuild`"
+        case .database(let m): "projection database: \(m)"
+        case .notFound(let m): m
+        case .invalid(let m): m
+        }
+    }
+}
