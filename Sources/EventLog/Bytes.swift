@@ -117,7 +117,7 @@ struct ByteReader {
     @inline(__always) mutating func uuid() throws -> UUID {
         try need(16)
         defer { offset += 16 }
-        return UUID(bytes: UnsafeRawBufferPointer(rebasing: base[offset..<offset + 16]))
+        return UUID(uuid: base.loadUnaligned(fromByteOffset: offset, as: uuid_t.self))
     }
 
     @inline(__always) mutating func bytes(_ n: Int) throws -> UnsafeRawBufferPointer {

@@ -112,9 +112,12 @@ public struct Event: Sendable, Equatable {
     /// The format's schema version for event records written by this code.
     public static let currentSchemaVersion: UInt8 = 1
 
-    public var eventID: UUID
-    /// True when the writer supplied `eventID`; false when it is derived from (origin, seq).
-    public var hasExplicitEventID: Bool
+    /// The writer-supplied event id, if any.
+    public var explicitEventID: UUID?
+    /// The event id: the writer's, else one derived from (origin, seq) (computed when asked for).
+    public var eventID: UUID { explicitEventID ?? Event.derivedEventID(origin: origin, seq: seq) }
+    /// True when the writer supplied the event id; false when it is derived from (origin, seq).
+    public var hasExplicitEventID: Bool { explicitEventID != nil }
     public var origin: ReplicaID
     public var seq: Seq
     public var hlc: HLC
@@ -137,8 +140,22 @@ public struct Event: Sendable, Equatable {
         self.base = m.base
         self.actor = m.actor
         self.schemaVersion = schemaVersion
-        self.hasExplicitEventID = m.eventID != nil
-        self.eventID = m.eventID ?? Event.derivedEventID(origin: origin, seq: seq)
+        self.explicitEventID = m.eventID
+    }
+
+    init(origin: ReplicaID, seq: Seq, hlc: HLC, entity: Entity, entityID: UUID, op: Op, fields: [Field], base: HLC?,
+         actor: String?, explicitEventID: UUID?, schemaVersion: UInt8) {
+        self.origin = origin
+        self.seq = seq
+        self.hlc = hlc
+        self.entity = entity
+        self.entityID = entityID
+        self.op = op
+        self.fields = fields
+        self.base = base
+        self.actor = actor
+        self.explicitEventID = explicitEventID
+        self.schemaVersion = schemaVersion
     }
 
     /// The event id of an event whose writer supplied none: a version-8 UUID made from the

@@ -50,7 +50,7 @@ enum EventCodec {
 
     /// Appends one record (length-prefixed) to `out`. `scratch` is reused between calls.
     static func encode(_ e: Event, firstHLC: HLC, into out: inout ByteWriter, scratch: inout ByteWriter) {
-        encode(entity: e.entity, op: e.op, entityID: e.entityID, eventID: e.hasExplicitEventID ? e.eventID : nil, base: e.base,
+        encode(entity: e.entity, op: e.op, entityID: e.entityID, eventID: e.explicitEventID, base: e.base,
                actor: e.actor, fields: e.fields, hlcDelta: e.hlc.rawValue - firstHLC.rawValue, schemaVersion: e.schemaVersion,
                into: &out, scratch: &scratch)
     }
@@ -148,7 +148,7 @@ enum EventCodec {
         guard !overflow else { throw ByteReaderError(offset: rr.offset, message: "hlc overflows") }
         let entityID = try rr.uuid()
         let explicit = flags & Flag.explicitEventID != 0
-        let eventID = explicit ? try rr.uuid() : Event.derivedEventID(origin: origin, seq: seq)
+        let eventID: UUID? = explicit ? try rr.uuid() : nil
         let base: HLC? = flags & Flag.base != 0 ? HLC(rawValue: try rr.varint()) : nil
         var actor: String?
         if flags & Flag.actor != 0 {
@@ -173,12 +173,8 @@ enum EventCodec {
             fields.append(Field(name, try decodeValue(&rr)))
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        var m = Mutation(entity: entity, op: op, entityID: entityID, eventID: nil, base: base, actor: actor)
-        m.fields = fields
-        var e = Event(origin: origin, seq: seq, hlc: HLC(rawValue: hlcRaw), mutation: m, schemaVersion: version)
-        e.eventID = eventID
-        e.hasExplicitEventID = explicit
-        return e
+        return Event(origin: origin, seq: seq, hlc: HLC(rawValue: hlcRaw), entity: entity, entityID: entityID, op: op, fields: fields,
+                     base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
     }
 
     @inline(__always)

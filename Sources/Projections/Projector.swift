@@ -114,7 +114,7 @@ final class Projector {
         var row = try load(key, db: db)
         let originIdx = addOrigin(e.origin)
         let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue,
-                          explicitID: e.hasExplicitEventID ? e.eventID : nil)
+                          explicitID: e.explicitEventID)
         merge(&row, key: key, event: e, stamp: stamp)
         rows[key] = row
         if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
