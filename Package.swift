@@ -44,6 +44,7 @@ let package = Package(
             name: "evctl",
             dependencies: [
                 "EventLog",
+                "Projections",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -59,7 +60,7 @@ let package = Package(
         ),
         .testTarget(
             name: "evctlTests",
-            dependencies: ["EventLog"]
+            dependencies: ["EventLog", "Projections"]
         ),
         .executableTarget(
             name: "LogBenchmarks",

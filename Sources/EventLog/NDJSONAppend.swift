@@ -15,7 +15,10 @@ public enum NDJSONAppend {
     /// - Parameters:
     ///   - progress: called on the writer thread with (lines read, bytes read) every 100,000 lines.
     /// - Throws: `InputError` for a bad line, `LogError` for I/O; in both cases nothing is appended.
+    ///   - prepare: called on the reader thread with each batch before it is written, e.g. to fill
+    ///     in `base` from a projection; it may throw to stop the append.
     public static func append(from fd: Int32, name: String, to appender: LogAppender,
+                              prepare: (@Sendable (inout [Mutation]) throws -> Void)? = nil,
                               progress: ((Int, Int) -> Void)? = nil) throws -> AppendResult {
         let queue = BoundedQueue<Batch>(capacity: queueBatchesMax)
         let reader = Thread {
@@ -34,11 +37,15 @@ public enum NDJSONAppend {
                     batch.append(m)
                 }) {
                     if batch.count >= batchMutations {
+                        try prepare?(&batch)
                         guard queue.put(.mutations(batch, lines.lineNumber, lines.bytesRead)) else { return }
                         batch.removeAll(keepingCapacity: true)
                     }
                 }
-                if !batch.isEmpty { guard queue.put(.mutations(batch, lines.lineNumber, lines.bytesRead)) else { return } }
+                if !batch.isEmpty {
+                    try prepare?(&batch)
+                    guard queue.put(.mutations(batch, lines.lineNumber, lines.bytesRead)) else { return }
+                }
                 _ = queue.put(.end)
             } catch {
                 _ = queue.put(.failed(error))

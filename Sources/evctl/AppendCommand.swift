@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import Projections
 
 struct AppendCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -19,6 +20,9 @@ struct AppendCommand: StoreCommand {
     @Argument(help: "NDJSON file to read, or - for standard input (the default).")
     var file: String = "-"
 
+    @Flag(name: .customLong("no-project"), help: "Append only; bring the projection up to date later with `evctl replay`.")
+    var noProject = false
+
     func execute() throws {
         let store = try options.open()
         let fd: Int32
@@ -32,9 +36,21 @@ struct AppendCommand: StoreCommand {
         let appender = try LogAppender(store: store)
         defer { try? appender.close() }
         Terminal.reportRecovery(appender.recovery)
+        var projection: Projection?
+        if !noProject {
+            let p = try Projection(store: store)
+            let progress = ProjectionProgress()
+            try p.catchUp(progress: progress.report)
+            Terminal.endProgress()
+            projection = p
+        }
         let r: AppendResult
         do {
-            r = try NDJSONAppend.append(from: fd, name: file == "-" ? "standard input" : file, to: appender) { lines, bytes in
+            var fill: (@Sendable (inout [Mutation]) throws -> Void)?
+            if let p = projection {
+                fill = { (batch: inout [Mutation]) throws -> Void in try p.fillBases(&batch) }
+            }
+            r = try NDJSONAppend.append(from: fd, name: file == "-" ? "standard input" : file, to: appender, prepare: fill) { lines, bytes in
                 Terminal.progress("appending: \(lines) lines, \(bytes >> 20) MiB read")
             }
         } catch {
@@ -42,6 +58,11 @@ struct AppendCommand: StoreCommand {
             throw error
         }
         Terminal.endProgress()
+        if let projection {
+            let progress = ProjectionProgress()
+            try projection.catchUp(progress: progress.report)
+            Terminal.endProgress()
+        }
         if options.json {
             var pairs: [(String, String)] = [("appended", String(r.appended)),
                                              ("first_seq", r.firstSeq.map { String($0.rawValue) } ?? "null"),

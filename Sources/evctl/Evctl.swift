@@ -11,7 +11,9 @@ struct Evctl: ParsableCommand {
             Exit status: 0 success; 1 failure or problems found; 3 the store is locked by another writer;
             4 the input was refused (nothing was appended); 64 bad usage.
             """,
-        subcommands: [InitCommand.self, AppendCommand.self, LogCommand.self, VerifyCommand.self, StatusCommand.self, SampleCommand.self]
+        subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
+                      ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
+                      StatusCommand.self, SampleCommand.self]
     )
 }
 

@@ -1,13 +1,19 @@
 import ArgumentParser
 import EventLog
+import Projections
 
 struct VerifyCommand: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
         abstract: "Check every frame: checksums, hash chain, seq contiguity, decodability.",
-        discussion: "Each problem names the file and byte offset. Exits 1 when any problem is found."
+        discussion: """
+            Each problem names the file and byte offset. With --deep, also rebuilds the projection aside and
+            compares it with the live one (a canonical dump of every synced table), reporting the first difference.
+            Exits 1 when any problem is found.
+            """
     )
     @OptionGroup var options: StoreOptions
+    @Flag(help: "Also rebuild the projection aside and compare it with the live one.") var deep = false
 
     func execute() throws {
         let store = try options.open()
@@ -15,6 +21,13 @@ struct VerifyCommand: StoreCommand {
             Terminal.progress("verifying: \(done >> 20) of \(total >> 20) MiB")
         }
         Terminal.endProgress()
+        var deepProblem: String?
+        if deep && report.isClean {
+            let projection = try openProjectionForReading(options)
+            let progress = ProjectionProgress()
+            deepProblem = try projection.verifyDeep(progress: progress.report)
+            Terminal.endProgress()
+        }
         if options.json {
             let problems = report.problems.map {
                 JSON.object([("file", JSON.string($0.file)), ("offset", String($0.offset)), ("message", JSON.string($0.message))])
@@ -24,12 +37,16 @@ struct VerifyCommand: StoreCommand {
                 ("frames", String(report.frames)), ("events", String(report.events)), ("bytes", String(report.bytes)),
                 ("problems", "[" + problems.joined(separator: ",") + "]"),
                 ("notes", "[" + report.notes.map(JSON.string).joined(separator: ",") + "]"),
+                ("projection", deep ? (deepProblem.map { JSON.object([("ok", "false"), ("difference", JSON.string($0))]) } ?? JSON.object([("ok", "true")])) : "null"),
             ]))
         } else {
             for p in report.problems { print("problem: \(p)") }
             for n in report.notes { print("note: \(n)") }
+            if deep {
+                if let d = deepProblem { print("problem: projection differs from a rebuild: \(d)") } else if report.isClean { print("projection: identical to a rebuild from the log") }
+            }
             print("\(report.isClean ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames, \(report.events) events, \(report.bytes) bytes checked; \(report.problems.count) problems")
         }
-        if !report.isClean { throw ExitCode(1) }
+        if !report.isClean || deepProblem != nil { throw ExitCode(1) }
     }
 }

@@ -1,0 +1,306 @@
+import Foundation
+import GRDB
+import Testing
+@testable import EventLog
+@testable import Projections
+
+/// One test per merge rule of DESIGN.md, and the seeds' test lists where they apply.
+@Suite struct RuleTests {
+    let item = UUID(uuidString: "11111111-1111-4111-8111-111111111111")!
+    let parent = UUID(uuidString: "22222222-2222-4222-8222-222222222222")!
+    let tag = UUID(uuidString: "33333333-3333-4333-8333-333333333333")!
+
+    func row(_ p: Projection, _ id: UUID) throws -> Row? { try row(p, "items", id) }
+
+    func row(_ p: Projection, _ table: String, _ id: UUID) throws -> Row? {
+        try p.database.read { db in try Row.fetchOne(db, sql: "SELECT * FROM \(table) WHERE id = ?", arguments: [id.lowercasedString]) }
+    }
+
+    @Test func concurrentEditsOfDifferentFieldsBothSurvive() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let create = f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("Buy milk"))])
+        let a = f.make(originA, hlc: hlc(10), .item, .update, item, [Field("title", text("Buy oat milk"))], base: hlc(1))
+        let b = f.make(originB, hlc: hlc(11), .item, .update, item, [Field("notes", text("2 litres"))], base: hlc(1))
+        try p.apply([create, b, a])
+        let r = try #require(try row(p, item))
+        #expect(r["title"] as String? == "Buy oat milk" && r["notes"] as String? == "2 litres")
+        #expect(try p.conflicts().isEmpty)
+    }
+
+    @Test func concurrentEditsOfOneFieldRecordAConflictAndResolve() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let create = f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("Buy milk"))])
+        let a = f.make(originA, hlc: hlc(10), .item, .update, item, [Field("title", text("A's title"))], base: hlc(1))
+        let b = f.make(originB, hlc: hlc(12), .item, .update, item, [Field("title", text("B's title"))], base: hlc(1))
+        try p.apply([create, a, b])
+        #expect(try row(p, item)?["title"] as String? == "B's title")
+        let c = try #require(try p.conflicts().first)
+        #expect(c.field == "title" && c.winnerValue == "\"B's title\"" && c.loserValue == "\"A's title\"")
+        #expect(c.winnerOrigin == originB.description && c.loserOrigin == originA.description)
+        #expect(c.winnerEventID == b.eventID.lowercasedString && c.loserEventID == a.eventID.lowercasedString)
+        // An edit by an author who saw both values settles it (the manual override).
+        let keep = f.make(originA, hlc: hlc(20), .item, .update, item, [Field("title", text("A's title"))], base: hlc(12))
+        try p.apply([keep])
+        #expect(try row(p, item)?["title"] as String? == "A's title")
+        #expect(try p.conflicts().isEmpty)
+        #expect(try p.conflicts(includeResolved: true).first?.resolvedBy == keep.eventID.lowercasedString)
+        // A later edit by someone who had seen the value is no conflict at all.
+        try p.apply([f.make(originB, hlc: hlc(30), .item, .update, item, [Field("title", text("seen"))], base: hlc(20))])
+        #expect(try p.conflicts(includeResolved: true).count == 1)
+    }
+
+    @Test func deleteIsNotUndoneByALaterUpdateAndRestoreIs() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let create = f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("x"))])
+        let delete = f.make(originB, hlc: hlc(5), .item, .delete, item)
+        let update = f.make(originA, hlc: hlc(9), .item, .update, item, [Field("notes", text("later edit"))])
+        try p.apply([create, update, delete])
+        var r = try #require(try row(p, item))
+        #expect(r["deleted_at"] as String? != nil && r["notes"] as String? == "later edit")
+        #expect(try p.items().isEmpty)
+        #expect(try p.items(includeDeleted: true).count == 1)
+        let restore = f.make(originB, hlc: hlc(12), .item, .restore, item)
+        try p.apply([restore])
+        r = try #require(try row(p, item))
+        #expect(r["deleted_at"] as String? == nil)
+        // A delete older than the restore, arriving late, changes nothing.
+        let lateDelete = f.make(originC, hlc: hlc(11), .item, .delete, item)
+        try p.apply([lateDelete])
+        #expect(try row(p, item)?["deleted_at"] as String? == nil)
+    }
+
+    @Test func orphanChildBeforeParentAndLinkBeforeTag() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let child = f.make(originA, hlc: hlc(5), .item, .create, item, [Field("title", text("child")), Field("parent_id", text(parent.lowercasedString))])
+        let link = f.make(originA, hlc: hlc(6), .itemTag, .create, FieldRules.itemTagID(item: item, tag: tag),
+                          [Field("item_id", text(item.lowercasedString)), Field("tag_id", text(tag.lowercasedString))])
+        try p.apply([child, link])
+        #expect(try row(p, item)?["parent_id"] as String? == parent.lowercasedString)
+        #expect(try row(p, "item_tags", FieldRules.itemTagID(item: item, tag: tag))?["tag_id"] as String? == tag.lowercasedString)
+        let parentEvent = f.make(originB, hlc: hlc(1), .item, .create, parent, [Field("title", text("parent"))])
+        let tagEvent = f.make(originB, hlc: hlc(2), .tag, .create, tag, [Field("name", text("home"))])
+        try p.apply([parentEvent, tagEvent])
+        let subtree = try p.items(under: parent.lowercasedString)
+        #expect(subtree.map(\.title) == ["parent", "child"] && subtree.map(\.depth) == [0, 1])
+        #expect(try p.pathToRoot(item.lowercasedString).map(\.title) == ["child", "parent"])
+    }
+
+    @Test func updateBeforeCreateIsKeptAndCreatedAtComesFromTheCreate() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let update = f.make(originB, hlc: hlc(50), .item, .update, item, [Field("status", text("next"))])
+        try p.apply([update])
+        #expect(try row(p, item)?["created_at"] as String? == nil)
+        let create = f.make(originA, hlc: hlc(10), .item, .create, item, [Field("title", text("t")), Field("status", text("inbox"))])
+        try p.apply([create])
+        let r = try #require(try row(p, item))
+        #expect(r["status"] as String? == "next" && r["title"] as String? == "t")
+        #expect(r["created_at"] as String? == ISOTime.string(millis: hlc(10) >> 16))
+        #expect(r["modified_at"] as String? == ISOTime.string(millis: hlc(50) >> 16))
+    }
+
+    @Test func completionWinsOverSkipAndRescheduleWithAnAnomaly() throws {
+        for completionFirst in [true, false] {
+            let dir = TempDir()
+            let (_, p) = try makeProjection(dir)
+            var f = EventFactory()
+            let date = "2026-03-01"
+            let completion = f.make(originA, hlc: hlc(5), .completion, .create, FieldRules.occurrenceID(.completion, item: item, originalDate: date),
+                                    [Field("item_id", text(item.lowercasedString)), Field("original_occurrence_date", text(date)), Field("completed_at", text("2026-03-01T10:00:00Z"))])
+            let skip = f.make(originB, hlc: hlc(6), .recurrenceException, .create, FieldRules.occurrenceID(.recurrenceException, item: item, originalDate: date),
+                              [Field("item_id", text(item.lowercasedString)), Field("original_occurrence_date", text(date)), Field("kind", text("skip"))])
+            try p.apply(completionFirst ? [completion] : [skip])
+            try p.apply(completionFirst ? [skip] : [completion])
+            let anomalies = try p.anomalies()
+            #expect(anomalies.count == 1, "completion first: \(completionFirst)")
+            let a = try #require(anomalies.first)
+            #expect(a.kind == "completion_wins" && a.attemptedOp == "skip" && a.originalOccurrenceDate == date)
+            #expect(a.itemID == item.lowercasedString && a.eventID == skip.eventID.lowercasedString)
+            // The losing write is still in the log (here: still a row), never silently dropped.
+            #expect(try row(p, "recurrence_exceptions", FieldRules.occurrenceID(.recurrenceException, item: item, originalDate: date)) != nil)
+            // Another occurrence date is unaffected.
+            let other = f.make(originB, hlc: hlc(7), .recurrenceException, .create, FieldRules.occurrenceID(.recurrenceException, item: item, originalDate: "2026-03-08"),
+                               [Field("item_id", text(item.lowercasedString)), Field("original_occurrence_date", text("2026-03-08")), Field("kind", text("reschedule")), Field("rescheduled_to", text("2026-03-09"))])
+            try p.apply([other])
+            #expect(try p.anomalies().count == 1)
+        }
+    }
+
+    @Test func occurrenceIDsAreDeterministic() {
+        let a = FieldRules.occurrenceID(.completion, item: item, originalDate: "2026-03-01")
+        #expect(a == FieldRules.occurrenceID(.completion, item: item, originalDate: "2026-03-01"))
+        #expect(a != FieldRules.occurrenceID(.recurrenceException, item: item, originalDate: "2026-03-01"))
+        #expect(a != FieldRules.occurrenceID(.completion, item: item, originalDate: "2026-03-02"))
+        #expect(a.uuidString.lowercased().dropFirst(14).first == "5")
+    }
+
+    /// DESIGN rule 7: a field the projection does not know stays in the log and appears after a
+    /// rebuild by a projection that knows it.
+    @Test func unknownFieldIsKeptAndSurfacesAfterARebuild() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let projected = try ProjectedStore(store: store)
+        _ = try projected.append([try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(item.lowercasedString)","fields":{"title":"x","energy":3}}"#)])
+        let columns = try projected.projection.database.read { db in try db.columns(in: "items").map(\.name) }
+        #expect(!columns.contains("energy"))
+        try projected.close()
+        // A newer projection schema knows the field: a new migration adds the column.
+        var newer = ProjectionSchema.current
+        newer.tables[0].columns.append("energy")
+        newer.migrations.append(("v2 items energy", "ALTER TABLE items ADD COLUMN energy INTEGER"))
+        try Projection.rebuild(store: store, schema: newer)
+        let p = try Projection(store: store, schema: newer)
+        #expect(try row(p, item)?["energy"] as Int? == 3)
+    }
+
+    /// The crash window: the log fsynced, the projection not committed. Next open repairs it,
+    /// and no event is applied twice.
+    @Test func crashBetweenLogFsyncAndProjectionCommitIsRepaired() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        do {
+            let projected = try ProjectedStore(store: store)
+            _ = try projected.append(sampleMutations(50))
+            try projected.close()
+        }
+        // Appended, durable, but never projected (as if the process died right after fsync).
+        do {
+            let a = try LogAppender(store: store)
+            _ = try a.append(sampleMutations(30, seed: 9))
+            try a.close()
+        }
+        let p = try Projection(store: store)
+        #expect(try p.lag()[store.replicaID] == 30)
+        try p.close()
+        let reopened = try ProjectedStore(store: store)
+        #expect(try reopened.projection.lag().isEmpty)
+        #expect(try reopened.projection.cursor()[store.replicaID] == Seq(80))
+        let dump = try reopened.projection.canonicalDump()
+        #expect(try reopened.projection.catchUp() == 0)  // nothing applied twice
+        try reopened.close()
+        try Projection.rebuild(store: store)
+        #expect(try Projection(store: store).canonicalDump() == dump)
+    }
+
+    @Test func fullTextSearchPrefixDiacriticsAndDeleted() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let ids = (0..<4).map { _ in UUID() }
+        try p.apply([
+            f.make(originA, hlc: hlc(1), .item, .create, ids[0], [Field("title", text("Crème brûlée recipe"))]),
+            f.make(originA, hlc: hlc(2), .item, .create, ids[1], [Field("title", text("Call mom")), Field("notes", text("about the café"))]),
+            f.make(originA, hlc: hlc(3), .item, .create, ids[2], [Field("title", text("Cafeteria menu"))]),
+            f.make(originA, hlc: hlc(4), .item, .create, ids[3], [Field("title", text("Old cafe note"))]),
+            f.make(originA, hlc: hlc(5), .item, .delete, ids[3]),
+        ])
+        #expect(try Set(p.items(search: "creme").map(\.id)) == [ids[0].lowercasedString])
+        #expect(try Set(p.items(search: "caf").map(\.id)) == Set([ids[1], ids[2]].map(\.lowercasedString)))
+        #expect(try Set(p.items(search: "CAFÉ").map(\.id)) == Set([ids[1], ids[2]].map(\.lowercasedString)))  // case and accents folded, prefix match
+        #expect(try p.items(search: "caf", includeDeleted: true).count == 3)
+        // Edits are searchable; the old text is not.
+        try p.apply([f.make(originA, hlc: hlc(6), .item, .update, ids[2], [Field("title", text("Lunch plan"))])])
+        #expect(try p.items(search: "cafeteria").isEmpty)
+        #expect(try p.items(search: "lunch").count == 1)
+    }
+
+    @Test func subtreeIsCycleSafe() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let a = UUID(), b = UUID(), c = UUID()
+        // a -> b -> c -> a: a cycle made by concurrent moves.
+        try p.apply([
+            f.make(originA, hlc: hlc(1), .item, .create, a, [Field("title", text("a")), Field("parent_id", text(c.lowercasedString))]),
+            f.make(originA, hlc: hlc(2), .item, .create, b, [Field("title", text("b")), Field("parent_id", text(a.lowercasedString))]),
+            f.make(originA, hlc: hlc(3), .item, .create, c, [Field("title", text("c")), Field("parent_id", text(b.lowercasedString))]),
+        ])
+        #expect(try p.items(under: a.lowercasedString).map(\.title) == ["a", "b", "c"])
+        #expect(try p.pathToRoot(a.lowercasedString).map(\.title) == ["a", "c", "b"])
+    }
+
+    @Test func appSettingsStayLocalAndSurviveRebuild() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let p = try Projection(store: store)
+        try p.setSetting("quick_capture_folder_id", "abc")
+        #expect(try p.setting("quick_capture_folder_id") == "abc")
+        #expect(try !p.canonicalDump().joined().contains("abc"))
+        try p.close()
+        try Projection.rebuild(store: store)
+        #expect(try Projection(store: store).setting("quick_capture_folder_id") == "abc")
+    }
+
+    /// seeds/000 §8: CRUD bumps modified_at; applying changed and deleted records from another replica.
+    @Test func crudBumpsModifiedAtAndRemoteChangesApply() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let clock = ManualClock()
+        let projected = try ProjectedStore(store: store, wallClock: clock)
+        _ = try projected.append([try MutationParser.parse(#"{"entity":"tag","op":"create","id":"\#(tag.lowercasedString)","fields":{"name":"home"}}"#)])
+        let first = try row(projected.projection, "tags", tag)?["modified_at"] as String?
+        clock.advance(60_000)
+        _ = try projected.append([try MutationParser.parse(#"{"entity":"tag","op":"update","id":"\#(tag.lowercasedString)","fields":{"color":"white"}}"#)])
+        let second = try row(projected.projection, "tags", tag)?["modified_at"] as String?
+        #expect(first != nil && second != nil && first! < second!)
+        clock.advance(60_000)
+        // A remote replica's delete arrives (pull applying deleted records).
+        var f = EventFactory()
+        try projected.projection.apply([f.make(originB, hlc: HLC(wallMillis: clock.nowMillis() + 1, counter: 0).rawValue, .tag, .delete, tag)])
+        #expect(try row(projected.projection, "tags", tag)?["deleted_at"] as String? != nil)
+        try projected.close()
+    }
+}
+
+@Suite struct MigrationTests {
+    func tables(_ q: DatabaseQueue) throws -> [String] {
+        try q.read { db in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") }
+    }
+
+    @Test func freshAlreadyAppliedNewAndFailingMigrations() throws {
+        let dir = TempDir()
+        let q = try DatabaseQueue(path: dir.path + "/p.sqlite")
+        var schema = ProjectionSchema.current
+        try schema.migrator().migrate(q)
+        let fresh = try tables(q)
+        #expect(fresh.contains("items") && fresh.contains("completion_history") && fresh.contains("sync_anomalies") && fresh.contains("app_settings"))
+        // Already applied: migrating again changes nothing.
+        try schema.migrator().migrate(q)
+        #expect(try tables(q) == fresh)
+        #expect(try q.read { try schema.migrator().appliedIdentifiers($0) }.count == schema.migrations.count)
+        // A new migration is applied once.
+        schema.migrations.append(("v2 add item priority", "ALTER TABLE items ADD COLUMN priority INTEGER"))
+        try schema.migrator().migrate(q)
+        #expect(try q.read { db in try db.columns(in: "items").map(\.name) }.contains("priority"))
+        // A failing migration rolls back whole: neither its table nor its record remains.
+        schema.migrations.append(("v3 broken", "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);"))
+        #expect(throws: (any Error).self) { try schema.migrator().migrate(q) }
+        #expect(try !tables(q).contains("half_done"))
+        #expect(try q.read { try schema.migrator().appliedIdentifiers($0) }.contains("v3 broken") == false)
+    }
+
+    @Test func projectionFileOpensReadOnlyInAnySQLiteClient() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let projected = try ProjectedStore(store: store)
+        _ = try projected.append(sampleMutations(100))
+        try projected.close()
+        var config = Configuration()
+        config.readonly = true
+        let q = try DatabaseQueue(path: Projection.path(for: store), configuration: config)
+        #expect(try q.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") ?? 0 } > 0)
+    }
+}
+
+func sampleMutations(_ n: Int, seed: UInt64 = 7) -> [Mutation] {
+    SampleWorkload(seed: seed, count: n).enumerated().map { i, line in try! MutationParser.parse(line, lineNumber: i + 1) }
+}
