@@ -48,7 +48,7 @@ demo: deps
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
 bench: deps
-	$(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --no-progress
+	$(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --no-progress
 	$(MAKE) bench-cli
 
 bench-cli: deps
