@@ -41,10 +41,16 @@ demo: deps
 	@$(EVCTL_DEBUG) log --store $(DEMO_STORE) --limit 5
 	@echo "== evctl log --entity tag --limit 3 --json"
 	@$(EVCTL_DEBUG) log --store $(DEMO_STORE) --entity tag --limit 3 --json
+	@echo "== evctl items --limit 5"
+	@$(EVCTL_DEBUG) items --store $(DEMO_STORE) --limit 5
+	@echo "== evctl items --search 'milk bud' --limit 3"
+	@$(EVCTL_DEBUG) items --store $(DEMO_STORE) --search "milk bud" --limit 3
+	@echo "== evctl history item <the first item>"
+	@$(EVCTL_DEBUG) history --store $(DEMO_STORE) item $$($(EVCTL_DEBUG) items --store $(DEMO_STORE) --limit 1 --json | sed -E 's/^\{"id":"([^"]+)".*/\1/')
 	@echo "== evctl status"
 	@$(EVCTL_DEBUG) status --store $(DEMO_STORE)
-	@echo "== evctl verify"
-	@$(EVCTL_DEBUG) verify --store $(DEMO_STORE)
+	@echo "== evctl verify --deep"
+	@$(EVCTL_DEBUG) verify --deep --store $(DEMO_STORE)
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
 bench: deps

@@ -23,6 +23,8 @@ public actor LogWriter {
     private let io = DispatchQueue(label: "logbook.log-writer")
     private var waiting: [Request] = []
     private var flushing = false
+    /// Yields before a group is taken while requests keep arriving; bounds the added latency.
+    private let yieldsMax = 8
 
     private struct Request {
         var mutations: [Mutation]
@@ -59,6 +61,15 @@ public actor LogWriter {
 
     private func flushLoop() async {
         while !waiting.isEmpty {
+            // Callers resumed by the previous group are re-enqueueing right now: let them, so the
+            // next group is not just the first of them (a few yields; a lone caller waits microseconds).
+            var seen = -1
+            var yields = 0
+            while waiting.count != seen && yields < yieldsMax {
+                seen = waiting.count
+                await Task.yield()
+                yields += 1
+            }
             // Every waiting request goes into one frame group (bounded by the frame limits inside
             // the appender, which splits a group into as many frames as it needs).
             let group = waiting

@@ -17,7 +17,7 @@ public struct SampleWorkload: Sequence, IteratorProtocol {
         self.count = count
     }
 
-    static let words = ["buy", "milk", "call", "mom", "draft", "report", "review", "budget", "fix", "bike", "plan",
+    public static let words = ["buy", "milk", "call", "mom", "draft", "report", "review", "budget", "fix", "bike", "plan",
                         "trip", "book", "dentist", "renew", "passport", "water", "plants", "email", "team", "prepare",
                         "slides", "clean", "garage", "pay", "rent", "update", "resume", "read", "chapter", "order",
                         "groceries", "schedule", "meeting", "write", "notes", "backup", "laptop", "walk", "dog"]

@@ -134,7 +134,14 @@ extension Projection {
             }
             if !includeDeleted { conditions.append("items.deleted_at IS NULL") }
             if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
-            sql += root != nil ? " ORDER BY depth, items.sort_order, items.id" : " ORDER BY items.sort_order, items.id"
+            if root != nil {
+                sql += " ORDER BY depth, items.sort_order, items.id"
+            } else if search != nil {
+                // Most recently added first, in the index's own order: no sort over every match.
+                sql += " ORDER BY items.rowid DESC"
+            } else {
+                sql += " ORDER BY items.sort_order, items.id"
+            }
             sql += " LIMIT \(max(0, limit))"
             return try ItemRow.fetchAll(db, sql: sql, arguments: StatementArguments(args) ?? [])
         }
@@ -204,9 +211,11 @@ extension Projection {
     public func fieldSources(entity: Entity, id: UUID) throws -> [String: (eventID: UUID, origin: ReplicaID, seq: Seq, hlc: HLC)] {
         guard let table = schema.table(for: entity) else { return [:] }
         return try pool.read { db in
-            guard let blob = try Data.fetchOne(db, sql: "SELECT _clocks FROM \(table.name) WHERE id = ?", arguments: [id.lowercasedString]) else { return [:] }
+            guard let row = try Row.fetchOne(db, sql: "SELECT _clocks, version FROM \(table.name) WHERE id = ?", arguments: [id.lowercasedString]) else { return [:] }
+            let blob: Data = row[0]
+            let version: Int64 = row[1]
             let p = try Projector(schema: schema, db: db, fresh: true)
-            let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count)
+            let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
             var out: [String: (UUID, ReplicaID, Seq, HLC)] = [:]
             for (c, s) in state.columnStamp.enumerated() {
                 guard let s else { continue }

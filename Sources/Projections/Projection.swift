@@ -49,6 +49,20 @@ public final class Projection: @unchecked Sendable {
         return pool
     }
 
+    /// A scratch database for a rebuild: no journal and no syncs while it fills (it is only used
+    /// once it is complete: a crash leaves a temp file that the next rebuild deletes), a large cache.
+    static func openRebuildQueue(_ path: String, schema: ProjectionSchema) throws -> DatabaseQueue {
+        var c = Configuration()
+        c.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = OFF")
+            try db.execute(sql: "PRAGMA synchronous = OFF")
+            try db.execute(sql: "PRAGMA cache_size = -262144")
+        }
+        let q = try DatabaseQueue(path: path, configuration: c)
+        try schema.migrator().migrate(q)
+        return q
+    }
+
     /// The database, for queries of your own (read-only use is safe from any thread).
     public var database: DatabasePool { pool }
 
@@ -92,7 +106,7 @@ public final class Projection: @unchecked Sendable {
         }
     }
 
-    static func project(store: Store, into pool: DatabasePool, schema: ProjectionSchema, fresh: Bool,
+    static func project(store: Store, into pool: some DatabaseWriter, schema: ProjectionSchema, fresh: Bool,
                         progress: ((Int, Int) -> Void)?) throws -> Int {
         let reader = LogReader(store: store)
         var applied: [ReplicaID: Seq] = try pool.read { db in
@@ -107,14 +121,20 @@ public final class Projection: @unchecked Sendable {
         var todo: [(ReplicaID, Seq, Seq)] = []
         var total = 0
         for o in try store.origins() {
-            let tip = try reader.tip(origin: o).lastSeq
             let from = applied[o] ?? Seq(0)
-            if tip > from {
-                todo.append((o, from.next, tip))
-                total += Int(tip.rawValue - from.rawValue)
+            if progress != nil || fresh {
+                // A total for progress reports: each origin's tip (index plus the frames past it).
+                let tip = try reader.tip(origin: o).lastSeq
+                if tip > from {
+                    todo.append((o, from.next, tip))
+                    total += Int(tip.rawValue - from.rawValue)
+                }
+            } else {
+                // Catching up after an append: read on from the cursor to wherever the log ends.
+                todo.append((o, from.next, Seq(UInt64.max)))
             }
         }
-        guard total > 0 else { return 0 }
+        guard !todo.isEmpty, total > 0 || progress == nil else { return 0 }
         var done = 0
         progress?(0, total)
         if fresh {
@@ -140,16 +160,20 @@ public final class Projection: @unchecked Sendable {
             while next <= tip {
                 // One transaction per batch: rows and cursor commit together.
                 let batchEnd = Seq(min(tip.rawValue, next.rawValue + UInt64(catchUpBatchEvents) - 1))
+                var last = Seq(0)
                 let n = try pool.write { db -> Int in
                     let p = try Projector(schema: schema, db: db, fresh: false)
                     try reader.forEachEvent(origin: origin, from: next) { e in
                         if e.seq > batchEnd { return false }
                         try p.apply(e, db: db)
+                        last = e.seq
                         return e.seq < batchEnd
                     }
+                    guard p.eventsApplied > 0 else { return 0 }
                     try p.flush(db: db)
                     return p.eventsApplied
                 }
+                if n > 0 && last < batchEnd && tip == Seq(UInt64.max) { done += n; break }
                 done += n
                 applied[origin] = batchEnd
                 next = batchEnd.next
@@ -195,7 +219,7 @@ public final class Projection: @unchecked Sendable {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) }
         var n = 0
         do {
-            let pool = try openPool(temp, schema: schema)
+            let pool = try openRebuildQueue(temp, schema: schema)
             n = try project(store: store, into: pool, schema: schema, fresh: true, progress: progress)
             // Device-local settings survive a rebuild.
             if FileManager.default.fileExists(atPath: target) {
@@ -205,7 +229,10 @@ public final class Projection: @unchecked Sendable {
                     try db.execute(sql: "DETACH DATABASE old")
                 }
             }
-            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            try pool.writeWithoutTransaction { db in
+                _ = try db.execute(sql: "PRAGMA journal_mode = WAL")
+                _ = try db.checkpoint(.truncate)
+            }
             try pool.close()
         } catch let e as ProjectionError {
             throw e

@@ -49,31 +49,30 @@ public struct ProjectionSchema: Sendable {
                     id TEXT PRIMARY KEY NOT NULL, parent_id TEXT, title TEXT, notes TEXT, status TEXT, item_type TEXT,
                     sort_order NUMERIC, due_at TEXT, earliest_start_at TEXT, completed_at TEXT, recurrence_rule TEXT,
                     version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
-                CREATE INDEX items_parent ON items(parent_id);
+                CREATE INDEX items_parent ON items(parent_id) WHERE parent_id IS NOT NULL;
                 CREATE TABLE tags (
                     id TEXT PRIMARY KEY NOT NULL, name TEXT, color TEXT,
-                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
                 CREATE TABLE item_tags (
                     id TEXT PRIMARY KEY NOT NULL, item_id TEXT, tag_id TEXT,
-                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
                 CREATE INDEX item_tags_pair ON item_tags(item_id, tag_id);
-                CREATE INDEX item_tags_tag ON item_tags(tag_id);
                 CREATE TABLE time_entries (
                     id TEXT PRIMARY KEY NOT NULL, item_id TEXT, started_at TEXT, ended_at TEXT, duration_seconds NUMERIC,
-                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
                 CREATE INDEX time_entries_item ON time_entries(item_id);
                 CREATE TABLE saved_searches (
                     id TEXT PRIMARY KEY NOT NULL, name TEXT, query TEXT, sort_order NUMERIC,
-                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
                 CREATE TABLE completion_history (
                     id TEXT PRIMARY KEY NOT NULL, item_id TEXT, original_occurrence_date TEXT, occurrence_date TEXT,
                     completed_at TEXT, notes TEXT,
-                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
                 CREATE INDEX completion_occurrence ON completion_history(item_id, original_occurrence_date);
                 CREATE TABLE recurrence_exceptions (
                     id TEXT PRIMARY KEY NOT NULL, item_id TEXT, original_occurrence_date TEXT, kind TEXT,
                     rescheduled_to TEXT, due_at TEXT, notes TEXT,
-                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL);
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
                 CREATE INDEX exception_occurrence ON recurrence_exceptions(item_id, original_occurrence_date);
                 """),
             ("v1 bookkeeping", """
@@ -96,7 +95,7 @@ public struct ProjectionSchema: Sendable {
             ("v1 item search", """
                 CREATE VIRTUAL TABLE items_fts USING fts5(
                     title, notes, content='items', content_rowid='rowid',
-                    tokenize='unicode61 remove_diacritics 2', prefix='2 3');
+                    tokenize='unicode61 remove_diacritics 2', detail=column);
                 CREATE TRIGGER items_fts_insert AFTER INSERT ON items BEGIN
                     INSERT INTO items_fts(rowid, title, notes) VALUES (new.rowid, new.title, new.notes);
                 END;

@@ -70,6 +70,15 @@ final class Projector {
         return i
     }
 
+    /// Byte order of a UUID, which is also the order of its lowercase text.
+    @inline(__always)
+    static func sortKey(_ u: UUID) -> (UInt64, UInt64) {
+        withUnsafeBytes(of: u.uuid) { p in
+            (UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
+             UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
+        }
+    }
+
     static func sortKey(_ o: ReplicaID) -> (UInt64, UInt64) {
         withUnsafeBytes(of: o.rawValue.uuid) { p in
             (UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
@@ -111,17 +120,15 @@ final class Projector {
         eventsApplied += 1
         guard let t = tableIndex[e.entity] else { return }
         let key = Key(table: t, id: e.entityID)
-        var row = try load(key, db: db)
+        if rows[key] == nil { rows[key] = try load(key, db: db) }
         let originIdx = addOrigin(e.origin)
         let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue,
                           explicitID: e.explicitEventID)
-        merge(&row, key: key, event: e, stamp: stamp)
-        rows[key] = row
+        merge(&rows[key]!, key: key, event: e, stamp: stamp)  // in place: no copy of the row's arrays
         if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
     }
 
     private func load(_ key: Key, db: Database) throws -> RowState {
-        if let r = rows[key] { return r }
         let table = schema.tables[key.table]
         var row = RowState(columns: table.columns.count)
         if fresh { return row }
@@ -129,10 +136,9 @@ final class Projector {
         let sql = "SELECT \(cols), version, _clocks FROM \(table.name) WHERE id = ?"
         guard let r = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key.id.lowercasedString]) else { return row }
         let blob: Data = r[table.columns.count + 1]
-        row = try RowState.decodeClocks(Array(blob), columns: table.columns.count)
-        for c in 0..<table.columns.count { row.values[c] = Self.fieldValue(r[c] as DatabaseValue) }
         let version: Int64 = r[table.columns.count]
-        row.version = UInt64(version)
+        row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
+        for c in 0..<table.columns.count { row.values[c] = Self.fieldValue(r[c] as DatabaseValue) }
         row.existsInDatabase = true
         return row
     }
@@ -212,7 +218,9 @@ final class Projector {
         var byTable: [[(Key, RowState)]] = Array(repeating: [], count: schema.tables.count)
         for (k, r) in rows { byTable[k.table].append((k, r)) }
         for (t, list) in byTable.enumerated() where !list.isEmpty {
-            try writeRows(table: schema.tables[t], list, db: db)
+            // In key order: B-tree inserts then append to pages instead of splitting them at random.
+            let sorted = list.sorted { Self.sortKey($0.0.id) < Self.sortKey($1.0.id) }
+            try writeRows(table: schema.tables[t], sorted, db: db)
         }
         rows.removeAll(keepingCapacity: true)
         for c in conflicts { try insertConflict(c, db: db) }
@@ -311,7 +319,7 @@ final class Projector {
         occurrenceChecks.removeAll()
         for k in keys {
             let pairs = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT e.id, e.kind, e._clocks, c.id, c._clocks, max(e.version, c.version) FROM recurrence_exceptions e
+                SELECT e.id, e.kind, e._clocks, c.id, c._clocks, max(e.version, c.version), e.version, c.version FROM recurrence_exceptions e
                 JOIN completion_history c ON c.item_id = e.item_id AND c.original_occurrence_date = e.original_occurrence_date
                 WHERE e.item_id = ? AND e.original_occurrence_date = ? AND e.deleted_at IS NULL AND c.deleted_at IS NULL
                 """), arguments: [k[0], k[1]])
@@ -322,8 +330,10 @@ final class Projector {
                 let completionID: String = p[3]
                 let cClocks: Data = p[4]
                 let version: Int64 = p[5]
-                let loser = Self.latestEventID(eClocks, self)
-                let winner = Self.latestEventID(cClocks, self)
+                let eVersion: Int64 = p[6]
+                let cVersion: Int64 = p[7]
+                let loser = Self.latestEventID(eClocks, UInt64(bitPattern: eVersion), self)
+                let winner = Self.latestEventID(cClocks, UInt64(bitPattern: cVersion), self)
                 try db.cachedStatement(sql: """
                     INSERT INTO sync_anomalies (kind, entity, entity_id, item_id, original_occurrence_date, attempted_op, event_id,
                       other_event_id, correlation_id, detected_at, details)
@@ -339,8 +349,8 @@ final class Projector {
     }
 
     /// The id of the newest event among a row's clocks.
-    static func latestEventID(_ clocks: Data, _ p: Projector) -> String {
-        guard let r = try? RowState.decodeClocks(Array(clocks), columns: 64), let s = r.stamps.max(by: { p.after($1, $0) }) else { return "" }
+    static func latestEventID(_ clocks: Data, _ version: UInt64, _ p: Projector) -> String {
+        guard let r = try? RowState.decodeClocks(Array(clocks), columns: 64, version: version), let s = r.stamps.max(by: { p.after($1, $0) }) else { return "" }
         return p.eventID(s).lowercasedString
     }
 }

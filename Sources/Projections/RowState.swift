@@ -46,20 +46,21 @@ struct RowState {
 
     /// Drops stamps no column or lifecycle refers to any more (keeps `_clocks` small).
     mutating func compact() {
-        guard stamps.count > 3 else { return }
-        var used = Set<Int>()
-        for c in columnStamp { if let c { used.insert(c) } }
-        if let l = lifecycle { used.insert(l.stamp) }
-        guard used.count < stamps.count else { return }
-        var remap = [Int: Int]()
+        guard stamps.count > 2 else { return }
+        var used: UInt64 = 0
+        for c in columnStamp { if let c { used |= 1 << UInt64(c & 63) } }
+        if let l = lifecycle { used |= 1 << UInt64(l.stamp & 63) }
+        guard used.nonzeroBitCount < stamps.count, stamps.count <= 64 else { return }
+        var remap = [Int](repeating: -1, count: stamps.count)
         var kept: [Stamp] = []
-        for (i, s) in stamps.enumerated() where used.contains(i) {
+        kept.reserveCapacity(used.nonzeroBitCount)
+        for i in stamps.indices where used & (1 << UInt64(i)) != 0 {
             remap[i] = kept.count
-            kept.append(s)
+            kept.append(stamps[i])
         }
         stamps = kept
-        columnStamp = columnStamp.map { $0.flatMap { remap[$0] } }
-        if let l = lifecycle { lifecycle = (remap[l.stamp]!, l.deleted) }
+        for c in columnStamp.indices { if let s = columnStamp[c] { columnStamp[c] = remap[s] } }
+        if let l = lifecycle { lifecycle = (remap[l.stamp], l.deleted) }
     }
 
     // MARK: `_clocks` encoding (see docs/FORMAT.md, "Projection clocks")
@@ -76,13 +77,19 @@ struct RowState {
             w.append(UInt8(v))
         }
         w.append(1)  // clocks format version
-        varint(createdHLC.map { $0 + 1 } ?? 0)
+        // Clocks are stored as distances (from the row's version, from the event's own hlc), which
+        // are small numbers: a stamp takes about eight bytes instead of thirty.
+        varint(createdHLC.map { version &- $0 &+ 1 } ?? 0)
         varint(UInt64(stamps.count))
         for s in stamps {
-            varint(s.hlc)
+            varint(version &- s.hlc)
             varint(UInt64(s.origin))
             varint(s.seq)
-            varint(s.base.map { $0 + 1 } ?? 0)
+            switch s.base {
+            case nil: varint(0)
+            case 0?: varint(1)
+            case let b?: varint(zigzag(Int64(bitPattern: s.hlc &- b)) &+ 2)
+            }
             if let id = s.explicitID {
                 w.append(1)
                 withUnsafeBytes(of: id.uuid) { w.append(contentsOf: $0) }
@@ -104,8 +111,9 @@ struct RowState {
         return w
     }
 
-    static func decodeClocks(_ bytes: [UInt8], columns: Int) throws -> RowState {
+    static func decodeClocks(_ bytes: [UInt8], columns: Int, version: UInt64) throws -> RowState {
         var r = RowState(columns: columns)
+        r.version = version
         var i = 0
         func varint() throws -> UInt64 {
             var result: UInt64 = 0
@@ -122,11 +130,12 @@ struct RowState {
         guard bytes.first == 1 else { throw ProjectionError.damagedClocks }
         i = 1
         let created = try varint()
-        r.createdHLC = created == 0 ? nil : created - 1
+        r.createdHLC = created == 0 ? nil : version &- (created - 1)
         let n = Int(try varint())
         guard n <= bytes.count else { throw ProjectionError.damagedClocks }
         for _ in 0..<n {
-            let hlc = try varint(), origin = Int(try varint()), seq = try varint(), base = try varint()
+            let hlc = version &- (try varint()), origin = Int(try varint()), seq = try varint(), b = try varint()
+            let base: UInt64? = b == 0 ? nil : (b == 1 ? 0 : hlc &- UInt64(bitPattern: unzigzag(b - 2)))
             guard i < bytes.count else { throw ProjectionError.damagedClocks }
             var explicit: UUID?
             if bytes[i] == 1 {
@@ -136,7 +145,7 @@ struct RowState {
             } else {
                 i += 1
             }
-            r.stamps.append(Stamp(hlc: hlc, origin: origin, seq: seq, base: base == 0 ? nil : base - 1, explicitID: explicit))
+            r.stamps.append(Stamp(hlc: hlc, origin: origin, seq: seq, base: base, explicitID: explicit))
         }
         let l = try varint()
         if l > 0 {
@@ -170,3 +179,6 @@ public enum ProjectionError: Error, CustomStringConvertible {
         }
     }
 }
+
+@inline(__always) private func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
+@inline(__always) private func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
