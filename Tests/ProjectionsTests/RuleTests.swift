@@ -135,6 +135,40 @@ import Testing
         }
     }
 
+    /// seeds/004 §9: transitions for one original date.
+    @Test func occurrenceTransitions() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let date = "2026-04-05"
+        let cid = FieldRules.occurrenceID(.completion, item: item, originalDate: date)
+        let xid = FieldRules.occurrenceID(.recurrenceException, item: item, originalDate: date)
+        let key = [Field("item_id", text(item.lowercasedString)), Field("original_occurrence_date", text(date))]
+        // Reschedule, then edit the reschedule (replace): the latest date wins.
+        try p.apply([f.make(originA, hlc: hlc(1), .recurrenceException, .create, xid, key + [Field("kind", text("reschedule")), Field("rescheduled_to", text("2026-04-06"))])])
+        try p.apply([f.make(originA, hlc: hlc(2), .recurrenceException, .update, xid, [Field("rescheduled_to", text("2026-04-07"))])])
+        #expect(try row(p, "recurrence_exceptions", xid)?["rescheduled_to"] as String? == "2026-04-07")
+        // Unreschedule: the exception is deleted (a tombstone stays).
+        try p.apply([f.make(originA, hlc: hlc(3), .recurrenceException, .delete, xid)])
+        #expect(try row(p, "recurrence_exceptions", xid)?["deleted_at"] as String? != nil)
+        // Complete, then a skip is set aside with an anomaly.
+        try p.apply([f.make(originA, hlc: hlc(4), .completion, .create, cid, key + [Field("notes", text("done early"))])])
+        try p.apply([f.make(originB, hlc: hlc(5), .recurrenceException, .restore, xid, [Field("kind", text("skip"))])])
+        #expect(try p.anomalies().count == 1)
+        // Editing the completion's notes changes only notes.
+        let before = try #require(try row(p, "completion_history", cid))
+        try p.apply([f.make(originA, hlc: hlc(6), .completion, .update, cid, [Field("notes", text("edited"))])])
+        let after = try #require(try row(p, "completion_history", cid))
+        #expect(after["notes"] as String? == "edited")
+        #expect(after["original_occurrence_date"] as String? == before["original_occurrence_date"] as String?)
+        #expect(after["created_at"] as String? == before["created_at"] as String?)
+        // Uncomplete, then an exception is allowed again: no new anomaly.
+        try p.apply([f.make(originA, hlc: hlc(7), .completion, .delete, cid)])
+        try p.apply([f.make(originB, hlc: hlc(8), .recurrenceException, .update, xid, [Field("kind", text("skip"))])])
+        #expect(try p.anomalies().count == 1)
+        #expect(try row(p, "recurrence_exceptions", xid)?["deleted_at"] as String? == nil)
+    }
+
     @Test func occurrenceIDsAreDeterministic() {
         let a = FieldRules.occurrenceID(.completion, item: item, originalDate: "2026-03-01")
         #expect(a == FieldRules.occurrenceID(.completion, item: item, originalDate: "2026-03-01"))
