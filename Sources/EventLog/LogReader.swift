@@ -72,8 +72,8 @@ public struct LogReader: Sendable {
                 }
                 var stepChain = chain!
                 var keepGoing = true
-                let step = try file.frame(at: offset, chain: &stepChain) { h, bytes in
-                    if h.lastSeq >= from { keepGoing = try body(h, bytes) }
+                let step = try file.frame(at: offset, chain: &stepChain, hashFrom: from) { h, bytes in
+                    keepGoing = try body(h, bytes)
                 }
                 guard case .frame(let h, _) = step else {
                     try stopOrThrow(step, file: file, offset: offset, isNewest: isNewest, origin: origin)

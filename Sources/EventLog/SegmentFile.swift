@@ -51,11 +51,11 @@ final class SegmentFile {
 
     /// Makes [offset, offset+count) available in the buffer (or as much as the file holds).
     /// Returns the number of bytes available from `offset`.
-    private func ensure(_ offset: Int, _ count: Int) throws -> Int {
+    private func ensure(_ offset: Int, _ count: Int, readAhead: Bool = true) throws -> Int {
         if offset >= bufferStart && offset + count <= bufferStart + bufferCount {
             return count
         }
-        let want = max(count, SegmentFile.readBytes)
+        let want = readAhead ? max(count, min(SegmentFile.readBytes, max(0, size - offset))) : count
         if buffer.count < want { buffer = [UInt8](repeating: 0, count: want) }
         let n = try buffer.withUnsafeMutableBytes { try FileIO.pread(fd, into: $0, count: want, at: offset, path: path, op: "read") }
         bufferStart = offset
@@ -64,7 +64,7 @@ final class SegmentFile {
     }
 
     func header() throws -> Result<SegmentHeader, FrameDecodeError> {
-        let n = try ensure(0, SegmentHeader.size)
+        let n = try ensure(0, SegmentHeader.size, readAhead: false)
         let start = 0 - bufferStart
         return buffer.withUnsafeBytes { p in
             Result { () throws(FrameDecodeError) in
@@ -75,7 +75,10 @@ final class SegmentFile {
 
     /// Reads and checks the frame at `offset` against `chain`; on success advances `chain`.
     /// `body` sees the frame's whole bytes while they are in the buffer.
-    func frame(at offset: Int, chain: inout ChainState, body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> FrameStep {
+    /// Frames that end before `hashFrom` are only checksummed, not hashed: a reader seeking to a
+    /// later seq checks the chain from the first frame it returns.
+    func frame(at offset: Int, chain: inout ChainState, hashFrom: Seq = Seq(0),
+               body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> FrameStep {
         if offset >= size { return .end }
         let avail = try ensure(offset, FrameHeader.size)
         let headerResult: Result<FrameHeader, FrameDecodeError> = buffer.withUnsafeBytes { p in
@@ -107,6 +110,10 @@ final class SegmentFile {
             }
             if header.firstHLC <= chain.lastHLC {
                 return .bad("hlc goes backwards: \(header.firstHLC) after \(chain.lastHLC)", header)
+            }
+            if header.lastSeq < hashFrom {
+                chain = ChainState(nextSeq: header.lastSeq.next, previousHash: nil, lastHLC: header.lastHLC)
+                return .frame(header, hash: FrameHash.zero)
             }
             let hash = FrameHash.of(bytes)
             try body(header, bytes)
