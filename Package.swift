@@ -34,7 +34,11 @@ let package = Package(
         ),
         .target(
             name: "Projections",
-            dependencies: ["EventLog", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: [
+                "EventLog",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         .target(
             name: "Replicator",

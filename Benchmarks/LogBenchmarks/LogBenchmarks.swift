@@ -200,7 +200,7 @@ enum Workload {
         }
         if !batch.isEmpty { _ = try appender.append(batch) }
         try appender.close()
-        FileManager.default.createFile(atPath: path + "/complete", contents: Data())
+        _ = FileManager.default.createFile(atPath: path + "/complete", contents: Data())
         return store
     }
 }

@@ -45,6 +45,13 @@ public enum FieldRules {
 
     static let kindsByCode: [(FieldKind, Bool)?] = EventCodec.knownFieldNames.map { known[$0] }
 
+    /// Field names the format gives a one-byte code (index = code; index 0 is unused).
+    public static var codedFieldNames: [String] { EventCodec.knownFieldNames }
+
+    /// The format's one-byte code of a field name, or 0 when it has none. Fast (no hashing).
+    @inline(__always)
+    public static func fieldCode(_ name: String) -> Int { EventCodec.knownCode(name) }
+
     /// Checks a field against its rule; returns a message naming what is wrong, or nil.
     public static func check(_ name: String, _ value: FieldValue) -> String? {
         if case .text(let s) = value, s.utf8.count > textBytesMax {

@@ -87,17 +87,18 @@ public enum NDJSONAppend {
 }
 
 /// A blocking queue with a fixed capacity, for handing work between two threads.
-final class BoundedQueue<T>: @unchecked Sendable {
+/// Thread-safe (a condition variable guards it).
+public final class BoundedQueue<T>: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [T] = []
     private var head = 0
     private let capacity: Int
     private var closed = false
 
-    init(capacity: Int) { self.capacity = capacity }
+    public init(capacity: Int) { self.capacity = capacity }
 
     /// Blocks while full; false once the queue is closed.
-    func put(_ item: T) -> Bool {
+    public func put(_ item: T) -> Bool {
         condition.lock()
         defer { condition.unlock() }
         while items.count - head >= capacity && !closed { condition.wait() }
@@ -108,7 +109,7 @@ final class BoundedQueue<T>: @unchecked Sendable {
     }
 
     /// Blocks while empty; nil once closed and drained.
-    func take() -> T? {
+    public func take() -> T? {
         condition.lock()
         defer { condition.unlock() }
         while items.count == head && !closed { condition.wait() }
@@ -123,7 +124,7 @@ final class BoundedQueue<T>: @unchecked Sendable {
         return item
     }
 
-    func close() {
+    public func close() {
         condition.lock()
         closed = true
         condition.broadcast()

@@ -143,7 +143,7 @@ extension Projection {
                 sql += " ORDER BY items.sort_order, items.id"
             }
             sql += " LIMIT \(max(0, limit))"
-            return try ItemRow.fetchAll(db, sql: sql, arguments: StatementArguments(args) ?? [])
+            return try ItemRow.fetchAll(db, sql: sql, arguments: StatementArguments(args))
         }
     }
 

@@ -141,6 +141,13 @@ public final class Projection: @unchecked Sendable {
             // A rebuild into a new file: one transaction, rows merged in memory and written once.
             return try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
+                // Bulk load: secondary indexes and triggers are set aside while rows go in, then
+                // recreated from their own SQL (the schema ends identical) and the FTS index built in one pass.
+                let deferred = try Row.fetchAll(db, sql: """
+                    SELECT type, name, sql FROM sqlite_master
+                    WHERE type IN ('index', 'trigger') AND sql IS NOT NULL AND tbl_name NOT LIKE 'sqlite_%' ORDER BY type, name
+                    """).map { (type: $0[0] as String, name: $0[1] as String, sql: $0[2] as String) }
+                for d in deferred { try db.execute(sql: "DROP \(d.type.uppercased()) \(d.name)") }
                 for (origin, from, _) in todo {
                     try reader.forEachEvent(origin: origin, from: from) { e in
                         try p.apply(e, db: db)
@@ -151,6 +158,8 @@ public final class Projection: @unchecked Sendable {
                     }
                 }
                 try p.flush(db: db)
+                for d in deferred.sorted(by: { $0.type < $1.type }) { try db.execute(sql: d.sql) }  // indexes, then triggers
+                try db.execute(sql: "INSERT INTO items_fts(items_fts) VALUES ('rebuild')")
                 progress?(done, total)
                 return p.eventsApplied
             }

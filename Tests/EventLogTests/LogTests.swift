@@ -202,7 +202,7 @@ import Testing
         }
         _ = try makeStore(dir)
         #expect(throws: LogError.self) { try makeStore(dir) }
-        FileManager.default.createFile(atPath: dir.path + "/store/store.json", contents: Data("{\"format_version\":99,\"replica_id\":\"x\"}".utf8))
+        _ = FileManager.default.createFile(atPath: dir.path + "/store/store.json", contents: Data("{\"format_version\":99,\"replica_id\":\"x\"}".utf8))
         #expect(throws: LogError.self) { try Store.open(at: dir.path + "/store") }
     }
 }

@@ -76,7 +76,7 @@ import Testing
         var bytes = Array(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"ab"}}"#.utf8)
         let at = bytes.firstIndex(of: UInt8(ascii: "b"))!
         bytes[at] = 0xC3  // a lead byte with no continuation
-        bytes.withUnsafeBytes { p in
+        _ = bytes.withUnsafeBytes { p in
             #expect(throws: InputError.self) { try MutationParser.parse(p, lineNumber: 1) }
         }
     }

@@ -48,7 +48,7 @@ func segmentFiles(_ store: Store, _ origin: ReplicaID? = nil) -> [String] {
 }
 
 func readBytes(_ path: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path)!) }
-func writeBytes(_ path: String, _ b: [UInt8]) { FileManager.default.createFile(atPath: path, contents: Data(b)) }
+func writeBytes(_ path: String, _ b: [UInt8]) { _ = FileManager.default.createFile(atPath: path, contents: Data(b)) }
 
 /// Frame start offsets in a segment file, by walking headers.
 func frameOffsets(_ path: String) -> [Int] {
