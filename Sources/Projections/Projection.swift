@@ -118,6 +118,9 @@ public final class Projection: @unchecked Sendable {
             }
             return c
         }
+        // An empty projection (no cursor at all: rows and cursor commit together) is filled the way
+        // a rebuild fills its new file: merged in memory, written once, indexes built afterwards.
+        let fresh = fresh || applied.isEmpty
         var todo: [(ReplicaID, Seq, Seq)] = []
         var total = 0
         for o in try store.origins() {
