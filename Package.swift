@@ -49,6 +49,7 @@ let package = Package(
             dependencies: [
                 "EventLog",
                 "Projections",
+                "Replicator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -57,6 +58,10 @@ let package = Package(
             name: "EventLogTests",
             dependencies: ["EventLog", "CLZ4"],
             resources: []
+        ),
+        .testTarget(
+            name: "ReplicatorTests",
+            dependencies: ["Replicator", "EventLog"]
         ),
         .testTarget(
             name: "ProjectionsTests",

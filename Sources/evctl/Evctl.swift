@@ -13,7 +13,7 @@ struct Evctl: ParsableCommand {
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
-                      StatusCommand.self, SampleCommand.self]
+                      StatusCommand.self, CursorCommand.self, SampleCommand.self]
     )
 }
 

@@ -97,3 +97,17 @@ import Projections
         #expect(a.count == 1 && a[0]["kind"] as? String == "completion_wins" && a[0]["attempted_op"] as? String == "skip")
     }
 }
+
+@Suite struct CursorCLITests {
+    @Test func cursorPrintsAStableToken() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        let id = try Evctl.run(["init", "--store", store]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        try Evctl.run(["append", "--store", store], stdin: try Evctl.run(["sample", "--count", "12"]).stdout)
+        let j = json(try Evctl.run(["cursor", "--store", store, "--json"]).stdout)
+        #expect((j["origins"] as? [String: Any])?[id] as? Int == 12)
+        let token = try Evctl.run(["cursor", "--store", store]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(token.hasPrefix("lbc1.") && token == j["token"] as? String)
+        #expect(try Evctl.run(["cursor", "--store", store]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == token)
+    }
+}
