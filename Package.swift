@@ -61,7 +61,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ReplicatorTests",
-            dependencies: ["Replicator", "EventLog"]
+            dependencies: ["Replicator", "EventLog", "Projections"]
         ),
         .testTarget(
             name: "ProjectionsTests",

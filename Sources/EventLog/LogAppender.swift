@@ -57,19 +57,19 @@ public final class LogAppender {
     public let options: AppendOptions
 
     private let lock: StoreLock
-    private var clock: HybridClock
-    private let ids: EventIDIndex
-    private let dir: OriginDirectory
-    private var segments: [Seq]
-    private var fd: Int32 = -1
-    private var active: SegmentIndex
-    private var indexWrittenAt: Int
+    var clock: HybridClock
+    let ids: EventIDIndex
+    /// This replica's own log.
+    private let own: SegmentWriter
+    private var active: SegmentIndex { own.active }
+    /// Logs of other origins this store holds, opened for receiving on first use.
+    var received: [ReplicaID: SegmentWriter] = [:]
+    var recoveredOthers: [ReplicaID: RecoveredOrigin] = [:]
     private var idMark: Seq
     private let encoder = FrameEncoder()
-    private var readBack: [UInt8] = []
     private var closed = false
 
-    private struct Transaction {
+    struct Transaction {
         var start: SegmentIndex
         var inputIndex = 0
         var result = AppendResult()
@@ -78,7 +78,7 @@ public final class LogAppender {
         var dupLog: [AppendResult.Duplicate] = []
         var listAllDuplicates = false
     }
-    private var txn: Transaction?
+    private(set) var txn: Transaction?
 
     /// The end of this replica's own log.
     public var tip: LogTip { LogTip(lastSeq: active.lastSeq, lastHLC: active.lastHLC, lastHash: active.lastHash) }
@@ -91,33 +91,23 @@ public final class LogAppender {
         lock = try StoreLock(storePath: store.path)
         var report = RecoveryReport()
         var maxHLC = HLC.zero
-        let own = store.directory(store.replicaID)
-        try FileIO.makeDirectory(store.path + "/log", op: "open")
-        if !FileIO.exists(own.path) {
-            try FileIO.makeDirectory(own.path, op: "open")
-            try FileIO.fsyncDirectory(store.path + "/log", op: "open")
-        }
-        var tips: [ReplicaID: Seq] = [:]
-        var ownRecovered: RecoveredOrigin?
-        for origin in try store.origins() {
-            let r = try Recovery.recover(store.directory(origin), report: &report)
-            maxHLC = max(maxHLC, r.tip.lastHLC)
-            tips[origin] = r.tip.lastSeq
-            if origin == store.replicaID { ownRecovered = r }
-        }
-        recovery = report
-        clock = HybridClock(wall: wallClock, last: maxHLC)
-        dir = own
-        segments = ownRecovered?.segments ?? []
-        active = ownRecovered?.active ?? Recovery.emptyIndex(own, Seq(1), .zero)
-        indexWrittenAt = active.coveredBytes
-        ids = try EventIDIndex(path: store.path + "/eventids.sqlite")
-        idMark = Seq(0)
         do {
-            if segments.isEmpty { try createSegment(first: Seq(1), previous: .zero) } else { try openActive() }
+            try FileIO.makeDirectory(store.path + "/log", op: "open")
+            var tips: [ReplicaID: Seq] = [:]
+            var ownRecovered: RecoveredOrigin?
+            for origin in try store.origins() {
+                let r = try Recovery.recover(store.directory(origin), report: &report)
+                maxHLC = max(maxHLC, r.tip.lastHLC)
+                tips[origin] = r.tip.lastSeq
+                if origin == store.replicaID { ownRecovered = r } else { recoveredOthers[origin] = r }
+            }
+            recovery = report
+            clock = HybridClock(wall: wallClock, last: maxHLC)
+            own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
+            ids = try EventIDIndex(path: store.path + "/eventids.sqlite")
+            idMark = Seq(0)
             try catchUpIDs(tips)
         } catch {
-            if fd >= 0 { Glibc.close(fd) }
             lock.release()
             throw error
         }
@@ -133,11 +123,12 @@ public final class LogAppender {
         closed = true
         if txn != nil { try? rollback() }
         defer {
-            if fd >= 0 { Glibc.close(fd) }
-            fd = -1
+            own.close()
+            for w in received.values { w.close() }
             lock.release()
         }
-        try writeIndex()
+        try own.writeIndex()
+        for w in received.values { try w.writeIndex() }
         try ids.begin()
         try ids.setIndexedThrough(origin, active.lastSeq)
         try ids.commit()
@@ -168,9 +159,7 @@ public final class LogAppender {
     func begin(listingAllDuplicates: Bool) throws {
         precondition(!closed, "appender is closed")
         precondition(txn == nil, "an append is already in progress")
-        if active.coveredBytes >= options.segmentBytesMax && active.lastSeq >= active.firstSeq {
-            try roll()
-        }
+        try own.rollIfFull(bytesMax: options.segmentBytesMax)
         txn = Transaction(start: active)
         txn!.listAllDuplicates = listingAllDuplicates
     }
@@ -210,7 +199,7 @@ public final class LogAppender {
         do {
             if encoder.count > 0 {
                 try writePending(continues: false)
-                try FileIO.fdatasync(fd, path: dir.segmentPath(active.firstSeq), op: "append")
+                try own.sync(op: "append")
             }
         } catch {
             try? rollback()
@@ -227,7 +216,7 @@ public final class LogAppender {
             try? ids.setIndexedThrough(origin, active.lastSeq)
             if (try? ids.commit()) == nil { ids.rollback() } else { idMark = active.lastSeq }
         }
-        if active.coveredBytes - indexWrittenAt >= options.indexCheckpointBytes { try writeIndex() }
+        try own.checkpointIndex(everyBytes: options.indexCheckpointBytes)
         return t.result
     }
 
@@ -237,12 +226,7 @@ public final class LogAppender {
         txn = nil
         encoder.reset()  // the frame not yet written
         if t.hasIDs { ids.rollback() }
-        if active.coveredBytes != t.start.coveredBytes {
-            let path = dir.segmentPath(active.firstSeq)
-            try FileIO.truncate(fd, to: t.start.coveredBytes, path: path, op: "rollback")
-            try FileIO.fsync(fd, path: path, op: "rollback")
-        }
-        active = t.start
+        try own.truncate(to: t.start, op: "rollback")
     }
 
     /// Duplicates found so far in the append in progress (used by group commit to split results).
@@ -255,64 +239,18 @@ public final class LogAppender {
     private func writePending(continues: Bool) throws {
         let eventCount = encoder.count
         let bytes = encoder.finish(continues: continues, previousHash: active.lastHash)
-        let offset = active.coveredBytes
-        let path = dir.segmentPath(active.firstSeq)
         let header = try bytes.withUnsafeBytes { p throws -> FrameHeader in
             // Invariants just before writing: the frame parses, checks, and continues the chain.
             guard let h = try? FrameHeader.decode(p), h.baseSeq == active.lastSeq.next, h.previousHash == active.lastHash,
                   h.firstHLC > active.lastHLC, h.totalBytes == p.count, (try? FrameDecoder.checkCRC(p, header: h)) != nil else {
                 preconditionFailure("frame encoder produced a frame that does not check")
             }
-            try FileIO.pwriteAll(fd, p, at: offset, path: path, op: "append")
             return h
         }
-        // Read it back and compare: a write the kernel accepted but stored wrong is caught here.
-        if readBack.count < bytes.count { readBack = [UInt8](repeating: 0, count: bytes.count) }
-        let n = try readBack.withUnsafeMutableBytes { try FileIO.pread(fd, into: $0, count: bytes.count, at: offset, path: path, op: "append") }
-        let same = n == bytes.count && readBack.withUnsafeBytes { r in bytes.withUnsafeBytes { memcmp(r.baseAddress!, $0.baseAddress!, bytes.count) == 0 } }
-        guard same else {
-            throw LogError(.io, "append", "frame read back differs from what was written", file: path, offset: offset,
-                           seqs: header.baseSeq.rawValue...header.lastSeq.rawValue, hint: "the disk or filesystem is failing")
-        }
-        let hash = bytes.withUnsafeBytes { FrameHash.of($0) }
-        active.add(header, at: offset, hash: hash)
+        try own.write(bytes, header: header, op: "append")
         if txn!.result.firstSeq == nil { txn!.result.firstSeq = header.baseSeq }
         txn!.result.lastSeq = header.lastSeq
         txn!.result.appended += eventCount
-    }
-
-    // MARK: Segments
-
-    private func openActive() throws {
-        let path = dir.segmentPath(active.firstSeq)
-        fd = try FileIO.open(path, O_RDWR, op: "open")
-        let size = try FileIO.fileSize(fd, path: path, op: "open")
-        precondition(size == active.coveredBytes, "recovery left the active segment at a frame boundary")
-    }
-
-    private func createSegment(first: Seq, previous: FrameHash) throws {
-        let header = SegmentHeader(origin: origin, firstSeq: first, previousHash: previous)
-        let path = dir.segmentPath(first)
-        try FileIO.writeAtomically(header.encode(), to: path, op: "create segment")
-        if fd >= 0 { Glibc.close(fd) }
-        fd = try FileIO.open(path, O_RDWR, op: "create segment")
-        segments.append(first)
-        let lastHLC = active.lastHLC
-        active = Recovery.emptyIndex(dir, first, previous)
-        active.lastHLC = lastHLC
-        indexWrittenAt = 0
-    }
-
-    /// Seals the active segment (its index written in full) and starts the next one.
-    private func roll() throws {
-        try writeIndex()
-        try createSegment(first: active.lastSeq.next, previous: active.lastHash)
-    }
-
-    private func writeIndex() throws {
-        guard active.coveredBytes > SegmentHeader.size else { return }
-        try FileIO.writeAtomically(active.encode(), to: dir.indexPath(active.firstSeq), op: "write index", durable: false)
-        indexWrittenAt = active.coveredBytes
     }
 
     // MARK: Event-id index

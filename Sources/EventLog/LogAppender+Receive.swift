@@ -1,0 +1,118 @@
+import Foundation
+
+/// What `LogAppender.receive` did.
+public struct ReceiveResult: Sendable, Equatable {
+    /// Frames appended, and the events in them.
+    public var frames = 0
+    public var events = 0
+    /// Frames skipped because this store already holds them (a redelivery changes nothing).
+    public var alreadyHeld = 0
+    /// For each origin that grew, its new last seq.
+    public var tips: [ReplicaID: Seq] = [:]
+    public init() {}
+}
+
+extension LogAppender {
+    /// Appends frames authored by other replicas, byte-identical to the author's.
+    ///
+    /// Every frame is verified before anything is written: header, checksum, that its events
+    /// decode, that seqs continue the origin's log (a gap is refused), that it links to the hash
+    /// of the frame before it (a rewritten history is refused), and that its clock moves forward.
+    /// A frame already held is skipped. If any frame fails, none is written and the store is
+    /// unchanged. Frames of this store's own origin are accepted only when already held.
+    /// - Throws: `LogError` naming the frame (origin, seq range) and what is wrong.
+    public func receive(_ frames: [[UInt8]]) throws -> ReceiveResult {
+        precondition(txn == nil, "receive during an append")
+        var result = ReceiveResult()
+        // 1. Verify the whole batch against each origin's tip, simulating the chain.
+        var tips: [ReplicaID: LogTip] = [:]
+        var accepted: [(ReplicaID, [UInt8], FrameHeader, [Event])] = []
+        let decoder = FrameDecoder()
+        for (i, bytes) in frames.enumerated() {
+            let where_ = "frame \(i + 1) of \(frames.count)"
+            let header: FrameHeader
+            let events: [Event]
+            do {
+                header = try bytes.withUnsafeBytes { p throws(FrameDecodeError) -> FrameHeader in
+                    let h = try FrameHeader.decode(p)
+                    guard h.totalBytes == p.count else { throw .invalid("frame is \(p.count) bytes, its header says \(h.totalBytes)") }
+                    try FrameDecoder.checkCRC(p, header: h)
+                    return h
+                }
+                events = try bytes.withUnsafeBytes { p throws(FrameDecodeError) in try decoder.events(of: p, header: header) }
+            } catch {
+                throw LogError(.corrupt, "receive", "\(where_) is damaged: \((error as? FrameDecodeError)?.message ?? String(describing: error))", hint: "nothing was written; fetch it again")
+            }
+            let origin = header.origin
+            let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
+            var tip = try tips[origin] ?? currentTip(origin)
+            if header.lastSeq <= tip.lastSeq {
+                result.alreadyHeld += 1
+                continue
+            }
+            if origin == self.origin {
+                throw LogError(.invalidInput, "receive", "\(where_) extends this replica's own log (origin \(origin)), which only this replica writes", seqs: seqs)
+            }
+            guard header.baseSeq == tip.lastSeq.next else {
+                let what = header.baseSeq > tip.lastSeq.next ? "a gap: this store holds origin \(origin) through seq \(tip.lastSeq)"
+                    : "an overlap that does not fall on a frame boundary (this store holds through seq \(tip.lastSeq))"
+                throw LogError(.gap, "receive", "\(where_) starts at seq \(header.baseSeq): \(what)", seqs: seqs, hint: "nothing was written; fetch from seq \(tip.lastSeq.next)")
+            }
+            guard header.previousHash == tip.lastHash else {
+                throw LogError(.corrupt, "receive", "\(where_) does not link to the frame before it (hash chain broken): history was rewritten or the frame is forged",
+                               seqs: seqs, hint: "nothing was written")
+            }
+            guard header.firstHLC > tip.lastHLC else {
+                throw LogError(.corrupt, "receive", "\(where_): its clock goes backwards", seqs: seqs)
+            }
+            tip = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: bytes.withUnsafeBytes { FrameHash.of($0) })
+            tips[origin] = tip
+            accepted.append((origin, bytes, header, events))
+        }
+        guard !accepted.isEmpty else { return result }
+        // 2. Write, origin by origin; on failure cut every origin back to where it was.
+        var starts: [ReplicaID: SegmentIndex] = [:]
+        do {
+            for (origin, bytes, header, _) in accepted {
+                let w = try writer(for: origin)
+                if starts[origin] == nil {
+                    try w.rollIfFull(bytesMax: options.segmentBytesMax)
+                    starts[origin] = w.active
+                }
+                try w.write(bytes, header: header, op: "receive")
+            }
+            for origin in starts.keys { try received[origin]!.sync(op: "receive") }
+        } catch {
+            for (origin, start) in starts { try? received[origin]?.truncate(to: start, op: "receive") }
+            throw error
+        }
+        // 3. Derived state: event ids, clock, index checkpoints.
+        try? ids.begin()
+        for (origin, _, header, events) in accepted {
+            for e in events where e.hasExplicitEventID { try? ids.insert(e.eventID, origin: origin, seq: e.seq) }
+            clock.observe(header.lastHLC)
+            result.frames += 1
+            result.events += events.count
+            result.tips[origin] = header.lastSeq
+        }
+        for (origin, seq) in result.tips { try? ids.setIndexedThrough(origin, seq) }
+        if (try? ids.commit()) == nil { ids.rollback() }
+        for origin in starts.keys { try received[origin]!.checkpointIndex(everyBytes: options.indexCheckpointBytes) }
+        return result
+    }
+
+    /// The tip of any origin's log in this store (empty for an origin never seen).
+    func currentTip(_ origin: ReplicaID) throws -> LogTip {
+        if origin == self.origin { return tip }
+        if let w = received[origin] { return w.tip }
+        return recoveredOthers[origin]?.tip ?? .empty
+    }
+
+    private func writer(for origin: ReplicaID) throws -> SegmentWriter {
+        if let w = received[origin] { return w }
+        guard origin.description.count == 36 else { throw LogError(.invalidInput, "receive", "bad origin id") }
+        let w = try SegmentWriter(dir: store.directory(origin), recovered: recoveredOthers[origin])
+        received[origin] = w
+        return w
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The writable end of one origin's log: its newest segment, kept open, and that segment's
+/// in-memory index. Frames are written at the end, read back and compared; `sync` makes them
+/// durable. Used by `LogAppender` for the store's own origin and for each origin it receives.
+/// Not thread-safe: owned by the appender.
+final class SegmentWriter {
+    let dir: OriginDirectory
+    private(set) var segments: [Seq]
+    private var fd: Int32 = -1
+    /// Index of the frames in the newest segment (covers every frame written, committed or not).
+    var active: SegmentIndex
+    private var indexWrittenAt: Int
+    private var readBack: [UInt8] = []
+
+    /// Opens the newest segment left by recovery, or creates the origin's first one.
+    init(dir: OriginDirectory, recovered: RecoveredOrigin?) throws {
+        self.dir = dir
+        segments = recovered?.segments ?? []
+        active = recovered?.active ?? Recovery.emptyIndex(dir, Seq(1), .zero)
+        indexWrittenAt = active.coveredBytes
+        if segments.isEmpty {
+            if !FileIO.exists(dir.path) {
+                try FileIO.makeDirectory(dir.path, op: "open")
+                try FileIO.fsyncDirectory((dir.path as NSString).deletingLastPathComponent, op: "open")
+            }
+            try createSegment(first: Seq(1), previous: .zero)
+        } else {
+            let path = dir.segmentPath(active.firstSeq)
+            fd = try FileIO.open(path, O_RDWR, op: "open")
+            let size = try FileIO.fileSize(fd, path: path, op: "open")
+            precondition(size == active.coveredBytes, "recovery left the active segment at a frame boundary")
+        }
+    }
+
+    deinit { if fd >= 0 { Glibc.close(fd) } }
+
+    var tip: LogTip { LogTip(lastSeq: active.lastSeq, lastHLC: active.lastHLC, lastHash: active.lastHash) }
+    private var path: String { dir.segmentPath(active.firstSeq) }
+
+    /// Writes one whole frame at the end of the newest segment, reads it back and compares.
+    func write(_ bytes: [UInt8], header: FrameHeader, op: String) throws {
+        let offset = active.coveredBytes
+        try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
+        // A write the kernel accepted but stored wrong is caught here.
+        if readBack.count < bytes.count { readBack = [UInt8](repeating: 0, count: bytes.count) }
+        let n = try readBack.withUnsafeMutableBytes { try FileIO.pread(fd, into: $0, count: bytes.count, at: offset, path: path, op: op) }
+        let same = n == bytes.count && readBack.withUnsafeBytes { r in bytes.withUnsafeBytes { memcmp(r.baseAddress!, $0.baseAddress!, bytes.count) == 0 } }
+        guard same else {
+            throw LogError(.io, op, "frame read back differs from what was written", file: path, offset: offset,
+                           seqs: header.baseSeq.rawValue...header.lastSeq.rawValue, hint: "the disk or filesystem is failing")
+        }
+        active.add(header, at: offset, hash: bytes.withUnsafeBytes { FrameHash.of($0) })
+    }
+
+    func sync(op: String) throws { try FileIO.fdatasync(fd, path: path, op: op) }
+
+    /// Cuts the newest segment back to `start` (frames written since are dropped).
+    func truncate(to start: SegmentIndex, op: String) throws {
+        if active.coveredBytes != start.coveredBytes {
+            try FileIO.truncate(fd, to: start.coveredBytes, path: path, op: op)
+            try FileIO.fsync(fd, path: path, op: op)
+        }
+        active = start
+    }
+
+    /// Seals the newest segment and starts the next one once it has reached `bytesMax`
+    /// (called at append boundaries only, so an append never spans two segments).
+    func rollIfFull(bytesMax: Int) throws {
+        guard active.coveredBytes >= bytesMax && active.lastSeq >= active.firstSeq else { return }
+        try writeIndex()
+        try createSegment(first: active.lastSeq.next, previous: active.lastHash)
+    }
+
+    /// Rewrites the index once enough has been appended since it was last written.
+    func checkpointIndex(everyBytes: Int) throws {
+        if active.coveredBytes - indexWrittenAt >= everyBytes { try writeIndex() }
+    }
+
+    func writeIndex() throws {
+        guard active.coveredBytes > SegmentHeader.size else { return }
+        try FileIO.writeAtomically(active.encode(), to: dir.indexPath(active.firstSeq), op: "write index", durable: false)
+        indexWrittenAt = active.coveredBytes
+    }
+
+    func close() {
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    private func createSegment(first: Seq, previous: FrameHash) throws {
+        let header = SegmentHeader(origin: dir.origin, firstSeq: first, previousHash: previous)
+        let path = dir.segmentPath(first)
+        try FileIO.writeAtomically(header.encode(), to: path, op: "create segment")
+        if fd >= 0 { Glibc.close(fd) }
+        fd = try FileIO.open(path, O_RDWR, op: "create segment")
+        segments.append(first)
+        let lastHLC = active.lastHLC
+        active = Recovery.emptyIndex(dir, first, previous)
+        active.lastHLC = lastHLC
+        indexWrittenAt = 0
+    }
+}
