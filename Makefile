@@ -51,6 +51,16 @@ demo: deps
 	@$(EVCTL_DEBUG) status --store $(DEMO_STORE)
 	@echo "== evctl verify --deep"
 	@$(EVCTL_DEBUG) verify --deep --store $(DEMO_STORE)
+	@echo "== a second replica: init, its own edits, then evctl sync with the first (by path)"
+	@rm -rf $(DEMO_STORE)-2
+	@$(EVCTL_DEBUG) init --store $(DEMO_STORE)-2
+	@$(EVCTL_DEBUG) sample --count 300 --seed 7 | $(EVCTL_DEBUG) append --store $(DEMO_STORE)-2
+	@$(EVCTL_DEBUG) sync --store $(DEMO_STORE)-2 $(DEMO_STORE)
+	@echo "== both replicas: same cursor, same projection"
+	@$(EVCTL_DEBUG) cursor --store $(DEMO_STORE); $(EVCTL_DEBUG) cursor --store $(DEMO_STORE)-2
+	@a=$$($(EVCTL_DEBUG) items --store $(DEMO_STORE) --json --include-deleted --limit 1000000 | md5sum | cut -c1-16); \
+	 b=$$($(EVCTL_DEBUG) items --store $(DEMO_STORE)-2 --json --include-deleted --limit 1000000 | md5sum | cut -c1-16); \
+	 echo "items digest: $$a / $$b"; [ "$$a" = "$$b" ] && echo "projections agree"
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
 bench: deps

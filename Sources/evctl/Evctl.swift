@@ -13,7 +13,8 @@ struct Evctl: ParsableCommand {
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
-                      StatusCommand.self, CursorCommand.self, SampleCommand.self]
+                      StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, PullCommand.self,
+                      PushCommand.self, SyncCommand.self, SampleCommand.self]
     )
 }
 

@@ -111,3 +111,45 @@ import Projections
         #expect(try Evctl.run(["cursor", "--store", store]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == token)
     }
 }
+
+@Suite struct ShippingCLITests {
+    @Test func syncBetweenStorePathsAndBundles() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", b = dir.path + "/b", c = dir.path + "/c"
+        for s in [a, b, c] { try Evctl.run(["init", "--store", s]) }
+        try Evctl.run(["append", "--store", a], stdin: try Evctl.run(["sample", "--count", "400", "--seed", "3"]).stdout)
+        try Evctl.run(["append", "--store", b], stdin: try Evctl.run(["sample", "--count", "400", "--seed", "3"]).stdout)
+        try Evctl.run(["append", "--store", b], stdin: try Evctl.run(["sample", "--count", "100", "--seed", "8"]).stdout)
+        let sync = try Evctl.run(["sync", "--store", a, b, "--json"])
+        #expect(sync.status == 0, "\(sync.stderr)")
+        #expect(json(sync.stdout)["pulled_events"] as? Int == 500 && json(sync.stdout)["pushed_events"] as? Int == 400)
+        let itemsA = try Evctl.run(["items", "--store", a, "--json", "--include-deleted", "--limit", "100000"]).stdout
+        let itemsB = try Evctl.run(["items", "--store", b, "--json", "--include-deleted", "--limit", "100000"]).stdout
+        #expect(!itemsA.isEmpty && itemsA == itemsB)
+        #expect(try Evctl.run(["cursor", "--store", a]).stdout == Evctl.run(["cursor", "--store", b]).stdout)
+        // Bundles: export everything from a, import into c, twice.
+        let bundle = dir.path + "/a.bundle"
+        #expect(try Evctl.run(["export", "--store", a, "--out", bundle]).status == 0)
+        let first = json(try Evctl.run(["import", "--store", c, bundle, "--json"]).stdout)
+        #expect(first["events"] as? Int == 900)
+        let second = json(try Evctl.run(["import", "--store", c, bundle, "--json"]).stdout)
+        #expect(second["events"] as? Int == 0 && (second["already_held"] as? Int ?? 0) > 0)
+        #expect(try Evctl.run(["items", "--store", c, "--json", "--include-deleted", "--limit", "100000"]).stdout == itemsA)
+        #expect(try Evctl.run(["verify", "--deep", "--store", c]).status == 0)
+        // Incremental: only what lies past c's cursor.
+        try Evctl.run(["append", "--store", a], stdin: try Evctl.run(["sample", "--count", "5", "--seed", "11"]).stdout)
+        let token = try Evctl.run(["cursor", "--store", c]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let delta = json(try Evctl.run(["export", "--store", a, "--since", token, "--out", dir.path + "/d.bundle", "--json"]).stdout)
+        #expect(delta["events"] as? Int == 5)
+        // A damaged bundle is refused and changes nothing.
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: dir.path + "/d.bundle"))
+        bytes[bytes.count / 2] ^= 0x01
+        try bytes.write(to: URL(fileURLWithPath: dir.path + "/bad.bundle"))
+        let bad = try Evctl.run(["import", "--store", c, dir.path + "/bad.bundle"])
+        #expect(bad.status != 0 && bad.stderr.contains("damaged"))
+        #expect(try Evctl.run(["cursor", "--store", c]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == token)
+        // HTTP is refused with a clear message for now.
+        let http = try Evctl.run(["pull", "--store", c, "http://127.0.0.1:8427"])
+        #expect(http.status != 0 && http.stderr.contains("HTTP transport"))
+    }
+}

@@ -1,0 +1,131 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import Projections
+import Replicator
+
+/// The other end of a transfer: a store reachable as a path. (HTTP is not built yet.)
+func openPeerStore(_ source: String) throws -> Store {
+    if source.hasPrefix("http://") || source.hasPrefix("https://") {
+        throw ValidationError("HTTP transport is not available in this build yet; use a path to another store or a shared folder")
+    }
+    return try Store.open(at: source)
+}
+
+func printReceive(_ r: ReceiveResult, json: Bool, verb: String) {
+    if json {
+        let tips = r.tips.sorted { $0.key < $1.key }.map { JSON.string($0.key.description) + ":" + String($0.value.rawValue) }.joined(separator: ",")
+        print(JSON.object([("frames", String(r.frames)), ("events", String(r.events)), ("already_held", String(r.alreadyHeld)), ("origins", "{" + tips + "}")]))
+    } else {
+        print("\(verb) \(r.events) events in \(r.frames) frames" + (r.alreadyHeld > 0 ? " (\(r.alreadyHeld) frames already held)" : ""))
+    }
+}
+
+struct ExportCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write the frames past a cursor (everything by default) to a bundle file, verbatim.",
+        discussion: "Bundles carry logs on removable media; `evctl import` verifies every frame before it writes anything."
+    )
+    @OptionGroup var options: StoreOptions
+    @Option(help: "Only what lies past this cursor token (see `evctl cursor` on the receiving store).") var since: String?
+    @Option(help: "The bundle file to write.") var out: String
+
+    func execute() throws {
+        let store = try options.open()
+        var cursor = ReplicationCursor.empty
+        if let since {
+            do { cursor = try ReplicationCursor(token: since) } catch { throw ValidationError("--since: \(error)") }
+        }
+        let r = try FrameBundle.export(store: store, since: cursor, to: out)
+        if options.json {
+            print(JSON.object([("frames", String(r.frames)), ("events", String(r.events)), ("bytes", String(r.bytes)), ("cursor", JSON.string(r.cursor.token))]))
+        } else {
+            print("exported \(r.events) events in \(r.frames) frames (\(r.bytes) bytes) to \(out)")
+        }
+    }
+}
+
+struct ImportCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Append the frames of a bundle file (verified first; importing twice changes nothing), then project them."
+    )
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The bundle file.") var file: String
+
+    func execute() throws {
+        let projected = try ProjectedStore(store: try options.open())
+        defer { try? projected.close() }
+        Terminal.reportRecovery(projected.appender.recovery)
+        let r = try StoreSync.importBundle(file, into: projected.appender)
+        try projected.projection.catchUp(progress: ProjectionProgress().report)
+        Terminal.endProgress()
+        printReceive(r, json: options.json, verb: "imported")
+    }
+}
+
+struct PullCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pull",
+        abstract: "Fetch what another store holds past this one's cursor (SOURCE: a path to a store).")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The other store (a path).") var source: String
+
+    func execute() throws {
+        let peer = try openPeerStore(source)
+        let projected = try ProjectedStore(store: try options.open())
+        defer { try? projected.close() }
+        let r = try StoreSync.pull(from: peer, into: projected.appender)
+        try projected.projection.catchUp(progress: ProjectionProgress().report)
+        Terminal.endProgress()
+        printReceive(r, json: options.json, verb: "pulled")
+    }
+}
+
+struct PushCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Send another store what this one holds past its cursor (SOURCE: a path to a store; takes its writer lock).")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The other store (a path).") var source: String
+
+    func execute() throws {
+        let peer = try openPeerStore(source)
+        let mine = try options.open()
+        let projected = try ProjectedStore(store: peer)
+        defer { try? projected.close() }
+        let r = try StoreSync.pull(from: mine, into: projected.appender)
+        try projected.projection.catchUp()
+        printReceive(r, json: options.json, verb: "pushed")
+    }
+}
+
+struct SyncCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Pull from another store, then push to it: afterwards both hold the same logs.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The other store (a path).") var source: String
+
+    func execute() throws {
+        let peer = try openPeerStore(source)
+        let mine = try options.open()
+        let pulled: ReceiveResult
+        do {
+            let here = try ProjectedStore(store: mine)
+            defer { try? here.close() }
+            pulled = try StoreSync.pull(from: peer, into: here.appender)
+            try here.projection.catchUp()
+        }
+        let there = try ProjectedStore(store: peer)
+        defer { try? there.close() }
+        let pushed = try StoreSync.pull(from: mine, into: there.appender)
+        try there.projection.catchUp()
+        if options.json {
+            print(JSON.object([("pulled_events", String(pulled.events)), ("pushed_events", String(pushed.events)), ("cursor", JSON.string(try mine.cursor().token))]))
+        } else {
+            print("pulled \(pulled.events) events, pushed \(pushed.events) events; both at \(try mine.cursor().token)")
+        }
+    }
+}
