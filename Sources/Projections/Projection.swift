@@ -95,29 +95,23 @@ public final class Projection: @unchecked Sendable {
 
     /// The projection's cursor: the last seq applied per origin.
     public func cursor() throws -> [ReplicaID: Seq] {
-        try pool.read { db in
-            var c: [ReplicaID: Seq] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
-                let o: String = row[0]
-                let s: Int64 = row[1]
-                if let id = ReplicaID(o) { c[id] = Seq(UInt64(s)) }
-            }
-            return c
+        try pool.read(Projection.readCursor)
+    }
+
+    static func readCursor(_ db: Database) throws -> [ReplicaID: Seq] {
+        var c: [ReplicaID: Seq] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
+            let o: String = row[0]
+            let s: Int64 = row[1]
+            if let id = ReplicaID(o) { c[id] = Seq(UInt64(s)) }
         }
+        return c
     }
 
     static func project(store: Store, into pool: some DatabaseWriter, schema: ProjectionSchema, fresh: Bool,
                         progress: ((Int, Int) -> Void)?) throws -> Int {
         let reader = LogReader(store: store)
-        var applied: [ReplicaID: Seq] = try pool.read { db in
-            var c: [ReplicaID: Seq] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
-                let o: String = row[0]
-                let s: Int64 = row[1]
-                if let id = ReplicaID(o) { c[id] = Seq(UInt64(s)) }
-            }
-            return c
-        }
+        var applied = try pool.read(Projection.readCursor)
         // An empty projection (no cursor at all: rows and cursor commit together) is filled the way
         // a rebuild fills its new file: merged in memory, written once, indexes built afterwards.
         let fresh = fresh || applied.isEmpty
