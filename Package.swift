@@ -42,7 +42,7 @@ let package = Package(
         ),
         .target(
             name: "Replicator",
-            dependencies: ["EventLog"]
+            dependencies: ["EventLog", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .executableTarget(
             name: "evctl",

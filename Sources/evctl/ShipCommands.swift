@@ -12,6 +12,20 @@ func openPeerStore(_ source: String) throws -> Store {
     return try Store.open(at: source)
 }
 
+/// Runs one exchange with a peer and remembers its outcome (cursor, time, error) in peers.sqlite.
+func remembering<T>(_ store: Store, peer: String, _ body: () throws -> (T, pulled: Int, pushed: Int, cursor: ReplicationCursor)) throws -> T {
+    let state = try PeerState(store: store)
+    let name = (peer.hasPrefix("/") ? peer : FileManager.default.currentDirectoryPath + "/" + peer)
+    do {
+        let (value, pulled, pushed, cursor) = try body()
+        try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed)
+        return value
+    } catch {
+        try? state.recordFailure(name, error: String(describing: error))
+        throw error
+    }
+}
+
 func printReceive(_ r: ReceiveResult, json: Bool, verb: String) {
     if json {
         let tips = r.tips.sorted { $0.key < $1.key }.map { JSON.string($0.key.description) + ":" + String($0.value.rawValue) }.joined(separator: ",")
@@ -74,11 +88,15 @@ struct PullCommand: StoreCommand {
 
     func execute() throws {
         let peer = try openPeerStore(source)
-        let projected = try ProjectedStore(store: try options.open())
-        defer { try? projected.close() }
-        let r = try StoreSync.pull(from: peer, into: projected.appender)
-        try projected.projection.catchUp(progress: ProjectionProgress().report)
-        Terminal.endProgress()
+        let mine = try options.open()
+        let r = try remembering(mine, peer: source) {
+            let projected = try ProjectedStore(store: mine)
+            defer { try? projected.close() }
+            let r = try StoreSync.pull(from: peer, into: projected.appender)
+            try projected.projection.catchUp(progress: ProjectionProgress().report)
+            Terminal.endProgress()
+            return (r, r.events, 0, try peer.cursor())
+        }
         printReceive(r, json: options.json, verb: "pulled")
     }
 }
@@ -93,10 +111,13 @@ struct PushCommand: StoreCommand {
     func execute() throws {
         let peer = try openPeerStore(source)
         let mine = try options.open()
-        let projected = try ProjectedStore(store: peer)
-        defer { try? projected.close() }
-        let r = try StoreSync.pull(from: mine, into: projected.appender)
-        try projected.projection.catchUp()
+        let r = try remembering(mine, peer: source) {
+            let projected = try ProjectedStore(store: peer)
+            defer { try? projected.close() }
+            let r = try StoreSync.pull(from: mine, into: projected.appender)
+            try projected.projection.catchUp()
+            return (r, 0, r.events, try peer.cursor())
+        }
         printReceive(r, json: options.json, verb: "pushed")
     }
 }
@@ -111,17 +132,20 @@ struct SyncCommand: StoreCommand {
     func execute() throws {
         let peer = try openPeerStore(source)
         let mine = try options.open()
-        let pulled: ReceiveResult
-        do {
-            let here = try ProjectedStore(store: mine)
-            defer { try? here.close() }
-            pulled = try StoreSync.pull(from: peer, into: here.appender)
-            try here.projection.catchUp()
+        let (pulled, pushed) = try remembering(mine, peer: source) {
+            let pulled: ReceiveResult
+            do {
+                let here = try ProjectedStore(store: mine)
+                defer { try? here.close() }
+                pulled = try StoreSync.pull(from: peer, into: here.appender)
+                try here.projection.catchUp()
+            }
+            let there = try ProjectedStore(store: peer)
+            defer { try? there.close() }
+            let pushed = try StoreSync.pull(from: mine, into: there.appender)
+            try there.projection.catchUp()
+            return ((pulled, pushed), pulled.events, pushed.events, try peer.cursor())
         }
-        let there = try ProjectedStore(store: peer)
-        defer { try? there.close() }
-        let pushed = try StoreSync.pull(from: mine, into: there.appender)
-        try there.projection.catchUp()
         if options.json {
             print(JSON.object([("pulled_events", String(pulled.events)), ("pushed_events", String(pushed.events)), ("cursor", JSON.string(try mine.cursor().token))]))
         } else {

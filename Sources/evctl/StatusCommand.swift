@@ -1,5 +1,6 @@
 import ArgumentParser
 import EventLog
+import Replicator
 
 struct StatusCommand: StoreCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "What the store holds: origins, events, segments, bytes.")
@@ -8,6 +9,7 @@ struct StatusCommand: StoreCommand {
     func execute() throws {
         let store = try options.open()
         let s = try store.status()
+        let peers = FileManager.default.fileExists(atPath: store.path + "/peers.sqlite") ? try PeerState(store: store).peers() : []
         if options.json {
             let origins = s.origins.map {
                 JSON.object([("origin", JSON.string($0.origin.description)), ("last_seq", String($0.lastSeq.rawValue)),
@@ -19,6 +21,11 @@ struct StatusCommand: StoreCommand {
                 ("total_events", String(s.totalEvents)), ("segments", String(s.segments)),
                 ("log_bytes", String(s.logBytes)), ("bytes_on_disk", String(s.bytesOnDisk)),
                 ("origins", "[" + origins.joined(separator: ",") + "]"),
+                ("peers", "[" + peers.map { p in
+                    JSON.object([("name", JSON.string(p.name)), ("cursor", p.cursor.map { JSON.string($0.token) } ?? "null"),
+                                 ("last_sync_at", p.lastSyncAt.map(JSON.string) ?? "null"), ("last_error", p.lastError.map(JSON.string) ?? "null"),
+                                 ("pulled_events", String(p.pulledEvents)), ("pushed_events", String(p.pushedEvents))])
+                }.joined(separator: ",") + "]"),
             ]))
         } else {
             print("store       \(store.path)")
@@ -29,6 +36,12 @@ struct StatusCommand: StoreCommand {
                 let last = o.lastSeq.rawValue == 0 ? "empty" : "last seq \(o.lastSeq) at \(ISOTime.string(o.lastHLC))"
                 print("origin      \(o.origin)\(mine): \(last), \(o.segments) segments, \(o.bytes) bytes")
             }
+            for p in peers {
+                let when = p.lastSyncAt.map { "last synced \($0)" } ?? "never synced"
+                print("peer        \(p.name): \(when), \(p.pulledEvents) events pulled, \(p.pushedEvents) pushed" + (p.lastError.map { "; last error: \($0)" } ?? ""))
+            }
         }
     }
 }
+
+import Foundation

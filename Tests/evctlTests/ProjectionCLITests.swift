@@ -153,3 +153,27 @@ import Projections
         #expect(http.status != 0 && http.stderr.contains("HTTP transport"))
     }
 }
+
+@Suite struct PeerStateCLITests {
+    @Test func statusRemembersPeersTheirCursorsAndErrors() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", b = dir.path + "/b"
+        for s in [a, b] { try Evctl.run(["init", "--store", s]) }
+        try Evctl.run(["append", "--store", b], stdin: try Evctl.run(["sample", "--count", "30"]).stdout)
+        #expect(try Evctl.run(["sync", "--store", a, b]).status == 0)
+        var peers = json(try Evctl.run(["status", "--store", a, "--json"]).stdout)["peers"] as? [[String: Any]] ?? []
+        #expect(peers.count == 1 && peers[0]["name"] as? String == b && peers[0]["pulled_events"] as? Int == 30)
+        #expect(peers[0]["last_sync_at"] is String && peers[0]["last_error"] is NSNull)
+        #expect(peers[0]["cursor"] as? String == (try Evctl.run(["cursor", "--store", b]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        // A push the peer refuses (its writer lock is held here) is remembered as the last error.
+        let held = try LogAppender(store: try Store.open(at: b))
+        let push = try Evctl.run(["push", "--store", a, b])
+        #expect(push.status == 3)
+        try held.close()
+        peers = json(try Evctl.run(["status", "--store", a, "--json"]).stdout)["peers"] as? [[String: Any]] ?? []
+        #expect((peers.first?["last_error"] as? String)?.contains("open for writing") == true)
+        #expect(peers.first?["last_sync_at"] is String)
+        let text = try Evctl.run(["status", "--store", a]).stdout
+        #expect(text.contains("peer") && text.contains("last error"))
+    }
+}

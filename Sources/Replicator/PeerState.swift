@@ -1,0 +1,61 @@
+import EventLog
+import Foundation
+import GRDB
+
+/// What this store remembers of each peer it ships with (`<store>/peers.sqlite`; device-local,
+/// never replicated): the peer's cursor as last seen, when it last synced, and the last error —
+/// the seeds' sync_state. Safe to use from any thread (GRDB's queue serialises access).
+public final class PeerState: Sendable {
+    public struct Peer: Sendable, Equatable {
+        public var name: String
+        public var cursor: ReplicationCursor?
+        public var lastSyncAt: String?
+        public var lastError: String?
+        public var pulledEvents: Int
+        public var pushedEvents: Int
+    }
+
+    private let db: DatabaseQueue
+
+    public init(store: Store) throws {
+        db = try DatabaseQueue(path: store.path + "/peers.sqlite")
+        var m = DatabaseMigrator()
+        m.registerMigration("v1 peers") { db in
+            try db.execute(sql: """
+                CREATE TABLE peers (name TEXT PRIMARY KEY NOT NULL, cursor TEXT, last_sync_at TEXT, last_error TEXT,
+                                    pulled_events INTEGER NOT NULL DEFAULT 0, pushed_events INTEGER NOT NULL DEFAULT 0)
+                """)
+        }
+        try m.migrate(db)
+    }
+
+    /// Records a successful exchange with `name`.
+    public func recordSuccess(_ name: String, cursor: ReplicationCursor, pulled: Int, pushed: Int, at date: Date = Date()) throws {
+        try db.write { db in
+            try db.execute(sql: """
+                INSERT INTO peers (name, cursor, last_sync_at, last_error, pulled_events, pushed_events) VALUES (?, ?, ?, NULL, ?, ?)
+                ON CONFLICT(name) DO UPDATE SET cursor = excluded.cursor, last_sync_at = excluded.last_sync_at, last_error = NULL,
+                  pulled_events = pulled_events + excluded.pulled_events, pushed_events = pushed_events + excluded.pushed_events
+                """, arguments: [name, cursor.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), pulled, pushed])
+        }
+    }
+
+    /// Records a failed exchange with `name` (its cursor and last success are kept).
+    public func recordFailure(_ name: String, error: String) throws {
+        try db.write { db in
+            try db.execute(sql: """
+                INSERT INTO peers (name, last_error) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET last_error = excluded.last_error
+                """, arguments: [name, error])
+        }
+    }
+
+    public func peers() throws -> [Peer] {
+        try db.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM peers ORDER BY name").map { row in
+                let token: String? = row["cursor"]
+                return Peer(name: row["name"], cursor: token.flatMap { try? ReplicationCursor(token: $0) }, lastSyncAt: row["last_sync_at"],
+                            lastError: row["last_error"], pulledEvents: row["pulled_events"], pushedEvents: row["pushed_events"])
+            }
+        }
+    }
+}
