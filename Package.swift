@@ -42,7 +42,7 @@ let package = Package(
         ),
         .target(
             name: "Replicator",
-            dependencies: ["EventLog", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["EventLog", "Projections", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .executableTarget(
             name: "evctl",
@@ -71,10 +71,15 @@ let package = Package(
             name: "evctlTests",
             dependencies: ["EventLog", "Projections"]
         ),
+        .target(
+            name: "BenchmarkSupport",
+            dependencies: ["EventLog"],
+            path: "Benchmarks/BenchmarkSupport"
+        ),
         .executableTarget(
             name: "LogBenchmarks",
             dependencies: [
-                "EventLog",
+                "EventLog", "BenchmarkSupport",
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "Benchmarks/LogBenchmarks",
@@ -83,7 +88,7 @@ let package = Package(
         .executableTarget(
             name: "ProjectionBenchmarks",
             dependencies: [
-                "EventLog", "Projections",
+                "EventLog", "Projections", "BenchmarkSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],

@@ -1,4 +1,5 @@
 import Benchmark
+import BenchmarkSupport
 import EventLog
 import Foundation
 import GRDB
@@ -67,7 +68,7 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     Benchmark("FTS search and 10-level subtree, 100K items", configuration: config(["search p50 (us)", "search p99 (us)", "subtree p50 (us)", "subtree p99 (us)", "subtree rows"])) { benchmark in
-        let projection = try Workload.hierarchy()
+        let projection = try Hierarchy.build()
         var rng = SplitMix64(seed: 9)
         var search: [Double] = []
         var subtree: [Double] = []
@@ -81,7 +82,7 @@ let benchmarks: @Sendable () -> Void = {
             search.append(Clock.now() - t)
         }
         for _ in 0..<200 {
-            let root = Workload.roots[Int(rng.next() % UInt64(Workload.roots.count))]
+            let root = Hierarchy.roots[Int(rng.next() % UInt64(Hierarchy.roots.count))]
             let t = Clock.now()
             rows = try projection.items(under: root, limit: 100_000).count
             subtree.append(Clock.now() - t)
@@ -95,23 +96,6 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("subtree p99 (us)"), Int(subtree[subtree.count * 99 / 100] * 1e6))
         benchmark.measurement(metric("subtree rows"), rows)
     }
-}
-
-enum Clock {
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-}
-
-final class Scratch {
-    let path: String
-    init() {
-        path = Workload.root + "/scratch-\(UUID().uuidString.prefix(8))"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 enum Baseline {
@@ -157,38 +141,15 @@ enum Baseline {
     }
 }
 
-enum Workload {
-    static let root: String = ProcessInfo.processInfo.environment["LOGBOOK_BENCH_DIR"] ?? (FileManager.default.currentDirectoryPath + "/.build/bench-data")
+/// The hierarchy for the search and subtree benchmark.
+enum Hierarchy {
     nonisolated(unsafe) static var roots: [String] = []
 
-    static func mutations(_ n: Int, seed: UInt64) -> [Mutation] {
-        SampleWorkload(seed: seed, count: n).enumerated().map { try! MutationParser.parse($1, lineNumber: $0 + 1) }
-    }
-
-    /// The same 1M-event store the log benchmarks use (built once).
-    static func store(events: Int) throws -> Store {
-        let path = root + "/store-\(events)"
-        if FileManager.default.fileExists(atPath: path + "/complete"), let s = try? Store.open(at: path) { return s }
-        try? FileManager.default.removeItem(atPath: path)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
-        let store = try Store.create(at: path)
-        let appender = try LogAppender(store: store)
-        var batch: [Mutation] = []
-        for (i, line) in SampleWorkload(seed: 1, count: events).enumerated() {
-            batch.append(try MutationParser.parse(line, lineNumber: i + 1))
-            if batch.count == 1000 { _ = try appender.append(batch); batch.removeAll() }
-        }
-        if !batch.isEmpty { _ = try appender.append(batch) }
-        try appender.close()
-        _ = FileManager.default.createFile(atPath: path + "/complete", contents: Data())
-        return store
-    }
-
     /// 100K items: 100 projects, each a 10-level tree of about 1,000 items (branching 2), titles from the word list.
-    static func hierarchy() throws -> Projection {
-        let path = root + "/hierarchy"
+    static func build() throws -> Projection {
+        let path = Workload.root + "/hierarchy"
         try? FileManager.default.removeItem(atPath: path)
-        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: Workload.root, withIntermediateDirectories: true)
         let store = try Store.create(at: path)
         let appender = try LogAppender(store: store)
         var rng = SplitMix64(seed: 4)

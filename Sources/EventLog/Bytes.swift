@@ -13,10 +13,6 @@ struct ByteWriter {
 
     @inline(__always) mutating func u8(_ v: UInt8) { bytes.append(v) }
 
-    @inline(__always) mutating func u16(_ v: UInt16) {
-        bytes.append(UInt8(truncatingIfNeeded: v))
-        bytes.append(UInt8(truncatingIfNeeded: v >> 8))
-    }
 
     @inline(__always) mutating func u32(_ v: UInt32) {
         withUnsafeBytes(of: v.littleEndian) { bytes.append(contentsOf: $0) }
@@ -81,11 +77,6 @@ struct ByteReader {
         return base[offset]
     }
 
-    @inline(__always) mutating func u16() throws -> UInt16 {
-        try need(2)
-        defer { offset += 2 }
-        return UInt16(base[offset]) | UInt16(base[offset + 1]) << 8
-    }
 
     @inline(__always) mutating func u32() throws -> UInt32 {
         try need(4)

@@ -114,14 +114,6 @@ enum FrameDecodeError: Error, Equatable {
     }
 }
 
-/// A frame as read from disk or the wire: its header, its whole bytes, and its hash.
-public struct Frame: Sendable {
-    public var header: FrameHeader
-    /// Header and payload, exactly as stored.
-    public var bytes: [UInt8]
-    public var hash: FrameHash { bytes.withUnsafeBytes { FrameHash.of($0) } }
-}
-
 /// Builds frames: encodes events, compresses, checksums. Reuses its buffers; not thread-safe.
 final class FrameEncoder {
     private var records = ByteWriter(capacity: 1 << 20)

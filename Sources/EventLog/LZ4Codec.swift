@@ -6,17 +6,13 @@ import CLZ4
 /// One codec holds reusable contexts and buffers: not thread-safe; use one per thread.
 final class LZ4Codec {
     private var dctx: OpaquePointer?
-    private var cctx: OpaquePointer?
     private var prefs = LZ4F_preferences_t()
 
     init() {
         var d: OpaquePointer?
-        var c: OpaquePointer?
         let rd = LZ4F_createDecompressionContext(&d, UInt32(LZ4F_VERSION))
-        let rc = LZ4F_createCompressionContext(&c, UInt32(LZ4F_VERSION))
-        precondition(LZ4F_isError(rd) == 0 && LZ4F_isError(rc) == 0, "liblz4 could not allocate a context")
+        precondition(LZ4F_isError(rd) == 0, "liblz4 could not allocate a context")
         dctx = d
-        cctx = c
         prefs.frameInfo.blockSizeID = LZ4F_max256KB
         prefs.frameInfo.blockMode = LZ4F_blockLinked
         prefs.frameInfo.contentChecksumFlag = LZ4F_noContentChecksum
@@ -25,7 +21,6 @@ final class LZ4Codec {
 
     deinit {
         LZ4F_freeDecompressionContext(dctx)
-        LZ4F_freeCompressionContext(cctx)
     }
 
     /// Appends an LZ4 frame holding `input` to `output`; returns the number of bytes appended.

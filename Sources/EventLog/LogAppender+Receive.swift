@@ -10,6 +10,14 @@ public struct ReceiveResult: Sendable, Equatable {
     /// For each origin that grew, its new last seq.
     public var tips: [ReplicaID: Seq] = [:]
     public init() {}
+
+    /// Adds the outcome of a later call (receiving in batches).
+    public mutating func add(_ other: ReceiveResult) {
+        frames += other.frames
+        events += other.events
+        alreadyHeld += other.alreadyHeld
+        for (o, s) in other.tips { tips[o] = max(tips[o] ?? Seq(0), s) }
+    }
 }
 
 extension LogAppender {
@@ -26,7 +34,7 @@ extension LogAppender {
         var result = ReceiveResult()
         // 1. Verify the whole batch against each origin's tip, simulating the chain.
         var tips: [ReplicaID: LogTip] = [:]
-        var accepted: [(ReplicaID, [UInt8], FrameHeader, [Event])] = []
+        var accepted: [(ReplicaID, [UInt8], FrameHeader, [Event], FrameHash)] = []
         let decoder = FrameDecoder()
         for (i, bytes) in frames.enumerated() {
             let where_ = "frame \(i + 1) of \(frames.count)"
@@ -45,7 +53,7 @@ extension LogAppender {
             }
             let origin = header.origin
             let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
-            var tip = try tips[origin] ?? currentTip(origin)
+            let tip = try tips[origin] ?? currentTip(origin)
             if header.lastSeq <= tip.lastSeq {
                 result.alreadyHeld += 1
                 continue
@@ -65,21 +73,21 @@ extension LogAppender {
             guard header.firstHLC > tip.lastHLC else {
                 throw LogError(.corrupt, "receive", "\(where_): its clock goes backwards", seqs: seqs)
             }
-            tip = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: bytes.withUnsafeBytes { FrameHash.of($0) })
-            tips[origin] = tip
-            accepted.append((origin, bytes, header, events))
+            let hash = bytes.withUnsafeBytes { FrameHash.of($0) }
+            tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
+            accepted.append((origin, bytes, header, events, hash))
         }
         guard !accepted.isEmpty else { return result }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentIndex] = [:]
         do {
-            for (origin, bytes, header, _) in accepted {
+            for (origin, bytes, header, _, hash) in accepted {
                 let w = try writer(for: origin)
                 if starts[origin] == nil {
                     try w.rollIfFull(bytesMax: options.segmentBytesMax)
                     starts[origin] = w.active
                 }
-                try w.write(bytes, header: header, op: "receive")
+                try w.write(bytes, header: header, hash: hash, op: "receive")
             }
             for origin in starts.keys { try received[origin]!.sync(op: "receive") }
         } catch {
@@ -88,7 +96,7 @@ extension LogAppender {
         }
         // 3. Derived state: event ids, clock, index checkpoints.
         try? ids.begin()
-        for (origin, _, header, events) in accepted {
+        for (origin, _, header, events, _) in accepted {
             for e in events where e.hasExplicitEventID { try? ids.insert(e.eventID, origin: origin, seq: e.seq) }
             clock.observe(header.lastHLC)
             result.frames += 1
@@ -110,7 +118,6 @@ extension LogAppender {
 
     private func writer(for origin: ReplicaID) throws -> SegmentWriter {
         if let w = received[origin] { return w }
-        guard origin.description.count == 36 else { throw LogError(.invalidInput, "receive", "bad origin id") }
         let w = try SegmentWriter(dir: store.directory(origin), recovered: recoveredOthers[origin])
         received[origin] = w
         return w

@@ -21,8 +21,7 @@ public struct LogReader: Sendable {
         let dir = store.directory(origin)
         let segments = try dir.segments(op: op)
         guard !segments.isEmpty else { return }
-        var start = segments.lastIndex(where: { $0 <= from }) ?? 0
-        if start < 0 { start = 0 }
+        let start = segments.lastIndex(where: { $0 <= from }) ?? 0
         var chain: ChainState?
         for i in start..<segments.count {
             let first = segments[i]

@@ -23,6 +23,8 @@ public actor LogWriter {
     private let io = DispatchQueue(label: "logbook.log-writer")
     private var waiting: [Request] = []
     private var flushing = false
+    /// Callers of `close` waiting for the last group to be written.
+    private var idleWaiters: [CheckedContinuation<Void, Never>] = []
     /// Yields before a group is taken while requests keep arriving; bounds the added latency.
     private let yieldsMax = 8
 
@@ -52,7 +54,9 @@ public actor LogWriter {
 
     /// Writes the index and releases the store's lock, after every pending append.
     public func close() async throws {
-        while flushing || !waiting.isEmpty { await Task.yield() }
+        if flushing || !waiting.isEmpty {
+            await withCheckedContinuation { idleWaiters.append($0) }
+        }
         let confined = self.confined
         try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
             io.async { c.resume(with: Result { try confined.appender.close() }) }
@@ -87,6 +91,9 @@ public actor LogWriter {
             }
         }
         flushing = false
+        let waiters = idleWaiters
+        idleWaiters.removeAll()
+        for w in waiters { w.resume() }
     }
 
     /// One append for the whole group; each request's share of the seqs is computed from it.

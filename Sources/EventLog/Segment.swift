@@ -71,7 +71,7 @@ enum SegmentName {
 }
 
 /// One entry of a segment's sparse index: a frame's first seq, first hlc and byte offset.
-struct IndexEntry: Equatable {
+struct IndexEntry: Hashable {
     var seq: Seq
     var hlc: HLC
     var offset: Int

@@ -42,7 +42,8 @@ final class SegmentWriter {
     private var path: String { dir.segmentPath(active.firstSeq) }
 
     /// Writes one whole frame at the end of the newest segment, reads it back and compares.
-    func write(_ bytes: [UInt8], header: FrameHeader, op: String) throws {
+    /// `hash` is the frame's SHA-256 when the caller already computed it.
+    func write(_ bytes: [UInt8], header: FrameHeader, hash: FrameHash? = nil, op: String) throws {
         let offset = active.coveredBytes
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
         // A write the kernel accepted but stored wrong is caught here.
@@ -53,7 +54,7 @@ final class SegmentWriter {
             throw LogError(.io, op, "frame read back differs from what was written", file: path, offset: offset,
                            seqs: header.baseSeq.rawValue...header.lastSeq.rawValue, hint: "the disk or filesystem is failing")
         }
-        active.add(header, at: offset, hash: bytes.withUnsafeBytes { FrameHash.of($0) })
+        active.add(header, at: offset, hash: hash ?? bytes.withUnsafeBytes { FrameHash.of($0) })
     }
 
     func sync(op: String) throws { try FileIO.fdatasync(fd, path: path, op: op) }

@@ -114,7 +114,8 @@ public struct Verifier: Sendable {
                 }
                 if offset == file.size, FileIO.exists(dir.indexPath(first)) {
                     if let idx = dir.loadIndex(first, segmentSize: file.size) {
-                        let consistent = idx.entries.allSatisfy { e in index.entries.contains(e) || e.offset >= index.coveredBytes }
+                        let rebuilt = Set(index.entries)
+                        let consistent = idx.entries.allSatisfy { e in rebuilt.contains(e) || e.offset >= index.coveredBytes }
                             && idx.coveredBytes <= index.coveredBytes
                         if !consistent { report.notes.append("\(dir.indexPath(first)): index disagrees with its segment (rebuilt at next writer open)") }
                     } else {

@@ -97,12 +97,7 @@ final class Projector {
         }
     }
 
-    static func sortKey(_ o: ReplicaID) -> (UInt64, UInt64) {
-        withUnsafeBytes(of: o.rawValue.uuid) { p in
-            (UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 0, as: UInt64.self)),
-             UInt64(bigEndian: p.loadUnaligned(fromByteOffset: 8, as: UInt64.self)))
-        }
-    }
+    static func sortKey(_ o: ReplicaID) -> (UInt64, UInt64) { sortKey(o.rawValue) }
 
     /// True when `a` comes after `b` in the conflict order.
     @inline(__always)

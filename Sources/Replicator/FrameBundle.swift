@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import Projections
 
 /// A file of frames for carrying logs on removable media or shared folders: frames verbatim, as
 /// their authors wrote them, so the receiver verifies each one (checksum, chain, contiguity).
@@ -121,11 +122,7 @@ public enum StoreSync {
         var batch: [[UInt8]] = []
         func flush() throws {
             guard !batch.isEmpty else { return }
-            let r = try appender.receive(batch)
-            total.frames += r.frames
-            total.events += r.events
-            total.alreadyHeld += r.alreadyHeld
-            for (o, s) in r.tips { total.tips[o] = s }
+            total.add(try appender.receive(batch))
             batch.removeAll()
         }
         try FrameBundle.frames(of: from, since: since) { bytes, _ in
@@ -141,12 +138,34 @@ public enum StoreSync {
         let frames = try FrameBundle.read(path)
         var total = ReceiveResult()
         for chunk in stride(from: 0, to: frames.count, by: batchFramesMax) {
-            let r = try appender.receive(Array(frames[chunk..<min(chunk + batchFramesMax, frames.count)]))
-            total.frames += r.frames
-            total.events += r.events
-            total.alreadyHeld += r.alreadyHeld
-            for (o, s) in r.tips { total.tips[o] = s }
+            total.add(try appender.receive(Array(frames[chunk..<min(chunk + batchFramesMax, frames.count)])))
         }
         return total
+    }
+
+    /// Opens `destination` for writing (taking its lock), receives everything `source` holds past
+    /// it, projects what arrived, and closes it again.
+    /// - Parameters:
+    ///   - recovered: told what recovery did when `destination` was opened.
+    ///   - progress: projection progress (events done, events to do).
+    public static func ship(from source: Store, to destination: Store, recovered: ((RecoveryReport) -> Void)? = nil,
+                            progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
+        try receiving(into: destination, recovered: recovered, progress: progress) { try pull(from: source, into: $0) }
+    }
+
+    /// Opens `destination` for writing, imports a bundle into it, projects, and closes it.
+    public static func importBundle(_ path: String, to destination: Store, recovered: ((RecoveryReport) -> Void)? = nil,
+                                    progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
+        try receiving(into: destination, recovered: recovered, progress: progress) { try importBundle(path, into: $0) }
+    }
+
+    private static func receiving(into destination: Store, recovered: ((RecoveryReport) -> Void)?, progress: ((Int, Int) -> Void)?,
+                                  _ body: (LogAppender) throws -> ReceiveResult) throws -> ReceiveResult {
+        let projected = try ProjectedStore(store: destination)
+        defer { try? projected.close() }
+        recovered?(projected.appender.recovery)
+        let r = try body(projected.appender)
+        try projected.projection.catchUp(progress: progress)
+        return r
     }
 }

@@ -49,20 +49,9 @@ struct JSONBytes {
 /// Writes JSON text by hand: field order is stable and output is fast for long listings.
 enum JSON {
     static func string(_ s: String) -> String {
-        var out = "\""
-        out.reserveCapacity(s.utf8.count + 2)
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
+        var j = JSONBytes()
+        j.string(s)
+        return String(decoding: j.bytes, as: UTF8.self)
     }
 
     static func value(_ v: FieldValue) -> String {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import EventLog
 import Foundation
-import Projections
 import Replicator
 
 /// The other end of a transfer: a store reachable as a path. (HTTP is not built yet.)
@@ -69,11 +68,7 @@ struct ImportCommand: StoreCommand {
     @Argument(help: "The bundle file.") var file: String
 
     func execute() throws {
-        let projected = try ProjectedStore(store: try options.open())
-        defer { try? projected.close() }
-        Terminal.reportRecovery(projected.appender.recovery)
-        let r = try StoreSync.importBundle(file, into: projected.appender)
-        try projected.projection.catchUp(progress: ProjectionProgress().report)
+        let r = try StoreSync.importBundle(file, to: try options.open(), recovered: Terminal.reportRecovery, progress: ProjectionProgress().report)
         Terminal.endProgress()
         printReceive(r, json: options.json, verb: "imported")
     }
@@ -90,10 +85,7 @@ struct PullCommand: StoreCommand {
         let peer = try openPeerStore(source)
         let mine = try options.open()
         let r = try remembering(mine, peer: source) {
-            let projected = try ProjectedStore(store: mine)
-            defer { try? projected.close() }
-            let r = try StoreSync.pull(from: peer, into: projected.appender)
-            try projected.projection.catchUp(progress: ProjectionProgress().report)
+            let r = try StoreSync.ship(from: peer, to: mine, recovered: Terminal.reportRecovery, progress: ProjectionProgress().report)
             Terminal.endProgress()
             return (r, r.events, 0, try peer.cursor())
         }
@@ -112,10 +104,7 @@ struct PushCommand: StoreCommand {
         let peer = try openPeerStore(source)
         let mine = try options.open()
         let r = try remembering(mine, peer: source) {
-            let projected = try ProjectedStore(store: peer)
-            defer { try? projected.close() }
-            let r = try StoreSync.pull(from: mine, into: projected.appender)
-            try projected.projection.catchUp()
+            let r = try StoreSync.ship(from: mine, to: peer, recovered: Terminal.reportRecovery)
             return (r, 0, r.events, try peer.cursor())
         }
         printReceive(r, json: options.json, verb: "pushed")
@@ -133,17 +122,8 @@ struct SyncCommand: StoreCommand {
         let peer = try openPeerStore(source)
         let mine = try options.open()
         let (pulled, pushed) = try remembering(mine, peer: source) {
-            let pulled: ReceiveResult
-            do {
-                let here = try ProjectedStore(store: mine)
-                defer { try? here.close() }
-                pulled = try StoreSync.pull(from: peer, into: here.appender)
-                try here.projection.catchUp()
-            }
-            let there = try ProjectedStore(store: peer)
-            defer { try? there.close() }
-            let pushed = try StoreSync.pull(from: mine, into: there.appender)
-            try there.projection.catchUp()
+            let pulled = try StoreSync.ship(from: peer, to: mine, recovered: Terminal.reportRecovery)
+            let pushed = try StoreSync.ship(from: mine, to: peer, recovered: Terminal.reportRecovery)
             return ((pulled, pushed), pulled.events, pushed.events, try peer.cursor())
         }
         if options.json {
