@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "Projections", targets: ["Projections"]),
         .library(name: "Replicator", targets: ["Replicator"]),
+        .library(name: "ReplicatorHTTP", targets: ["ReplicatorHTTP"]),
         .executable(name: "evctl", targets: ["evctl"]),
     ],
     dependencies: [
@@ -15,6 +16,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -42,7 +48,23 @@ let package = Package(
         ),
         .target(
             name: "Replicator",
-            dependencies: ["EventLog", "Projections", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["EventLog", "Projections", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        .target(
+            name: "ReplicatorHTTP",
+            dependencies: [
+                "EventLog", "Projections", "Replicator",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .executableTarget(
             name: "evctl",
@@ -50,6 +72,7 @@ let package = Package(
                 "EventLog",
                 "Projections",
                 "Replicator",
+                "ReplicatorHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -61,7 +84,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ReplicatorTests",
-            dependencies: ["Replicator", "EventLog", "Projections"]
+            dependencies: ["Replicator", "ReplicatorHTTP", "EventLog", "Projections"]
         ),
         .testTarget(
             name: "ProjectionsTests",

@@ -1,6 +1,15 @@
 import Crypto
 import Foundation
 
+extension FrameHeader {
+    /// The header at the start of `frame`, or nil when it is not a well-formed header.
+    /// Does not check the CRC; `LogAppender.receive` checks everything before writing.
+    public init?(parsing frame: [UInt8]) {
+        guard let h = frame.withUnsafeBytes({ try? FrameHeader.decode($0) }) else { return nil }
+        self = h
+    }
+}
+
 /// The fixed 96-byte header in front of every frame. See docs/FORMAT.md, "Frame header".
 public struct FrameHeader: Sendable, Equatable {
     public static let size = 96

@@ -7,6 +7,9 @@ public struct ReceiveResult: Sendable, Equatable {
     public var events = 0
     /// Frames skipped because this store already holds them (a redelivery changes nothing).
     public var alreadyHeld = 0
+    /// Frames left out because the append they belong to did not arrive whole (a transfer cut
+    /// off inside a multi-frame append); they are fetched again with the rest of it.
+    public var incomplete = 0
     /// For each origin that grew, its new last seq.
     public var tips: [ReplicaID: Seq] = [:]
     public init() {}
@@ -16,6 +19,7 @@ public struct ReceiveResult: Sendable, Equatable {
         frames += other.frames
         events += other.events
         alreadyHeld += other.alreadyHeld
+        incomplete += other.incomplete
         for (o, s) in other.tips { tips[o] = max(tips[o] ?? Seq(0), s) }
     }
 }
@@ -27,7 +31,8 @@ extension LogAppender {
     /// decode, that seqs continue the origin's log (a gap is refused), that it links to the hash
     /// of the frame before it (a rewritten history is refused), and that its clock moves forward.
     /// A frame already held is skipped. If any frame fails, none is written and the store is
-    /// unchanged. Frames of this store's own origin are accepted only when already held.
+    /// unchanged. Frames of this store's own origin are accepted only when already held. Frames of
+    /// an append that did not arrive whole are left out (counted in `incomplete`).
     /// - Throws: `LogError` naming the frame (origin, seq range) and what is wrong.
     public func receive(_ frames: [[UInt8]]) throws -> ReceiveResult {
         precondition(txn == nil, "receive during an append")
@@ -77,6 +82,18 @@ extension LogAppender {
             tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
             accepted.append((origin, bytes, header, events, hash))
         }
+        // An append is atomic: frames of an append whose last frame is not in this batch wait for it.
+        var committed = Set<ReplicaID>()
+        var keep = [Bool](repeating: true, count: accepted.count)
+        for i in accepted.indices.reversed() {
+            let (origin, _, header, _, _) = accepted[i]
+            if !header.continues { committed.insert(origin) }
+            if !committed.contains(origin) {
+                keep[i] = false
+                result.incomplete += 1
+            }
+        }
+        if result.incomplete > 0 { accepted = accepted.indices.filter { keep[$0] }.map { accepted[$0] } }
         guard !accepted.isEmpty else { return result }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentIndex] = [:]

@@ -41,6 +41,8 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     public var isLocked: Bool { kind == .locked }
     /// The directory is not a Logbook store.
     public var isNotAStore: Bool { kind == .notAStore }
+    /// Received frames do not continue the log this store holds (a gap, a misaligned overlap).
+    public var isGap: Bool { kind == .gap }
     /// The input was refused; nothing was written.
     public var isInvalidInput: Bool { kind == .invalidInput }
     /// Trying again later can succeed (a lock held by another process, a transient I/O error).

@@ -134,7 +134,9 @@ public struct LogReader: Sendable {
     }
 
     /// The end of `origin`'s committed log, found from the newest segment's index and the frames past it.
-    public func tip(origin: ReplicaID) throws -> LogTip {
+    /// - Parameter hashing: false skips hashing the frames past the index (`lastHash` is then only
+    ///   right when the index covers the whole segment); enough for a cursor, which needs the seq.
+    public func tip(origin: ReplicaID, hashing: Bool = true) throws -> LogTip {
         let dir = store.directory(origin)
         let segments = try dir.segments(op: "read")
         guard let newest = segments.last else { return .empty }
@@ -146,7 +148,7 @@ public struct LogReader: Sendable {
             if idx.coveredBytes == size { return tip }
         }
         try forEachFrame(origin: origin, from: from) { h, bytes in
-            tip = LogTip(lastSeq: h.lastSeq, lastHLC: h.lastHLC, lastHash: FrameHash.of(bytes))
+            tip = LogTip(lastSeq: h.lastSeq, lastHLC: h.lastHLC, lastHash: hashing ? FrameHash.of(bytes) : tip.lastHash)
             return true
         }
         if tip.lastSeq.rawValue == 0 && segments.count > 1 {

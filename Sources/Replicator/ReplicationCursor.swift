@@ -149,7 +149,7 @@ extension Store {
     public func cursor() throws -> ReplicationCursor {
         let reader = LogReader(store: self)
         var c = ReplicationCursor()
-        for o in try origins() { c[o] = try reader.tip(origin: o).lastSeq }
+        for o in try origins() { c[o] = try reader.tip(origin: o, hashing: false).lastSeq }
         return c
     }
 }

@@ -2,7 +2,8 @@ import ArgumentParser
 import EventLog
 import Foundation
 
-struct Evctl: ParsableCommand {
+@main
+struct Evctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "evctl",
         abstract: "Logbook: an append-only, checksummed event log for task-manager data.",
@@ -14,7 +15,7 @@ struct Evctl: ParsableCommand {
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
                       StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, PullCommand.self,
-                      PushCommand.self, SyncCommand.self, SampleCommand.self]
+                      PushCommand.self, SyncCommand.self, ServeCommand.self, SampleCommand.self]
     )
 }
 
@@ -44,22 +45,44 @@ extension StoreCommand {
     func run() throws {
         do {
             try execute()
-        } catch let e as ExitCode {
-            throw e
-        } catch let e as InputError {
-            Terminal.error("\(e) (nothing was appended)")
-            throw ExitCode(4)
-        } catch let e as LogError {
-            Terminal.error(e.description)
-            throw ExitCode(e.isLocked ? 3 : 1)
         } catch {
-            Terminal.error(String(describing: error))
-            throw ExitCode(1)
+            throw Terminal.exitCode(for: error)
+        }
+    }
+}
+
+/// A `StoreCommand` that runs async work (HTTP transfers, the server).
+protocol AsyncStoreCommand: AsyncParsableCommand {
+    func execute() async throws
+}
+
+extension AsyncStoreCommand {
+    func run() async throws {
+        do {
+            try await execute()
+        } catch {
+            throw Terminal.exitCode(for: error)
         }
     }
 }
 
 enum Terminal {
+    /// Prints what failed and gives the exit status that says what kind of failure it was.
+    static func exitCode(for error: any Error) -> any Error {
+        switch error {
+        case let e as ExitCode: return e
+        case let e as InputError:
+            Terminal.error("\(e) (nothing was appended)")
+            return ExitCode(4)
+        case let e as LogError:
+            Terminal.error(e.description)
+            return ExitCode(e.isLocked ? 3 : 1)
+        default:
+            Terminal.error(String(describing: error))
+            return ExitCode(1)
+        }
+    }
+
     static func error(_ message: String) {
         FileHandle.standardError.write(Data("evctl: error: \(message)\n".utf8))
     }

@@ -1,27 +1,99 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import Projections
 import Replicator
+import ReplicatorHTTP
 
-/// The other end of a transfer: a store reachable as a path. (HTTP is not built yet.)
-func openPeerStore(_ source: String) throws -> Store {
-    if source.hasPrefix("http://") || source.hasPrefix("https://") {
-        throw ValidationError("HTTP transport is not available in this build yet; use a path to another store or a shared folder")
+/// Options of the commands that talk to another replica.
+struct PeerOptions: ParsableArguments {
+    @Option(help: "Bearer token for an HTTP peer (default: $EVCTL_TOKEN).") var token: String?
+    @Option(name: .customLong("ca-cert"), help: "PEM file of the certificate authority to trust for an https:// peer.") var caCert: String?
+    @Option(name: .customLong("page-bytes"), help: "Bytes per page asked of an HTTP peer (default 4 MiB; the server caps it).") var pageBytes: Int = 4 << 20
+    @Option(help: "Attempts per step before giving up on transient failures (connection refused, 503...).") var attempts: Int = 5
+
+    var resolvedToken: String? {
+        if let token { return token }
+        if let env = ProcessInfo.processInfo.environment["EVCTL_TOKEN"], !env.isEmpty { return env }
+        return nil
     }
-    return try Store.open(at: source)
+
+    var limits: PageLimits { PageLimits(maxBytes: max(1, pageBytes)) }
+    var retry: RetryPolicy { RetryPolicy(attempts: max(1, attempts)) }
+
+    static func isURL(_ s: String) -> Bool {
+        let l = s.lowercased()
+        return l.hasPrefix("http://") || l.hasPrefix("https://")
+    }
+
+    func transport(_ url: String, replica: ReplicaID) throws -> HTTPTransport {
+        try HTTPTransport(url: url, token: resolvedToken, caCertificate: caCert, replica: replica)
+    }
+}
+
+/// The name a peer is remembered by in peers.sqlite: a URL as given (without credentials), a path made absolute.
+func peerName(_ peer: String) -> String {
+    if PeerOptions.isURL(peer) {
+        if var c = URLComponents(string: peer) {
+            c.user = nil
+            c.password = nil
+            c.query = nil
+            return c.string ?? peer
+        }
+        return peer
+    }
+    return peer.hasPrefix("/") ? peer : FileManager.default.currentDirectoryPath + "/" + peer
 }
 
 /// Runs one exchange with a peer and remembers its outcome (cursor, time, error) in peers.sqlite.
-func remembering<T>(_ store: Store, peer: String, _ body: () throws -> (T, pulled: Int, pushed: Int, cursor: ReplicationCursor)) throws -> T {
+func remembering<T>(_ store: Store, peer: String, _ body: () async throws -> (T, pulled: Int, pushed: Int, cursor: ReplicationCursor)) async throws -> T {
     let state = try PeerState(store: store)
-    let name = (peer.hasPrefix("/") ? peer : FileManager.default.currentDirectoryPath + "/" + peer)
+    let name = peerName(peer)
     do {
-        let (value, pulled, pushed, cursor) = try body()
+        let (value, pulled, pushed, cursor) = try await body()
         try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed)
         return value
     } catch {
         try? state.recordFailure(name, error: String(describing: error))
         throw error
+    }
+}
+
+/// Shows how a transfer is going on a terminal.
+func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
+    let start = Date()
+    return { p in
+        let secs = max(0.001, Date().timeIntervalSince(start))
+        Terminal.progress(String(format: "%@: %d events in %d frames, %.1f MiB, %.1f MiB/s", verb, p.events, p.frames,
+                                 Double(p.bytes) / 1048576, Double(p.bytes) / 1048576 / secs))
+    }
+}
+
+/// Pull and push over HTTP, with the sessions' retries; both ends project what they receive.
+enum HTTPShip {
+    static func pull(_ t: HTTPTransport, into store: Store, peer: PeerOptions) async throws -> TransferSummary {
+        let projected = try ProjectedStore(store: store)
+        defer { try? projected.close() }
+        Terminal.reportRecovery(projected.appender.recovery)
+        let s = try await Replication.pull(from: t, into: projected, limits: peer.limits, retry: peer.retry, progress: transferProgress("pulling"))
+        Terminal.endProgress()
+        return s
+    }
+
+    static func push(_ t: HTTPTransport, from store: Store, peer: PeerOptions) async throws -> TransferSummary {
+        let s = try await Replication.push(from: store, to: t, limits: peer.limits, retry: peer.retry, progress: transferProgress("pushing"))
+        Terminal.endProgress()
+        return s
+    }
+}
+
+func printSummary(_ s: TransferSummary, json: Bool, verb: String) {
+    if json {
+        print(JSON.object([("frames", String(s.frames)), ("events", String(s.events)), ("already_held", String(s.alreadyHeld)),
+                           ("pages", String(s.pages)), ("bytes", String(s.bytes)), ("retries", String(s.retries)),
+                           ("peer_cursor", JSON.string(s.peerCursor.token))]))
+    } else {
+        print("\(verb) \(s.events) events in \(s.frames) frames (\(s.pages) pages, \(s.bytes) bytes)" + (s.retries > 0 ? ", \(s.retries) retries" : ""))
     }
 }
 
@@ -74,62 +146,104 @@ struct ImportCommand: StoreCommand {
     }
 }
 
-struct PullCommand: StoreCommand {
+struct PullCommand: AsyncStoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "pull",
-        abstract: "Fetch what another store holds past this one's cursor (SOURCE: a path to a store).")
+        abstract: "Fetch what another replica holds past this store's cursor (SOURCE: an http(s):// URL of `evctl serve`, or a path to a store).")
     @OptionGroup var options: StoreOptions
-    @Argument(help: "The other store (a path).") var source: String
+    @OptionGroup var peer: PeerOptions
+    @Argument(help: "The other replica: a URL or a path.") var source: String
 
-    func execute() throws {
-        let peer = try openPeerStore(source)
+    func execute() async throws {
         let mine = try options.open()
-        let r = try remembering(mine, peer: source) {
-            let r = try StoreSync.ship(from: peer, to: mine, recovered: Terminal.reportRecovery, progress: ProjectionProgress().report)
+        if PeerOptions.isURL(source) {
+            let t = try peer.transport(source, replica: mine.replicaID)
+            let result: Result<TransferSummary, any Error>
+            do {
+                result = .success(try await remembering(mine, peer: source) {
+                    let s = try await HTTPShip.pull(t, into: mine, peer: peer)
+                    return (s, s.events, 0, s.peerCursor)
+                })
+            } catch { result = .failure(error) }
+            await t.shutdown()
+            return printSummary(try result.get(), json: options.json, verb: "pulled")
+        }
+        let other = try Store.open(at: source)
+        let r = try await remembering(mine, peer: source) {
+            let r = try StoreSync.ship(from: other, to: mine, recovered: Terminal.reportRecovery, progress: ProjectionProgress().report)
             Terminal.endProgress()
-            return (r, r.events, 0, try peer.cursor())
+            return (r, r.events, 0, try other.cursor())
         }
         printReceive(r, json: options.json, verb: "pulled")
     }
 }
 
-struct PushCommand: StoreCommand {
+struct PushCommand: AsyncStoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "push",
-        abstract: "Send another store what this one holds past its cursor (SOURCE: a path to a store; takes its writer lock).")
+        abstract: "Send another replica what this store holds past its cursor (TARGET: an http(s):// URL, or a path to a store, whose writer lock is taken).")
     @OptionGroup var options: StoreOptions
-    @Argument(help: "The other store (a path).") var source: String
+    @OptionGroup var peer: PeerOptions
+    @Argument(help: "The other replica: a URL or a path.") var target: String
 
-    func execute() throws {
-        let peer = try openPeerStore(source)
+    func execute() async throws {
         let mine = try options.open()
-        let r = try remembering(mine, peer: source) {
-            let r = try StoreSync.ship(from: mine, to: peer, recovered: Terminal.reportRecovery)
-            return (r, 0, r.events, try peer.cursor())
+        if PeerOptions.isURL(target) {
+            let t = try peer.transport(target, replica: mine.replicaID)
+            let result: Result<TransferSummary, any Error>
+            do {
+                result = .success(try await remembering(mine, peer: target) {
+                    let s = try await HTTPShip.push(t, from: mine, peer: peer)
+                    return (s, 0, s.events, s.peerCursor)
+                })
+            } catch { result = .failure(error) }
+            await t.shutdown()
+            return printSummary(try result.get(), json: options.json, verb: "pushed")
+        }
+        let other = try Store.open(at: target)
+        let r = try await remembering(mine, peer: target) {
+            let r = try StoreSync.ship(from: mine, to: other, recovered: Terminal.reportRecovery)
+            return (r, 0, r.events, try other.cursor())
         }
         printReceive(r, json: options.json, verb: "pushed")
     }
 }
 
-struct SyncCommand: StoreCommand {
+struct SyncCommand: AsyncStoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Pull from another store, then push to it: afterwards both hold the same logs.")
+        abstract: "Pull from another replica, then push to it: afterwards both hold the same logs (PEER: a URL or a path).")
     @OptionGroup var options: StoreOptions
-    @Argument(help: "The other store (a path).") var source: String
+    @OptionGroup var peer: PeerOptions
+    @Argument(help: "The other replica: a URL or a path.") var source: String
 
-    func execute() throws {
-        let peer = try openPeerStore(source)
+    func execute() async throws {
         let mine = try options.open()
-        let (pulled, pushed) = try remembering(mine, peer: source) {
-            let pulled = try StoreSync.ship(from: peer, to: mine, recovered: Terminal.reportRecovery)
-            let pushed = try StoreSync.ship(from: mine, to: peer, recovered: Terminal.reportRecovery)
-            return ((pulled, pushed), pulled.events, pushed.events, try peer.cursor())
+        let pulled: Int, pushed: Int
+        if PeerOptions.isURL(source) {
+            let t = try peer.transport(source, replica: mine.replicaID)
+            let result: Result<(Int, Int), any Error>
+            do {
+                result = .success(try await remembering(mine, peer: source) {
+                    let a = try await HTTPShip.pull(t, into: mine, peer: peer)
+                    let b = try await HTTPShip.push(t, from: mine, peer: peer)
+                    return ((a.events, b.events), a.events, b.events, b.peerCursor)
+                })
+            } catch { result = .failure(error) }
+            await t.shutdown()
+            (pulled, pushed) = try result.get()
+        } else {
+            let other = try Store.open(at: source)
+            (pulled, pushed) = try await remembering(mine, peer: source) {
+                let a = try StoreSync.ship(from: other, to: mine, recovered: Terminal.reportRecovery)
+                let b = try StoreSync.ship(from: mine, to: other, recovered: Terminal.reportRecovery)
+                return ((a.events, b.events), a.events, b.events, try other.cursor())
+            }
         }
         if options.json {
-            print(JSON.object([("pulled_events", String(pulled.events)), ("pushed_events", String(pushed.events)), ("cursor", JSON.string(try mine.cursor().token))]))
+            print(JSON.object([("pulled_events", String(pulled)), ("pushed_events", String(pushed)), ("cursor", JSON.string(try mine.cursor().token))]))
         } else {
-            print("pulled \(pulled.events) events, pushed \(pushed.events) events; both at \(try mine.cursor().token)")
+            print("pulled \(pulled) events, pushed \(pushed) events; now at \(try mine.cursor().token)")
         }
     }
 }

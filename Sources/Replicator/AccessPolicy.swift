@@ -1,0 +1,165 @@
+import Crypto
+import EventLog
+import Foundation
+
+/// Who may do what on a served store: bearer tokens mapped to principals, read from a tokens file.
+///
+/// ```json
+/// {"principals":[
+///   {"name":"laptop","token":"…at least 16 characters…","push":["<replica id>"],"pull":true},
+///   {"name":"relay","token":"…","push":"*","pull":true}
+/// ]}
+/// ```
+/// `push` lists the origins the principal may author (its own replica ids), or `"*"` for a
+/// trusted relay; `pull` says whether it may read. Tokens are kept only as SHA-256 digests and
+/// compared in constant time against every principal.
+public struct AccessPolicy: Sendable {
+    public enum PushRight: Sendable, Equatable {
+        case origins(Set<ReplicaID>)
+        case any
+
+        public func allows(_ origin: ReplicaID) -> Bool {
+            switch self {
+            case .any: true
+            case .origins(let set): set.contains(origin)
+            }
+        }
+    }
+
+    public struct Principal: Sendable, Equatable {
+        public var name: String
+        public var push: PushRight
+        public var pull: Bool
+        fileprivate var digest: [UInt8]
+    }
+
+    /// Why a request was refused. `status` is the HTTP status to answer with.
+    public struct Denied: Error, Sendable, Equatable, CustomStringConvertible {
+        public var status: Int
+        public var message: String
+        public var description: String { message }
+    }
+
+    public let principals: [Principal]
+    /// True when no tokens file was given: every request acts as one principal with every right
+    /// (the server only allows this on a loopback address).
+    public let isOpen: Bool
+
+    public static let tokenLengthMin = 16
+    public static let tokenLengthMax = 512
+    public static let fileBytesMax = 1 << 20
+
+    /// The policy of a server without tokens: one principal, `local`, that may pull and push anything.
+    public static let open = AccessPolicy(principals: [Principal(name: "local", push: .any, pull: true, digest: [])], isOpen: true)
+
+    private init(principals: [Principal], isOpen: Bool) {
+        self.principals = principals
+        self.isOpen = isOpen
+    }
+
+    /// Reads a tokens file.
+    /// - Throws: `PolicyError` naming the file and the principal and field that are wrong.
+    public static func load(path: String) throws -> AccessPolicy {
+        guard let data = FileManager.default.contents(atPath: path) else { throw PolicyError("\(path): cannot read the tokens file") }
+        guard data.count <= fileBytesMax else { throw PolicyError("\(path): the tokens file is larger than \(fileBytesMax) bytes") }
+        return try AccessPolicy(json: data, source: path)
+    }
+
+    public init(json: Data, source: String = "tokens") throws {
+        let root: Any
+        do { root = try JSONSerialization.jsonObject(with: json) } catch {
+            throw PolicyError("\(source): not valid JSON (\(error.localizedDescription))")
+        }
+        guard let obj = root as? [String: Any], let list = obj["principals"] as? [Any] else {
+            throw PolicyError("\(source): expected an object with a \"principals\" array")
+        }
+        guard !list.isEmpty else { throw PolicyError("\(source): \"principals\" is empty; nobody could connect") }
+        var out: [Principal] = []
+        var names = Set<String>()
+        var digests = Set<[UInt8]>()
+        for (i, item) in list.enumerated() {
+            let at = "\(source): principals[\(i)]"
+            guard let p = item as? [String: Any] else { throw PolicyError("\(at) is not an object") }
+            guard let name = p["name"] as? String, !name.isEmpty, name.count <= 128 else {
+                throw PolicyError("\(at).name: needs a name of 1 to 128 characters")
+            }
+            guard names.insert(name).inserted else { throw PolicyError("\(at).name: \"\(name)\" is used twice") }
+            guard let token = p["token"] as? String else { throw PolicyError("\(at).token: missing (principal \"\(name)\")") }
+            guard token.utf8.count >= Self.tokenLengthMin, token.utf8.count <= Self.tokenLengthMax,
+                  token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw PolicyError("\(at).token: needs \(Self.tokenLengthMin) to \(Self.tokenLengthMax) printable ASCII characters without spaces (principal \"\(name)\")")
+            }
+            let digest = Array(SHA256.hash(data: Array(token.utf8)))
+            guard digests.insert(digest).inserted else { throw PolicyError("\(at).token: the same token is given to two principals") }
+            let push: PushRight
+            switch p["push"] {
+            case nil: push = .origins([])
+            case let s as String where s == "*": push = .any
+            case let ids as [Any]:
+                var set = Set<ReplicaID>()
+                for (j, v) in ids.enumerated() {
+                    guard let text = v as? String, let id = ReplicaID(text) else {
+                        throw PolicyError("\(at).push[\(j)]: not a replica id (a UUID, as `evctl status` prints it)")
+                    }
+                    set.insert(id)
+                }
+                push = .origins(set)
+            default:
+                throw PolicyError("\(at).push: expected a list of replica ids or \"*\"")
+            }
+            let pull: Bool
+            switch p["pull"] {
+            case nil: pull = false
+            case let b as Bool: pull = b
+            default: throw PolicyError("\(at).pull: expected true or false")
+            }
+            out.append(Principal(name: name, push: push, pull: pull, digest: digest))
+        }
+        self.init(principals: out, isOpen: false)
+    }
+
+    /// The principal an `Authorization` header belongs to.
+    /// - Returns: the principal, or `Denied` with status 401 when the header is missing,
+    ///   malformed or names no principal. The message never says which part was wrong beyond that.
+    public func authenticate(authorization: String?) -> Result<Principal, Denied> {
+        if isOpen { return .success(principals[0]) }
+        guard let header = authorization else {
+            return .failure(Denied(status: 401, message: "this server needs a bearer token (pass --token or set EVCTL_TOKEN)"))
+        }
+        let prefix = "Bearer "
+        guard header.utf8.count <= Self.tokenLengthMax + prefix.utf8.count, header.hasPrefix(prefix) else {
+            return .failure(Denied(status: 401, message: "the Authorization header must be \"Bearer <token>\""))
+        }
+        let presented = Array(SHA256.hash(data: Array(header.utf8.dropFirst(prefix.utf8.count))))
+        // Constant time: every principal's digest is compared in full, whatever matches.
+        var found = -1
+        for (i, p) in principals.enumerated() {
+            var diff: UInt8 = 0
+            for k in 0..<32 { diff |= p.digest[k] ^ presented[k] }
+            let hit = diff == 0
+            found = hit ? i : found
+        }
+        guard found >= 0 else { return .failure(Denied(status: 401, message: "the token is not valid for this server")) }
+        return .success(principals[found])
+    }
+
+    /// Checks that `principal` may pull.
+    public static func checkPull(_ principal: Principal) -> Denied? {
+        principal.pull ? nil : Denied(status: 403, message: "principal \"\(principal.name)\" may not pull from this server")
+    }
+
+    /// Checks that `principal` may push frames of every one of `origins`.
+    public static func checkPush(_ principal: Principal, origins: some Sequence<ReplicaID>) -> Denied? {
+        for o in origins where !principal.push.allows(o) {
+            return Denied(status: 403, message: "principal \"\(principal.name)\" may not push frames of origin \(o); nothing was written")
+        }
+        return nil
+    }
+}
+
+/// A tokens file that cannot be used.
+public struct PolicyError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    init(_ m: String) { message = m }
+    public var description: String { message }
+}

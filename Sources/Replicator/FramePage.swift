@@ -1,0 +1,159 @@
+import EventLog
+import Foundation
+
+/// How much one page of frames may hold. A page always ends on an append boundary, so it may
+/// run past `maxBytes` by the rest of the append it stopped in (and always holds at least one
+/// whole append when anything is left to send).
+public struct PageLimits: Sendable, Equatable {
+    public var maxBytes: Int
+    public var maxFrames: Int
+    public init(maxBytes: Int = 4 << 20, maxFrames: Int = 4096) {
+        self.maxBytes = maxBytes
+        self.maxFrames = maxFrames
+    }
+
+    /// The most a server hands out per page, whatever the client asks for.
+    public static let serverMax = PageLimits(maxBytes: 32 << 20, maxFrames: 1 << 16)
+
+    /// These limits, each lowered to at most `cap`'s and raised to at least one frame or byte.
+    public func clamped(to cap: PageLimits) -> PageLimits {
+        PageLimits(maxBytes: max(1, min(maxBytes, cap.maxBytes)), maxFrames: max(1, min(maxFrames, cap.maxFrames)))
+    }
+}
+
+/// One page of an exchange: frames verbatim, the cursor a receiver holds after applying them on
+/// top of the cursor it asked from, and whether the sender has more. See docs/PROTOCOL.md, "Page".
+///
+/// Layout (little-endian): `LBKP`, version 1, flags (bit 0: more), 2 reserved bytes, u16 length
+/// and ASCII of the next cursor token; then per frame a u32 length (> 0) and the frame; then a
+/// u32 zero and the u32 frame count. A page cut off anywhere still yields its whole frames.
+public struct FramePage: Sendable, Equatable {
+    public static let magic: [UInt8] = Array("LBKP".utf8)
+    public static let version: UInt8 = 1
+    public var frames: [[UInt8]]
+    public var next: ReplicationCursor
+    public var more: Bool
+
+    public init(frames: [[UInt8]], next: ReplicationCursor, more: Bool) {
+        self.frames = frames
+        self.next = next
+        self.more = more
+    }
+
+    public var frameBytes: Int { frames.reduce(0) { $0 + $1.count } }
+
+    public func encoded() -> [UInt8] {
+        let token = Array(next.token.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(16 + token.count + frameBytes + 4 * frames.count)
+        out += FramePage.magic
+        out += [FramePage.version, more ? 1 : 0, 0, 0]
+        Self.put16(&out, UInt16(token.count))
+        out += token
+        for f in frames {
+            Self.put32(&out, UInt32(f.count))
+            out += f
+        }
+        Self.put32(&out, 0)
+        Self.put32(&out, UInt32(frames.count))
+        return out
+    }
+
+    /// What a received body holds: the page when it arrived whole, or only its whole frames when
+    /// it was cut off (`complete == false`; the cursor and the more flag are then unknown).
+    public struct Decoded: Sendable, Equatable {
+        public var frames: [[UInt8]]
+        public var next: ReplicationCursor?
+        public var more: Bool
+        public var complete: Bool
+    }
+
+    /// Reads a page. A body cut off at any byte gives the whole frames before the cut.
+    /// - Throws: `PageError` when the bytes are not a page (wrong magic or version, a length out
+    ///   of range, a count that disagrees), naming the byte offset.
+    public static func decode(_ b: [UInt8]) throws(PageError) -> Decoded {
+        var out = Decoded(frames: [], next: nil, more: true, complete: false)
+        if b.count < 4 {
+            guard Array(b) == Array(magic.prefix(b.count)) else { throw PageError("not a page of frames (bad magic at byte offset 0)") }
+            return out
+        }
+        guard Array(b[0..<4]) == magic else { throw PageError("not a page of frames (bad magic at byte offset 0)") }
+        guard b.count >= 10 else { return out }
+        guard b[4] == version else { throw PageError("page version \(b[4]) is not supported (this build reads \(version))") }
+        guard b[5] <= 1, b[6] == 0, b[7] == 0 else { throw PageError("unknown page flags at byte offset 5") }
+        let more = b[5] == 1
+        let tokenLength = Int(get16(b, 8))
+        guard tokenLength <= 1 << 14 else { throw PageError("cursor token length \(tokenLength) at byte offset 8 is out of range") }
+        var o = 10 + tokenLength
+        guard o <= b.count else { return out }
+        let tokenText = String(decoding: b[10..<o], as: UTF8.self)
+        let next: ReplicationCursor
+        do { next = try ReplicationCursor(token: tokenText) } catch { throw PageError("the page's next cursor (byte offset 10) is not valid: \(error)") }
+        while true {
+            guard o + 4 <= b.count else { return out }
+            let n = Int(get32(b, o))
+            if n == 0 {
+                guard o + 8 <= b.count else { return out }
+                let count = Int(get32(b, o + 4))
+                guard count == out.frames.count else {
+                    throw PageError("page trailer at byte offset \(o) says \(count) frames, found \(out.frames.count)")
+                }
+                guard o + 8 == b.count else { throw PageError("\(b.count - o - 8) unexpected bytes after the page trailer at byte offset \(o + 8)") }
+                out.next = next
+                out.more = more
+                out.complete = true
+                return out
+            }
+            guard n >= FrameHeader.size, n <= FrameHeader.size + FrameHeader.payloadBytesMax else {
+                throw PageError("frame length \(n) at byte offset \(o) is out of range")
+            }
+            guard o + 4 + n <= b.count else { return out }
+            out.frames.append(Array(b[(o + 4)..<(o + 4 + n)]))
+            o += 4 + n
+        }
+    }
+
+    /// Collects a page of what `store` holds past `since`: origin by origin in seq order, whole
+    /// appends only, stopping once `limits` is reached.
+    public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits) throws -> FramePage {
+        var page = FramePage(frames: [], next: since, more: false)
+        var bytes = 0
+        var full = false
+        var inAppend = false
+        let reader = LogReader(store: store)
+        for origin in try store.origins() {
+            let from = since[origin].next
+            try reader.forEachFrame(origin: origin, from: from) { h, frame in
+                guard h.lastSeq >= from else { return true }
+                if full && !inAppend {
+                    page.more = true
+                    return false
+                }
+                page.frames.append(Array(frame))
+                bytes += frame.count
+                page.next[origin] = max(page.next[origin], h.lastSeq)
+                inAppend = h.continues
+                if bytes >= limits.maxBytes || page.frames.count >= limits.maxFrames { full = true }
+                return true
+            }
+            if page.more { break }
+        }
+        return page
+    }
+
+    private static func put16(_ out: inout [UInt8], _ v: UInt16) { out += [UInt8(v & 0xFF), UInt8(v >> 8)] }
+    private static func put32(_ out: inout [UInt8], _ v: UInt32) {
+        out += [UInt8(v & 0xFF), UInt8((v >> 8) & 0xFF), UInt8((v >> 16) & 0xFF), UInt8(v >> 24)]
+    }
+    private static func get16(_ b: [UInt8], _ o: Int) -> UInt16 { UInt16(b[o]) | UInt16(b[o + 1]) << 8 }
+    private static func get32(_ b: [UInt8], _ o: Int) -> UInt32 {
+        UInt32(b[o]) | UInt32(b[o + 1]) << 8 | UInt32(b[o + 2]) << 16 | UInt32(b[o + 3]) << 24
+    }
+}
+
+/// Bytes that are not a page of frames.
+public struct PageError: Error, CustomStringConvertible, Sendable, Equatable {
+    public var message: String
+    init(_ m: String) { message = m }
+    public var description: String { message }
+}

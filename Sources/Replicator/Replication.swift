@@ -1,0 +1,106 @@
+import EventLog
+import Foundation
+import Projections
+
+/// The other end of an exchange, as the sessions see it. `HTTPTransport` (ReplicatorHTTP) is one;
+/// tests use others to cut pages off and duplicate them. Methods throw `TransferFailure`; any
+/// other error is taken as permanent.
+public protocol ReplicaTransport: Sendable {
+    /// The peer's cursor.
+    func cursor() async throws -> ReplicationCursor
+    /// A page of the frames the peer holds past `since`, as decoded, and the bytes it took.
+    func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int)
+    /// Sends a page; returns what the peer appended and its cursor afterwards.
+    func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor)
+}
+
+/// How far a transfer has come, for progress on a terminal.
+public struct TransferProgress: Sendable, Equatable {
+    public var pages: Int
+    public var frames: Int
+    public var events: Int
+    public var bytes: Int
+}
+
+/// Runs pull and push sessions against a transport.
+public enum Replication {
+    /// Pulls everything `peer` holds past `projected`'s cursor, page by page, verifying and
+    /// appending each page as it arrives; projects what arrived at the end (also when the
+    /// session fails partway, so what was kept is visible).
+    public static func pull(from peer: any ReplicaTransport, into projected: ProjectedStore,
+                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+                            progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
+        var session = PullSession(local: try projected.store.cursor(), limits: limits, retry: retry)
+        var action = session.start()
+        var outcome: Result<TransferSummary, any Error>?
+        while outcome == nil {
+            switch action {
+            case .request(let since, let limits):
+                do {
+                    let (page, bytes) = try await peer.page(since: since, limits: limits)
+                    action = session.received(page, bytes: bytes)
+                } catch {
+                    action = session.failed(failure(error))
+                }
+            case .apply(let frames):
+                do {
+                    let r = try projected.appender.receive(frames)
+                    action = session.applied(r, cursor: try projected.store.cursor())
+                    let s = session.summary
+                    progress?(TransferProgress(pages: s.pages, frames: s.frames, events: s.events, bytes: s.bytes))
+                } catch {
+                    action = session.failed(.permanent("a page was refused: \(error)"))
+                }
+            case .wait(let seconds):
+                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                action = session.resume()
+            case .done(let summary):
+                outcome = .success(summary)
+            case .fail(let f):
+                outcome = .failure(f)
+            }
+        }
+        try projected.projection.catchUp()
+        return try outcome!.get()
+    }
+
+    /// Pushes everything `store` holds past `peer`'s cursor, page by page.
+    public static func push(from store: Store, to peer: any ReplicaTransport,
+                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+                            progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
+        var session = PushSession(limits: limits, retry: retry)
+        var action = session.start()
+        while true {
+            switch action {
+            case .requestCursor:
+                do { action = session.peerCursor(try await peer.cursor()) } catch { action = session.failed(failure(error)) }
+            case .collect(let since, let limits):
+                do { action = session.collected(try FramePage.collect(from: store, since: since, limits: limits)) } catch {
+                    action = session.failed(.permanent("cannot read this store's log: \(error)"))
+                }
+            case .send(let page):
+                do {
+                    let (r, c) = try await peer.push(page)
+                    action = session.sent(r, peer: c)
+                    let s = session.summary
+                    progress?(TransferProgress(pages: s.pages, frames: s.frames, events: s.events, bytes: s.bytes))
+                } catch {
+                    action = session.failed(failure(error))
+                }
+            case .wait(let seconds):
+                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                action = session.resume()
+            case .done(let summary):
+                return summary
+            case .fail(let f):
+                throw f
+            }
+        }
+    }
+
+    static func failure(_ error: any Error) -> TransferFailure {
+        if let f = error as? TransferFailure { return f }
+        if error is CancellationError { return .permanent("cancelled") }
+        return .permanent(String(describing: error))
+    }
+}

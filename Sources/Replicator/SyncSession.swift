@@ -1,0 +1,297 @@
+import EventLog
+import Foundation
+
+/// Why one step of an exchange failed, as far as the session logic cares.
+public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Worth another try after a pause: connection refused or reset, timeout, 429, 502, 503, 504.
+    case transient(String)
+    /// Retrying cannot help: 400, 401, 403, 413, a page that is not a page, a refused frame.
+    case permanent(String)
+    /// The peer no longer holds the log from the stated cursor (it was compacted away).
+    case cursorExpired(String)
+
+    public var description: String {
+        switch self {
+        case .transient(let m), .permanent(let m): m
+        case .cursorExpired(let m): "cursor expired: \(m)"
+        }
+    }
+}
+
+/// Exponential backoff with jitter: attempt n waits `base × 2^(n-1)`, at most `cap`, scaled by a
+/// random factor in [0.5, 1] so that replicas retrying together spread out.
+public struct RetryPolicy: Sendable, Equatable {
+    public var attempts: Int
+    public var base: Double
+    public var cap: Double
+    public init(attempts: Int = 5, base: Double = 0.2, cap: Double = 5) {
+        self.attempts = attempts
+        self.base = base
+        self.cap = cap
+    }
+
+    /// Seconds to wait before retry number `attempt` (1-based), given a jitter draw in [0, 1].
+    public func delay(attempt: Int, jitter: Double) -> Double {
+        let raw = min(cap, base * pow(2, Double(max(0, attempt - 1))))
+        return raw * (0.5 + 0.5 * min(1, max(0, jitter)))
+    }
+}
+
+/// What a session did, for reports and per-peer state.
+public struct TransferSummary: Sendable, Equatable {
+    public var pages = 0
+    public var frames = 0
+    public var events = 0
+    public var bytes = 0
+    public var alreadyHeld = 0
+    public var retries = 0
+    /// The peer's cursor as last seen (pull: the page's next cursor; push: the peer's answer).
+    public var peerCursor: ReplicationCursor = .empty
+    public init() {}
+}
+
+/// The logic of pulling from a peer, without I/O: the driver performs each action and reports
+/// the outcome, and the session says what to do next.
+///
+/// ```swift
+/// var s = PullSession(local: try store.cursor())
+/// var action = s.start()
+/// while true {
+///     switch action {
+///     case .request(let since, let limits): action = s.received(try await peer.page(since, limits))
+///     case .apply(let frames): action = s.applied(try appender.receive(frames), cursor: try store.cursor())
+///     case .wait(let seconds): try await Task.sleep(for: .seconds(seconds)); action = s.resume()
+///     case .done(let summary): return summary
+///     case .fail(let failure): throw failure
+///     }
+/// }
+/// ```
+/// Every request states the cursor the receiver really holds, so a page cut off, duplicated or
+/// answered twice never skips or repeats anything: whole frames that arrived are kept, the rest
+/// is asked for again.
+public struct PullSession: Sendable {
+    public enum Action: Sendable, Equatable {
+        /// Ask the peer for the frames past `since`.
+        case request(since: ReplicationCursor, limits: PageLimits)
+        /// Hand these frames to the receiving store, then call `applied`.
+        case apply([[UInt8]])
+        /// Pause, then call `resume`.
+        case wait(seconds: Double)
+        case done(TransferSummary)
+        case fail(TransferFailure)
+    }
+
+    enum Phase: Sendable, Equatable { case idle, requesting, applying, waiting, finished }
+
+    public let limits: PageLimits
+    public let retry: RetryPolicy
+    private var phase = Phase.idle
+    private var cursor: ReplicationCursor
+    private var more = true
+    private var cutOff = false
+    private var failures = 0
+    private var stalls = 0
+    private var jitter: @Sendable () -> Double
+    public private(set) var summary = TransferSummary()
+
+    /// - Parameters:
+    ///   - local: the receiving store's cursor when the session starts.
+    ///   - jitter: the random draw for backoff (tests pass a fixed one).
+    public init(local: ReplicationCursor, limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+                jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+        cursor = local
+        self.limits = limits
+        self.retry = retry
+        self.jitter = jitter
+    }
+
+    public mutating func start() -> Action {
+        precondition(phase == .idle, "start called twice")
+        phase = .requesting
+        return .request(since: cursor, limits: limits)
+    }
+
+    /// The peer answered with a page (whole, or cut off: then only its whole frames count).
+    public mutating func received(_ page: FramePage.Decoded, bytes: Int) -> Action {
+        precondition(phase == .requesting, "received without a request")
+        summary.pages += 1
+        summary.bytes += bytes
+        cutOff = !page.complete
+        more = page.more || !page.complete
+        if let next = page.next { summary.peerCursor = next }
+        if page.frames.isEmpty { return afterApply(progressed: false) }
+        phase = .applying
+        return .apply(page.frames)
+    }
+
+    /// The store took the frames of the last page; `cursor` is its cursor now.
+    public mutating func applied(_ r: ReceiveResult, cursor now: ReplicationCursor) -> Action {
+        precondition(phase == .applying, "applied without frames to apply")
+        summary.frames += r.frames
+        summary.events += r.events
+        summary.alreadyHeld += r.alreadyHeld
+        let progressed = now != cursor
+        cursor = now
+        return afterApply(progressed: progressed)
+    }
+
+    private mutating func afterApply(progressed: Bool) -> Action {
+        if cutOff {
+            // The transfer broke off: whole frames were kept; ask again from there after a pause.
+            return failed(.transient("the transfer was cut off after \(summary.frames) frames"))
+        }
+        failures = 0
+        guard more else {
+            phase = .finished
+            return .done(summary)
+        }
+        if progressed {
+            stalls = 0
+        } else {
+            stalls += 1
+            if stalls >= 3 {
+                phase = .finished
+                return .fail(.permanent("the peer says it has more but sent nothing new three times in a row (at cursor \(cursor.token))"))
+            }
+        }
+        phase = .requesting
+        return .request(since: cursor, limits: limits)
+    }
+
+    /// A request failed. Transient failures are retried with backoff until the policy's attempts
+    /// are used up; anything else ends the session.
+    public mutating func failed(_ failure: TransferFailure) -> Action {
+        precondition(phase == .requesting || phase == .applying, "failure outside a step")
+        guard case .transient(let message) = failure else {
+            phase = .finished
+            return .fail(failure)
+        }
+        failures += 1
+        guard failures < retry.attempts else {
+            phase = .finished
+            return .fail(.transient("\(message) (gave up after \(failures) attempts)"))
+        }
+        summary.retries += 1
+        phase = .waiting
+        return .wait(seconds: retry.delay(attempt: failures, jitter: jitter()))
+    }
+
+    /// The pause is over: ask again from the cursor the store holds.
+    public mutating func resume() -> Action {
+        precondition(phase == .waiting, "resume without a wait")
+        cutOff = false
+        phase = .requesting
+        return .request(since: cursor, limits: limits)
+    }
+}
+
+/// The logic of pushing to a peer, without I/O. The peer's cursor decides what is sent, and
+/// every answer carries the peer's new cursor, so a push that broke off resumes where the peer
+/// really is.
+public struct PushSession: Sendable {
+    public enum Action: Sendable, Equatable {
+        /// Ask the peer for its cursor.
+        case requestCursor
+        /// Collect a page of this store's frames past `since` and call `collected`.
+        case collect(since: ReplicationCursor, limits: PageLimits)
+        /// Send this page to the peer and call `sent` with its answer.
+        case send(FramePage)
+        case wait(seconds: Double)
+        case done(TransferSummary)
+        case fail(TransferFailure)
+    }
+
+    enum Phase: Sendable, Equatable { case idle, cursor, collecting, sending, waiting, finished }
+
+    public let limits: PageLimits
+    public let retry: RetryPolicy
+    private var phase = Phase.idle
+    private var failures = 0
+    private var stalls = 0
+    private var lastPage: FramePage?
+    private var jitter: @Sendable () -> Double
+    public private(set) var summary = TransferSummary()
+
+    public init(limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+                jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+        self.limits = limits
+        self.retry = retry
+        self.jitter = jitter
+    }
+
+    public mutating func start() -> Action {
+        precondition(phase == .idle, "start called twice")
+        phase = .cursor
+        return .requestCursor
+    }
+
+    /// The peer's cursor, from `requestCursor` or from the answer to a page.
+    public mutating func peerCursor(_ c: ReplicationCursor) -> Action {
+        precondition(phase == .cursor, "a cursor nobody asked for")
+        summary.peerCursor = c
+        failures = 0
+        phase = .collecting
+        return .collect(since: c, limits: limits)
+    }
+
+    public mutating func collected(_ page: FramePage) -> Action {
+        precondition(phase == .collecting, "collected without collect")
+        guard !page.frames.isEmpty else {
+            phase = .finished
+            return .done(summary)
+        }
+        lastPage = page
+        phase = .sending
+        return .send(page)
+    }
+
+    /// The peer took the page; `cursor` is its cursor now.
+    public mutating func sent(_ r: ReceiveResult, peer cursor: ReplicationCursor) -> Action {
+        precondition(phase == .sending, "sent without send")
+        let page = lastPage!
+        summary.pages += 1
+        summary.bytes += page.frameBytes
+        summary.frames += r.frames
+        summary.events += r.events
+        summary.alreadyHeld += r.alreadyHeld
+        let progressed = cursor != summary.peerCursor
+        summary.peerCursor = cursor
+        failures = 0
+        if progressed { stalls = 0 } else {
+            stalls += 1
+            if stalls >= 3 {
+                phase = .finished
+                return .fail(.permanent("the peer took nothing of three pages in a row (its cursor stays at \(cursor.token))"))
+            }
+        }
+        guard page.more else {
+            phase = .finished
+            return .done(summary)
+        }
+        phase = .collecting
+        return .collect(since: cursor, limits: limits)
+    }
+
+    public mutating func failed(_ failure: TransferFailure) -> Action {
+        precondition(phase == .cursor || phase == .sending || phase == .collecting, "failure outside a step")
+        guard case .transient(let message) = failure else {
+            phase = .finished
+            return .fail(failure)
+        }
+        failures += 1
+        guard failures < retry.attempts else {
+            phase = .finished
+            return .fail(.transient("\(message) (gave up after \(failures) attempts)"))
+        }
+        summary.retries += 1
+        phase = .waiting
+        return .wait(seconds: retry.delay(attempt: failures, jitter: jitter()))
+    }
+
+    /// The pause is over: ask the peer where it is now (the failed page may have landed).
+    public mutating func resume() -> Action {
+        precondition(phase == .waiting, "resume without a wait")
+        phase = .cursor
+        return .requestCursor
+    }
+}

@@ -1,0 +1,156 @@
+import AsyncHTTPClient
+import EventLog
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+import Replicator
+
+/// The client side of `evctl serve` (AsyncHTTPClient): bearer token, bounded reads, and errors
+/// sorted into transient (retried by the sessions) and permanent ones with a clear message.
+public final class HTTPTransport: ReplicaTransport {
+    public let base: String
+    let token: String?
+    let replica: ReplicaID?
+    let client: HTTPClient
+    let timeout: TimeAmount
+    /// The most a page's body may be: the server's page limit plus the frame that may run past it.
+    public static let pageBytesMax = PageLimits.serverMax.maxBytes + FrameHeader.size + FrameHeader.payloadBytesMax + (1 << 16)
+
+    /// - Parameters:
+    ///   - url: `http://host:port` or `https://…` (a path prefix is kept).
+    ///   - token: the bearer token, when the server has a tokens file.
+    ///   - caCertificate: a PEM file of the certificate authority to trust for `https` (for a
+    ///     server with a self-signed certificate); the system's trust store otherwise.
+    ///   - replica: this store's replica id, sent so the server can show per-peer lag.
+    public init(url: String, token: String? = nil, caCertificate: String? = nil, replica: ReplicaID? = nil, timeout: Double = 60) throws {
+        guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https", u.host != nil else {
+            throw TransferFailure.permanent("\(url) is not an http:// or https:// URL")
+        }
+        if let token {
+            guard !token.isEmpty, token.utf8.count <= AccessPolicy.tokenLengthMax, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw TransferFailure.permanent("the token must be 1 to \(AccessPolicy.tokenLengthMax) printable ASCII characters without spaces")
+            }
+        }
+        base = url.hasSuffix("/") ? url : url + "/"
+        self.token = token
+        self.replica = replica
+        self.timeout = .milliseconds(Int64(timeout * 1000))
+        var config = HTTPClient.Configuration()
+        config.timeout = .init(connect: .seconds(10), read: self.timeout)
+        config.redirectConfiguration = .disallow
+        config.decompression = .disabled
+        if let caCertificate {
+            do {
+                var tls = TLSConfiguration.makeClientConfiguration()
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caCertificate))
+                config.tlsConfiguration = tls
+            } catch {
+                throw TransferFailure.permanent("cannot read the CA certificate \(caCertificate): \(error)")
+            }
+        }
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
+    }
+
+    /// Closes the connections; call once done.
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    private func request(_ path: String, method: HTTPMethod = .GET) -> HTTPClientRequest {
+        var r = HTTPClientRequest(url: base + path)
+        r.method = method
+        if let token { r.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let replica { r.headers.add(name: "Logbook-Replica", value: replica.description) }
+        return r
+    }
+
+    private func execute(_ r: HTTPClientRequest) async throws -> HTTPClientResponse {
+        let response: HTTPClientResponse
+        do { response = try await client.execute(r, timeout: timeout) } catch {
+            throw Self.classify(error, url: r.url)
+        }
+        guard response.status == .ok else {
+            let text = (try? await response.body.collect(upTo: 1 << 16)).map { String(buffer: $0) } ?? ""
+            throw Self.failure(status: Int(response.status.code), body: text, url: r.url)
+        }
+        return response
+    }
+
+    public func cursor() async throws -> ReplicationCursor {
+        let response = try await execute(request("v1/cursor"))
+        let body = try await collect(response, max: 1 << 16)
+        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any], let token = obj["cursor"] as? String else {
+            throw TransferFailure.permanent("\(base)v1/cursor did not answer with a cursor")
+        }
+        do { return try ReplicationCursor(token: token) } catch { throw TransferFailure.permanent("the server's cursor is not valid: \(error)") }
+    }
+
+    public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
+        let response = try await execute(request("v1/frames?since=\(since.token)&max_bytes=\(limits.maxBytes)&max_frames=\(limits.maxFrames)"))
+        var body: [UInt8] = []
+        do {
+            for try await chunk in response.body {
+                guard body.count + chunk.readableBytes <= Self.pageBytesMax else {
+                    throw TransferFailure.permanent("the server sent a page larger than \(Self.pageBytesMax) bytes")
+                }
+                body += chunk.readableBytesView
+            }
+        } catch let f as TransferFailure {
+            throw f
+        } catch {
+            // Cut off: keep the whole frames that arrived; the session asks again from there.
+        }
+        do { return (try FramePage.decode(body), body.count) } catch {
+            throw TransferFailure.permanent("the server's answer is not a page of frames: \(error)")
+        }
+    }
+
+    public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
+        var r = request("v1/frames", method: .POST)
+        r.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
+        let bytes = page.encoded()
+        r.body = .bytes(ByteBuffer(bytes: bytes))
+        let response = try await execute(r)
+        let body = try await collect(response, max: 1 << 16)
+        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let token = obj["cursor"] as? String, let c = try? ReplicationCursor(token: token) else {
+            throw TransferFailure.permanent("\(base)v1/frames did not answer a push with a cursor")
+        }
+        var result = ReceiveResult()
+        result.frames = obj["frames"] as? Int ?? 0
+        result.events = obj["events"] as? Int ?? 0
+        result.alreadyHeld = obj["already_held"] as? Int ?? 0
+        result.incomplete = obj["incomplete"] as? Int ?? 0
+        return (result, c)
+    }
+
+    private func collect(_ response: HTTPClientResponse, max: Int) async throws -> [UInt8] {
+        do { return Array(try await response.body.collect(upTo: max).readableBytesView) } catch {
+            throw Self.classify(error, url: base)
+        }
+    }
+
+    /// An HTTP status other than 200 as a failure: the server's message, and whether to retry.
+    static func failure(status: Int, body: String, url: String) -> TransferFailure {
+        var message = body.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let obj = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], let m = obj["error"] as? String { message = m }
+        if message.count > 500 { message = String(message.prefix(500)) + "…" }
+        switch status {
+        case 401: return .permanent("\(url): 401 unauthorized: \(message)")
+        case 403: return .permanent("\(url): 403 forbidden: \(message)")
+        case 410: return .cursorExpired("\(url): \(message)")
+        case 413: return .permanent("\(url): 413 too large: \(message)")
+        case 408, 429, 500, 502, 503, 504: return .transient("\(url): \(status): \(message)")
+        default: return .permanent("\(url): \(status): \(message)")
+        }
+    }
+
+    static func classify(_ error: any Error, url: String) -> TransferFailure {
+        if let f = error as? TransferFailure { return f }
+        if error is NIOSSLError || error is BoringSSLError {
+            return .permanent("\(url): TLS failed: \(error)")
+        }
+        return .transient("\(url): \(error)")
+    }
+}

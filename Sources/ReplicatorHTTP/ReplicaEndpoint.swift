@@ -1,0 +1,149 @@
+import EventLog
+import Foundation
+import Projections
+import Replicator
+
+/// An answer the HTTP layer sends as is: a status and a message or a body.
+public struct EndpointError: Error, Sendable, CustomStringConvertible {
+    public var status: Int
+    public var message: String
+    public var retryAfter: Int?
+    public init(_ status: Int, _ message: String, retryAfter: Int? = nil) {
+        self.status = status
+        self.message = message
+        self.retryAfter = retryAfter
+    }
+    public var description: String { "\(status): \(message)" }
+}
+
+/// What the server does for each request, apart from HTTP: authentication and authorization,
+/// bounds, reading pages, receiving pushes. The Hummingbird routes in `ReplicaServer` only move
+/// bytes in and out, so all of this is tested without sockets.
+///
+/// Reads run concurrently (readers never see a partial frame); pushes are received one at a
+/// time. The store's writer lock is taken for each push and released after it, so a local
+/// `evctl append` can run while the server is up; a push that finds the lock held waits up to
+/// `lockWait` seconds, then is answered 503 (the client retries).
+public final class ReplicaEndpoint: Sendable {
+    public let store: Store
+    public let policy: AccessPolicy
+    public let pageMax: PageLimits
+    public let pushBytesMax: Int
+    public let lockWait: Double
+    public let metrics: ServerMetrics
+    private let writes = DispatchQueue(label: "logbook.serve.writes")
+    private let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
+
+    public init(store: Store, policy: AccessPolicy, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
+                lockWait: Double = 2, metrics: ServerMetrics = ServerMetrics()) {
+        self.store = store
+        self.policy = policy
+        self.pageMax = pageMax
+        self.pushBytesMax = pushBytesMax
+        self.lockWait = lockWait
+        self.metrics = metrics
+    }
+
+    /// The principal behind an `Authorization` header, or a 401.
+    public func authenticate(_ authorization: String?) throws(EndpointError) -> AccessPolicy.Principal {
+        switch policy.authenticate(authorization: authorization) {
+        case .success(let p): return p
+        case .failure(let d): throw EndpointError(d.status, d.message)
+        }
+    }
+
+    /// `GET /v1/cursor`: this store's replica id and cursor.
+    public func cursor(principal: AccessPolicy.Principal) async throws -> (replica: ReplicaID, cursor: ReplicationCursor) {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        let store = self.store
+        let c = try await run(on: reads) { try store.cursor() }
+        return (store.replicaID, c)
+    }
+
+    /// `GET /v1/frames`: a page of the frames past `since` (a cursor token; empty means from the start).
+    /// - Parameters:
+    ///   - peer: the caller's replica id as it says (`Logbook-Replica`), for per-peer lag in metrics.
+    public func page(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                     peer: String?) async throws -> FramePage {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        var since = ReplicationCursor.empty
+        if let token, !token.isEmpty {
+            guard token.utf8.count <= 1 << 14 else { throw EndpointError(400, "since: the cursor token is longer than \(1 << 14) bytes") }
+            do { since = try ReplicationCursor(token: token) } catch { throw EndpointError(400, "since: \(error)") }
+        }
+        var limits = PageLimits()
+        if let maxBytes {
+            guard let n = Int(maxBytes), n > 0 else { throw EndpointError(400, "max_bytes: expected a positive integer, got \"\(maxBytes.prefix(40))\"") }
+            limits.maxBytes = n
+        }
+        if let maxFrames {
+            guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
+            limits.maxFrames = n
+        }
+        let clamped = limits.clamped(to: pageMax)
+        let store = self.store
+        let from = since
+        let (page, mine) = try await run(on: reads) { (try FramePage.collect(from: store, since: from, limits: clamped), try store.cursor()) }
+        metrics.served(frames: page.frames.count, bytes: page.frameBytes, cursor: mine)
+        if let peer, let id = ReplicaID(peer) {
+            metrics.peer("\(principal.name)/\(id)", cursor: since.merged(with: page.next), lag: page.next.merged(with: since).lag(behind: mine))
+        }
+        return page
+    }
+
+    /// What a push did, as answered to the client.
+    public struct PushAnswer: Sendable {
+        public var result: ReceiveResult
+        public var cursor: ReplicationCursor
+    }
+
+    /// `POST /v1/frames`: receive a page of frames. The principal must be allowed to push every
+    /// origin in it; the frames are verified whole before anything is written, then projected.
+    public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
+        guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
+        let decoded: FramePage.Decoded
+        do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
+        var origins = Set<ReplicaID>()
+        for (i, f) in decoded.frames.enumerated() {
+            guard let h = FrameHeader(parsing: f) else { throw EndpointError(400, "frame \(i + 1) of \(decoded.frames.count): not a frame header; nothing was written") }
+            origins.insert(h.origin)
+        }
+        if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
+        let store = self.store
+        let wait = lockWait
+        let frames = decoded.frames
+        let answer = try await run(on: writes) { () throws -> PushAnswer in
+            let projected = try Self.openForWriting(store, wait: wait)
+            defer { try? projected.close() }
+            let r: ReceiveResult
+            do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput {
+                throw EndpointError(422, "frames refused, nothing was written: \(e.description)")
+            }
+            try projected.projection.catchUp()
+            return PushAnswer(result: r, cursor: try store.cursor())
+        }
+        metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
+        if let peer, let id = ReplicaID(peer) {
+            metrics.peer("\(principal.name)/\(id)", cursor: nil, lag: nil)
+        }
+        return answer
+    }
+
+    static func openForWriting(_ store: Store, wait: Double) throws -> ProjectedStore {
+        let deadline = Date().addingTimeInterval(wait)
+        while true {
+            do { return try ProjectedStore(store: store) } catch let e as LogError where e.isLocked {
+                if Date() >= deadline {
+                    throw EndpointError(503, "the store is busy (another process holds its writer lock); try again", retryAfter: 1)
+                }
+                Thread.sleep(forTimeInterval: 0.02)
+            }
+        }
+    }
+
+    private func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { c in
+            queue.async { c.resume(with: Result { try body() }) }
+        }
+    }
+}

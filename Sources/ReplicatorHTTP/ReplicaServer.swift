@@ -1,0 +1,191 @@
+import EventLog
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOCore
+import NIOSSL
+import Replicator
+
+/// `evctl serve`: a store's frames over HTTP (Hummingbird 2). See docs/PROTOCOL.md, "HTTP".
+///
+/// | route | what |
+/// |---|---|
+/// | `GET /healthz` | `ok`, no token needed |
+/// | `GET /metrics` | Prometheus text (needs a token that may pull, when tokens are set) |
+/// | `GET /v1/cursor` | `{"replica_id":…,"cursor":…}` |
+/// | `GET /v1/frames?since=TOKEN&max_bytes=N&max_frames=N` | a page (`application/x-logbook-page`) |
+/// | `POST /v1/frames` | push a page; answers what was appended and the server's cursor |
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8427
+    public var policy = AccessPolicy.open
+    /// PEM files of the certificate chain and private key; TLS is used when both are set.
+    public var certificate: String?
+    public var key: String?
+    public var pageMax = PageLimits.serverMax
+    public var pushBytesMax = 64 << 20
+    public var lockWait = 2.0
+    public init() {}
+
+    /// True for addresses only this machine can reach.
+    public static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        if h == "localhost" || h == "::1" || h == "[::1]" { return true }
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// Refuses what would expose the store: a non-loopback address without tokens, half a TLS setup.
+    public func validate() throws {
+        if policy.isOpen && !Self.isLoopback(host) {
+            throw ServerError("refusing to listen on \(host) without --tokens: anyone who can reach this machine could read and write the store (give a tokens file, or listen on 127.0.0.1)")
+        }
+        if (certificate == nil) != (key == nil) { throw ServerError("TLS needs both --tls-cert and --tls-key") }
+        guard (1...65535).contains(port) || port == 0 else { throw ServerError("port \(port) is out of range") }
+    }
+}
+
+public struct ServerError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ m: String) { message = m }
+    public var description: String { message }
+}
+
+public enum ReplicaServer {
+    public static let pageContentType = "application/x-logbook-page"
+    static let moreHeader = HTTPField.Name("Logbook-More")!
+    static let nextHeader = HTTPField.Name("Logbook-Next-Cursor")!
+    static let replicaHeader = HTTPField.Name("Logbook-Replica")!
+    /// Bounds of what a request may carry besides a pushed body.
+    static let queryBytesMax = 1 << 15
+
+    /// Builds the application serving `store`; `onRunning` gets the bound port (useful with port 0).
+    public static func application(store: Store, configuration: ServerConfiguration, logger: Logger,
+                                   onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try configuration.validate()
+        let endpoint = ReplicaEndpoint(store: store, policy: configuration.policy, pageMax: configuration.pageMax,
+                                       pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait)
+        let router = Router()
+        router.add(middleware: Counting(metrics: endpoint.metrics))
+        router.get("healthz") { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
+        router.get("metrics") { request, _ in
+            try await answer {
+                let p = try endpoint.authenticate(request.headers[.authorization])
+                if !endpoint.policy.isOpen, let d = AccessPolicy.checkPull(p) { throw EndpointError(d.status, d.message) }
+                let current = try? store.cursor()
+                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
+                                body: .init(byteBuffer: ByteBuffer(string: endpoint.metrics.render(current: current))))
+            }
+        }
+        router.get("v1/cursor") { request, _ in
+            try await answer {
+                let p = try endpoint.authenticate(request.headers[.authorization])
+                let (id, c) = try await endpoint.cursor(principal: p)
+                return json(.ok, "{\"replica_id\":\"\(id)\",\"cursor\":\"\(c.token)\"}")
+            }
+        }
+        router.get("v1/frames") { request, _ in
+            try await answer {
+                let p = try endpoint.authenticate(request.headers[.authorization])
+                guard (request.uri.query?.utf8.count ?? 0) <= queryBytesMax else { throw EndpointError(414, "the query is longer than \(queryBytesMax) bytes") }
+                let q = request.uri.queryParameters
+                let page = try await endpoint.page(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
+                                                   maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
+                var headers: HTTPFields = [.contentType: pageContentType]
+                headers[moreHeader] = page.more ? "true" : "false"
+                headers[nextHeader] = page.next.token
+                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: page.encoded())))
+            }
+        }
+        router.post("v1/frames") { request, _ in
+            try await answer {
+                let p = try endpoint.authenticate(request.headers[.authorization])
+                if case .origins(let set) = p.push, set.isEmpty {
+                    throw EndpointError(403, "principal \"\(p.name)\" may not push to this server")
+                }
+                if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > endpoint.pushBytesMax {
+                    throw EndpointError(413, "the page is \(length) bytes; this server takes at most \(endpoint.pushBytesMax) per request")
+                }
+                var body: [UInt8] = []
+                for try await chunk in request.body {
+                    guard body.count + chunk.readableBytes <= endpoint.pushBytesMax else {
+                        throw EndpointError(413, "the page is larger than \(endpoint.pushBytesMax) bytes, the most this server takes per request")
+                    }
+                    body += chunk.readableBytesView
+                }
+                let a = try await endpoint.push(principal: p, body: body, peer: request.headers[replicaHeader])
+                let r = a.result
+                return json(.ok, "{\"frames\":\(r.frames),\"events\":\(r.events),\"already_held\":\(r.alreadyHeld),\"incomplete\":\(r.incomplete),\"cursor\":\"\(a.cursor.token)\"}")
+            }
+        }
+        let server: HTTPServerBuilder
+        if let cert = configuration.certificate, let key = configuration.key {
+            do {
+                let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
+                let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(key))
+                server = try .tls(.http1(), tlsConfiguration: tls)
+            } catch {
+                throw ServerError("cannot use the TLS certificate \(cert) and key \(key): \(error)")
+            }
+        } else {
+            server = .http1()
+        }
+        return Application(router: router, server: server,
+                           configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "evctl"),
+                           onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? configuration.port) },
+                           logger: logger)
+    }
+
+    static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body + "\n")))
+    }
+
+    /// Runs a handler; an `EndpointError` becomes its status with `{"error":"…"}`, anything else a 500.
+    static func answer(_ body: () async throws -> Response) async throws -> Response {
+        do { return try await body() } catch let e as EndpointError {
+            var r = json(HTTPResponse.Status(code: e.status), "{\"error\":\(jsonString(e.message))}")
+            if e.status == 401 { r.headers[.wwwAuthenticate] = "Bearer realm=\"logbook\"" }
+            if let s = e.retryAfter { r.headers[.retryAfter] = String(s) }
+            return r
+        } catch {
+            return json(.internalServerError, "{\"error\":\(jsonString("the server failed: \(error)"))}")
+        }
+    }
+
+    static func jsonString(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+            }
+        }
+        return out + "\""
+    }
+
+    /// Counts answers by status for `/metrics`.
+    struct Counting<Context: RequestContext>: RouterMiddleware {
+        let metrics: ServerMetrics
+        func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+            do {
+                let r = try await next(request, context)
+                metrics.request(status: Int(r.status.code))
+                return r
+            } catch let e as any HTTPResponseError {
+                metrics.request(status: Int(e.status.code))
+                throw e
+            } catch {
+                metrics.request(status: 500)
+                throw error
+            }
+        }
+    }
+}

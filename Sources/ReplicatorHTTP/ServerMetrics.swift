@@ -1,0 +1,86 @@
+import EventLog
+import Foundation
+import Replicator
+
+/// Counters and gauges of a running server, rendered in the Prometheus text format by `/metrics`.
+/// Safe to use from any thread.
+public final class ServerMetrics: @unchecked Sendable {
+    private let lock = NSLock()
+    private var framesServed = 0
+    private var bytesServed = 0
+    private var framesReceived = 0
+    private var eventsReceived = 0
+    private var bytesReceived = 0
+    private var requests: [Int: Int] = [:]
+    private var cursor = ReplicationCursor.empty
+    private var peers: [String: (lag: UInt64?, seen: Date)] = [:]
+    /// Peers remembered at most (oldest forgotten first), so `Logbook-Replica` headers cannot grow memory.
+    public static let peersMax = 1000
+
+    public init() {}
+
+    func served(frames: Int, bytes: Int, cursor: ReplicationCursor) {
+        lock.withLock {
+            framesServed += frames
+            bytesServed += bytes
+            self.cursor = cursor
+        }
+    }
+
+    func received(frames: Int, events: Int, bytes: Int, cursor: ReplicationCursor) {
+        lock.withLock {
+            framesReceived += frames
+            eventsReceived += events
+            bytesReceived += bytes
+            self.cursor = cursor
+        }
+    }
+
+    func peer(_ name: String, cursor: ReplicationCursor?, lag: UInt64?) {
+        lock.withLock {
+            let old = peers[name]?.lag
+            peers[name] = (lag ?? old, Date())
+            if peers.count > Self.peersMax, let oldest = peers.min(by: { $0.value.seen < $1.value.seen })?.key {
+                peers.removeValue(forKey: oldest)
+            }
+        }
+    }
+
+    public func request(status: Int) {
+        lock.withLock { requests[status, default: 0] += 1 }
+    }
+
+    /// The number of requests answered with `status` so far.
+    public func requests(status: Int) -> Int { lock.withLock { requests[status] ?? 0 } }
+
+    /// The Prometheus text exposition of every metric; `current` is the store's cursor now.
+    public func render(current: ReplicationCursor?) -> String {
+        lock.withLock {
+            if let current { cursor = current }
+            var out = ""
+            func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
+                out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+                for (labels, value) in samples { out += "\(name)\(labels) \(value)\n" }
+            }
+            metric("logbook_frames_served_total", "counter", "Frames sent to pulling replicas.", [("", "\(framesServed)")])
+            metric("logbook_bytes_served_total", "counter", "Frame bytes sent to pulling replicas.", [("", "\(bytesServed)")])
+            metric("logbook_frames_received_total", "counter", "Frames appended from pushing replicas.", [("", "\(framesReceived)")])
+            metric("logbook_events_received_total", "counter", "Events appended from pushing replicas.", [("", "\(eventsReceived)")])
+            metric("logbook_bytes_received_total", "counter", "Bytes of pages pushed by replicas.", [("", "\(bytesReceived)")])
+            metric("logbook_http_requests_total", "counter", "Requests answered, by HTTP status.",
+                   requests.keys.sorted().map { ("{status=\"\($0)\"}", "\(requests[$0]!)") })
+            metric("logbook_cursor_seq", "gauge", "The last seq this store holds, per origin.",
+                   cursor.origins.map { ("{origin=\"\($0)\"}", "\(cursor[$0].rawValue)") })
+            let names = peers.keys.sorted()
+            metric("logbook_peer_lag_events", "gauge", "Events a peer lacked after its last pull (principal/replica).",
+                   names.compactMap { n in peers[n]!.lag.map { ("{peer=\"\(Self.escape(n))\"}", "\($0)") } })
+            metric("logbook_peer_last_seen_seconds", "gauge", "Unix time of a peer's last request (principal/replica).",
+                   names.map { ("{peer=\"\(Self.escape($0))\"}", String(format: "%.3f", peers[$0]!.seen.timeIntervalSince1970)) })
+            return out
+        }
+    }
+
+    static func escape(_ s: String) -> String {
+        s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"").replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

@@ -1,0 +1,69 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import Logging
+import Replicator
+import ReplicatorHTTP
+
+struct ServeCommand: AsyncStoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Serve this store's log over HTTP: pull and push for other replicas, /healthz and /metrics.",
+        discussion: """
+            Without --tokens the server only listens on a loopback address and every caller may pull and push.
+            A tokens file maps bearer tokens to principals:
+              {"principals":[{"name":"laptop","token":"...","push":["<replica id>"],"pull":true}]}
+            ("push": "*" lets a trusted relay push any origin). The writer lock is taken per push only,
+            so local appends keep working while the server runs. Stop it with Ctrl-C or SIGTERM.
+            """
+    )
+    @OptionGroup var options: StoreOptions
+    @Option(help: "Address and port to listen on (HOST:PORT, [IPv6]:PORT; port 0 picks a free one).") var listen = "127.0.0.1:8427"
+    @Option(help: "The tokens file (JSON) of principals allowed to connect.") var tokens: String?
+    @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; with --tls-key, serve https.") var tlsCert: String?
+    @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert.") var tlsKey: String?
+    @Option(name: .customLong("max-push-bytes"), help: "The largest pushed page accepted, in bytes.") var maxPushBytes = 64 << 20
+    @Option(name: .customLong("port-file"), help: "Write the port listened on to this file once serving (useful with port 0).") var portFile: String?
+    @Flag(help: "Log every request.") var verbose = false
+
+    static func parseListen(_ s: String) throws -> (String, Int) {
+        var host = "127.0.0.1"
+        var portText = s
+        if s.hasPrefix("[") {
+            guard let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") else {
+                throw ValidationError("--listen \(s): expected [IPv6]:PORT")
+            }
+            host = String(s[s.index(after: s.startIndex)..<close])
+            portText = String(s[s.index(close, offsetBy: 2)...])
+        } else if let colon = s.lastIndex(of: ":") {
+            host = String(s[..<colon])
+            portText = String(s[s.index(after: colon)...])
+        }
+        guard let port = Int(portText), (0...65535).contains(port), !host.isEmpty else {
+            throw ValidationError("--listen \(s): expected HOST:PORT with a port from 0 to 65535")
+        }
+        return (host, port)
+    }
+
+    func execute() async throws {
+        let store = try options.open()
+        var config = ServerConfiguration()
+        (config.host, config.port) = try Self.parseListen(listen)
+        if let tokens { config.policy = try AccessPolicy.load(path: tokens) }
+        config.certificate = tlsCert
+        config.key = tlsKey
+        guard maxPushBytes > 0 else { throw ValidationError("--max-push-bytes must be positive") }
+        config.pushBytesMax = maxPushBytes
+        var logger = Logger(label: "evctl.serve")
+        logger.logLevel = verbose ? .debug : .notice
+        let scheme = tlsCert == nil ? "http" : "https"
+        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
+        let portFile = self.portFile
+        let principals = config.policy.isOpen ? "no tokens (loopback only)" : "\(config.policy.principals.count) principals"
+        let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { port in
+            if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
+            Terminal.note("serving \(store.path) (replica \(store.replicaID)) at \(scheme)://\(host):\(port), \(principals)")
+        }
+        try await app.runService()
+    }
+}
