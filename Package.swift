@@ -84,7 +84,13 @@ let package = Package(
         ),
         .testTarget(
             name: "ReplicatorTests",
-            dependencies: ["Replicator", "ReplicatorHTTP", "EventLog", "Projections"]
+            dependencies: [
+                "Replicator", "ReplicatorHTTP", "EventLog", "Projections",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "ProjectionsTests",

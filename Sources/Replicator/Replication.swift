@@ -104,3 +104,29 @@ public enum Replication {
         return .permanent(String(describing: error))
     }
 }
+
+/// Another store reachable as a path (a shared folder, a mounted disk), as a transport: pages
+/// are collected from its log, pushes take its writer lock for each page and project it.
+public struct StoreTransport: ReplicaTransport {
+    public let store: Store
+    public init(store: Store) { self.store = store }
+
+    public func cursor() async throws -> ReplicationCursor { try store.cursor() }
+
+    public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
+        let page = try FramePage.collect(from: store, since: since, limits: limits)
+        return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true), page.frameBytes)
+    }
+
+    public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
+        let projected: ProjectedStore
+        do { projected = try ProjectedStore(store: store) } catch let e as LogError where e.isLocked {
+            throw TransferFailure.transient(e.description)
+        }
+        defer { try? projected.close() }
+        let r: ReceiveResult
+        do { r = try projected.appender.receive(page.frames) } catch { throw TransferFailure.permanent("\(store.path) refused a page: \(error)") }
+        try projected.projection.catchUp()
+        return (r, try store.cursor())
+    }
+}

@@ -1,0 +1,360 @@
+import AsyncHTTPClient
+import EventLog
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import Projections
+import Testing
+@testable import Replicator
+@testable import ReplicatorHTTP
+
+/// A server on a free loopback port for the length of `body`.
+func withServer<T>(_ store: Store, configure: (inout ServerConfiguration) -> Void = { _ in },
+                   _ body: (String) async throws -> T) async throws -> T {
+    var config = ServerConfiguration()
+    config.port = 0
+    configure(&config)
+    var logger = Logger(label: "test.serve")
+    logger.logLevel = .critical
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { continuation.yield($0) }
+    let task = Task { try await app.runService() }
+    var iterator = ports.makeAsyncIterator()
+    guard let port = await iterator.next() else { throw ServerError("the server did not start") }
+    let scheme = config.certificate == nil ? "http" : "https"
+    do {
+        let r = try await body("\(scheme)://127.0.0.1:\(port)")
+        task.cancel()
+        _ = await task.result
+        return r
+    } catch {
+        task.cancel()
+        _ = await task.result
+        throw error
+    }
+}
+
+/// A transport that misbehaves on purpose: cuts pages off at a random byte, hands out a page it
+/// handed out before, and fails requests outright, each at random.
+final class FlakyTransport: ReplicaTransport, @unchecked Sendable {
+    let inner: any ReplicaTransport
+    private let lock = NSLock()
+    private var rng: SplitMix
+    private var previous: (FramePage.Decoded, Int)?
+    private(set) var cuts = 0, duplicates = 0, failures = 0
+
+    init(_ inner: any ReplicaTransport, seed: UInt64) {
+        self.inner = inner
+        rng = SplitMix(seed)
+    }
+
+    private func roll() -> Double { lock.withLock { Double(rng.next() % 1000) / 1000 } }
+
+    func cursor() async throws -> ReplicationCursor {
+        if roll() < 0.1 { lock.withLock { failures += 1 }; throw TransferFailure.transient("injected: connection reset") }
+        return try await inner.cursor()
+    }
+
+    func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
+        let r = roll()
+        if r < 0.1 { lock.withLock { failures += 1 }; throw TransferFailure.transient("injected: 503") }
+        if r < 0.25, let p = lock.withLock({ previous }) { lock.withLock { duplicates += 1 }; return p }
+        let (page, bytes) = try await inner.page(since: since, limits: limits)
+        lock.withLock { previous = (page, bytes) }
+        if r < 0.45, page.complete, let next = page.next {
+            // Cut the encoded page at a random byte and decode what "arrived".
+            let encoded = FramePage(frames: page.frames, next: next, more: page.more).encoded()
+            let cut = Int(lock.withLock { rng.next() } % UInt64(encoded.count))
+            lock.withLock { cuts += 1 }
+            return (try FramePage.decode(Array(encoded[..<cut])), cut)
+        }
+        return (page, bytes)
+    }
+
+    func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
+        let r = roll()
+        if r < 0.1 { lock.withLock { failures += 1 }; throw TransferFailure.transient("injected: connection refused") }
+        if r < 0.2 {
+            // The page lands but the answer is lost.
+            _ = try await inner.push(page)
+            lock.withLock { failures += 1 }
+            throw TransferFailure.transient("injected: answer lost")
+        }
+        if r < 0.3 { _ = try await inner.push(page); lock.withLock { duplicates += 1 } }  // sent twice
+        return try await inner.push(page)
+    }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(_ seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite(.serialized) struct HTTPTests {
+    func mutations(_ n: Int, seed: UInt64) -> [Mutation] {
+        SampleWorkload(seed: seed, count: n).enumerated().map { try! MutationParser.parse($1, lineNumber: $0 + 1) }
+    }
+
+    func edit(_ store: Store, _ n: Int, seed: UInt64) throws {
+        let p = try ProjectedStore(store: store)
+        _ = try p.append(mutations(n, seed: seed))
+        try p.close()
+    }
+
+    func dump(_ store: Store) throws -> [String] {
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        try p.catchUp()
+        return try p.canonicalDump()
+    }
+
+    /// One pull or push between `from` and `to` through `transport` (pointing at `to` for push, at `from` for pull).
+    func exchange(pull: Bool, local: Store, transport: any ReplicaTransport, limits: PageLimits) async throws {
+        let retry = RetryPolicy(attempts: 50, base: 0.001, cap: 0.002)
+        if pull {
+            let p = try ProjectedStore(store: local)
+            defer { try? p.close() }
+            _ = try await Replication.pull(from: transport, into: p, limits: limits, retry: retry)
+        } else {
+            _ = try await Replication.push(from: local, to: transport, limits: limits, retry: retry)
+        }
+    }
+
+    /// Three replicas edit at random and exchange in random directions and orders through a
+    /// misbehaving transport; once each has synced with the others they hold the same logs and
+    /// byte-identical projections.
+    func convergence(seed: UInt64, transports: @escaping ([Store], Int) -> any ReplicaTransport, stores: [Store]) async throws {
+        var rng = SplitMix(seed)
+        var made: [FlakyTransport] = []
+        for round in 0..<12 {
+            let who = Int(rng.next() % 3)
+            try edit(stores[who], 20 + Int(rng.next() % 200), seed: seed &* 100 &+ UInt64(round))
+            let local = Int(rng.next() % 3)
+            var peer = Int(rng.next() % 3)
+            if peer == local { peer = (peer + 1) % 3 }
+            let limits = PageLimits(maxBytes: 1 + Int(rng.next() % 6000), maxFrames: 1 + Int(rng.next() % 4))
+            let flaky = FlakyTransport(transports(stores, peer), seed: rng.next())
+            made.append(flaky)
+            try await exchange(pull: rng.next() % 2 == 0, local: stores[local], transport: flaky, limits: limits)
+        }
+        // Everyone syncs with everyone: pull from each other, then once more so all are equal.
+        for _ in 0..<2 {
+            for local in 0..<3 {
+                for peer in 0..<3 where peer != local {
+                    let flaky = FlakyTransport(transports(stores, peer), seed: rng.next())
+                    made.append(flaky)
+                    try await exchange(pull: true, local: stores[local], transport: flaky, limits: PageLimits(maxBytes: 3000, maxFrames: 3))
+                }
+            }
+        }
+        // The misbehaviour did happen.
+        #expect(made.reduce(0) { $0 + $1.cuts } > 0 && made.reduce(0) { $0 + $1.duplicates } > 0 && made.reduce(0) { $0 + $1.failures } > 0)
+        let cursors = try stores.map { try $0.cursor() }
+        #expect(cursors[0] == cursors[1] && cursors[1] == cursors[2])
+        let dumps = try stores.map { try dump($0) }
+        #expect(dumps[0] == dumps[1] && dumps[1] == dumps[2])
+        #expect(dumps[0].count > 10)
+        for s in stores { #expect(try Verifier(store: s).run().isClean) }
+    }
+
+    @Test func threeReplicasConvergeOverHTTPWithCutOffsAndDuplicatedPages() async throws {
+        for seed in [UInt64(1), 2] {
+            let dir = ShippingTests.Dir()
+            let stores = try (0..<3).map { try Store.create(at: dir.path + "/r\($0)") }
+            try await withServer(stores[0]) { u0 in
+                try await withServer(stores[1]) { u1 in
+                    try await withServer(stores[2]) { u2 in
+                        let clients = try [u0, u1, u2].map { try HTTPTransport(url: $0) }
+                        do {
+                            try await convergence(seed: seed, transports: { _, i in clients[i] }, stores: stores)
+                        } catch {
+                            for c in clients { await c.shutdown() }
+                            throw error
+                        }
+                        for c in clients { await c.shutdown() }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func threeReplicasConvergeThroughTheFilesystemTransport() async throws {
+        for seed in [UInt64(3), 4] {
+            let dir = ShippingTests.Dir()
+            let stores = try (0..<3).map { try Store.create(at: dir.path + "/r\($0)") }
+            try await convergence(seed: seed, transports: { s, i in StoreTransport(store: s[i]) }, stores: stores)
+        }
+    }
+
+    // MARK: security
+
+    struct Raw {
+        let status: Int
+        let body: String
+    }
+
+    /// A request with the raw client, so tests can send what `HTTPTransport` never would.
+    func raw(_ url: String, method: HTTPMethod = .GET, token: String? = nil, body: [UInt8]? = nil) async throws -> Raw {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            var r = HTTPClientRequest(url: url)
+            r.method = method
+            if let token { r.headers.add(name: "Authorization", value: "Bearer \(token)") }
+            if let body { r.body = .bytes(ByteBuffer(bytes: body)) }
+            let response = try await client.execute(r, timeout: .seconds(30))
+            let text = String(buffer: try await response.body.collect(upTo: 1 << 26))
+            try await client.shutdown()
+            return Raw(status: Int(response.status.code), body: text)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    @Test func tokensAndRightsAreEnforcedAndRefusalsLeaveTheStoreUnchanged() async throws {
+        let dir = ShippingTests.Dir()
+        let server = try Store.create(at: dir.path + "/server")
+        let laptop = try Store.create(at: dir.path + "/laptop")
+        let other = try Store.create(at: dir.path + "/other")
+        try edit(server, 50, seed: 1)
+        try edit(laptop, 40, seed: 2)
+        try edit(other, 30, seed: 3)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"laptop","token":"laptop-token-0123456789","push":["\(laptop.replicaID)"],"pull":true},
+              {"name":"reader","token":"reader-token-0123456789","pull":true},
+              {"name":"pusher","token":"pusher-token-0123456789","push":["\(laptop.replicaID)"],"pull":false}
+            ]}
+            """.utf8))
+        let before = try server.cursor()
+        let beforeDump = try dump(server)
+        try await withServer(server, configure: { $0.policy = policy; $0.pushBytesMax = 1 << 20 }) { url in
+            // Missing and wrong tokens: 401, nothing about which principals exist.
+            var r = try await raw(url + "/v1/cursor")
+            #expect(r.status == 401 && r.body.contains("needs a bearer token"))
+            r = try await raw(url + "/v1/frames", token: "laptop-token-WRONG")
+            #expect(r.status == 401 && r.body.contains("not valid") && !r.body.contains("laptop\""))
+            #expect(try await raw(url + "/healthz").status == 200)
+            #expect(try await raw(url + "/metrics").status == 401)
+            // Through the client: clear, permanent errors.
+            let noToken = try HTTPTransport(url: url)
+            await #expect { _ = try await noToken.cursor() } throws: { ($0 as? TransferFailure)?.description.contains("401 unauthorized") == true }
+            await noToken.shutdown()
+            // A principal that may not pull: 403.
+            r = try await raw(url + "/v1/frames", token: "pusher-token-0123456789")
+            #expect(r.status == 403 && r.body.contains("may not pull"))
+            // A principal that may not push: 403.
+            let laptopPage = try FramePage.collect(from: laptop, since: .empty, limits: PageLimits())
+            r = try await raw(url + "/v1/frames", method: .POST, token: "reader-token-0123456789", body: laptopPage.encoded())
+            #expect(r.status == 403 && r.body.contains("may not push"))
+            // Pushing another origin's frames: 403, naming the origin; nothing written.
+            let otherPage = try FramePage.collect(from: other, since: .empty, limits: PageLimits())
+            let mixed = FramePage(frames: laptopPage.frames + otherPage.frames, next: .empty, more: false)
+            r = try await raw(url + "/v1/frames", method: .POST, token: "laptop-token-0123456789", body: mixed.encoded())
+            #expect(r.status == 403 && r.body.contains("origin \(other.replicaID)"))
+            // A tampered frame (one flipped bit): 422, nothing written.
+            var flipped = laptopPage
+            flipped.frames[0][FrameHeader.size + 5] ^= 0x10
+            r = try await raw(url + "/v1/frames", method: .POST, token: "laptop-token-0123456789", body: flipped.encoded())
+            #expect(r.status == 422 && r.body.contains("damaged"))
+            // A rewritten frame with a recomputed checksum but a broken chain: 422.
+            var second = try FramePage.collect(from: laptop, since: .empty, limits: PageLimits())
+            second.frames[0][60] ^= 1  // its previous-frame hash (the first frame's is all zeros)
+            var crc = CRC32C()
+            second.frames[0].withUnsafeBytes { p in
+                crc.update(UnsafeRawBufferPointer(rebasing: p[0..<92]))
+                crc.update(UnsafeRawBufferPointer(rebasing: p[96...]))
+            }
+            withUnsafeBytes(of: crc.final.littleEndian) { for i in 0..<4 { second.frames[0][92 + i] = $0[i] } }
+            r = try await raw(url + "/v1/frames", method: .POST, token: "laptop-token-0123456789", body: second.encoded())
+            #expect(r.status == 422 && r.body.contains("hash chain"))
+            // An oversized body: 413.
+            r = try await raw(url + "/v1/frames", method: .POST, token: "laptop-token-0123456789", body: [UInt8](repeating: 7, count: (1 << 20) + 1))
+            #expect(r.status == 413)
+            // Not a page at all: 400.
+            r = try await raw(url + "/v1/frames", method: .POST, token: "laptop-token-0123456789", body: Array("{\"frames\":[]}".utf8))
+            #expect(r.status == 400 && r.body.contains("not a page"))
+            // Path traversal and junk in names: never reach a file.
+            for path in ["/v1/../../store.json", "/v1/frames/..%2F..%2Fstore.json", "/log/\(server.replicaID)/00000000000000000001.seg", "/%2e%2e/store.json"] {
+                let s = try await raw(url + path, token: "laptop-token-0123456789").status
+                #expect(s == 404 || s == 400, "\(path) answered \(s)")
+            }
+            r = try await raw(url + "/v1/frames?since=../../etc/passwd", token: "laptop-token-0123456789")
+            #expect(r.status == 400 && r.body.contains("since"))
+            r = try await raw(url + "/v1/frames?max_bytes=-5", token: "laptop-token-0123456789")
+            #expect(r.status == 400 && r.body.contains("max_bytes"))
+            #expect(try server.cursor() == before)
+            #expect(try dump(server) == beforeDump)
+            #expect(FileManager.default.fileExists(atPath: server.path + "/log/\(other.replicaID)") == false)
+
+            // The allowed push and pull work, and metrics count what happened.
+            let t = try HTTPTransport(url: url, token: "laptop-token-0123456789", replica: laptop.replicaID)
+            let pushed = try await Replication.push(from: laptop, to: t)
+            #expect(pushed.events == 40)
+            let p = try ProjectedStore(store: laptop)
+            let pulled = try await Replication.pull(from: t, into: p)
+            try p.close()
+            #expect(pulled.events == 50)
+            await t.shutdown()
+            r = try await raw(url + "/metrics", token: "reader-token-0123456789")
+            #expect(r.status == 200)
+            #expect(r.body.contains("logbook_events_received_total 40"))
+            #expect(r.body.contains("logbook_http_requests_total{status=\"401\"}"))
+            #expect(r.body.contains("logbook_http_requests_total{status=\"403\"}"))
+            #expect(r.body.contains("logbook_cursor_seq{origin=\"\(laptop.replicaID)\"} 40"))
+            #expect(r.body.contains("logbook_peer_lag_events{peer=\"laptop/\(laptop.replicaID)\"} 0"))
+        }
+        #expect(try dump(server) == (try dump(laptop)))
+    }
+
+    @Test func aServerWithoutTokensOnlyListensOnLoopback() throws {
+        var c = ServerConfiguration()
+        c.host = "0.0.0.0"
+        #expect { try c.validate() } throws: { String(describing: $0).contains("without --tokens") }
+        c.host = "127.0.0.1"
+        try c.validate()
+        c.host = "::1"
+        try c.validate()
+        c.host = "0.0.0.0"
+        c.policy = try AccessPolicy(json: Data(#"{"principals":[{"name":"a","token":"0123456789abcdef","pull":true}]}"#.utf8))
+        try c.validate()
+    }
+
+    @Test func tlsWithACertificateTheClientTrusts() async throws {
+        let dir = ShippingTests.Dir()
+        let cert = dir.path + "/cert.pem", key = dir.path + "/key.pem"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                       "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "openssl could not make a test certificate")
+        let server = try Store.create(at: dir.path + "/server"), client = try Store.create(at: dir.path + "/client")
+        try edit(server, 30, seed: 9)
+        try await withServer(server, configure: { $0.certificate = cert; $0.key = key }) { url in
+            #expect(url.hasPrefix("https://"))
+            // Without trusting the certificate: a permanent TLS failure, not retried.
+            let untrusted = try HTTPTransport(url: url)
+            await #expect { _ = try await untrusted.cursor() } throws: { ($0 as? TransferFailure).map { if case .permanent = $0 { true } else { false } } == true }
+            await untrusted.shutdown()
+            let t = try HTTPTransport(url: url, caCertificate: cert)
+            let projected = try ProjectedStore(store: client)
+            let s = try await Replication.pull(from: t, into: projected)
+            try projected.close()
+            await t.shutdown()
+            #expect(s.events == 30)
+        }
+        #expect(try dump(server) == (try dump(client)))
+    }
+}

@@ -1,0 +1,245 @@
+import EventLog
+import Foundation
+import Projections
+import Testing
+@testable import Replicator
+
+/// Pages, the pull and push sessions (no sockets), and the tokens file.
+@Suite struct ProtocolTests {
+    let a = ReplicaID("0c5c37cc-0dcd-48d8-b3a8-019ed2895c06")!
+    let b = ReplicaID("a263d404-663c-4fa4-93f5-2b1e65a8726e")!
+
+    /// Frames of a real store: `appends` appends of `size` events each.
+    func store(_ dir: ShippingTests.Dir, appends: [Int], frameEvents: Int = 1000) throws -> Store {
+        let s = try Store.create(at: dir.path + "/src")
+        var o = AppendOptions()
+        o.frameEventsMax = frameEvents
+        let w = try LogAppender(store: s, options: o)
+        for (k, n) in appends.enumerated() {
+            _ = try w.append(SampleWorkload(seed: UInt64(k), count: n).enumerated().map { try MutationParser.parse($1, lineNumber: $0 + 1) })
+        }
+        try w.close()
+        return s
+    }
+
+    @Test func pageRoundTripsAndACutAnywhereKeepsTheWholeFrames() throws {
+        let dir = ShippingTests.Dir()
+        let s = try store(dir, appends: [3, 5, 2, 7])
+        let page = try FramePage.collect(from: s, since: .empty, limits: PageLimits())
+        let tip = try s.cursor()
+        #expect(page.frames.count == 4 && !page.more && page.next == tip)
+        let bytes = page.encoded()
+        let whole = try FramePage.decode(bytes)
+        #expect(whole == FramePage.Decoded(frames: page.frames, next: page.next, more: false, complete: true))
+        // Where each frame ends in the encoding.
+        var ends: [Int] = []
+        var o = 10 + page.next.token.utf8.count
+        for f in page.frames { o += 4 + f.count; ends.append(o) }
+        for cut in 0..<bytes.count {
+            let d = try FramePage.decode(Array(bytes[..<cut]))
+            #expect(!d.complete && d.more)
+            #expect(d.frames == Array(page.frames.prefix(ends.filter { $0 <= cut }.count)), "cut at \(cut)")
+        }
+    }
+
+    @Test func malformedPagesAreRefusedWithTheOffset() throws {
+        var bytes = FramePage(frames: [], next: .empty, more: false).encoded()
+        #expect(throws: PageError.self) { try FramePage.decode(Array("HTTP".utf8)) }
+        bytes[4] = 9
+        #expect { try FramePage.decode(bytes) } throws: { ($0 as? PageError)?.message.contains("version 9") == true }
+        var badLength = FramePage(frames: [], next: .empty, more: false).encoded()
+        badLength.insert(contentsOf: [5, 0, 0, 0], at: badLength.count - 8)  // a 5-byte "frame"
+        #expect { try FramePage.decode(badLength) } throws: { ($0 as? PageError)?.message.contains("byte offset") == true }
+        var badCount = FramePage(frames: [], next: .empty, more: false).encoded()
+        badCount[badCount.count - 4] = 3
+        #expect { try FramePage.decode(badCount) } throws: { ($0 as? PageError)?.message.contains("says 3 frames") == true }
+    }
+
+    @Test func pagesAreBoundedAndEndOnAppendBoundaries() throws {
+        let dir = ShippingTests.Dir()
+        // Appends of 25 events in frames of 10: each append is three frames (10, 10, 5).
+        let s = try store(dir, appends: [25, 25, 25, 25], frameEvents: 10)
+        var since = ReplicationCursor.empty
+        var pages = 0
+        var seen = 0
+        while true {
+            let p = try FramePage.collect(from: s, since: since, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 4))
+            pages += 1
+            seen += p.frames.count
+            // Never stops inside an append: the last frame is never one that continues.
+            if let last = p.frames.last { #expect(FrameHeader(parsing: last)?.continues == false) }
+            #expect(p.frames.count <= 6)
+            since = p.next
+            if !p.more { break }
+        }
+        let tip = try s.cursor()
+        #expect(seen == 12 && pages == 2 && since == tip)
+        // A page limited to one byte still carries one whole append.
+        let tiny = try FramePage.collect(from: s, since: .empty, limits: PageLimits(maxBytes: 1, maxFrames: 1))
+        #expect(tiny.frames.count == 3 && tiny.more && tiny.next[s.replicaID] == Seq(25))
+    }
+
+    @Test func receiveLeavesOutAnAppendThatDidNotArriveWhole() throws {
+        let dir = ShippingTests.Dir()
+        let s = try store(dir, appends: [25, 25], frameEvents: 10)
+        let frames = try FramePage.collect(from: s, since: .empty, limits: PageLimits()).frames
+        let dst = try Store.create(at: dir.path + "/dst")
+        let w = try LogAppender(store: dst)
+        let r = try w.receive(Array(frames.prefix(4)))  // the first append (3 frames) and one of the second
+        #expect(r.frames == 3 && r.incomplete == 1 && r.events == 25)
+        let rest = try w.receive(Array(frames.dropFirst(3)))
+        #expect(rest.frames == 3 && rest.incomplete == 0)
+        try w.close()
+        #expect(try dst.cursor() == (try s.cursor()))
+        #expect(try Verifier(store: dst).run().isClean)
+    }
+
+    // MARK: sessions
+
+    func decoded(_ frames: Int, next: ReplicationCursor, more: Bool, complete: Bool = true) -> FramePage.Decoded {
+        FramePage.Decoded(frames: Array(repeating: [0], count: frames), next: complete ? next : nil, more: more, complete: complete)
+    }
+
+    func received(_ frames: Int, events: Int) -> ReceiveResult {
+        var r = ReceiveResult()
+        r.frames = frames
+        r.events = events
+        return r
+    }
+
+    @Test func pullSessionPagesUntilThePeerHasNoMore() {
+        var s = PullSession(local: .empty, limits: PageLimits(maxBytes: 100, maxFrames: 5), jitter: { 1 })
+        let c1 = ReplicationCursor([a: Seq(10)]), c2 = ReplicationCursor([a: Seq(20)])
+        #expect(s.start() == .request(since: .empty, limits: PageLimits(maxBytes: 100, maxFrames: 5)))
+        #expect(s.received(decoded(2, next: c1, more: true), bytes: 50) == .apply([[0], [0]]))
+        #expect(s.applied(received(2, events: 10), cursor: c1) == .request(since: c1, limits: s.limits))
+        #expect(s.received(decoded(2, next: c2, more: false), bytes: 50) == .apply([[0], [0]]))
+        guard case .done(let summary) = s.applied(received(2, events: 10), cursor: c2) else { Issue.record("not done"); return }
+        #expect(summary.pages == 2 && summary.frames == 4 && summary.events == 20 && summary.bytes == 100 && summary.peerCursor == c2)
+    }
+
+    @Test func pullSessionNothingNewIsOneRequest() {
+        var s = PullSession(local: ReplicationCursor([a: Seq(3)]))
+        _ = s.start()
+        guard case .done(let summary) = s.received(decoded(0, next: ReplicationCursor([a: Seq(3)]), more: false), bytes: 20) else {
+            Issue.record("expected done")
+            return
+        }
+        #expect(summary.pages == 1 && summary.frames == 0)
+    }
+
+    @Test func pullSessionKeepsWholeFramesOfACutPageAndAsksAgainFromWhereTheStoreIs() {
+        var s = PullSession(local: .empty, retry: RetryPolicy(attempts: 3, base: 0.1, cap: 1), jitter: { 1 })
+        let c1 = ReplicationCursor([a: Seq(10)]), c2 = ReplicationCursor([a: Seq(30)])
+        _ = s.start()
+        // Cut off after one whole frame: apply it, wait, ask again from the store's cursor.
+        #expect(s.received(decoded(1, next: .empty, more: true, complete: false), bytes: 70) == .apply([[0]]))
+        #expect(s.applied(received(1, events: 10), cursor: c1) == .wait(seconds: 0.1))
+        #expect(s.resume() == .request(since: c1, limits: s.limits))
+        // A duplicated page (frames already held): nothing new, but the peer says it is done.
+        #expect(s.received(decoded(1, next: c1, more: true), bytes: 70) == .apply([[0]]))
+        var held = ReceiveResult()
+        held.alreadyHeld = 1
+        #expect(s.applied(held, cursor: c1) == .request(since: c1, limits: s.limits))
+        #expect(s.received(decoded(2, next: c2, more: false), bytes: 140) == .apply([[0], [0]]))
+        guard case .done(let summary) = s.applied(received(2, events: 20), cursor: c2) else { Issue.record("not done"); return }
+        #expect(summary.frames == 3 && summary.alreadyHeld == 1 && summary.retries == 1)
+    }
+
+    @Test func pullSessionRetriesTransientFailuresWithBackoffThenGivesUp() {
+        var s = PullSession(local: .empty, retry: RetryPolicy(attempts: 4, base: 0.2, cap: 0.5), jitter: { 0 })
+        _ = s.start()
+        #expect(s.failed(.transient("connection refused")) == .wait(seconds: 0.1))   // 0.2 × 0.5
+        _ = s.resume()
+        #expect(s.failed(.transient("connection refused")) == .wait(seconds: 0.2))   // 0.4 × 0.5
+        _ = s.resume()
+        #expect(s.failed(.transient("connection refused")) == .wait(seconds: 0.25))  // capped at 0.5, × 0.5
+        _ = s.resume()
+        #expect(s.failed(.transient("connection refused")) == .fail(.transient("connection refused (gave up after 4 attempts)")))
+    }
+
+    @Test func pullSessionStopsAtOnceOnPermanentFailuresAndExpiredCursors() {
+        var s = PullSession(local: .empty)
+        _ = s.start()
+        #expect(s.failed(.permanent("401 unauthorized")) == .fail(.permanent("401 unauthorized")))
+        var t = PullSession(local: .empty)
+        _ = t.start()
+        #expect(t.failed(.cursorExpired("compacted")) == .fail(.cursorExpired("compacted")))
+    }
+
+    @Test func pullSessionGivesUpOnAPeerThatNeverProgresses() {
+        var s = PullSession(local: .empty)
+        _ = s.start()
+        var last = PullSession.Action.done(TransferSummary())
+        for _ in 0..<3 { last = s.received(decoded(0, next: .empty, more: true), bytes: 20) }
+        guard case .fail(.permanent(let m)) = last else { Issue.record("expected a failure, got \(last)"); return }
+        #expect(m.contains("sent nothing new"))
+    }
+
+    @Test func pushSessionSendsPagesPastThePeersCursor() {
+        var s = PushSession(limits: PageLimits(maxBytes: 10, maxFrames: 1), jitter: { 1 })
+        let c0 = ReplicationCursor([b: Seq(4)]), c1 = c0.merged(with: ReplicationCursor([a: Seq(5)]))
+        let c2 = c0.merged(with: ReplicationCursor([a: Seq(9)]))
+        #expect(s.start() == .requestCursor)
+        #expect(s.peerCursor(c0) == .collect(since: c0, limits: s.limits))
+        let p1 = FramePage(frames: [[1, 2]], next: c1, more: true)
+        #expect(s.collected(p1) == .send(p1))
+        #expect(s.sent(received(1, events: 5), peer: c1) == .collect(since: c1, limits: s.limits))
+        let p2 = FramePage(frames: [[3]], next: c2, more: false)
+        #expect(s.collected(p2) == .send(p2))
+        guard case .done(let summary) = s.sent(received(1, events: 4), peer: c2) else { Issue.record("not done"); return }
+        #expect(summary.pages == 2 && summary.events == 9 && summary.bytes == 3 && summary.peerCursor == c2)
+    }
+
+    @Test func pushSessionAsksWhereThePeerIsAfterAFailedSend() {
+        var s = PushSession(retry: RetryPolicy(attempts: 2, base: 1, cap: 1), jitter: { 1 })
+        _ = s.start()
+        _ = s.peerCursor(.empty)
+        let p = FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false)
+        _ = s.collected(p)
+        #expect(s.failed(.transient("reset by peer")) == .wait(seconds: 1))
+        #expect(s.resume() == .requestCursor)
+        // The page had landed after all: the next collection starts past it and finds nothing.
+        #expect(s.peerCursor(ReplicationCursor([a: Seq(1)])) == .collect(since: ReplicationCursor([a: Seq(1)]), limits: s.limits))
+        guard case .done = s.collected(FramePage(frames: [], next: ReplicationCursor([a: Seq(1)]), more: false)) else { Issue.record("not done"); return }
+    }
+
+    // MARK: tokens
+
+    func policy(_ json: String) throws -> AccessPolicy { try AccessPolicy(json: Data(json.utf8), source: "tokens.json") }
+
+    @Test func tokensFileErrorsNameThePrincipalAndField() {
+        func message(_ json: String) -> String {
+            do { _ = try policy(json); return "accepted" } catch { return String(describing: error) }
+        }
+        #expect(message("{") .contains("tokens.json: not valid JSON"))
+        #expect(message("{\"principals\":[]}").contains("empty"))
+        #expect(message("{\"principals\":[{\"name\":\"x\",\"token\":\"short\"}]}").contains("principals[0].token"))
+        #expect(message("{\"principals\":[{\"name\":\"x\",\"token\":\"0123456789abcdef\",\"push\":[\"nope\"]}]}").contains("principals[0].push[0]"))
+        #expect(message("{\"principals\":[{\"name\":\"x\",\"token\":\"0123456789abcdef\",\"pull\":\"yes\"}]}").contains("principals[0].pull"))
+        #expect(message("{\"principals\":[{\"name\":\"x\",\"token\":\"0123456789abcdef\"},{\"name\":\"x\",\"token\":\"0123456789abcdeg\"}]}").contains("used twice"))
+        #expect(message("{\"principals\":[{\"name\":\"x\",\"token\":\"0123456789abcdef\"},{\"name\":\"y\",\"token\":\"0123456789abcdef\"}]}").contains("same token"))
+    }
+
+    @Test func tokensAuthenticateToPrincipalsWithTheirRights() throws {
+        let p = try policy("""
+            {"principals":[
+              {"name":"laptop","token":"laptop-token-0123456789","push":["\(a)"],"pull":true},
+              {"name":"relay","token":"relay-token-0123456789","push":"*","pull":true},
+              {"name":"reader","token":"reader-token-0123456789","pull":false}
+            ]}
+            """)
+        #expect(try p.authenticate(authorization: "Bearer laptop-token-0123456789").get().name == "laptop")
+        #expect(try p.authenticate(authorization: "Bearer relay-token-0123456789").get().push == .any)
+        for bad in [nil, "laptop-token-0123456789", "Bearer laptop-token-012345678", "Bearer ", "Basic bGFwdG9w"] {
+            guard case .failure(let d) = p.authenticate(authorization: bad) else { Issue.record("\(bad ?? "nil") accepted"); continue }
+            #expect(d.status == 401 && !d.message.contains("laptop"))
+        }
+        let laptop = try p.authenticate(authorization: "Bearer laptop-token-0123456789").get()
+        #expect(AccessPolicy.checkPush(laptop, origins: [a]) == nil)
+        #expect(AccessPolicy.checkPush(laptop, origins: [a, b])?.status == 403)
+        let reader = try p.authenticate(authorization: "Bearer reader-token-0123456789").get()
+        #expect(AccessPolicy.checkPull(reader)?.status == 403)
+        #expect(AccessPolicy.checkPull(laptop) == nil)
+    }
+}
