@@ -37,7 +37,9 @@ public final class HTTPTransport: ReplicaTransport {
         self.replica = replica
         self.timeout = .milliseconds(Int64(timeout * 1000))
         var config = HTTPClient.Configuration()
-        config.timeout = .init(connect: .seconds(10), read: self.timeout)
+        // AsyncHTTPClient keeps retrying a refused connection until the connect timeout, so it is short;
+        // the sessions retry with backoff on top of it.
+        config.timeout = .init(connect: .seconds(3), read: self.timeout)
         config.redirectConfiguration = .disallow
         config.decompression = .disabled
         if let caCertificate {

@@ -1,0 +1,75 @@
+import Foundation
+import Testing
+
+/// `evctl serve` as its own process, with `evctl pull|push|sync URL` against it.
+@Suite(.serialized) struct ServeCLITests {
+    /// Starts `evctl serve` on a free port; returns the process and its URL once it answers.
+    func serve(_ args: [String], dir: TempDir) throws -> (Process, String) {
+        let portFile = dir.path + "/port-\(UUID().uuidString.prefix(6))"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Evctl.path)
+        p.arguments = ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + args
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        for _ in 0..<400 {
+            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                return (p, "http://127.0.0.1:\(port)")
+            }
+            guard p.isRunning else { break }
+            Thread.sleep(forTimeInterval: 0.025)
+        }
+        p.terminate()
+        throw CLIError("evctl serve did not start")
+    }
+
+    struct CLIError: Error { let m: String; init(_ m: String) { self.m = m } }
+
+    @Test func pullPushAndSyncOverHTTPWithTokens() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", b = dir.path + "/b"
+        try Evctl.run(["init", "--store", a])
+        let bID = try Evctl.run(["init", "--store", b]).stdout.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ").last.map(String.init) ?? ""
+        let status = try Evctl.run(["status", "--store", b, "--json"])
+        let bReplica = (json(status.stdout)["replica_id"] as? String) ?? bID
+        try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-000000000001","fields":{"title":"served from a"}}"# + "\n")
+        try Evctl.run(["append", "--store", b], stdin: #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-000000000002","fields":{"title":"pushed by b"}}"# + "\n")
+        let tokens = dir.path + "/tokens.json"
+        try #"{"principals":[{"name":"b","token":"b-secret-token-0123456789","push":["\#(bReplica)"],"pull":true}]}"#
+            .write(toFile: tokens, atomically: true, encoding: .utf8)
+        let (server, url) = try serve(["--store", a, "--tokens", tokens], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+
+        let refused = try Evctl.run(["pull", "--store", b, url])
+        #expect(refused.status == 1 && refused.stderr.contains("401 unauthorized") && refused.stderr.contains("--token"))
+        let wrong = try Evctl.run(["pull", "--store", b, url, "--token", "not-the-right-token-at-all"])
+        #expect(wrong.status == 1 && wrong.stderr.contains("not valid"))
+
+        let synced = try Evctl.run(["sync", "--store", b, url, "--json"], env: ["EVCTL_TOKEN": "b-secret-token-0123456789"])
+        #expect(synced.status == 0, "\(synced.stderr)")
+        #expect(json(synced.stdout)["pulled_events"] as? Int == 1 && json(synced.stdout)["pushed_events"] as? Int == 1)
+        let itemsA = try Evctl.run(["items", "--store", a]).stdout, itemsB = try Evctl.run(["items", "--store", b]).stdout
+        #expect(itemsA == itemsB && itemsA.contains("pushed by b") && itemsA.contains("served from a"))
+        // Nothing new: nothing moves; status remembers the peer by its URL.
+        let again = try Evctl.run(["sync", "--store", b, url], env: ["EVCTL_TOKEN": "b-secret-token-0123456789"])
+        #expect(again.stdout.contains("pulled 0 events, pushed 0 events"))
+        let st = try Evctl.run(["status", "--store", b])
+        #expect(st.stdout.contains(url))
+        // A local append on the served store works while the server runs (the lock is per push).
+        let local = try Evctl.run(["append", "--store", a], stdin: #"{"entity":"tag","op":"create","id":"00000000-0000-4000-8000-000000000003","fields":{"name":"late"}}"# + "\n")
+        #expect(local.status == 0, "\(local.stderr)")
+        let pulled = try Evctl.run(["pull", "--store", b, url, "--token", "b-secret-token-0123456789"])
+        #expect(pulled.stdout.contains("pulled 1 events"))
+    }
+
+    @Test func serveRefusesAnOpenNonLoopbackAddressAndAPeerThatIsDown() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a"
+        try Evctl.run(["init", "--store", a])
+        let r = try Evctl.run(["serve", "--store", a, "--listen", "0.0.0.0:0"])
+        #expect(r.status != 0 && r.stderr.contains("without --tokens"))
+        // Nobody listens: transient failures retried, then a clear error.
+        let down = try Evctl.run(["pull", "--store", a, "http://127.0.0.1:1", "--attempts", "2"])
+        #expect(down.status == 1 && down.stderr.contains("gave up after 2 attempts"))
+    }
+}
