@@ -6,7 +6,8 @@ EVCTL_DEBUG := .build/debug/evctl
 
 .PHONY: deps build test demo bench bench-cli fixtures clean
 
-# System libraries: liblz4 (headers + pkg-config), SQLite, and the lz4 and sqlite3 tools used by tests and benchmarks.
+# System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
+# lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics).
 deps:
 	@missing=""; \
 	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
@@ -14,6 +15,8 @@ deps:
 	command -v lz4 >/dev/null || missing="$$missing lz4"; \
 	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	command -v curl >/dev/null || missing="$$missing curl"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -61,10 +64,11 @@ demo: deps
 	@a=$$($(EVCTL_DEBUG) items --store $(DEMO_STORE) --json --include-deleted --limit 1000000 | md5sum | cut -c1-16); \
 	 b=$$($(EVCTL_DEBUG) items --store $(DEMO_STORE)-2 --json --include-deleted --limit 1000000 | md5sum | cut -c1-16); \
 	 echo "items digest: $$a / $$b"; [ "$$a" = "$$b" ] && echo "projections agree"
+	@bash scripts/demo-http.sh $(EVCTL_DEBUG) $(DEMO_STORE)
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
 bench: deps
-	$(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --no-progress
+	$(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress
 	$(MAKE) bench-cli
 
 bench-cli: deps

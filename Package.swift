@@ -124,5 +124,15 @@ let package = Package(
             path: "Benchmarks/ProjectionBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
+        .executableTarget(
+            name: "ShippingBenchmarks",
+            dependencies: [
+                "EventLog", "Projections", "Replicator", "ReplicatorHTTP", "BenchmarkSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/ShippingBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
     ]
 )

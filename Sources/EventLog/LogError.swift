@@ -63,3 +63,14 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+
+/// Runs `open` again while it fails because another process holds the store's writer lock, for
+/// up to `seconds` (a server holds the lock briefly after each push); then lets the error through.
+public func retryingWhileLocked<T>(upTo seconds: Double, _ open: () throws -> T) throws -> T {
+    let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+    while true {
+        do { return try open() } catch let e as LogError where e.isLocked && ContinuousClock.now < deadline {
+            usleep(10_000)
+        }
+    }
+}

@@ -34,6 +34,13 @@ public final class ProjectedStore {
         try projection.catchUp(progress: progress)
     }
 
+    /// Opens for writing like `init`, waiting up to `seconds` while another process holds the
+    /// writer lock (a server between pushes, another `evctl` command).
+    /// - Throws: the `LogError` that says the store is locked, once the wait is over.
+    public static func open(store: Store, waitingUpTo seconds: Double) throws -> ProjectedStore {
+        try retryingWhileLocked(upTo: seconds) { try ProjectedStore(store: store) }
+    }
+
     /// Appends atomically, then projects the new events.
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
         var ms = mutations

@@ -161,7 +161,7 @@ public enum StoreSync {
 
     private static func receiving(into destination: Store, recovered: ((RecoveryReport) -> Void)?, progress: ((Int, Int) -> Void)?,
                                   _ body: (LogAppender) throws -> ReceiveResult) throws -> ReceiveResult {
-        let projected = try ProjectedStore(store: destination)
+        let projected = try ProjectedStore.open(store: destination, waitingUpTo: 2)
         defer { try? projected.close() }
         recovered?(projected.appender.recovery)
         let r = try body(projected.appender)

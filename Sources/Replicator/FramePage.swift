@@ -7,7 +7,7 @@ import Foundation
 public struct PageLimits: Sendable, Equatable {
     public var maxBytes: Int
     public var maxFrames: Int
-    public init(maxBytes: Int = 4 << 20, maxFrames: Int = 4096) {
+    public init(maxBytes: Int = 8 << 20, maxFrames: Int = 8192) {
         self.maxBytes = maxBytes
         self.maxFrames = maxFrames
     }

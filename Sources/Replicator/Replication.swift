@@ -30,38 +30,96 @@ public enum Replication {
     public static func pull(from peer: any ReplicaTransport, into projected: ProjectedStore,
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
-        var session = PullSession(local: try projected.store.cursor(), limits: limits, retry: retry)
+        let outcome = await runPull(peer, local: try projected.store.cursor(), limits: limits, retry: retry, progress: progress,
+                                    receive: { try projected.appender.receive($0) }, cursor: { try projected.store.cursor() })
+        try projected.projection.catchUp()
+        return try outcome.get()
+    }
+
+    /// Pulls into `store`, opening it for writing only once a page brings frames (so a pull with
+    /// nothing new takes no lock and touches no file), and closing it afterwards.
+    /// - Parameter project: false leaves the projection to a later `catchUp` (`evctl replay`).
+    /// - Parameter lockWait: how long to wait while another process (such as `evctl serve` on this
+    ///   store, which holds the lock briefly after each push) holds the writer lock.
+    public static func pull(from peer: any ReplicaTransport, store: Store, project: Bool = true,
+                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), lockWait: Double = 2,
+                            recovered: ((RecoveryReport) -> Void)? = nil,
+                            progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
+        var projected: ProjectedStore?
+        var appender: LogAppender?
+        func receiver() throws -> LogAppender {
+            if let a = appender ?? projected?.appender { return a }
+            if project {
+                let p = try ProjectedStore.open(store: store, waitingUpTo: lockWait)
+                projected = p
+                recovered?(p.appender.recovery)
+                return p.appender
+            }
+            let a = try retryingWhileLocked(upTo: lockWait) { try LogAppender(store: store) }
+            appender = a
+            recovered?(a.recovery)
+            return a
+        }
+        let outcome = await runPull(peer, local: try store.cursor(), limits: limits, retry: retry, progress: progress,
+                                    receive: { try receiver().receive($0) }, cursor: { try store.cursor() })
+        if let projected {
+            defer { try? projected.close() }
+            try projected.projection.catchUp()
+        }
+        try appender?.close()
+        return try outcome.get()
+    }
+
+    private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, limits: PageLimits, retry: RetryPolicy,
+                                progress: (@Sendable (TransferProgress) -> Void)?,
+                                receive: ([[UInt8]]) throws -> ReceiveResult,
+                                cursor: () throws -> ReplicationCursor) async -> Result<TransferSummary, any Error> {
+        var session = PullSession(local: local, limits: limits, retry: retry)
         var action = session.start()
-        var outcome: Result<TransferSummary, any Error>?
-        while outcome == nil {
+        // While a page is verified and written, the next one is already asked for from the cursor
+        // the page names; it is used only if the session then asks from exactly that cursor.
+        var prefetch: (since: ReplicationCursor, task: Task<(FramePage.Decoded, Int), any Error>)?
+        defer { prefetch?.task.cancel() }
+        while true {
             switch action {
             case .request(let since, let limits):
                 do {
-                    let (page, bytes) = try await peer.page(since: since, limits: limits)
+                    let (page, bytes): (FramePage.Decoded, Int)
+                    if let p = prefetch, p.since == since {
+                        (page, bytes) = try await p.task.value
+                    } else {
+                        prefetch?.task.cancel()
+                        (page, bytes) = try await peer.page(since: since, limits: limits)
+                    }
+                    prefetch = nil
+                    if page.complete, page.more, let next = page.next, !page.frames.isEmpty {
+                        prefetch = (next, Task { try await peer.page(since: next, limits: limits) })
+                    }
                     action = session.received(page, bytes: bytes)
                 } catch {
+                    prefetch = nil
                     action = session.failed(failure(error))
                 }
             case .apply(let frames):
                 do {
-                    let r = try projected.appender.receive(frames)
-                    action = session.applied(r, cursor: try projected.store.cursor())
+                    let r = try receive(frames)
+                    action = session.applied(r, cursor: try cursor())
                     let s = session.summary
                     progress?(TransferProgress(pages: s.pages, frames: s.frames, events: s.events, bytes: s.bytes))
+                } catch let e as LogError where e.isLocked {
+                    return .failure(e)
                 } catch {
                     action = session.failed(.permanent("a page was refused: \(error)"))
                 }
             case .wait(let seconds):
-                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                do { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) } catch { return .failure(error) }
                 action = session.resume()
             case .done(let summary):
-                outcome = .success(summary)
+                return .success(summary)
             case .fail(let f):
-                outcome = .failure(f)
+                return .failure(f)
             }
         }
-        try projected.projection.catchUp()
-        return try outcome!.get()
     }
 
     /// Pushes everything `store` holds past `peer`'s cursor, page by page.

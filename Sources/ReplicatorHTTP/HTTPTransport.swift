@@ -70,11 +70,11 @@ public final class HTTPTransport: ReplicaTransport {
     private func execute(_ r: HTTPClientRequest) async throws -> HTTPClientResponse {
         let response: HTTPClientResponse
         do { response = try await client.execute(r, timeout: timeout) } catch {
-            throw Self.classify(error, url: r.url)
+            throw Self.classify(error, url: String(r.url.prefix { $0 != "?" }))
         }
         guard response.status == .ok else {
             let text = (try? await response.body.collect(upTo: 1 << 16)).map { String(buffer: $0) } ?? ""
-            throw Self.failure(status: Int(response.status.code), body: text, url: r.url)
+            throw Self.failure(status: Int(response.status.code), body: text, url: String(r.url.prefix { $0 != "?" }))
         }
         return response
     }
@@ -91,12 +91,15 @@ public final class HTTPTransport: ReplicaTransport {
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
         let response = try await execute(request("v1/frames?since=\(since.token)&max_bytes=\(limits.maxBytes)&max_frames=\(limits.maxFrames)"))
         var body: [UInt8] = []
+        if let length = response.headers.first(name: "Content-Length").flatMap({ Int($0) }), length <= Self.pageBytesMax {
+            body.reserveCapacity(length)
+        }
         do {
             for try await chunk in response.body {
                 guard body.count + chunk.readableBytes <= Self.pageBytesMax else {
                     throw TransferFailure.permanent("the server sent a page larger than \(Self.pageBytesMax) bytes")
                 }
-                body += chunk.readableBytesView
+                chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
             }
         } catch let f as TransferFailure {
             throw f

@@ -21,26 +21,32 @@ public struct EndpointError: Error, Sendable, CustomStringConvertible {
 /// bytes in and out, so all of this is tested without sockets.
 ///
 /// Reads run concurrently (readers never see a partial frame); pushes are received one at a
-/// time. The store's writer lock is taken for each push and released after it, so a local
-/// `evctl append` can run while the server is up; a push that finds the lock held waits up to
-/// `lockWait` seconds, then is answered 503 (the client retries).
-public final class ReplicaEndpoint: Sendable {
+/// time. The store's writer lock is taken when a push arrives and released once no push has come
+/// for `idleClose` seconds, so a local `evctl append` can run while the server is up; a push that
+/// finds the lock held by another process waits up to `lockWait` seconds, then is answered 503
+/// (the client retries).
+public final class ReplicaEndpoint: @unchecked Sendable {
     public let store: Store
     public let policy: AccessPolicy
     public let pageMax: PageLimits
     public let pushBytesMax: Int
     public let lockWait: Double
+    public let idleClose: Double
     public let metrics: ServerMetrics
     private let writes = DispatchQueue(label: "logbook.serve.writes")
+    /// Touched only on `writes`.
+    private var writer: ProjectedStore?
+    private var lastPush = Date.distantPast
     private let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
 
     public init(store: Store, policy: AccessPolicy, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
-                lockWait: Double = 2, metrics: ServerMetrics = ServerMetrics()) {
+                lockWait: Double = 2, idleClose: Double = 0.25, metrics: ServerMetrics = ServerMetrics()) {
         self.store = store
         self.policy = policy
         self.pageMax = pageMax
         self.pushBytesMax = pushBytesMax
         self.lockWait = lockWait
+        self.idleClose = idleClose
         self.metrics = metrics
     }
 
@@ -110,16 +116,20 @@ public final class ReplicaEndpoint: Sendable {
         }
         if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
         let store = self.store
-        let wait = lockWait
         let frames = decoded.frames
         let answer = try await run(on: writes) { () throws -> PushAnswer in
-            let projected = try Self.openForWriting(store, wait: wait)
-            defer { try? projected.close() }
+            let projected = try self.openWriter()
             let r: ReceiveResult
             do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput {
                 throw EndpointError(422, "frames refused, nothing was written: \(e.description)")
+            } catch {
+                self.closeWriter()
+                throw error
             }
-            try projected.projection.catchUp()
+            do { try projected.projection.catchUp() } catch {
+                self.closeWriter()
+                throw error
+            }
             return PushAnswer(result: r, cursor: try store.cursor())
         }
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
@@ -129,15 +139,36 @@ public final class ReplicaEndpoint: Sendable {
         return answer
     }
 
+    /// The open writer, opened when needed; closed again once idle. Runs on `writes`.
+    private func openWriter() throws -> ProjectedStore {
+        lastPush = Date()
+        if let w = writer { return w }
+        let w = try Self.openForWriting(store, wait: lockWait)
+        writer = w
+        scheduleIdleClose()
+        return w
+    }
+
+    private func scheduleIdleClose() {
+        writes.asyncAfter(deadline: .now() + idleClose) { [weak self] in
+            guard let self, self.writer != nil else { return }
+            if Date().timeIntervalSince(self.lastPush) >= self.idleClose { self.closeWriter() } else { self.scheduleIdleClose() }
+        }
+    }
+
+    private func closeWriter() {
+        try? writer?.close()
+        writer = nil
+    }
+
+    /// Releases the writer lock now (the server is stopping).
+    public func close() {
+        writes.sync { closeWriter() }
+    }
+
     static func openForWriting(_ store: Store, wait: Double) throws -> ProjectedStore {
-        let deadline = Date().addingTimeInterval(wait)
-        while true {
-            do { return try ProjectedStore(store: store) } catch let e as LogError where e.isLocked {
-                if Date() >= deadline {
-                    throw EndpointError(503, "the store is busy (another process holds its writer lock); try again", retryAfter: 1)
-                }
-                Thread.sleep(forTimeInterval: 0.02)
-            }
+        do { return try ProjectedStore.open(store: store, waitingUpTo: wait) } catch let e as LogError where e.isLocked {
+            throw EndpointError(503, "the store is busy (another process holds its writer lock); try again", retryAfter: 1)
         }
     }
 

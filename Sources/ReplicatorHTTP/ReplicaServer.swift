@@ -110,11 +110,12 @@ public enum ReplicaServer {
                     throw EndpointError(413, "the page is \(length) bytes; this server takes at most \(endpoint.pushBytesMax) per request")
                 }
                 var body: [UInt8] = []
+                if let length = request.headers[.contentLength].flatMap({ Int($0) }) { body.reserveCapacity(length) }
                 for try await chunk in request.body {
                     guard body.count + chunk.readableBytes <= endpoint.pushBytesMax else {
                         throw EndpointError(413, "the page is larger than \(endpoint.pushBytesMax) bytes, the most this server takes per request")
                     }
-                    body += chunk.readableBytesView
+                    chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
                 }
                 let a = try await endpoint.push(principal: p, body: body, peer: request.headers[replicaHeader])
                 let r = a.result

@@ -75,7 +75,7 @@ struct ResolveCommand: StoreCommand {
     func execute() throws {
         guard keep == "local" || keep == "remote" else { throw ValidationError("--keep must be local or remote") }
         let store = try options.open()
-        let projected = try ProjectedStore(store: store)
+        let projected = try ProjectedStore.open(store: store, waitingUpTo: lockWait)
         defer { try? projected.close() }
         guard let c = try projected.projection.conflict(conflictID) else {
             throw ValidationError("no conflict #\(conflictID) (see `evctl conflicts --all`)")

@@ -9,7 +9,7 @@ struct Evctl: AsyncParsableCommand {
         abstract: "Logbook: an append-only, checksummed event log for task-manager data.",
         discussion: """
             The store is --store PATH, else $EVCTL_STORE, else ./evstore.
-            Exit status: 0 success; 1 failure or problems found; 3 the store is locked by another writer;
+            Exit status: 0 success; 1 failure or problems found; 3 the store is locked by another writer (after waiting 2 s);
             4 the input was refused (nothing was appended); 64 bad usage.
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
@@ -18,6 +18,10 @@ struct Evctl: AsyncParsableCommand {
                       PushCommand.self, SyncCommand.self, ServeCommand.self, SampleCommand.self]
     )
 }
+
+/// Seconds a writing command waits while another process holds the store's writer lock (a
+/// server holds it for a moment after each push) before it gives up with exit status 3.
+let lockWait = 2.0
 
 /// Options every store command takes.
 struct StoreOptions: ParsableArguments {

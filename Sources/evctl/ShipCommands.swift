@@ -9,8 +9,9 @@ import ReplicatorHTTP
 struct PeerOptions: ParsableArguments {
     @Option(help: "Bearer token for an HTTP peer (default: $EVCTL_TOKEN).") var token: String?
     @Option(name: .customLong("ca-cert"), help: "PEM file of the certificate authority to trust for an https:// peer.") var caCert: String?
-    @Option(name: .customLong("page-bytes"), help: "Bytes per page asked of an HTTP peer (default 4 MiB; the server caps it).") var pageBytes: Int = 4 << 20
+    @Option(name: .customLong("page-bytes"), help: "Bytes per page asked of an HTTP peer (default 8 MiB; the server caps it at 32 MiB).") var pageBytes: Int = 8 << 20
     @Option(help: "Attempts per step before giving up on transient failures (connection refused, 503...).") var attempts: Int = 5
+    @Flag(name: .customLong("no-project"), help: "Only append what arrives; project later with `evctl replay` (HTTP pulls).") var noProject = false
 
     var resolvedToken: String? {
         if let token { return token }
@@ -72,12 +73,9 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
 /// Pull and push over HTTP, with the sessions' retries; both ends project what they receive.
 enum HTTPShip {
     static func pull(_ t: HTTPTransport, into store: Store, peer: PeerOptions) async throws -> TransferSummary {
-        let projected = try ProjectedStore(store: store)
-        defer { try? projected.close() }
-        Terminal.reportRecovery(projected.appender.recovery)
-        let s = try await Replication.pull(from: t, into: projected, limits: peer.limits, retry: peer.retry, progress: transferProgress("pulling"))
-        Terminal.endProgress()
-        return s
+        defer { Terminal.endProgress() }
+        return try await Replication.pull(from: t, store: store, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
+                                          recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
     }
 
     static func push(_ t: HTTPTransport, from store: Store, peer: PeerOptions) async throws -> TransferSummary {

@@ -104,7 +104,7 @@ struct SplitMix {
     }
 
     func edit(_ store: Store, _ n: Int, seed: UInt64) throws {
-        let p = try ProjectedStore(store: store)
+        let p = try ProjectedStore.open(store: store, waitingUpTo: 5)
         _ = try p.append(mutations(n, seed: seed))
         try p.close()
     }
@@ -120,9 +120,7 @@ struct SplitMix {
     func exchange(pull: Bool, local: Store, transport: any ReplicaTransport, limits: PageLimits) async throws {
         let retry = RetryPolicy(attempts: 50, base: 0.001, cap: 0.002)
         if pull {
-            let p = try ProjectedStore(store: local)
-            defer { try? p.close() }
-            _ = try await Replication.pull(from: transport, into: p, limits: limits, retry: retry)
+            _ = try await Replication.pull(from: transport, store: local, limits: limits, retry: retry, lockWait: 5)
         } else {
             _ = try await Replication.push(from: local, to: transport, limits: limits, retry: retry)
         }

@@ -1,0 +1,163 @@
+import Benchmark
+import BenchmarkSupport
+import EventLog
+import Foundation
+import Logging
+import Projections
+import Replicator
+import ReplicatorHTTP
+
+// Log shipping over loopback HTTP (server and client in this process, as two replicas on one
+// machine would be). Each figure is recorded beside a baseline measured in the same run.
+
+func config(_ custom: [String], iterations: Int = 3) -> Benchmark.Configuration {
+    Benchmark.Configuration(metrics: [.wallClock] + custom.map { metric($0) }, timeUnits: .milliseconds,
+                            warmupIterations: 0, maxDuration: .seconds(300), maxIterations: iterations)
+}
+
+func metric(_ name: String) -> BenchmarkMetric {
+    .custom(name, polarity: name.contains("(us)") ? .prefersSmaller : .prefersLarger, useScalingFactor: false)
+}
+
+/// Serves `store` on a free loopback port while `body` runs.
+func serving<T>(_ store: Store, _ body: (String) async throws -> T) async throws -> T {
+    var config = ServerConfiguration()
+    config.port = 0
+    var logger = Logger(label: "bench.serve")
+    logger.logLevel = .critical
+    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+    let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { continuation.yield($0) }
+    let task = Task { try await app.runService() }
+    defer { task.cancel() }
+    var it = ports.makeAsyncIterator()
+    guard let port = await it.next() else { throw ServerError("the server did not start") }
+    return try await body("http://127.0.0.1:\(port)")
+}
+
+/// Copies a directory with `cp -r` (the baseline for shipping); returns seconds.
+func copySeconds(_ from: String, _ to: String) throws -> Double {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/bin/cp")
+    p.arguments = ["-r", from, to]
+    let t = Clock.now()
+    try p.run()
+    p.waitUntilExit()
+    guard p.terminationStatus == 0 else { throw ServerError("cp failed") }
+    return Clock.now() - t
+}
+
+func directoryBytes(_ path: String) -> Int {
+    let fm = FileManager.default
+    var total = 0
+    for case let f as String in fm.enumerator(atPath: path) ?? FileManager.DirectoryEnumerator() {
+        total += (try? fm.attributesOfItem(atPath: path + "/" + f)[.size] as? Int) ?? 0
+    }
+    return total
+}
+
+func percentiles(_ xs: [Double]) -> (Int, Int) {
+    let s = xs.sorted()
+    return (Int(s[s.count / 2] * 1e6), Int(s[s.count * 99 / 100] * 1e6))
+}
+
+let benchmarks: @Sendable () -> Void = {
+    Benchmark("ship 1M events over loopback HTTP, verified and stored (no projection)",
+              configuration: config(["events/s (K)", "MB/s", "cp MB/s", "ratio to cp (%)"])) { benchmark in
+        let source = try Workload.store(events: 1_000_000)
+        let logBytes = directoryBytes(source.path + "/log/\(source.replicaID)")
+        try await serving(source) { url in
+            let dir = Scratch()
+            let cp = try copySeconds(source.path + "/log/\(source.replicaID)", dir.path + "/copy")
+            let receiver = try Store.create(at: dir.path + "/r")
+            let t = try HTTPTransport(url: url)
+            let t0 = Clock.now()
+            benchmark.startMeasurement()
+            let s = try await Replication.pull(from: t, store: receiver, project: false)
+            benchmark.stopMeasurement()
+            let seconds = Clock.now() - t0
+            await t.shutdown()
+            precondition(s.events == 1_000_000, "shipped \(s.events) events")
+            benchmark.measurement(metric("events/s (K)"), Int(Double(s.events) / seconds / 1000))
+            benchmark.measurement(metric("MB/s"), Int(Double(logBytes) / seconds / 1e6))
+            benchmark.measurement(metric("cp MB/s"), Int(Double(logBytes) / cp / 1e6))
+            benchmark.measurement(metric("ratio to cp (%)"), Int(cp / seconds * 100))
+        }
+    }
+
+    Benchmark("ship 1M events over loopback HTTP, end to end with projection",
+              configuration: config(["events/s (K)", "receiver rebuild events/s (K)", "ratio to rebuild (%)"])) { benchmark in
+        let source = try Workload.store(events: 1_000_000)
+        try await serving(source) { url in
+            let dir = Scratch()
+            let receiver = try Store.create(at: dir.path + "/r")
+            let t = try HTTPTransport(url: url)
+            let t0 = Clock.now()
+            benchmark.startMeasurement()
+            let s = try await Replication.pull(from: t, store: receiver, project: true)
+            benchmark.stopMeasurement()
+            let seconds = Clock.now() - t0
+            await t.shutdown()
+            let r0 = Clock.now()
+            let n = try Projection.rebuild(store: receiver)
+            let rebuild = Clock.now() - r0
+            precondition(s.events == 1_000_000 && n == 1_000_000)
+            benchmark.measurement(metric("events/s (K)"), Int(Double(s.events) / seconds / 1000))
+            benchmark.measurement(metric("receiver rebuild events/s (K)"), Int(Double(n) / rebuild / 1000))
+            benchmark.measurement(metric("ratio to rebuild (%)"), Int(rebuild / seconds * 100))
+        }
+    }
+
+    // An app embedding Logbook holds its store open (ProjectedStore) and syncs with a server now
+    // and then: one pull and one push per sync. "1 new on server": a third replica pushed one
+    // event to the server before the sync (not timed); "1 new on client": the app appended one.
+    Benchmark("incremental sync over loopback HTTP (pull + push)",
+              configuration: config(["nothing new p50 (us)", "nothing new p99 (us)", "1 new on server p50 (us)", "1 new on server p99 (us)",
+                                     "1 new on client p50 (us)", "1 new on client p99 (us)"], iterations: 1)) { benchmark in
+        let dir = Scratch()
+        let server = try Store.create(at: dir.path + "/server"), client = try Store.create(at: dir.path + "/client")
+        let third = try Store.create(at: dir.path + "/third")
+        let ps = try ProjectedStore(store: server)
+        for k in 0..<50 { _ = try ps.append(Workload.mutations(1000, seed: UInt64(k))) }
+        try ps.close()
+        try await serving(server) { url in
+            let app = try ProjectedStore(store: client)
+            let t = try HTTPTransport(url: url, replica: client.replicaID)
+            let t3 = try HTTPTransport(url: url, replica: third.replicaID)
+            func sync() async throws -> Double {
+                let t0 = Clock.now()
+                _ = try await Replication.pull(from: t, into: app)
+                _ = try await Replication.push(from: client, to: t)
+                return Clock.now() - t0
+            }
+            _ = try await sync()  // the first sync carries the 50K events
+            let singles = Workload.mutations(400, seed: 99)
+            let p3 = try ProjectedStore(store: third)
+            var idle: [Double] = [], fromServer: [Double] = [], fromClient: [Double] = []
+            benchmark.startMeasurement()
+            for _ in 0..<200 { idle.append(try await sync()) }
+            for k in 0..<200 {
+                _ = try p3.append([singles[k]])
+                _ = try await Replication.push(from: third, to: t3)
+                fromServer.append(try await sync())
+            }
+            for k in 200..<400 {
+                _ = try app.append([singles[k]])
+                fromClient.append(try await sync())
+            }
+            benchmark.stopMeasurement()
+            await t.shutdown()
+            await t3.shutdown()
+            try p3.close()
+            try app.close()
+            let (sc, cc) = (try server.cursor(), try client.cursor())
+            precondition(sc == cc)
+            let (a, b) = percentiles(idle), (c, d) = percentiles(fromServer), (e, f) = percentiles(fromClient)
+            benchmark.measurement(metric("nothing new p50 (us)"), a)
+            benchmark.measurement(metric("nothing new p99 (us)"), b)
+            benchmark.measurement(metric("1 new on server p50 (us)"), c)
+            benchmark.measurement(metric("1 new on server p99 (us)"), d)
+            benchmark.measurement(metric("1 new on client p50 (us)"), e)
+            benchmark.measurement(metric("1 new on client p99 (us)"), f)
+        }
+    }
+}
