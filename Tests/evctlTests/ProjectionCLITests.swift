@@ -148,9 +148,9 @@ import Projections
         let bad = try Evctl.run(["import", "--store", c, dir.path + "/bad.bundle"])
         #expect(bad.status != 0 && bad.stderr.contains("damaged"))
         #expect(try Evctl.run(["cursor", "--store", c]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == token)
-        // HTTP is refused with a clear message for now.
-        let http = try Evctl.run(["pull", "--store", c, "http://127.0.0.1:8427"])
-        #expect(http.status != 0 && http.stderr.contains("HTTP transport"))
+        // A URL that is not one: a clear message, no retries.
+        let http = try Evctl.run(["pull", "--store", c, "http://"])
+        #expect(http.status != 0 && http.stderr.contains("is not an http:// or https:// URL"))
     }
 }
 
