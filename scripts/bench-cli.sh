@@ -39,3 +39,39 @@ print(f"  evctl append (projected): {ep:.3f} s  {lines/ep/1e3:8.0f}K lines/s  (t
 print(f"  ratio evctl / sqlite3:   {sq/ev:.2f}x   (target >= 1.00)")
 print(f"  log bytes / input bytes: {log/size:.3f}    (target <= 0.333)")
 PY
+
+# `evctl sync URL` as a command (process start, store open, HTTP, close), against `evctl serve`
+# on loopback: nothing new, and one event appended on the client before each sync (not timed).
+# Beside it, `evctl cursor` (a process that opens the store and reads its cursor) as the floor.
+$EVCTL init --store "$WORK/srv" > /dev/null
+$EVCTL init --store "$WORK/cli" > /dev/null
+head -n 50000 "$WORK/in.ndjson" | $EVCTL append --store "$WORK/srv" > /dev/null
+$EVCTL serve --store "$WORK/srv" --listen 127.0.0.1:0 --port-file "$WORK/port" 2> /dev/null &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 1 200); do [ -s "$WORK/port" ] && break; sleep 0.05; done
+URL=http://127.0.0.1:$(cat "$WORK/port")
+$EVCTL sync --store "$WORK/cli" "$URL" > /dev/null
+python3 - "$EVCTL" "$WORK/cli" "$URL" <<'PY'
+import subprocess, sys, time, json
+evctl, store, url = sys.argv[1:4]
+def timed(args, n, before=None):
+    out = []
+    for i in range(n):
+        if before: before(i)
+        t = time.perf_counter()
+        subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+        out.append(time.perf_counter() - t)
+    out.sort()
+    return out[len(out) // 2] * 1000, out[int(len(out) * 0.99)] * 1000
+def one(i):
+    line = json.dumps({"entity": "tag", "op": "create", "id": f"00000000-0000-4000-8000-{i:012d}", "fields": {"name": f"t{i}"}})
+    subprocess.run([evctl, "append", "--store", store, "--no-project"], input=line + "\n", text=True, check=True, stdout=subprocess.DEVNULL)
+floor = timed([evctl, "cursor", "--store", store], 30)
+idle = timed([evctl, "sync", "--store", store, url], 30)
+new = timed([evctl, "sync", "--store", store, url], 30, one)
+print("evctl sync over loopback HTTP as a command (median / p99 of 30, process start included)")
+print(f"  evctl cursor (process floor): {floor[0]:6.1f} ms / {floor[1]:6.1f} ms")
+print(f"  sync, nothing new:            {idle[0]:6.1f} ms / {idle[1]:6.1f} ms")
+print(f"  sync, 1 new event on client:  {new[0]:6.1f} ms / {new[1]:6.1f} ms")
+PY

@@ -30,9 +30,14 @@ public enum Replication {
     public static func pull(from peer: any ReplicaTransport, into projected: ProjectedStore,
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
+        var received = false
         let outcome = await runPull(peer, local: try projected.store.cursor(), limits: limits, retry: retry, progress: progress,
-                                    receive: { try projected.appender.receive($0) }, cursor: { try projected.store.cursor() })
-        try projected.projection.catchUp()
+                                    receive: { frames in
+                                        let r = try projected.appender.receive(frames)
+                                        if r.frames > 0 { received = true }
+                                        return r
+                                    }, cursor: { try projected.store.cursor() })
+        if received { try projected.projection.catchUp() }
         return try outcome.get()
     }
 

@@ -37,6 +37,29 @@ public struct RetryPolicy: Sendable, Equatable {
     }
 }
 
+/// Counts consecutive transient failures of a session against its policy.
+struct RetryBudget: Sendable {
+    let policy: RetryPolicy
+    let jitter: @Sendable () -> Double
+    private(set) var failures = 0
+
+    init(policy: RetryPolicy, jitter: @escaping @Sendable () -> Double) {
+        self.policy = policy
+        self.jitter = jitter
+    }
+
+    /// A step succeeded: the next failure is the first again.
+    mutating func reset() { failures = 0 }
+
+    /// Seconds to wait before trying again, or the failure that ends the session.
+    mutating func after(_ failure: TransferFailure) -> Result<Double, TransferFailure> {
+        guard case .transient(let message) = failure else { return .failure(failure) }
+        failures += 1
+        guard failures < policy.attempts else { return .failure(.transient("\(message) (gave up after \(failures) attempts)")) }
+        return .success(policy.delay(attempt: failures, jitter: jitter()))
+    }
+}
+
 /// What a session did, for reports and per-peer state.
 public struct TransferSummary: Sendable, Equatable {
     public var pages = 0
@@ -84,14 +107,13 @@ public struct PullSession: Sendable {
     enum Phase: Sendable, Equatable { case idle, requesting, applying, waiting, finished }
 
     public let limits: PageLimits
-    public let retry: RetryPolicy
+    public var retry: RetryPolicy { budget.policy }
     private var phase = Phase.idle
     private var cursor: ReplicationCursor
     private var more = true
     private var cutOff = false
-    private var failures = 0
+    private var budget: RetryBudget
     private var stalls = 0
-    private var jitter: @Sendable () -> Double
     public private(set) var summary = TransferSummary()
 
     /// - Parameters:
@@ -101,8 +123,7 @@ public struct PullSession: Sendable {
                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
         cursor = local
         self.limits = limits
-        self.retry = retry
-        self.jitter = jitter
+        budget = RetryBudget(policy: retry, jitter: jitter)
     }
 
     public mutating func start() -> Action {
@@ -140,7 +161,7 @@ public struct PullSession: Sendable {
             // The transfer broke off: whole frames were kept; ask again from there after a pause.
             return failed(.transient("the transfer was cut off after \(summary.frames) frames"))
         }
-        failures = 0
+        budget.reset()
         guard more else {
             phase = .finished
             return .done(summary)
@@ -162,18 +183,15 @@ public struct PullSession: Sendable {
     /// are used up; anything else ends the session.
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .requesting || phase == .applying, "failure outside a step")
-        guard case .transient(let message) = failure else {
+        switch budget.after(failure) {
+        case .failure(let f):
             phase = .finished
-            return .fail(failure)
+            return .fail(f)
+        case .success(let seconds):
+            summary.retries += 1
+            phase = .waiting
+            return .wait(seconds: seconds)
         }
-        failures += 1
-        guard failures < retry.attempts else {
-            phase = .finished
-            return .fail(.transient("\(message) (gave up after \(failures) attempts)"))
-        }
-        summary.retries += 1
-        phase = .waiting
-        return .wait(seconds: retry.delay(attempt: failures, jitter: jitter()))
     }
 
     /// The pause is over: ask again from the cursor the store holds.
@@ -204,19 +222,17 @@ public struct PushSession: Sendable {
     enum Phase: Sendable, Equatable { case idle, cursor, collecting, sending, waiting, finished }
 
     public let limits: PageLimits
-    public let retry: RetryPolicy
+    public var retry: RetryPolicy { budget.policy }
     private var phase = Phase.idle
-    private var failures = 0
+    private var budget: RetryBudget
     private var stalls = 0
     private var lastPage: FramePage?
-    private var jitter: @Sendable () -> Double
     public private(set) var summary = TransferSummary()
 
     public init(limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
         self.limits = limits
-        self.retry = retry
-        self.jitter = jitter
+        budget = RetryBudget(policy: retry, jitter: jitter)
     }
 
     public mutating func start() -> Action {
@@ -229,7 +245,7 @@ public struct PushSession: Sendable {
     public mutating func peerCursor(_ c: ReplicationCursor) -> Action {
         precondition(phase == .cursor, "a cursor nobody asked for")
         summary.peerCursor = c
-        failures = 0
+        budget.reset()
         phase = .collecting
         return .collect(since: c, limits: limits)
     }
@@ -256,7 +272,7 @@ public struct PushSession: Sendable {
         summary.alreadyHeld += r.alreadyHeld
         let progressed = cursor != summary.peerCursor
         summary.peerCursor = cursor
-        failures = 0
+        budget.reset()
         if progressed { stalls = 0 } else {
             stalls += 1
             if stalls >= 3 {
@@ -274,18 +290,15 @@ public struct PushSession: Sendable {
 
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .cursor || phase == .sending || phase == .collecting, "failure outside a step")
-        guard case .transient(let message) = failure else {
+        switch budget.after(failure) {
+        case .failure(let f):
             phase = .finished
-            return .fail(failure)
+            return .fail(f)
+        case .success(let seconds):
+            summary.retries += 1
+            phase = .waiting
+            return .wait(seconds: seconds)
         }
-        failures += 1
-        guard failures < retry.attempts else {
-            phase = .finished
-            return .fail(.transient("\(message) (gave up after \(failures) attempts)"))
-        }
-        summary.retries += 1
-        phase = .waiting
-        return .wait(seconds: retry.delay(attempt: failures, jitter: jitter()))
     }
 
     /// The pause is over: ask the peer where it is now (the failed page may have landed).

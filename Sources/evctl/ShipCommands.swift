@@ -27,8 +27,17 @@ struct PeerOptions: ParsableArguments {
         return l.hasPrefix("http://") || l.hasPrefix("https://")
     }
 
-    func transport(_ url: String, replica: ReplicaID) throws -> HTTPTransport {
-        try HTTPTransport(url: url, token: resolvedToken, caCertificate: caCert, replica: replica)
+    /// Runs `body` with a client for `url`, shut down afterwards whatever happens.
+    func withTransport<T>(_ url: String, replica: ReplicaID, _ body: (HTTPTransport) async throws -> T) async throws -> T {
+        let t = try HTTPTransport(url: url, token: resolvedToken, caCertificate: caCert, replica: replica)
+        do {
+            let r = try await body(t)
+            await t.shutdown()
+            return r
+        } catch {
+            await t.shutdown()
+            throw error
+        }
     }
 }
 
@@ -155,16 +164,13 @@ struct PullCommand: AsyncStoreCommand {
     func execute() async throws {
         let mine = try options.open()
         if PeerOptions.isURL(source) {
-            let t = try peer.transport(source, replica: mine.replicaID)
-            let result: Result<TransferSummary, any Error>
-            do {
-                result = .success(try await remembering(mine, peer: source) {
+            let s = try await peer.withTransport(source, replica: mine.replicaID) { t in
+                try await remembering(mine, peer: source) {
                     let s = try await HTTPShip.pull(t, into: mine, peer: peer)
                     return (s, s.events, 0, s.peerCursor)
-                })
-            } catch { result = .failure(error) }
-            await t.shutdown()
-            return printSummary(try result.get(), json: options.json, verb: "pulled")
+                }
+            }
+            return printSummary(s, json: options.json, verb: "pulled")
         }
         let other = try Store.open(at: source)
         let r = try await remembering(mine, peer: source) {
@@ -187,16 +193,13 @@ struct PushCommand: AsyncStoreCommand {
     func execute() async throws {
         let mine = try options.open()
         if PeerOptions.isURL(target) {
-            let t = try peer.transport(target, replica: mine.replicaID)
-            let result: Result<TransferSummary, any Error>
-            do {
-                result = .success(try await remembering(mine, peer: target) {
+            let s = try await peer.withTransport(target, replica: mine.replicaID) { t in
+                try await remembering(mine, peer: target) {
                     let s = try await HTTPShip.push(t, from: mine, peer: peer)
                     return (s, 0, s.events, s.peerCursor)
-                })
-            } catch { result = .failure(error) }
-            await t.shutdown()
-            return printSummary(try result.get(), json: options.json, verb: "pushed")
+                }
+            }
+            return printSummary(s, json: options.json, verb: "pushed")
         }
         let other = try Store.open(at: target)
         let r = try await remembering(mine, peer: target) {
@@ -219,17 +222,13 @@ struct SyncCommand: AsyncStoreCommand {
         let mine = try options.open()
         let pulled: Int, pushed: Int
         if PeerOptions.isURL(source) {
-            let t = try peer.transport(source, replica: mine.replicaID)
-            let result: Result<(Int, Int), any Error>
-            do {
-                result = .success(try await remembering(mine, peer: source) {
+            (pulled, pushed) = try await peer.withTransport(source, replica: mine.replicaID) { t in
+                try await remembering(mine, peer: source) {
                     let a = try await HTTPShip.pull(t, into: mine, peer: peer)
                     let b = try await HTTPShip.push(t, from: mine, peer: peer)
                     return ((a.events, b.events), a.events, b.events, b.peerCursor)
-                })
-            } catch { result = .failure(error) }
-            await t.shutdown()
-            (pulled, pushed) = try result.get()
+                }
+            }
         } else {
             let other = try Store.open(at: source)
             (pulled, pushed) = try await remembering(mine, peer: source) {
