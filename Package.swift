@@ -29,10 +29,12 @@ let package = Package(
             pkgConfig: "liblz4",
             providers: [.apt(["liblz4-dev"])]
         ),
+        .target(name: "CCRC32C"),
         .target(
             name: "EventLog",
             dependencies: [
                 "CLZ4",
+                "CCRC32C",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),

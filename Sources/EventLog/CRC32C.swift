@@ -1,7 +1,9 @@
+import CCRC32C
 import Foundation
 
 /// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as used by iSCSI, ext4 and Kafka's
-/// record batches. Slicing-by-8 over a table built once.
+/// record batches. The CPU's instruction where there is one (SSE 4.2, three interleaved
+/// streams; Sources/CCRC32C), else slicing-by-8 over a table built once.
 ///
 /// Check value: `CRC32C.checksum("123456789")` is `0xE3069283`.
 public struct CRC32C: Sendable {
@@ -26,7 +28,18 @@ public struct CRC32C: Sendable {
         return t
     }()
 
+    static let hardware = logbook_crc32c_hw_available() != 0
+
     public mutating func update(_ buffer: UnsafeRawBufferPointer) {
+        if CRC32C.hardware, let base = buffer.baseAddress {
+            value = logbook_crc32c_hw_update(value, base, buffer.count)
+        } else {
+            updateWithTables(buffer)
+        }
+    }
+
+    /// The portable path (also the reference the hardware path is tested against).
+    mutating func updateWithTables(_ buffer: UnsafeRawBufferPointer) {
         var crc = value
         var i = 0
         let n = buffer.count
