@@ -66,6 +66,17 @@ public struct FramePage: Sendable, Equatable {
         public var next: ReplicationCursor?
         public var more: Bool
         public var complete: Bool
+        /// The sender's own cursor when it answered, if the transport carries it (HTTP sends it
+        /// in `Logbook-Cursor`); lets a push that follows start without asking for it.
+        public var holder: ReplicationCursor?
+
+        public init(frames: [[UInt8]], next: ReplicationCursor?, more: Bool, complete: Bool, holder: ReplicationCursor? = nil) {
+            self.frames = frames
+            self.next = next
+            self.more = more
+            self.complete = complete
+            self.holder = holder
+        }
     }
 
     /// Reads a page. A body cut off at any byte gives the whole frames before the cut.

@@ -128,11 +128,13 @@ public enum Replication {
     }
 
     /// Pushes everything `store` holds past `peer`'s cursor, page by page.
-    public static func push(from store: Store, to peer: any ReplicaTransport,
+    /// - Parameter known: the peer's cursor if a pull just learned it (`TransferSummary.peerHolds`),
+    ///   which saves asking for it.
+    public static func push(from store: Store, to peer: any ReplicaTransport, known: ReplicationCursor? = nil,
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
         var session = PushSession(limits: limits, retry: retry)
-        var action = session.start()
+        var action = session.start(known: known)
         while true {
             switch action {
             case .requestCursor:
@@ -178,7 +180,7 @@ public struct StoreTransport: ReplicaTransport {
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
         let page = try FramePage.collect(from: store, since: since, limits: limits)
-        return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true), page.frameBytes)
+        return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true, holder: try store.cursor()), page.frameBytes)
     }
 
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {

@@ -70,6 +70,8 @@ public struct TransferSummary: Sendable, Equatable {
     public var retries = 0
     /// The peer's cursor as last seen (pull: the page's next cursor; push: the peer's answer).
     public var peerCursor: ReplicationCursor = .empty
+    /// Pull: the peer's own cursor with the last whole page, when the transport carries it.
+    public var peerHolds: ReplicationCursor?
     public init() {}
 }
 
@@ -140,6 +142,7 @@ public struct PullSession: Sendable {
         cutOff = !page.complete
         more = page.more || !page.complete
         if let next = page.next { summary.peerCursor = next }
+        if let holder = page.holder { summary.peerHolds = holder }
         if page.frames.isEmpty { return afterApply(progressed: false) }
         phase = .applying
         return .apply(page.frames)
@@ -235,9 +238,13 @@ public struct PushSession: Sendable {
         budget = RetryBudget(policy: retry, jitter: jitter)
     }
 
-    public mutating func start() -> Action {
+    /// - Parameter known: the peer's cursor when it is already known (from a pull just before);
+    ///   the first page is then collected without asking. A stale cursor is harmless: the peer
+    ///   skips frames it already holds and answers with its real cursor.
+    public mutating func start(known: ReplicationCursor? = nil) -> Action {
         precondition(phase == .idle, "start called twice")
         phase = .cursor
+        if let known { return peerCursor(known) }
         return .requestCursor
     }
 

@@ -106,7 +106,13 @@ public final class HTTPTransport: ReplicaTransport {
         } catch {
             // Cut off: keep the whole frames that arrived; the session asks again from there.
         }
-        do { return (try FramePage.decode(body), body.count) } catch {
+        do {
+            var decoded = try FramePage.decode(body)
+            if decoded.complete, let token = response.headers.first(name: "Logbook-Cursor") {
+                decoded.holder = try? ReplicationCursor(token: token)
+            }
+            return (decoded, body.count)
+        } catch {
             throw TransferFailure.permanent("the server's answer is not a page of frames: \(error)")
         }
     }

@@ -70,7 +70,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     /// - Parameters:
     ///   - peer: the caller's replica id as it says (`Logbook-Replica`), for per-peer lag in metrics.
     public func page(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
-                     peer: String?) async throws -> FramePage {
+                     peer: String?) async throws -> (page: FramePage, cursor: ReplicationCursor) {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         var since = ReplicationCursor.empty
         if let token, !token.isEmpty {
@@ -94,7 +94,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", cursor: since.merged(with: page.next), lag: page.next.merged(with: since).lag(behind: mine))
         }
-        return page
+        return (page, mine)
     }
 
     /// What a push did, as answered to the client.

@@ -59,6 +59,7 @@ public enum ReplicaServer {
     static let moreHeader = HTTPField.Name("Logbook-More")!
     static let nextHeader = HTTPField.Name("Logbook-Next-Cursor")!
     static let replicaHeader = HTTPField.Name("Logbook-Replica")!
+    static let cursorHeader = HTTPField.Name("Logbook-Cursor")!
     /// Bounds of what a request may carry besides a pushed body.
     static let queryBytesMax = 1 << 15
 
@@ -92,11 +93,12 @@ public enum ReplicaServer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 guard (request.uri.query?.utf8.count ?? 0) <= queryBytesMax else { throw EndpointError(414, "the query is longer than \(queryBytesMax) bytes") }
                 let q = request.uri.queryParameters
-                let page = try await endpoint.page(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
-                                                   maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
+                let (page, mine) = try await endpoint.page(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
+                                                           maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
                 var headers: HTTPFields = [.contentType: pageContentType]
                 headers[moreHeader] = page.more ? "true" : "false"
                 headers[nextHeader] = page.next.token
+                headers[cursorHeader] = mine.token
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: page.encoded())))
             }
         }

@@ -87,8 +87,8 @@ enum HTTPShip {
                                           recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
     }
 
-    static func push(_ t: HTTPTransport, from store: Store, peer: PeerOptions) async throws -> TransferSummary {
-        let s = try await Replication.push(from: store, to: t, limits: peer.limits, retry: peer.retry, progress: transferProgress("pushing"))
+    static func push(_ t: HTTPTransport, from store: Store, peer: PeerOptions, known: ReplicationCursor? = nil) async throws -> TransferSummary {
+        let s = try await Replication.push(from: store, to: t, known: known, limits: peer.limits, retry: peer.retry, progress: transferProgress("pushing"))
         Terminal.endProgress()
         return s
     }
@@ -225,7 +225,7 @@ struct SyncCommand: AsyncStoreCommand {
             (pulled, pushed) = try await peer.withTransport(source, replica: mine.replicaID) { t in
                 try await remembering(mine, peer: source) {
                     let a = try await HTTPShip.pull(t, into: mine, peer: peer)
-                    let b = try await HTTPShip.push(t, from: mine, peer: peer)
+                    let b = try await HTTPShip.push(t, from: mine, peer: peer, known: a.peerHolds)
                     return ((a.events, b.events), a.events, b.events, b.peerCursor)
                 }
             }

@@ -301,6 +301,9 @@ struct SplitMix {
             let pulled = try await Replication.pull(from: t, into: p)
             try p.close()
             #expect(pulled.events == 50)
+            // The page told the client the server's own cursor.
+            let serverHolds = try server.cursor()
+            #expect(pulled.peerHolds == serverHolds)
             await t.shutdown()
             r = try await raw(url + "/metrics", token: "reader-token-0123456789")
             #expect(r.status == 200)

@@ -191,6 +191,14 @@ import Testing
         #expect(summary.pages == 2 && summary.events == 9 && summary.bytes == 3 && summary.peerCursor == c2)
     }
 
+    @Test func pushSessionStartsFromACursorAPullJustLearned() {
+        var s = PushSession()
+        let known = ReplicationCursor([b: Seq(7)])
+        #expect(s.start(known: known) == .collect(since: known, limits: s.limits))
+        guard case .done(let summary) = s.collected(FramePage(frames: [], next: known, more: false)) else { Issue.record("not done"); return }
+        #expect(summary.pages == 0 && summary.peerCursor == known)
+    }
+
     @Test func pushSessionAsksWhereThePeerIsAfterAFailedSend() {
         var s = PushSession(retry: RetryPolicy(attempts: 2, base: 1, cap: 1), jitter: { 1 })
         _ = s.start()
