@@ -35,4 +35,10 @@ public struct LogTip: Sendable, Equatable {
     public var lastHLC: HLC
     public var lastHash: FrameHash
     public static let empty = LogTip(lastSeq: Seq(0), lastHLC: .zero, lastHash: .zero)
+
+    public init(lastSeq: Seq, lastHLC: HLC, lastHash: FrameHash) {
+        self.lastSeq = lastSeq
+        self.lastHLC = lastHLC
+        self.lastHash = lastHash
+    }
 }

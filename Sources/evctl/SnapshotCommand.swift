@@ -1,0 +1,29 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import Projections
+import Replicator
+
+struct SnapshotCommand: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "snapshot",
+        abstract: "Write a consistent copy of the projection and the log position it covers (per origin: last seq and frame hash).",
+        discussion: "Made with SQLite's VACUUM INTO while the writer lock is held; device-local app_settings are left out."
+    )
+    @OptionGroup var options: StoreOptions
+    @Option(help: "The snapshot file to write.") var out: String
+
+    func execute() throws {
+        let projected = try ProjectedStore.open(store: try options.open(), waitingUpTo: lockWait)
+        defer { try? projected.close() }
+        Terminal.reportRecovery(projected.appender.recovery)
+        let info = try Snapshot.make(projected, to: out)
+        let cursor = ReplicationCursor(info.anchors.mapValues(\.lastSeq))
+        if options.json {
+            print(JSON.object([("file", JSON.string(out)), ("bytes", String(info.bytes)), ("cursor", JSON.string(cursor.token)),
+                               ("events", String(cursor.entries.values.reduce(0) { $0 + $1.rawValue }))]))
+        } else {
+            print("snapshot of \(cursor.entries.values.reduce(0) { $0 + $1.rawValue }) events (\(info.bytes) bytes) at \(cursor.token) written to \(out)")
+        }
+    }
+}
