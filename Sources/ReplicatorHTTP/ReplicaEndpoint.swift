@@ -92,7 +92,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         let (page, mine) = try await run(on: reads) { (try FramePage.collect(from: store, since: from, limits: clamped), try store.cursor()) }
         metrics.served(frames: page.frames.count, bytes: page.frameBytes, cursor: mine)
         if let peer, let id = ReplicaID(peer) {
-            metrics.peer("\(principal.name)/\(id)", cursor: since.merged(with: page.next), lag: page.next.merged(with: since).lag(behind: mine))
+            metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
         }
         return (page, mine)
     }
@@ -134,7 +134,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         }
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) {
-            metrics.peer("\(principal.name)/\(id)", cursor: nil, lag: nil)
+            metrics.peer("\(principal.name)/\(id)", lag: nil)
         }
         return answer
     }

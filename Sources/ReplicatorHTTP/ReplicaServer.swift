@@ -154,7 +154,9 @@ public enum ReplicaServer {
             if let s = e.retryAfter { r.headers[.retryAfter] = String(s) }
             return r
         } catch {
-            return json(.internalServerError, "{\"error\":\(jsonString("the server failed: \(error)"))}")
+            // The details (paths, errno) stay in the server's log; the client learns that it failed.
+            FileHandle.standardError.write(Data("evctl serve: request failed: \(error)\n".utf8))
+            return json(.internalServerError, "{\"error\":\"the server failed to answer; its log says why\"}")
         }
     }
 

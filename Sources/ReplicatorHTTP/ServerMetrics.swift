@@ -36,7 +36,7 @@ public final class ServerMetrics: @unchecked Sendable {
         }
     }
 
-    func peer(_ name: String, cursor: ReplicationCursor?, lag: UInt64?) {
+    func peer(_ name: String, lag: UInt64?) {
         lock.withLock {
             let old = peers[name]?.lag
             peers[name] = (lag ?? old, Date())

@@ -59,7 +59,8 @@ struct ServeCommand: AsyncStoreCommand {
         let scheme = tlsCert == nil ? "http" : "https"
         let host = config.host.contains(":") ? "[\(config.host)]" : config.host
         let portFile = self.portFile
-        let principals = config.policy.isOpen ? "no tokens (loopback only)" : "\(config.policy.principals.count) principals"
+        let count = config.policy.principals.count
+        let principals = config.policy.isOpen ? "no tokens (loopback only)" : "\(count) principal\(count == 1 ? "" : "s") in \(tokens ?? "")"
         let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { port in
             if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
             Terminal.note("serving \(store.path) (replica \(store.replicaID)) at \(scheme)://\(host):\(port), \(principals)")
