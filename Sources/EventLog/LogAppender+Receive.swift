@@ -130,7 +130,8 @@ extension LogAppender {
     func currentTip(_ origin: ReplicaID) throws -> LogTip {
         if origin == self.origin { return tip }
         if let w = received[origin] { return w.tip }
-        return recoveredOthers[origin]?.tip ?? .empty
+        if let r = recoveredOthers[origin], !r.segments.isEmpty { return r.tip }
+        return try store.directory(origin).loadFloor() ?? .empty
     }
 
     private func writer(for origin: ReplicaID) throws -> SegmentWriter {

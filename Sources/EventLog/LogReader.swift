@@ -133,13 +133,19 @@ public struct LogReader: Sendable {
         return out
     }
 
+    /// Where `origin`'s log starts when a snapshot bootstrap left it starting past seq 1 (the
+    /// snapshot's last seq, hlc and frame hash); nil for a log that starts at seq 1.
+    public func floor(origin: ReplicaID) throws -> LogTip? {
+        try store.directory(origin).loadFloor()
+    }
+
     /// The end of `origin`'s committed log, found from the newest segment's index and the frames past it.
     /// - Parameter hashing: false skips hashing the frames past the index (`lastHash` is then only
     ///   right when the index covers the whole segment); enough for a cursor, which needs the seq.
     public func tip(origin: ReplicaID, hashing: Bool = true) throws -> LogTip {
         let dir = store.directory(origin)
         let segments = try dir.segments(op: "read")
-        guard let newest = segments.last else { return .empty }
+        guard let newest = segments.last else { return try dir.loadFloor() ?? .empty }
         var tip = LogTip.empty
         var from = newest
         if let size = FileIO.size(of: dir.segmentPath(newest)), let idx = dir.loadIndex(newest, segmentSize: size) {
@@ -151,8 +157,9 @@ public struct LogReader: Sendable {
             tip = LogTip(lastSeq: h.lastSeq, lastHLC: h.lastHLC, lastHash: hashing ? FrameHash.of(bytes) : tip.lastHash)
             return true
         }
-        if tip.lastSeq.rawValue == 0 && segments.count > 1 {
-            // An empty newest segment: the tip is where the one before it ends.
+        if tip.lastSeq.rawValue == 0 && newest.rawValue > 1 {
+            // An empty newest segment: the tip is where the one before it (or the floor) ends.
+            if segments.count == 1, let floor = try dir.loadFloor() { return floor }
             tip.lastSeq = Seq(newest.rawValue - 1)
         }
         return tip

@@ -19,6 +19,45 @@ struct OriginDirectory {
         return try FileIO.listDirectory(path, op: op).compactMap(SegmentName.parseSegment).sorted()
     }
 
+    var floorPath: String { path + "/FLOOR" }
+
+    /// Where this origin's log starts when it does not start at seq 1: the end of the log a
+    /// snapshot covered (last seq, hlc and frame hash), written when a replica is bootstrapped
+    /// from a snapshot. nil when the log starts at seq 1. See docs/FORMAT.md, "Floor".
+    /// - Throws: `LogError` when the file is damaged (never read as data).
+    func loadFloor() throws -> LogTip? {
+        guard FileIO.exists(floorPath) else { return nil }
+        let b = try FileIO.readFile(floorPath, op: "read floor")
+        guard b.count == Self.floorSize, Array(b[0..<4]) == Self.floorMagic, b[4] == 1,
+              CRC32C.checksum(Array(b[0..<(Self.floorSize - 4)])) == b[(Self.floorSize - 4)...].withUnsafeBytes({ UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }) else {
+            throw LogError(.corrupt, "read floor", "the floor file is damaged", file: floorPath, offset: 0)
+        }
+        let seq = b[8..<16].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        let hlc = b[16..<24].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        return LogTip(lastSeq: Seq(seq), lastHLC: HLC(rawValue: hlc), lastHash: FrameHash(bytes: Array(b[24..<56])))
+    }
+
+    static let floorMagic: [UInt8] = Array("LBFL".utf8)
+    static let floorSize = 60
+
+    /// Writes the floor file (atomically, fsynced). Only for an origin with no segments yet.
+    func writeFloor(_ tip: LogTip) throws {
+        var w = ByteWriter()
+        w.raw(Self.floorMagic)
+        w.raw([1, 0, 0, 0])
+        w.u64(tip.lastSeq.rawValue)
+        w.u64(tip.lastHLC.rawValue)
+        w.raw(tip.lastHash.bytes)
+        var bytes = w.bytes
+        let crc = CRC32C.checksum(bytes)
+        withUnsafeBytes(of: crc.littleEndian) { bytes += $0 }
+        if !FileIO.exists(path) {
+            try FileIO.makeDirectory(path, op: "write floor")
+            try FileIO.fsyncDirectory((path as NSString).deletingLastPathComponent, op: "write floor")
+        }
+        try FileIO.writeAtomically(bytes, to: floorPath, op: "write floor")
+    }
+
     /// The segment's index if present and valid for a segment of `segmentSize` bytes.
     func loadIndex(_ first: Seq, segmentSize: Int) -> SegmentIndex? {
         guard let bytes = try? FileIO.readFile(indexPath(first), op: "read index"),

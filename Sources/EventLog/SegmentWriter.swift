@@ -20,14 +20,17 @@ final class SegmentWriter {
     init(dir: OriginDirectory, recovered: RecoveredOrigin?) throws {
         self.dir = dir
         segments = recovered?.segments ?? []
-        active = recovered?.active ?? Recovery.emptyIndex(dir, Seq(1), .zero)
+        // A log bootstrapped from a snapshot starts past its floor, linked to the floor's hash.
+        let floor = segments.isEmpty ? try dir.loadFloor() ?? .empty : .empty
+        active = recovered?.active ?? Recovery.emptyIndex(dir, floor.lastSeq.next, floor.lastHash)
+        if segments.isEmpty { active.lastHLC = floor.lastHLC }
         indexWrittenAt = active.coveredBytes
         if segments.isEmpty {
             if !FileIO.exists(dir.path) {
                 try FileIO.makeDirectory(dir.path, op: "open")
                 try FileIO.fsyncDirectory((dir.path as NSString).deletingLastPathComponent, op: "open")
             }
-            try createSegment(first: Seq(1), previous: .zero)
+            try createSegment(first: floor.lastSeq.next, previous: floor.lastHash)
         } else {
             let path = dir.segmentPath(active.firstSeq)
             fd = try FileIO.open(path, O_RDWR, op: "open")

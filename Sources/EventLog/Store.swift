@@ -61,4 +61,15 @@ public struct Store: Sendable {
     }
 
     func directory(_ origin: ReplicaID) -> OriginDirectory { OriginDirectory(storePath: path, origin: origin) }
+
+    /// Records that `origin`'s log starts right after `tip` (a snapshot's anchor), for a store
+    /// that holds nothing of that origin yet. Hold the writer lock while calling this.
+    /// - Throws: `LogError` when the store already holds segments of `origin`.
+    public func writeFloor(_ tip: LogTip, origin: ReplicaID) throws {
+        let dir = directory(origin)
+        guard try dir.segments(op: "write floor").isEmpty else {
+            throw LogError(.invalidInput, "write floor", "origin \(origin) already has a log here", file: dir.path)
+        }
+        try dir.writeFloor(tip)
+    }
 }

@@ -43,7 +43,17 @@ public struct Verifier: Sendable {
         }
         let decoder = FrameDecoder()
         for (dir, segs) in plan {
-            if let first = segs.first, first != Seq(1) {
+            let floor: LogTip?
+            do { floor = try dir.loadFloor() } catch {
+                report.problems.append(VerifyProblem(file: dir.floorPath, offset: 0, message: "floor file is damaged"))
+                continue
+            }
+            if let floor {
+                report.notes.append("origin \(dir.origin): log starts after a snapshot, at seq \(floor.lastSeq.next)")
+                if let first = segs.first, first != floor.lastSeq.next {
+                    report.problems.append(VerifyProblem(file: dir.segmentPath(first), offset: 0, message: "the log starts at seq \(first), its floor says \(floor.lastSeq.next)"))
+                }
+            } else if let first = segs.first, first != Seq(1) {
                 report.notes.append("origin \(dir.origin): log starts at seq \(first)")
             }
             var chain: ChainState?
@@ -72,6 +82,8 @@ public struct Verifier: Sendable {
                     } else if c.previousHash != header.previousHash {
                         report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: segment links to \(header.previousHash), previous frame hashes to \(c.previousHash.map(\.description) ?? "?")"))
                     }
+                } else if i == 0, let floor, header.previousHash != floor.lastHash {
+                    report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: the log does not link to its floor (the snapshot's last frame hash)"))
                 }
                 var state = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero)
                 var offset = SegmentHeader.size

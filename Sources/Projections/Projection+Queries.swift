@@ -278,8 +278,9 @@ extension Projection {
         defer { for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) } }
         let live = try canonicalDump()
         let cursorNow = try cursor()
+        let seeded = try Projection.seedFromSnapshot(store, at: temp)
         let pool = try Projection.openPool(temp, schema: schema)
-        _ = try Projection.project(store: store, into: pool, schema: schema, fresh: true, progress: progress)
+        _ = try Projection.project(store: store, into: pool, schema: schema, fresh: !seeded, progress: progress)
         let aside = try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
         let asideCursor = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor").reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }

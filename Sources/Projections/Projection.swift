@@ -225,8 +225,9 @@ public final class Projection: @unchecked Sendable {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) }
         var n = 0
         do {
+            let seeded = try seedFromSnapshot(store, at: temp)
             let pool = try openRebuildQueue(temp, schema: schema)
-            n = try project(store: store, into: pool, schema: schema, fresh: true, progress: progress)
+            n = try project(store: store, into: pool, schema: schema, fresh: !seeded, progress: progress)
             // Device-local settings survive a rebuild.
             if FileManager.default.fileExists(atPath: target) {
                 try pool.writeWithoutTransaction { db in

@@ -108,3 +108,99 @@ public enum Snapshot {
         }
     }
 }
+
+extension Snapshot {
+    /// Where a bootstrapped store keeps the snapshot it started from: its rebuilds start there.
+    public static func storedPath(for store: Store) -> String { store.path + "/snapshot.sqlite" }
+
+    /// Bootstraps `store` from a snapshot: each origin the store holds nothing of gets a floor at
+    /// the snapshot's anchor (its log will start right after it, linked to the anchor's hash), the
+    /// projection is replaced by the snapshot's (this store's app_settings kept), and the snapshot
+    /// is kept for rebuilds. Events the store holds past the snapshot are projected at the next
+    /// catch-up. Takes the writer lock; no projection of `store` may be open in this process.
+    /// - Throws: when the store already holds part of an origin's log that the snapshot covers
+    ///   further (its log cannot have a gap), or holds less of its own log than the snapshot.
+    @discardableResult
+    public static func install(_ path: String, into store: Store, lockWait: Double = 2) throws -> Info {
+        let info = try read(path)
+        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender(store: store) }
+        defer { try? appender.close() }
+        let reader = LogReader(store: store)
+        var floors: [(ReplicaID, LogTip)] = []
+        for (o, anchor) in info.anchors.sorted(by: { $0.key < $1.key }) {
+            let mine = try reader.tip(origin: o, hashing: false).lastSeq
+            if o == store.replicaID {
+                guard mine >= anchor.lastSeq else {
+                    throw ProjectionError.invalid("the snapshot holds this replica's own log through seq \(anchor.lastSeq), the store only through \(mine); refusing to bootstrap")
+                }
+                continue
+            }
+            if mine >= anchor.lastSeq { continue }
+            guard mine.rawValue == 0 else {
+                throw ProjectionError.invalid("this store holds origin \(o) through seq \(mine) and the snapshot through \(anchor.lastSeq); a bootstrap needs a store without that origin's log (pull from a peer that still holds it instead)")
+            }
+            floors.append((o, anchor))
+        }
+        // The snapshot, kept for rebuilds, then the projection built from it, then the floors.
+        let kept = storedPath(for: store)
+        try copyDurably(path, to: kept)
+        let target = Projection.path(for: store)
+        let temp = target + ".bootstrap"
+        for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) }
+        try copyDurably(path, to: temp)
+        let queue = try DatabaseQueue(path: temp)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "DROP TABLE snapshot_meta")
+            try db.execute(sql: "DROP TABLE snapshot_anchors")
+            if FileManager.default.fileExists(atPath: target) {
+                try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
+                if try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM old.sqlite_master WHERE name = 'app_settings'") == true {
+                    try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings SELECT key, value FROM old.app_settings")
+                }
+                try db.execute(sql: "DETACH DATABASE old")
+            }
+        }
+        try queue.close()
+        try Projection.swapIn(temp, over: target)
+        for (o, anchor) in floors {
+            do { try store.writeFloor(anchor, origin: o) } catch { throw ProjectionError.database("cannot write the floor of origin \(o): \(error)") }
+        }
+        return info
+    }
+
+    static func copyDurably(_ from: String, to: String) throws {
+        let tmp = to + ".tmp"
+        try? FileManager.default.removeItem(atPath: tmp)
+        do { try FileManager.default.copyItem(atPath: from, toPath: tmp) } catch {
+            throw ProjectionError.database("cannot copy \(from) to \(tmp): \(error)")
+        }
+        let fd = open(tmp, O_RDONLY)
+        if fd >= 0 {
+            fsync(fd)
+            close(fd)
+        }
+        guard rename(tmp, to) == 0 else { throw ProjectionError.database("cannot move \(tmp) into place: \(String(cString: strerror(errno)))") }
+    }
+}
+
+extension Projection {
+    /// For a store whose logs start past a floor: a new projection file at `path` seeded from the
+    /// snapshot the store was bootstrapped from (the log alone no longer holds everything).
+    /// Returns false when no origin has a floor (start empty).
+    static func seedFromSnapshot(_ store: Store, at path: String) throws -> Bool {
+        let reader = LogReader(store: store)
+        guard try store.origins().contains(where: { try reader.floor(origin: $0) != nil }) else { return false }
+        let kept = Snapshot.storedPath(for: store)
+        guard FileManager.default.fileExists(atPath: kept) else {
+            throw ProjectionError.database("this store's log starts after a snapshot, and the snapshot (\(kept)) is missing: a rebuild cannot recreate what came before it")
+        }
+        try Snapshot.copyDurably(kept, to: path)
+        let queue = try DatabaseQueue(path: path)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_meta")
+            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_anchors")
+        }
+        try queue.close()
+        return true
+    }
+}

@@ -124,6 +124,16 @@ public struct FramePage: Sendable, Equatable {
         }
     }
 
+    /// The origins whose log in `store` starts after a snapshot past `since` (the frames between
+    /// are not held here any more): a reader at `since` must bootstrap from a snapshot.
+    public static func expired(in store: Store, since: ReplicationCursor) throws -> [(ReplicaID, LogTip)] {
+        let reader = LogReader(store: store)
+        return try store.origins().compactMap { o in
+            guard let floor = try reader.floor(origin: o), since[o] < floor.lastSeq else { return nil }
+            return (o, floor)
+        }
+    }
+
     /// Collects a page of what `store` holds past `since`: origin by origin in seq order, whole
     /// appends only, stopping once `limits` is reached.
     public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits) throws -> FramePage {

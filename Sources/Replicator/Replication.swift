@@ -12,6 +12,14 @@ public protocol ReplicaTransport: Sendable {
     func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int)
     /// Sends a page; returns what the peer appended and its cursor afterwards.
     func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor)
+    /// Writes a snapshot of the peer (projection and the log position it covers) to `path`.
+    func snapshot(to path: String) async throws
+}
+
+extension ReplicaTransport {
+    public func snapshot(to path: String) async throws {
+        throw TransferFailure.permanent("this peer cannot send a snapshot")
+    }
 }
 
 /// How far a transfer has come, for progress on a terminal.
@@ -42,14 +50,37 @@ public enum Replication {
     }
 
     /// Pulls into `store`, opening it for writing only once a page brings frames (so a pull with
-    /// nothing new takes no lock and touches no file), and closing it afterwards.
-    /// - Parameter project: false leaves the projection to a later `catchUp` (`evctl replay`).
+    /// nothing new takes no lock and touches no file), and closing it afterwards. When the peer
+    /// answers "cursor expired" (it no longer holds the log from this store's cursor) and
+    /// `bootstrap` is set, the store is bootstrapped from the peer's snapshot (`Snapshot.install`)
+    /// and the pull goes on from the snapshot's cursor.
     /// - Parameter lockWait: how long to wait while another process (such as `evctl serve` on this
     ///   store, which holds the lock briefly after each push) holds the writer lock.
-    public static func pull(from peer: any ReplicaTransport, store: Store, project: Bool = true,
+    public static func pull(from peer: any ReplicaTransport, store: Store, project: Bool = true, bootstrap: Bool = true,
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), lockWait: Double = 2,
                             recovered: ((RecoveryReport) -> Void)? = nil,
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
+        var bootstrapped = false
+        while true {
+            let outcome = try await pullOnce(from: peer, store: store, project: project, limits: limits, retry: retry,
+                                             lockWait: lockWait, recovered: recovered, progress: progress)
+            if case .failure(TransferFailure.cursorExpired) = outcome, bootstrap, !bootstrapped {
+                let file = store.path + "/snapshot.incoming"
+                defer { try? FileManager.default.removeItem(atPath: file) }
+                try await peer.snapshot(to: file)
+                try Snapshot.install(file, into: store, lockWait: lockWait)
+                bootstrapped = true
+                continue
+            }
+            var summary = try outcome.get()
+            summary.bootstrapped = bootstrapped
+            return summary
+        }
+    }
+
+    private static func pullOnce(from peer: any ReplicaTransport, store: Store, project: Bool, limits: PageLimits, retry: RetryPolicy,
+                                 lockWait: Double, recovered: ((RecoveryReport) -> Void)?,
+                                 progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Result<TransferSummary, any Error> {
         var projected: ProjectedStore?
         var appender: LogAppender?
         func receiver() throws -> LogAppender {
@@ -72,7 +103,7 @@ public enum Replication {
             try projected.projection.catchUp()
         }
         try appender?.close()
-        return try outcome.get()
+        return outcome
     }
 
     private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, limits: PageLimits, retry: RetryPolicy,
@@ -179,6 +210,9 @@ public struct StoreTransport: ReplicaTransport {
     public func cursor() async throws -> ReplicationCursor { try store.cursor() }
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
+        if let (o, floor) = try FramePage.expired(in: store, since: since).first {
+            throw TransferFailure.cursorExpired("\(store.path) holds origin \(o) only after seq \(floor.lastSeq)")
+        }
         let page = try FramePage.collect(from: store, since: since, limits: limits)
         return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true, holder: try store.cursor()), page.frameBytes)
     }
@@ -193,5 +227,11 @@ public struct StoreTransport: ReplicaTransport {
         do { r = try projected.appender.receive(page.frames) } catch { throw TransferFailure.permanent("\(store.path) refused a page: \(error)") }
         try projected.projection.catchUp()
         return (r, try store.cursor())
+    }
+
+    public func snapshot(to path: String) async throws {
+        let projected = try ProjectedStore.open(store: store, waitingUpTo: 2)
+        defer { try? projected.close() }
+        _ = try Snapshot.make(projected, to: path)
     }
 }

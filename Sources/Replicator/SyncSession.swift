@@ -72,6 +72,8 @@ public struct TransferSummary: Sendable, Equatable {
     public var peerCursor: ReplicationCursor = .empty
     /// Pull: the peer's own cursor with the last whole page, when the transport carries it.
     public var peerHolds: ReplicationCursor?
+    /// Pull: the store was bootstrapped from the peer's snapshot first (its cursor had expired).
+    public var bootstrapped = false
     public init() {}
 }
 

@@ -136,6 +136,30 @@ public final class HTTPTransport: ReplicaTransport {
         return (result, c)
     }
 
+    /// The largest snapshot accepted.
+    public static let snapshotBytesMax = 1 << 36
+
+    public func snapshot(to path: String) async throws {
+        let response = try await execute(request("v1/snapshot"))
+        guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
+            throw TransferFailure.permanent("cannot write \(path)")
+        }
+        defer { try? out.close() }
+        var total = 0
+        do {
+            for try await chunk in response.body {
+                total += chunk.readableBytes
+                guard total <= Self.snapshotBytesMax else { throw TransferFailure.permanent("the server's snapshot is larger than \(Self.snapshotBytesMax) bytes") }
+                try chunk.withUnsafeReadableBytes { try out.write(contentsOf: Data($0)) }
+            }
+            try out.synchronize()
+        } catch let f as TransferFailure {
+            throw f
+        } catch {
+            throw TransferFailure.transient("\(base)v1/snapshot was cut off: \(error)")
+        }
+    }
+
     private func collect(_ response: HTTPClientResponse, max: Int) async throws -> [UInt8] {
         do { return Array(try await response.body.collect(upTo: max).readableBytesView) } catch {
             throw Self.classify(error, url: base)

@@ -86,6 +86,9 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
             limits.maxFrames = n
         }
+        if let (o, floor) = try FramePage.expired(in: store, since: since).first {
+            throw EndpointError(410, "cursor expired: this server's log of origin \(o) starts after seq \(floor.lastSeq) (the cursor holds \(since[o])); bootstrap from its snapshot (GET /v1/snapshot)")
+        }
         let clamped = limits.clamped(to: pageMax)
         let store = self.store
         let from = since
@@ -95,6 +98,21 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
         }
         return (page, mine)
+    }
+
+    /// `GET /v1/snapshot`: a snapshot made now (with the writer open, so it sits at the end of
+    /// every log), as the bytes of its file.
+    public func snapshot(principal: AccessPolicy.Principal) async throws -> [UInt8] {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        let dir = NSTemporaryDirectory() + "/evctl-snapshot-\(UUID().uuidString.prefix(8))"
+        let file = dir + "/snapshot.sqlite"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try await run(on: writes) { () throws -> Void in
+            _ = try Snapshot.make(try self.openWriter(), to: file)
+        }
+        guard let data = FileManager.default.contents(atPath: file) else { throw EndpointError(500, "the snapshot could not be read back") }
+        return [UInt8](data)
     }
 
     /// What a push did, as answered to the client.

@@ -102,6 +102,13 @@ public enum ReplicaServer {
                 return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: page.encoded())))
             }
         }
+        router.get("v1/snapshot") { request, _ in
+            try await answer {
+                let p = try endpoint.authenticate(request.headers[.authorization])
+                let bytes = try await endpoint.snapshot(principal: p)
+                return Response(status: .ok, headers: [.contentType: "application/vnd.sqlite3"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+            }
+        }
         router.post("v1/frames") { request, _ in
             try await answer {
                 let p = try endpoint.authenticate(request.headers[.authorization])

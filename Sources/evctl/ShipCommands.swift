@@ -98,8 +98,9 @@ func printSummary(_ s: TransferSummary, json: Bool, verb: String) {
     if json {
         print(JSON.object([("frames", String(s.frames)), ("events", String(s.events)), ("already_held", String(s.alreadyHeld)),
                            ("pages", String(s.pages)), ("bytes", String(s.bytes)), ("retries", String(s.retries)),
-                           ("peer_cursor", JSON.string(s.peerCursor.token))]))
+                           ("peer_cursor", JSON.string(s.peerCursor.token)), ("bootstrapped", s.bootstrapped ? "true" : "false")]))
     } else {
+        if s.bootstrapped { print("bootstrapped from the peer's snapshot (the peer no longer holds the log from this store's cursor)") }
         print("\(verb) \(s.events) events in \(s.frames) frames (\(s.pages) pages, \(s.bytes) bytes)" + (s.retries > 0 ? ", \(s.retries) retries" : ""))
     }
 }

@@ -3,6 +3,7 @@ import Foundation
 import Projections
 import Testing
 @testable import Replicator
+import ReplicatorHTTP
 
 @Suite struct SnapshotTests {
     @Test func snapshotIsTheProjectionAndTheLogPositionItCovers() throws {
@@ -32,5 +33,108 @@ import Testing
         try copy.close()
         // Something that is not a snapshot is refused by name.
         #expect { try Snapshot.read(Projection.path(for: a)) } throws: { String(describing: $0).contains("is not a snapshot") }
+    }
+}
+
+@Suite(.serialized) struct BootstrapTests {
+    func mutations(_ n: Int, seed: UInt64) -> [Mutation] { ShippingTests().mutations(n, seed: seed) }
+
+    func dump(_ store: Store) throws -> [String] {
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        try p.catchUp()
+        return try p.canonicalDump()
+    }
+
+    /// A replica bootstrapped from a snapshot holds logs that start after it; a client whose
+    /// cursor such a replica cannot serve gets "cursor expired", bootstraps from the replica's
+    /// snapshot, and from then on syncs by cursor, in both directions.
+    @Test func cursorExpiryThenSnapshotBootstrapThenIncrementalSync() async throws {
+        let dir = ShippingTests.Dir()
+        let s = try Store.create(at: dir.path + "/s"), other = try Store.create(at: dir.path + "/other")
+        let m = try Store.create(at: dir.path + "/m"), c = try Store.create(at: dir.path + "/c")
+        let ps = try ProjectedStore(store: s)
+        _ = try ps.append(mutations(400, seed: 1))
+        let po = try ProjectedStore(store: other)
+        _ = try po.append(mutations(150, seed: 2))
+        try po.close()
+        _ = try StoreSync.pull(from: other, into: ps.appender)
+        _ = try Snapshot.make(ps, to: dir.path + "/s.snapshot")
+        try ps.close()
+
+        // M starts from S's snapshot: its logs of both origins start after the anchors.
+        try Snapshot.install(dir.path + "/s.snapshot", into: m)
+        #expect(try m.cursor() == (try s.cursor()))
+        #expect(try dump(m) == (try dump(s)))
+        #expect(try LogReader(store: m).floor(origin: s.replicaID)?.lastSeq == Seq(400))
+        #expect(try Verifier(store: m).run().isClean)
+
+        // C has edits of its own and an empty cursor for S's origins.
+        let pc = try ProjectedStore(store: c)
+        _ = try pc.append(mutations(60, seed: 3))
+        try pc.close()
+        try await withServer(m) { url in
+            let t = try HTTPTransport(url: url, replica: c.replicaID)
+            do {
+                // Without bootstrapping, the answer is "cursor expired".
+                await #expect { _ = try await Replication.pull(from: t, store: c, bootstrap: false) } throws: {
+                    if case .cursorExpired(let m) = $0 as? TransferFailure { return m.contains("starts after seq") }
+                    return false
+                }
+                let first = try await Replication.pull(from: t, store: c)
+                #expect(first.bootstrapped)
+                let cursorC = try c.cursor()
+                #expect(cursorC[s.replicaID] == Seq(400) && cursorC[other.replicaID] == Seq(150) && cursorC[c.replicaID] == Seq(60))
+                // S edits more and ships it to M; C then gets just that, by cursor, linked to the anchors.
+                let ps2 = try ProjectedStore(store: s)
+                _ = try ps2.append(mutations(70, seed: 4))
+                try ps2.close()
+                let toM = try await Replication.push(from: s, to: t)
+                #expect(toM.events == 70)
+                let second = try await Replication.pull(from: t, store: c)
+                #expect(!second.bootstrapped && second.events == 70)
+                // And C's own edits go to M.
+                let up = try await Replication.push(from: c, to: t)
+                #expect(up.events == 60)
+            } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+        }
+        // S takes C's edits through M (the path transport), and all three agree.
+        let back = try ProjectedStore(store: s)
+        _ = try await Replication.pull(from: StoreTransport(store: m), into: back)
+        try back.close()
+        #expect(try s.cursor() == (try m.cursor()) && (try m.cursor()) == (try c.cursor()))
+        let dumps = try [s, m, c].map { try dump($0) }
+        #expect(dumps[0] == dumps[1] && dumps[1] == dumps[2])
+        for store in [m, c] {
+            #expect(try Verifier(store: store).run().isClean)
+            // A rebuild starts from the kept snapshot and equals the live projection.
+            let p = try Projection(store: store)
+            #expect(try p.verifyDeep() == nil)
+            try p.close()
+        }
+        _ = try Projection.rebuild(store: c)
+        #expect(try dump(c) == dumps[0])
+    }
+
+    @Test func bootstrapRefusesAStoreHoldingPartOfACoveredLog() throws {
+        let dir = ShippingTests.Dir()
+        let s = try Store.create(at: dir.path + "/s"), c = try Store.create(at: dir.path + "/c")
+        let ps = try ProjectedStore(store: s)
+        _ = try ps.append(mutations(10, seed: 1))
+        try ps.close()
+        let pc = try ProjectedStore(store: c)
+        _ = try StoreSync.pull(from: s, into: pc.appender)
+        try pc.close()
+        let ps2 = try ProjectedStore(store: s)
+        _ = try ps2.append(mutations(10, seed: 2))
+        _ = try Snapshot.make(ps2, to: dir.path + "/snap")
+        try ps2.close()
+        let before = try c.cursor()
+        #expect { try Snapshot.install(dir.path + "/snap", into: c) } throws: { String(describing: $0).contains("holds origin \(s.replicaID) through seq 10") }
+        #expect(try c.cursor() == before)
     }
 }
