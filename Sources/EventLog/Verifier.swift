@@ -50,8 +50,10 @@ public struct Verifier: Sendable {
             }
             if let floor {
                 report.notes.append("origin \(dir.origin): log starts after a snapshot, at seq \(floor.lastSeq.next)")
-                if let first = segs.first, first != floor.lastSeq.next {
-                    report.problems.append(VerifyProblem(file: dir.segmentPath(first), offset: 0, message: "the log starts at seq \(first), its floor says \(floor.lastSeq.next)"))
+                if let first = segs.first, first > floor.lastSeq.next {
+                    report.problems.append(VerifyProblem(file: dir.segmentPath(first), offset: 0, message: "the log starts at seq \(first), its floor says \(floor.lastSeq.next): frames are missing"))
+                } else if let first = segs.first, first < floor.lastSeq.next {
+                    report.notes.append("origin \(dir.origin): segments below the floor remain (a compaction was cut short; run `evctl compact` again)")
                 }
             } else if let first = segs.first, first != Seq(1) {
                 report.notes.append("origin \(dir.origin): log starts at seq \(first)")
@@ -82,7 +84,7 @@ public struct Verifier: Sendable {
                     } else if c.previousHash != header.previousHash {
                         report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: segment links to \(header.previousHash), previous frame hashes to \(c.previousHash.map(\.description) ?? "?")"))
                     }
-                } else if i == 0, let floor, header.previousHash != floor.lastHash {
+                } else if i == 0, let floor, first == floor.lastSeq.next, header.previousHash != floor.lastHash {
                     report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: the log does not link to its floor (the snapshot's last frame hash)"))
                 }
                 var state = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero)
