@@ -25,13 +25,7 @@ func serving<T>(_ store: Store, _ body: (String) async throws -> T) async throws
     config.port = 0
     var logger = Logger(label: "bench.serve")
     logger.logLevel = .critical
-    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-    let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { continuation.yield($0) }
-    let task = Task { try await app.runService() }
-    defer { task.cancel() }
-    var it = ports.makeAsyncIterator()
-    guard let port = await it.next() else { throw ServerError("the server did not start") }
-    return try await body("http://127.0.0.1:\(port)")
+    return try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
 }
 
 /// Copies a directory with `cp -r` (the baseline for shipping); returns seconds.

@@ -128,11 +128,40 @@ enum FileIO {
             unlink(tmp)
             throw error
         }
+        try publish(tmp, as: path, op: op, durable: durable)
+    }
+
+    /// Moves a complete `tmp` into place at `path`: rename, then fsync the directory (the file
+    /// itself must already be synced). On failure `tmp` is removed.
+    static func publish(_ tmp: String, as path: String, op: String, durable: Bool = true) throws {
         if rename(tmp, path) != 0 {
             let e = errno
             unlink(tmp)
             throw LogError(.io, op, "cannot rename temp file into place", file: path, errno: e)
         }
         if durable { try fsyncDirectory((path as NSString).deletingLastPathComponent, op: op) }
+    }
+}
+
+/// Durable file publication for the other modules (bundles, snapshots), with the same steps the
+/// log uses for its own files.
+public enum DurableFile {
+    /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
+    public static func write(_ bytes: [UInt8], to path: String, op: String) throws {
+        try FileIO.writeAtomically(bytes, to: path, op: op)
+    }
+
+    /// fsyncs the finished file `tmp`, renames it to `path` and fsyncs the directory; removes
+    /// `tmp` when anything fails.
+    public static func publish(_ tmp: String, as path: String, op: String) throws {
+        do {
+            let fd = try FileIO.open(tmp, O_RDONLY, op: op)
+            defer { close(fd) }
+            try FileIO.fsync(fd, path: tmp, op: op)
+        } catch {
+            unlink(tmp)
+            throw error
+        }
+        try FileIO.publish(tmp, as: path, op: op)
     }
 }

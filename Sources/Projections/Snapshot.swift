@@ -57,13 +57,7 @@ public enum Snapshot {
                 }
             }
             try queue.close()
-            let fd = open(tmp, O_RDONLY)
-            guard fd >= 0, fsync(fd) == 0 else {
-                if fd >= 0 { close(fd) }
-                throw ProjectionError.database("cannot sync \(tmp)")
-            }
-            close(fd)
-            guard rename(tmp, path) == 0 else { throw ProjectionError.database("cannot move the snapshot into place at \(path): \(String(cString: strerror(errno)))") }
+            try DurableFile.publish(tmp, as: path, op: "snapshot")
         } catch {
             try? FileManager.default.removeItem(atPath: tmp)
             throw error
@@ -147,11 +141,8 @@ extension Snapshot {
         let target = Projection.path(for: store)
         let temp = target + ".bootstrap"
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) }
-        try copyDurably(path, to: temp)
-        let queue = try DatabaseQueue(path: temp)
+        let queue = try copyAsProjection(path, to: temp)
         try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "DROP TABLE snapshot_meta")
-            try db.execute(sql: "DROP TABLE snapshot_anchors")
             if FileManager.default.fileExists(atPath: target) {
                 try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
                 if try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM old.sqlite_master WHERE name = 'app_settings'") == true {
@@ -168,18 +159,25 @@ extension Snapshot {
         return info
     }
 
+    /// Copies a snapshot to `to` as a projection file (its snapshot tables dropped), and returns
+    /// it open for any further change.
+    static func copyAsProjection(_ from: String, to: String) throws -> DatabaseQueue {
+        try copyDurably(from, to: to)
+        let queue = try DatabaseQueue(path: to)
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_meta")
+            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_anchors")
+        }
+        return queue
+    }
+
     static func copyDurably(_ from: String, to: String) throws {
         let tmp = to + ".tmp"
         try? FileManager.default.removeItem(atPath: tmp)
         do { try FileManager.default.copyItem(atPath: from, toPath: tmp) } catch {
             throw ProjectionError.database("cannot copy \(from) to \(tmp): \(error)")
         }
-        let fd = open(tmp, O_RDONLY)
-        if fd >= 0 {
-            fsync(fd)
-            close(fd)
-        }
-        guard rename(tmp, to) == 0 else { throw ProjectionError.database("cannot move \(tmp) into place: \(String(cString: strerror(errno)))") }
+        try DurableFile.publish(tmp, as: to, op: "copy snapshot")
     }
 }
 
@@ -194,13 +192,7 @@ extension Projection {
         guard FileManager.default.fileExists(atPath: kept) else {
             throw ProjectionError.database("this store's log starts after a snapshot, and the snapshot (\(kept)) is missing: a rebuild cannot recreate what came before it")
         }
-        try Snapshot.copyDurably(kept, to: path)
-        let queue = try DatabaseQueue(path: path)
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_meta")
-            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_anchors")
-        }
-        try queue.close()
+        try Snapshot.copyAsProjection(kept, to: path).close()
         return true
     }
 }

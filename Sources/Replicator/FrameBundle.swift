@@ -56,16 +56,7 @@ public enum FrameBundle {
         var c = crc.littleEndian
         withUnsafeBytes(of: &c) { out.append(contentsOf: $0) }
         result.bytes = out.count
-        let tmp = path + ".tmp"
-        guard FileManager.default.createFile(atPath: tmp, contents: out) else {
-            throw BundleError("cannot write \(tmp)")
-        }
-        let fd = open(tmp, O_RDONLY)
-        if fd >= 0 {
-            fsync(fd)
-            close(fd)
-        }
-        guard rename(tmp, path) == 0 else { throw BundleError("cannot move the bundle into place at \(path): \(String(cString: strerror(errno)))") }
+        try DurableFile.write([UInt8](out), to: path, op: "export")
         return result
     }
 

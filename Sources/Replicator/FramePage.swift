@@ -124,18 +124,10 @@ public struct FramePage: Sendable, Equatable {
         }
     }
 
-    /// The origins whose log in `store` starts after a snapshot past `since` (the frames between
-    /// are not held here any more): a reader at `since` must bootstrap from a snapshot.
-    public static func expired(in store: Store, since: ReplicationCursor) throws -> [(ReplicaID, LogTip)] {
-        let reader = LogReader(store: store)
-        return try store.origins().compactMap { o in
-            guard let floor = try reader.floor(origin: o), since[o] < floor.lastSeq else { return nil }
-            return (o, floor)
-        }
-    }
-
     /// Collects a page of what `store` holds past `since`: origin by origin in seq order, whole
     /// appends only, stopping once `limits` is reached.
+    /// - Throws: `TransferFailure.cursorExpired` when an origin's log here starts after a floor
+    ///   (a snapshot) past `since`: the frames between are not held, a reader must bootstrap.
     public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits) throws -> FramePage {
         var page = FramePage(frames: [], next: since, more: false)
         var bytes = 0
@@ -143,6 +135,9 @@ public struct FramePage: Sendable, Equatable {
         var inAppend = false
         let reader = LogReader(store: store)
         for origin in try store.origins() {
+            if let floor = try reader.floor(origin: origin), since[origin] < floor.lastSeq {
+                throw TransferFailure.cursorExpired("the log of origin \(origin) here starts after seq \(floor.lastSeq) (the cursor holds \(since[origin])); bootstrap from a snapshot")
+            }
             let from = since[origin].next
             try reader.forEachFrame(origin: origin, from: from) { h, frame in
                 guard h.lastSeq >= from else { return true }

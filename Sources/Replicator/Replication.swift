@@ -172,7 +172,7 @@ public enum Replication {
                 do { action = session.peerCursor(try await peer.cursor()) } catch { action = session.failed(failure(error)) }
             case .collect(let since, let limits):
                 do { action = session.collected(try FramePage.collect(from: store, since: since, limits: limits)) } catch {
-                    action = session.failed(.permanent("cannot read this store's log: \(error)"))
+                    action = session.failed(error as? TransferFailure ?? .permanent("cannot read this store's log: \(error)"))
                 }
             case .send(let page):
                 do {
@@ -210,9 +210,6 @@ public struct StoreTransport: ReplicaTransport {
     public func cursor() async throws -> ReplicationCursor { try store.cursor() }
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
-        if let (o, floor) = try FramePage.expired(in: store, since: since).first {
-            throw TransferFailure.cursorExpired("\(store.path) holds origin \(o) only after seq \(floor.lastSeq)")
-        }
         let page = try FramePage.collect(from: store, since: since, limits: limits)
         return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true, holder: try store.cursor()), page.frameBytes)
     }

@@ -68,13 +68,14 @@ public final class HTTPTransport: ReplicaTransport {
     }
 
     private func execute(_ r: HTTPClientRequest) async throws -> HTTPClientResponse {
+        let shown = String(r.url.prefix { $0 != "?" })  // errors name the endpoint, not the cursor
         let response: HTTPClientResponse
         do { response = try await client.execute(r, timeout: timeout) } catch {
-            throw Self.classify(error, url: String(r.url.prefix { $0 != "?" }))
+            throw Self.classify(error, url: shown)
         }
         guard response.status == .ok else {
             let text = (try? await response.body.collect(upTo: 1 << 16)).map { String(buffer: $0) } ?? ""
-            throw Self.failure(status: Int(response.status.code), body: text, url: String(r.url.prefix { $0 != "?" }))
+            throw Self.failure(status: Int(response.status.code), body: text, url: shown)
         }
         return response
     }

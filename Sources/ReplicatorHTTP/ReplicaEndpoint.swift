@@ -86,13 +86,15 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
             limits.maxFrames = n
         }
-        if let (o, floor) = try FramePage.expired(in: store, since: since).first {
-            throw EndpointError(410, "cursor expired: this server's log of origin \(o) starts after seq \(floor.lastSeq) (the cursor holds \(since[o])); bootstrap from its snapshot (GET /v1/snapshot)")
-        }
         let clamped = limits.clamped(to: pageMax)
         let store = self.store
         let from = since
-        let (page, mine) = try await run(on: reads) { (try FramePage.collect(from: store, since: from, limits: clamped), try store.cursor()) }
+        let page: FramePage, mine: ReplicationCursor
+        do {
+            (page, mine) = try await run(on: reads) { (try FramePage.collect(from: store, since: from, limits: clamped), try store.cursor()) }
+        } catch TransferFailure.cursorExpired(let why) {
+            throw EndpointError(410, "cursor expired: \(why) (GET /v1/snapshot)")
+        }
         metrics.served(frames: page.frames.count, bytes: page.frameBytes, cursor: mine)
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
@@ -177,11 +179,6 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     private func closeWriter() {
         try? writer?.close()
         writer = nil
-    }
-
-    /// Releases the writer lock now (the server is stopping).
-    public func close() {
-        writes.sync { closeWriter() }
     }
 
     static func openForWriting(_ store: Store, wait: Double) throws -> ProjectedStore {

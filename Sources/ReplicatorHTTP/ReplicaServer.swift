@@ -149,6 +149,23 @@ public enum ReplicaServer {
                            logger: logger)
     }
 
+    /// Serves `store` while `body` runs (with its base URL), then stops the server: for programs
+    /// and tests that run a server next to other work. `configuration.port` 0 picks a free port.
+    public static func withRunningServer<T>(store: Store, configuration: ServerConfiguration, logger: Logger,
+                                            _ body: (String) async throws -> T) async throws -> T {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = try application(store: store, configuration: configuration, logger: logger) { continuation.yield($0) }
+        let task = Task { try await app.runService() }
+        defer { task.cancel() }
+        var iterator = ports.makeAsyncIterator()
+        guard let port = await iterator.next() else { throw ServerError("the server did not start") }
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        let r = try await body("\(configuration.certificate == nil ? "http" : "https")://\(host):\(port)")
+        task.cancel()
+        _ = await task.result
+        return r
+    }
+
     static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {
         Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body + "\n")))
     }

@@ -50,8 +50,6 @@ public final class ServerMetrics: @unchecked Sendable {
         lock.withLock { requests[status, default: 0] += 1 }
     }
 
-    /// The number of requests answered with `status` so far.
-    public func requests(status: Int) -> Int { lock.withLock { requests[status] ?? 0 } }
 
     /// The Prometheus text exposition of every metric; `current` is the store's cursor now.
     public func render(current: ReplicationCursor?) -> String {

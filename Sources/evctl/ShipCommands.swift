@@ -81,16 +81,21 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
 
 /// Pull and push over HTTP, with the sessions' retries; both ends project what they receive.
 enum HTTPShip {
-    static func pull(_ t: HTTPTransport, into store: Store, peer: PeerOptions) async throws -> TransferSummary {
-        defer { Terminal.endProgress() }
-        return try await Replication.pull(from: t, store: store, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
-                                          recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
-    }
-
-    static func push(_ t: HTTPTransport, from store: Store, peer: PeerOptions, known: ReplicationCursor? = nil) async throws -> TransferSummary {
-        let s = try await Replication.push(from: store, to: t, known: known, limits: peer.limits, retry: peer.retry, progress: transferProgress("pushing"))
-        Terminal.endProgress()
-        return s
+    /// One exchange with `evctl serve` at `url`: a pull, a push, or both (the push then starts
+    /// from the server cursor the pull learned), remembered in peers.sqlite.
+    static func exchange(_ mine: Store, url: String, peer: PeerOptions, pull: Bool, push: Bool) async throws
+        -> (pulled: TransferSummary?, pushed: TransferSummary?) {
+        try await peer.withTransport(url, replica: mine.replicaID) { t in
+            try await remembering(mine, peer: url) {
+                defer { Terminal.endProgress() }
+                let a = pull ? try await Replication.pull(from: t, store: mine, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
+                                                          recovered: Terminal.reportRecovery, progress: transferProgress("pulling")) : nil
+                Terminal.endProgress()
+                let b = push ? try await Replication.push(from: mine, to: t, known: a?.peerHolds, limits: peer.limits, retry: peer.retry,
+                                                          progress: transferProgress("pushing")) : nil
+                return ((a, b), a?.events ?? 0, b?.events ?? 0, (b ?? a)?.peerCursor ?? .empty)
+            }
+        }
     }
 }
 
@@ -165,13 +170,8 @@ struct PullCommand: AsyncStoreCommand {
     func execute() async throws {
         let mine = try options.open()
         if PeerOptions.isURL(source) {
-            let s = try await peer.withTransport(source, replica: mine.replicaID) { t in
-                try await remembering(mine, peer: source) {
-                    let s = try await HTTPShip.pull(t, into: mine, peer: peer)
-                    return (s, s.events, 0, s.peerCursor)
-                }
-            }
-            return printSummary(s, json: options.json, verb: "pulled")
+            let s = try await HTTPShip.exchange(mine, url: source, peer: peer, pull: true, push: false)
+            return printSummary(s.pulled!, json: options.json, verb: "pulled")
         }
         let other = try Store.open(at: source)
         let r = try await remembering(mine, peer: source) {
@@ -194,13 +194,8 @@ struct PushCommand: AsyncStoreCommand {
     func execute() async throws {
         let mine = try options.open()
         if PeerOptions.isURL(target) {
-            let s = try await peer.withTransport(target, replica: mine.replicaID) { t in
-                try await remembering(mine, peer: target) {
-                    let s = try await HTTPShip.push(t, from: mine, peer: peer)
-                    return (s, 0, s.events, s.peerCursor)
-                }
-            }
-            return printSummary(s, json: options.json, verb: "pushed")
+            let s = try await HTTPShip.exchange(mine, url: target, peer: peer, pull: false, push: true)
+            return printSummary(s.pushed!, json: options.json, verb: "pushed")
         }
         let other = try Store.open(at: target)
         let r = try await remembering(mine, peer: target) {
@@ -223,13 +218,8 @@ struct SyncCommand: AsyncStoreCommand {
         let mine = try options.open()
         let pulled: Int, pushed: Int
         if PeerOptions.isURL(source) {
-            (pulled, pushed) = try await peer.withTransport(source, replica: mine.replicaID) { t in
-                try await remembering(mine, peer: source) {
-                    let a = try await HTTPShip.pull(t, into: mine, peer: peer)
-                    let b = try await HTTPShip.push(t, from: mine, peer: peer, known: a.peerHolds)
-                    return ((a.events, b.events), a.events, b.events, b.peerCursor)
-                }
-            }
+            let s = try await HTTPShip.exchange(mine, url: source, peer: peer, pull: true, push: true)
+            (pulled, pushed) = (s.pulled?.events ?? 0, s.pushed?.events ?? 0)
         } else {
             let other = try Store.open(at: source)
             (pulled, pushed) = try await remembering(mine, peer: source) {

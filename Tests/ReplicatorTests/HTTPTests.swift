@@ -17,22 +17,7 @@ func withServer<T>(_ store: Store, configure: (inout ServerConfiguration) -> Voi
     configure(&config)
     var logger = Logger(label: "test.serve")
     logger.logLevel = .critical
-    let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-    let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { continuation.yield($0) }
-    let task = Task { try await app.runService() }
-    var iterator = ports.makeAsyncIterator()
-    guard let port = await iterator.next() else { throw ServerError("the server did not start") }
-    let scheme = config.certificate == nil ? "http" : "https"
-    do {
-        let r = try await body("\(scheme)://127.0.0.1:\(port)")
-        task.cancel()
-        _ = await task.result
-        return r
-    } catch {
-        task.cancel()
-        _ = await task.result
-        throw error
-    }
+    return try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
 }
 
 /// A transport that misbehaves on purpose: cuts pages off at a random byte, hands out a page it
