@@ -13,6 +13,16 @@ enum FileIO {
         return fd
     }
 
+    /// Closes a descriptor this code owns. A descriptor that is not open means it was closed
+    /// twice, and the second close may have closed one another thread had just opened: stop
+    /// rather than go on with the descriptor table in an unknown state. (EINTR is not retried:
+    /// Linux has released the descriptor by then.)
+    static func close(_ fd: Int32) {
+        if Glibc.close(fd) != 0 && errno == EBADF {
+            preconditionFailure("close(\(fd)): the descriptor was not open (closed twice?)")
+        }
+    }
+
     /// Writes all of `bytes` at `offset`, retrying short writes and EINTR.
     static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String, op: String) throws {
         var done = 0
@@ -45,7 +55,7 @@ enum FileIO {
 
     static func readFile(_ path: String, op: String) throws -> [UInt8] {
         let fd = try open(path, O_RDONLY, op: op)
-        defer { close(fd) }
+        defer { FileIO.close(fd) }
         let size = try fileSize(fd, path: path, op: op)
         var buf = [UInt8](repeating: 0, count: size)
         let n = try buf.withUnsafeMutableBytes { try pread(fd, into: $0, count: size, at: 0, path: path, op: op) }
@@ -62,7 +72,7 @@ enum FileIO {
 
     static func fsyncDirectory(_ path: String, op: String) throws {
         let fd = try open(path, O_RDONLY | O_DIRECTORY, op: op)
-        defer { close(fd) }
+        defer { FileIO.close(fd) }
         try fsync(fd, path: path, op: op)
     }
 
@@ -122,9 +132,9 @@ enum FileIO {
         do {
             try bytes.withUnsafeBytes { try pwriteAll(fd, $0, at: 0, path: tmp, op: op) }
             if durable { try fsync(fd, path: tmp, op: op) }
-            close(fd)
+            FileIO.close(fd)
         } catch {
-            close(fd)
+            FileIO.close(fd)
             unlink(tmp)
             throw error
         }
@@ -151,13 +161,23 @@ public enum DurableFile {
         try FileIO.writeAtomically(bytes, to: path, op: op)
     }
 
+    /// fsyncs the file at `path`; throws when the data may not be durable.
+    public static func sync(_ path: String, op: String) throws {
+        let fd = try FileIO.open(path, O_RDONLY, op: op)
+        defer { FileIO.close(fd) }
+        try FileIO.fsync(fd, path: path, op: op)
+    }
+
+    /// fsyncs the directory holding `path`, making a rename or unlink in it durable.
+    public static func syncDirectory(of path: String, op: String) throws {
+        try FileIO.fsyncDirectory((path as NSString).deletingLastPathComponent, op: op)
+    }
+
     /// fsyncs the finished file `tmp`, renames it to `path` and fsyncs the directory; removes
     /// `tmp` when anything fails.
     public static func publish(_ tmp: String, as path: String, op: String) throws {
         do {
-            let fd = try FileIO.open(tmp, O_RDONLY, op: op)
-            defer { close(fd) }
-            try FileIO.fsync(fd, path: tmp, op: op)
+            try sync(tmp, op: op)
         } catch {
             unlink(tmp)
             throw error

@@ -252,7 +252,7 @@ enum Recovery {
             let firstDropped = idx.lastSeq.rawValue + 1
             let seqs: ClosedRange<UInt64>? = droppedTop >= firstDropped ? firstDropped...droppedTop : nil
             let fd = try FileIO.open(path, O_WRONLY, op: op)
-            defer { close(fd) }
+            defer { FileIO.close(fd) }
             try FileIO.truncate(fd, to: cut, path: path, op: op)
             try FileIO.fsync(fd, path: path, op: op)
             report.actions.append(.truncatedTail(file: path, offset: cut, droppedBytes: file.size - cut, droppedSeqs: seqs, reason: reason))

@@ -40,12 +40,12 @@ final class SegmentFile {
         do {
             size = try FileIO.fileSize(fd, path: path, op: op)
         } catch {
-            close(fd)
+            FileIO.close(fd)
             throw error
         }
     }
 
-    deinit { close(fd) }
+    deinit { FileIO.close(fd) }
 
     func refreshSize() throws { size = try FileIO.fileSize(fd, path: path, op: "read") }
 

@@ -39,7 +39,7 @@ final class SegmentWriter {
         }
     }
 
-    deinit { if fd >= 0 { Glibc.close(fd) } }
+    deinit { close() }
 
     var tip: LogTip { LogTip(lastSeq: active.lastSeq, lastHLC: active.lastHLC, lastHash: active.lastHash) }
     private var path: String { dir.segmentPath(active.firstSeq) }
@@ -91,7 +91,7 @@ final class SegmentWriter {
     }
 
     func close() {
-        if fd >= 0 { Glibc.close(fd) }
+        if fd >= 0 { FileIO.close(fd) }
         fd = -1
     }
 
@@ -99,7 +99,7 @@ final class SegmentWriter {
         let header = SegmentHeader(origin: dir.origin, firstSeq: first, previousHash: previous)
         let path = dir.segmentPath(first)
         try FileIO.writeAtomically(header.encode(), to: path, op: "create segment")
-        if fd >= 0 { Glibc.close(fd) }
+        close()
         fd = try FileIO.open(path, O_RDWR, op: "create segment")
         segments.append(first)
         let lastHLC = active.lastHLC

@@ -10,8 +10,11 @@ final class StoreLock: @unchecked Sendable {
     private var fd: Int32
 
     init(storePath: String) throws {
-        path = storePath + "/LOCK"
-        fd = try FileIO.open(path, O_RDWR | O_CREAT, op: "lock")
+        let path = storePath + "/LOCK"
+        // The descriptor becomes the object's only once the lock is held: a refused lock closes
+        // it here and throws before `self` is whole, so `deinit` never sees it. (Closing it
+        // twice could close a descriptor another thread opened in between.)
+        let fd = try FileIO.open(path, O_RDWR | O_CREAT, op: "lock")
         if flock(fd, LOCK_EX | LOCK_NB) != 0 {
             let e = errno
             var holder = "another process"
@@ -19,13 +22,15 @@ final class StoreLock: @unchecked Sendable {
                let pid = Int(String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) {
                 holder = "process \(pid)"
             }
-            close(fd)
+            FileIO.close(fd)
             if e == EWOULDBLOCK {
                 throw LogError(.locked, "lock", "the store is open for writing by \(holder)", file: path,
                                hint: "one process writes at a time; wait for it to finish or stop it")
             }
             throw LogError(.io, "lock", "cannot lock the store", file: path, errno: e)
         }
+        self.path = path
+        self.fd = fd
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(fd, 0)
         try pid.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: 0, path: path, op: "lock") }
@@ -35,7 +40,7 @@ final class StoreLock: @unchecked Sendable {
         guard fd >= 0 else { return }
         _ = ftruncate(fd, 0)
         flock(fd, LOCK_UN)
-        close(fd)
+        FileIO.close(fd)
         fd = -1
     }
 

@@ -252,11 +252,7 @@ public final class Projection: @unchecked Sendable {
 
     /// fsyncs `temp`, checkpoints and closes out the old file's WAL, renames, fsyncs the directory.
     static func swapIn(_ temp: String, over target: String) throws {
-        let fd = open(temp, O_RDONLY)
-        if fd >= 0 {
-            fsync(fd)
-            Glibc.close(fd)
-        }
+        try DurableFile.sync(temp, op: "rebuild")
         if FileManager.default.fileExists(atPath: target) {
             // Fold the old WAL into the old file first: a stale WAL must never meet the new file.
             if let old = try? DatabaseQueue(path: target) {
@@ -271,11 +267,7 @@ public final class Projection: @unchecked Sendable {
         guard rename(temp, target) == 0 else {
             throw ProjectionError.database("cannot move the rebuilt projection into place: \(String(cString: strerror(errno)))")
         }
-        let dir = open((target as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY)
-        if dir >= 0 {
-            fsync(dir)
-            Glibc.close(dir)
-        }
+        try DurableFile.syncDirectory(of: target, op: "rebuild")
     }
 
     /// Closes the database connections.
