@@ -121,10 +121,9 @@ struct ByteReader {
 @inline(__always) func zigzag(_ v: Int64) -> UInt64 { UInt64(bitPattern: (v << 1) ^ (v >> 63)) }
 @inline(__always) func unzigzag(_ v: UInt64) -> Int64 { Int64(bitPattern: v >> 1) ^ -Int64(bitPattern: v & 1) }
 
-/// Makes a String from bytes that must be valid UTF-8 (nil otherwise). ASCII, the common case,
-/// takes a fast path that avoids the standard library's generic validation.
+/// Whether every byte is ASCII: eight bytes at a time.
 @inline(__always)
-func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
+func isASCII(_ p: UnsafeRawBufferPointer) -> Bool {
     let n = p.count
     var acc: UInt64 = 0
     var i = 0
@@ -136,7 +135,20 @@ func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
         acc |= UInt64(p[i])
         i += 1
     }
+    return acc & 0x8080_8080_8080_8080 == 0
+}
+
+/// Whether bytes are valid UTF-8; ASCII text is checked without allocating.
+@inline(__always)
+func isValidUTF8(_ p: UnsafeRawBufferPointer) -> Bool {
+    isASCII(p) || String(validating: p.assumingMemoryBound(to: UInt8.self), as: UTF8.self) != nil
+}
+
+/// Makes a String from bytes that must be valid UTF-8 (nil otherwise). ASCII, the common case,
+/// takes a fast path that avoids the standard library's generic validation.
+@inline(__always)
+func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
     let u = p.assumingMemoryBound(to: UInt8.self)
-    if acc & 0x8080_8080_8080_8080 == 0 { return String(decoding: u, as: UTF8.self) }
+    if isASCII(p) { return String(decoding: u, as: UTF8.self) }
     return String(validating: u, as: UTF8.self)
 }

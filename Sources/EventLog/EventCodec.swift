@@ -177,6 +177,64 @@ enum EventCodec {
                      base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
     }
 
+    /// Reads the record at `r.offset` with every check `decode` makes, building nothing; returns
+    /// its hlc and explicit event id. Tests hold the two to the same verdict on any bytes.
+    static func skim(_ r: inout ByteReader, firstHLC: HLC) throws -> (HLC, UUID?) {
+        let length = Int(try r.varint())
+        try r.need(length)
+        let end = r.offset + length
+        var rr = ByteReader(r.base, offset: r.offset, end: end)
+        defer { r.offset = end }
+        let version = try rr.u8()
+        guard version == 1 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event schema version \(version)") }
+        let flags = try rr.u8()
+        guard flags & ~Flag.known == 0 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event flags \(flags)") }
+        let entityCode = try rr.u8()
+        guard Entity(rawValue: entityCode) != nil else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown entity code \(entityCode)") }
+        let opCode = try rr.u8()
+        guard Op(rawValue: opCode) != nil else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown op code \(opCode)") }
+        let delta = try rr.varint()
+        let (hlcRaw, overflow) = firstHLC.rawValue.addingReportingOverflow(delta)
+        guard !overflow else { throw ByteReaderError(offset: rr.offset, message: "hlc overflows") }
+        try rr.need(16)
+        rr.offset += 16
+        let eventID: UUID? = flags & Flag.explicitEventID != 0 ? try rr.uuid() : nil
+        if flags & Flag.base != 0 { _ = try rr.varint() }
+        if flags & Flag.actor != 0 {
+            let n = Int(try rr.varint())
+            try skimText(&rr, count: n)
+        }
+        let count = Int(try rr.varint())
+        guard count <= rr.remaining else { throw ByteReaderError(offset: rr.offset, message: "field count \(count) exceeds record") }
+        for _ in 0..<count {
+            let code = Int(try rr.varint())
+            if code == 0 {
+                let n = Int(try rr.varint())
+                try skimText(&rr, count: n)
+            } else if code >= knownFieldNames.count {
+                throw ByteReaderError(offset: rr.offset, message: "unknown field code \(code)")
+            }
+            let tagByte = try rr.u8()
+            guard let tag = ValueTag(rawValue: tagByte) else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown value tag \(tagByte)") }
+            switch tag {
+            case .null, .boolFalse, .boolTrue: break
+            case .integer: _ = try rr.varint()
+            case .real: _ = try rr.u64()
+            case .text: try skimText(&rr, count: Int(try rr.varint()))
+            case .uuidText: try rr.need(16); rr.offset += 16
+            }
+        }
+        guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
+        return (HLC(rawValue: hlcRaw), eventID)
+    }
+
+    /// Checks `count` bytes of text are valid UTF-8, as `decodeText` does, without keeping them.
+    @inline(__always)
+    static func skimText(_ r: inout ByteReader, count: Int) throws {
+        let b = try r.bytes(count)
+        guard isValidUTF8(b) else { throw ByteReaderError(offset: r.offset - count, message: "text is not valid UTF-8") }
+    }
+
     @inline(__always)
     static func decodeText(_ r: inout ByteReader, count: Int) throws -> String {
         let b = try r.bytes(count)

@@ -236,21 +236,46 @@ final class FrameDecoder {
 
     /// Decodes the events of a frame whose CRC has been checked.
     func events(of frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [Event] {
-        let payload = UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes])
         var result: [Event] = []
         result.reserveCapacity(Int(header.count))
-        func decodeRecords(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) {
+        try forEachRecord(of: frame, header: header) { r, seq in
+            let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
+            result.append(e)
+            return e.hlc
+        }
+        return result
+    }
+
+    /// Checks that every event of a frame whose CRC has been checked decodes, exactly as
+    /// `events(of:header:)` would, without building the events; returns the explicit event ids
+    /// with their seqs. Used where frames are only passed on (receiving), not read.
+    func check(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [(UUID, Seq)] {
+        var ids: [(UUID, Seq)] = []
+        try forEachRecord(of: frame, header: header) { r, seq in
+            let (hlc, eventID) = try EventCodec.skim(&r, firstHLC: header.firstHLC)
+            if let eventID { ids.append((eventID, seq)) }
+            return hlc
+        }
+        return ids
+    }
+
+    /// Decompresses the payload and calls `record` once per event record (with its seq); `record`
+    /// reads the record and returns its hlc. Checks the hlcs rise within the header's bounds and
+    /// that the records fill the payload exactly.
+    private func forEachRecord(of frame: UnsafeRawBufferPointer, header: FrameHeader,
+                               _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
+        let payload = UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes])
+        func walk(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) {
             var r = ByteReader(p)
             var seq = header.baseSeq
             var previous: HLC?
             do {
                 for _ in 0..<header.count {
-                    let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
-                    guard e.hlc <= header.lastHLC, previous.map({ $0 < e.hlc }) ?? true else {
+                    let hlc = try record(&r, seq)
+                    guard hlc <= header.lastHLC, previous.map({ $0 < hlc }) ?? true else {
                         throw ByteReaderError(offset: r.offset, message: "event hlc out of order")
                     }
-                    previous = e.hlc
-                    result.append(e)
+                    previous = hlc
                     seq = seq.next
                 }
             } catch let e as ByteReaderError {
@@ -259,11 +284,11 @@ final class FrameDecoder {
                 throw .invalid("event record: \(error)")
             }
             guard r.remaining == 0 else { throw .invalid("\(r.remaining) bytes follow the last event record") }
-            guard result.last?.hlc == header.lastHLC else { throw .invalid("last event hlc differs from header") }
+            guard previous == header.lastHLC else { throw .invalid("last event hlc differs from header") }
         }
         switch header.codec {
         case .raw:
-            try decodeRecords(payload)
+            try walk(payload)
         case .lz4Frame:
             do {
                 try lz4.decompress(payload, expected: Int(header.rawBytes), into: &raw)
@@ -272,7 +297,7 @@ final class FrameDecoder {
             }
             let failure: FrameDecodeError? = raw.withUnsafeBytes { p in
                 do throws(FrameDecodeError) {
-                    try decodeRecords(p)
+                    try walk(p)
                     return nil
                 } catch {
                     return error
@@ -280,6 +305,5 @@ final class FrameDecoder {
             }
             if let failure { throw failure }
         }
-        return result
     }
 }

@@ -39,12 +39,12 @@ extension LogAppender {
         var result = ReceiveResult()
         // 1. Verify the whole batch against each origin's tip, simulating the chain.
         var tips: [ReplicaID: LogTip] = [:]
-        var accepted: [(ReplicaID, [UInt8], FrameHeader, [Event], FrameHash)] = []
+        var accepted: [(ReplicaID, [UInt8], FrameHeader, [(UUID, Seq)], FrameHash)] = []
         let decoder = FrameDecoder()
         for (i, bytes) in frames.enumerated() {
             let where_ = "frame \(i + 1) of \(frames.count)"
             let header: FrameHeader
-            let events: [Event]
+            let eventIDs: [(UUID, Seq)]
             do {
                 header = try bytes.withUnsafeBytes { p throws(FrameDecodeError) -> FrameHeader in
                     let h = try FrameHeader.decode(p)
@@ -52,7 +52,7 @@ extension LogAppender {
                     try FrameDecoder.checkCRC(p, header: h)
                     return h
                 }
-                events = try bytes.withUnsafeBytes { p throws(FrameDecodeError) in try decoder.events(of: p, header: header) }
+                eventIDs = try bytes.withUnsafeBytes { p throws(FrameDecodeError) in try decoder.check(p, header: header) }
             } catch {
                 throw LogError(.corrupt, "receive", "\(where_) is damaged: \((error as? FrameDecodeError)?.message ?? String(describing: error))", hint: "nothing was written; fetch it again")
             }
@@ -80,7 +80,7 @@ extension LogAppender {
             }
             let hash = bytes.withUnsafeBytes { FrameHash.of($0) }
             tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
-            accepted.append((origin, bytes, header, events, hash))
+            accepted.append((origin, bytes, header, eventIDs, hash))
         }
         // An append is atomic: frames of an append whose last frame is not in this batch wait for it.
         var committed = Set<ReplicaID>()
@@ -113,11 +113,11 @@ extension LogAppender {
         }
         // 3. Derived state: event ids, clock, index checkpoints.
         try? ids.begin()
-        for (origin, _, header, events, _) in accepted {
-            for e in events where e.hasExplicitEventID { try? ids.insert(e.eventID, origin: origin, seq: e.seq) }
+        for (origin, _, header, eventIDs, _) in accepted {
+            for (id, seq) in eventIDs { try? ids.insert(id, origin: origin, seq: seq) }
             clock.observe(header.lastHLC)
             result.frames += 1
-            result.events += events.count
+            result.events += Int(header.count)
             result.tips[origin] = header.lastSeq
         }
         for (origin, seq) in result.tips { try? ids.setIndexedThrough(origin, seq) }

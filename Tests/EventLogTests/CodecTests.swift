@@ -175,4 +175,58 @@ import Testing
             #expect(ISOTime.string(millis: s * 1000, fraction: false) == f.string(from: Date(timeIntervalSince1970: Double(s))))
         }
     }
+
+    /// Receiving checks records with `skim` (nothing built) where reading uses `decode`: on any
+    /// bytes both must agree, pass or fail, and agree on the hlc and the explicit event id.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func skimAndDecodeGiveTheSameVerdictOnAnyBytes(seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
+        let firstHLC = HLC(wallMillis: 1_767_225_600_000, counter: 0)
+        var records: [[UInt8]] = []
+        var out = ByteWriter(), scratch = ByteWriter()
+        for (i, m) in sampleMutations(300, seed: seed).enumerated() {
+            var m = m
+            if i % 3 == 0 { m.eventID = UUID() }
+            if i % 5 == 0 { m.actor = i % 10 == 0 ? "ünï ✓" : "user" }
+            if i % 7 == 0 { m.base = HLC(rawValue: UInt64(i) * 977) }
+            if i % 4 == 0 { m.fields.append(Field("custom_\(i)", i % 8 == 0 ? .text("naïve 🚀") : .real(Double(i) / 3))) }
+            out.removeAll()
+            EventCodec.encode(m, hlcDelta: UInt64(i) * 13, into: &out, scratch: &scratch)
+            records.append(out.bytes)
+        }
+        var agreedFailures = 0, agreedPasses = 0
+        for round in 0..<6_000 {
+            var bytes = records[Int.random(in: 0..<records.count, using: &rng)]
+            switch round % 4 {
+            case 0: // flip one bit
+                let i = Int.random(in: 0..<bytes.count, using: &rng)
+                bytes[i] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
+            case 1: // overwrite a byte, often with one that breaks UTF-8 or a tag
+                let i = Int.random(in: 0..<bytes.count, using: &rng)
+                bytes[i] = [0xFF, 0xC3, 0x80, 0x00, 0x07, 0x05, UInt8.random(in: 0...255, using: &rng)][Int.random(in: 0..<7, using: &rng)]
+            case 2: // cut short
+                bytes.removeLast(Int.random(in: 1...bytes.count, using: &rng))
+            default: // bytes inserted
+                bytes.insert(contentsOf: (0..<Int.random(in: 1...3, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) },
+                             at: Int.random(in: 0...bytes.count, using: &rng))
+            }
+            bytes.withUnsafeBytes { p in
+                var a = ByteReader(p), b = ByteReader(p)
+                let decoded = Result { try EventCodec.decode(&a, origin: fixedReplica, seq: Seq(1), firstHLC: firstHLC) }
+                let skimmed = Result { try EventCodec.skim(&b, firstHLC: firstHLC) }
+                switch (decoded, skimmed) {
+                case (.success(let e), .success(let (hlc, id))):
+                    #expect(e.hlc == hlc && e.explicitEventID == id && a.offset == b.offset)
+                    agreedPasses += 1
+                case (.failure(let x), .failure(let y)):
+                    #expect(x as? ByteReaderError == y as? ByteReaderError, "the same error at the same offset")
+                    agreedFailures += 1
+                default:
+                    Issue.record("decode and skim disagree on \(bytes): \(decoded) vs \(skimmed)")
+                }
+            }
+        }
+        // Both outcomes were exercised.
+        #expect(agreedFailures > 1_000 && agreedPasses > 100)
+    }
 }
