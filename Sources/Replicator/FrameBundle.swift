@@ -23,9 +23,11 @@ public enum FrameBundle {
     }
 
     /// Every committed frame `store` holds past `since`, per origin in seq order.
+    /// - Throws: `TransferFailure.cursorExpired` when `since` lies below a floor here.
     public static func frames(of store: Store, since: ReplicationCursor, _ body: ([UInt8], FrameHeader) throws -> Void) throws {
         let reader = LogReader(store: store)
         for origin in try store.origins() {
+            try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
             try reader.forEachFrame(origin: origin, from: from) { h, bytes in
                 if h.lastSeq >= from { try body(Array(bytes), h) }

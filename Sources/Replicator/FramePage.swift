@@ -135,9 +135,7 @@ public struct FramePage: Sendable, Equatable {
         var inAppend = false
         let reader = LogReader(store: store)
         for origin in try store.origins() {
-            if let floor = try reader.floor(origin: origin), since[origin] < floor.lastSeq {
-                throw TransferFailure.cursorExpired("the log of origin \(origin) here starts after seq \(floor.lastSeq) (the cursor holds \(since[origin])); bootstrap from a snapshot")
-            }
+            try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
             try reader.forEachFrame(origin: origin, from: from) { h, frame in
                 guard h.lastSeq >= from else { return true }
@@ -164,6 +162,17 @@ public struct FramePage: Sendable, Equatable {
     private static func get16(_ b: [UInt8], _ o: Int) -> UInt16 { UInt16(b[o]) | UInt16(b[o + 1]) << 8 }
     private static func get32(_ b: [UInt8], _ o: Int) -> UInt32 {
         UInt32(b[o]) | UInt32(b[o + 1]) << 8 | UInt32(b[o + 2]) << 16 | UInt32(b[o + 3]) << 24
+    }
+}
+
+extension LogReader {
+    /// Throws `TransferFailure.cursorExpired` when `origin`'s log here starts after a floor (a
+    /// snapshot) past `held`: the frames between are gone, so the receiver must bootstrap.
+    func requireHeld(origin: ReplicaID, past held: Seq) throws {
+        if let floor = try floor(origin: origin), held < floor.lastSeq {
+            throw TransferFailure.cursorExpired("the log of origin \(origin) here starts after seq \(floor.lastSeq) (the receiver holds through \(held)); "
+                                                + "the receiver must bootstrap from a snapshot (evctl pull does)")
+        }
     }
 }
 

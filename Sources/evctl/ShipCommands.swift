@@ -11,7 +11,7 @@ struct PeerOptions: ParsableArguments {
     @Option(name: .customLong("ca-cert"), help: "PEM file of the certificate authority to trust for an https:// peer.") var caCert: String?
     @Option(name: .customLong("page-bytes"), help: "Bytes per page asked of an HTTP peer (default 8 MiB; the server caps it at 32 MiB).") var pageBytes: Int = 8 << 20
     @Option(help: "Attempts per step before giving up on transient failures (connection refused, 503...).") var attempts: Int = 5
-    @Flag(name: .customLong("no-project"), help: "Only append what arrives; project later with `evctl replay` (HTTP pulls).") var noProject = false
+    @Flag(name: .customLong("no-project"), help: "Only append what a pull brings; project later with `evctl replay`.") var noProject = false
 
     var resolvedToken: String? {
         if let token { return token }
@@ -79,6 +79,16 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
     }
 }
 
+enum Ship {
+    /// A pull session from any transport into `mine`, bootstrapping from the peer's snapshot when
+    /// the peer no longer holds the log from this store's cursor; progress shown on a terminal.
+    static func pull(_ mine: Store, from t: any ReplicaTransport, peer: PeerOptions) async throws -> TransferSummary {
+        defer { Terminal.endProgress() }
+        return try await Replication.pull(from: t, store: mine, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
+                                          recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
+    }
+}
+
 /// Pull and push over HTTP, with the sessions' retries; both ends project what they receive.
 enum HTTPShip {
     /// One exchange with `evctl serve` at `url`: a pull, a push, or both (the push then starts
@@ -88,9 +98,7 @@ enum HTTPShip {
         try await peer.withTransport(url, replica: mine.replicaID) { t in
             try await remembering(mine, peer: url) {
                 defer { Terminal.endProgress() }
-                let a = pull ? try await Replication.pull(from: t, store: mine, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
-                                                          recovered: Terminal.reportRecovery, progress: transferProgress("pulling")) : nil
-                Terminal.endProgress()
+                let a = pull ? try await Ship.pull(mine, from: t, peer: peer) : nil
                 let b = push ? try await Replication.push(from: mine, to: t, known: a?.peerHolds, limits: peer.limits, retry: peer.retry,
                                                           progress: transferProgress("pushing")) : nil
                 return ((a, b), a?.events ?? 0, b?.events ?? 0, (b ?? a)?.peerCursor ?? .empty)
@@ -174,12 +182,11 @@ struct PullCommand: AsyncStoreCommand {
             return printSummary(s.pulled!, json: options.json, verb: "pulled")
         }
         let other = try Store.open(at: source)
-        let r = try await remembering(mine, peer: source) {
-            let r = try StoreSync.ship(from: other, to: mine, recovered: Terminal.reportRecovery, progress: ProjectionProgress().report)
-            Terminal.endProgress()
-            return (r, r.events, 0, try other.cursor())
+        let s = try await remembering(mine, peer: source) {
+            let s = try await Ship.pull(mine, from: StoreTransport(store: other), peer: peer)
+            return (s, s.events, 0, try other.cursor())
         }
-        printReceive(r, json: options.json, verb: "pulled")
+        printSummary(s, json: options.json, verb: "pulled")
     }
 }
 
@@ -223,7 +230,7 @@ struct SyncCommand: AsyncStoreCommand {
         } else {
             let other = try Store.open(at: source)
             (pulled, pushed) = try await remembering(mine, peer: source) {
-                let a = try StoreSync.ship(from: other, to: mine, recovered: Terminal.reportRecovery)
+                let a = try await Ship.pull(mine, from: StoreTransport(store: other), peer: peer)
                 let b = try StoreSync.ship(from: mine, to: other, recovered: Terminal.reportRecovery)
                 return ((a.events, b.events), a.events, b.events, try other.cursor())
             }

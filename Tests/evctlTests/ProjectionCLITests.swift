@@ -177,3 +177,49 @@ import Projections
         #expect(text.contains("peer") && text.contains("last error"))
     }
 }
+
+@Suite struct CompactionCLITests {
+    /// After `evctl compact`, a replica lagging below the floor pulls by path: it bootstraps from
+    /// the snapshot and goes on by cursor. Exports and pushes that would need the dropped frames
+    /// say "cursor expired" instead of leaving a gap for the receiver to find.
+    @Test func pathPullsBootstrapPastACompactionAndOthersSayCursorExpired() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", c = dir.path + "/c"
+        let storeA = try Store.create(at: a)
+        try Evctl.run(["init", "--store", c])
+        let lagging = try Evctl.run(["cursor", "--store", c]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        var small = AppendOptions()
+        small.segmentBytesMax = 4096
+        let pa = try ProjectedStore(store: storeA, options: small)
+        for k in 0..<12 {
+            _ = try pa.append(SampleWorkload(seed: UInt64(k), count: 40).enumerated().map { try MutationParser.parse($1, lineNumber: $0 + 1) })
+        }
+        try pa.close()
+        let compact = try Evctl.run(["compact", "--store", a, "--without-peers"])
+        #expect(compact.status == 0, "\(compact.stderr)")
+        #expect(FileManager.default.fileExists(atPath: a + "/log/\(storeA.replicaID)/FLOOR"))
+
+        // An export from below the floor, and a push to a store below it, are refused as such.
+        let export = try Evctl.run(["export", "--store", a, "--since", lagging, "--out", dir.path + "/x.bundle"])
+        #expect(export.status != 0 && export.stderr.contains("cursor expired"), "\(export.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/x.bundle"))
+        let push = try Evctl.run(["push", "--store", a, c])
+        #expect(push.status != 0 && push.stderr.contains("cursor expired"), "\(push.stderr)")
+        #expect(try Evctl.run(["cursor", "--store", c]).stdout.trimmingCharacters(in: .whitespacesAndNewlines) == lagging)
+
+        // The lagging replica pulls by path: bootstrap, then every event after the floor.
+        let pull = try Evctl.run(["pull", "--store", c, a, "--json"])
+        #expect(pull.status == 0, "\(pull.stderr)")
+        #expect(json(pull.stdout)["bootstrapped"] as? Bool == true)
+        #expect(try Evctl.run(["cursor", "--store", c]).stdout == (try Evctl.run(["cursor", "--store", a]).stdout))
+        let items = ["items", "--json", "--include-deleted", "--limit", "100000"]
+        #expect(try Evctl.run(items + ["--store", c]).stdout == (try Evctl.run(items + ["--store", a]).stdout))
+        #expect(try Evctl.run(["verify", "--deep", "--store", c]).status == 0)
+        // Afterwards, by cursor: one new event on each side, one sync.
+        try Evctl.run(["append", "--store", a], stdin: try Evctl.run(["sample", "--count", "1", "--seed", "40"]).stdout)
+        try Evctl.run(["append", "--store", c], stdin: try Evctl.run(["sample", "--count", "1", "--seed", "41"]).stdout)
+        let sync = json(try Evctl.run(["sync", "--store", c, a, "--json"]).stdout)
+        #expect(sync["pulled_events"] as? Int == 1 && sync["pushed_events"] as? Int == 1)
+        #expect(try Evctl.run(items + ["--store", c]).stdout == (try Evctl.run(items + ["--store", a]).stdout))
+    }
+}
