@@ -8,7 +8,6 @@ let package = Package(
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "Projections", targets: ["Projections"]),
         .library(name: "Replicator", targets: ["Replicator"]),
-        .library(name: "ReplicatorHTTP", targets: ["ReplicatorHTTP"]),
         .executable(name: "evctl", targets: ["evctl"]),
     ],
     dependencies: [
@@ -50,12 +49,11 @@ let package = Package(
         ),
         .target(
             name: "Replicator",
-            dependencies: ["EventLog", "Projections", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
-        ),
-        .target(
-            name: "ReplicatorHTTP",
             dependencies: [
-                "EventLog", "Projections", "Replicator",
+                "EventLog", "Projections",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                // HTTP/ : the server (Hummingbird) and the client (AsyncHTTPClient).
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -65,7 +63,6 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .executableTarget(
@@ -74,7 +71,6 @@ let package = Package(
                 "EventLog",
                 "Projections",
                 "Replicator",
-                "ReplicatorHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -87,7 +83,7 @@ let package = Package(
         .testTarget(
             name: "ReplicatorTests",
             dependencies: [
-                "Replicator", "ReplicatorHTTP", "EventLog", "Projections",
+                "Replicator", "EventLog", "Projections",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -129,7 +125,7 @@ let package = Package(
         .executableTarget(
             name: "ShippingBenchmarks",
             dependencies: [
-                "EventLog", "Projections", "Replicator", "ReplicatorHTTP", "BenchmarkSupport",
+                "EventLog", "Projections", "Replicator", "BenchmarkSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],

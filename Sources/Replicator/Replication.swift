@@ -2,7 +2,7 @@ import EventLog
 import Foundation
 import Projections
 
-/// The other end of an exchange, as the sessions see it. `HTTPTransport` (ReplicatorHTTP) is one;
+/// The other end of an exchange, as the sessions see it. `HTTPTransport` (HTTP/) is one;
 /// tests use others to cut pages off and duplicate them. Methods throw `TransferFailure`; any
 /// other error is taken as permanent.
 public protocol ReplicaTransport: Sendable {

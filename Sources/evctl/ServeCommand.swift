@@ -3,7 +3,6 @@ import EventLog
 import Foundation
 import Logging
 import Replicator
-import ReplicatorHTTP
 
 struct ServeCommand: AsyncStoreCommand {
     static let configuration = CommandConfiguration(

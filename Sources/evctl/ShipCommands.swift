@@ -3,7 +3,6 @@ import EventLog
 import Foundation
 import Projections
 import Replicator
-import ReplicatorHTTP
 
 /// Options of the commands that talk to another replica.
 struct PeerOptions: ParsableArguments {

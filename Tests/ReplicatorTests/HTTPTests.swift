@@ -7,7 +7,6 @@ import NIOHTTP1
 import Projections
 import Testing
 @testable import Replicator
-@testable import ReplicatorHTTP
 
 /// A server on a free loopback port for the length of `body`.
 func withServer<T>(_ store: Store, configure: (inout ServerConfiguration) -> Void = { _ in },

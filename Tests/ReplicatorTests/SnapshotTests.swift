@@ -3,7 +3,6 @@ import Foundation
 import Projections
 import Testing
 @testable import Replicator
-import ReplicatorHTTP
 
 @Suite struct SnapshotTests {
     @Test func snapshotIsTheProjectionAndTheLogPositionItCovers() throws {

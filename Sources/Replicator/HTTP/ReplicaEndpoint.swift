@@ -1,7 +1,6 @@
 import EventLog
 import Foundation
 import Projections
-import Replicator
 
 /// An answer the HTTP layer sends as is: a status and a message or a body.
 public struct EndpointError: Error, Sendable, CustomStringConvertible {

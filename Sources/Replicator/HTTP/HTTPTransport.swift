@@ -4,7 +4,6 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
-import Replicator
 
 /// The client side of `evctl serve` (AsyncHTTPClient): bearer token, bounded reads, and errors
 /// sorted into transient (retried by the sessions) and permanent ones with a clear message.

@@ -1,6 +1,5 @@
 import EventLog
 import Foundation
-import Replicator
 
 /// Counters and gauges of a running server, rendered in the Prometheus text format by `/metrics`.
 /// Safe to use from any thread.

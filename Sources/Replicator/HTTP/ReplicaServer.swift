@@ -7,7 +7,6 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
-import Replicator
 
 /// `evctl serve`: a store's frames over HTTP (Hummingbird 2). See docs/PROTOCOL.md, "HTTP".
 ///
