@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import Crypto
 import EventLog
 import Foundation
 import Logging
@@ -341,5 +342,28 @@ struct SplitMix {
             #expect(s.events == 30)
         }
         #expect(try dump(server) == (try dump(client)))
+    }
+
+    /// A snapshot is installed only when every byte matches the SHA-256 the server announced.
+    @Test func snapshotsAreCheckedAgainstTheirLengthAndDigest() throws {
+        let bytes = (0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        let digest = hex(SHA256.hash(data: bytes))
+        func run(_ data: [UInt8], length: Int? = bytes.count, sha: String = digest) throws {
+            var check = SnapshotCheck(expectedLength: length, sha256: sha)
+            for chunk in stride(from: 0, to: data.count, by: 65_536) {
+                try data[chunk..<min(chunk + 65_536, data.count)].withUnsafeBytes { try check.add($0) }
+            }
+            try check.finish()
+        }
+        try run(bytes)
+        try run(bytes, length: nil, sha: digest.uppercased())
+        var flipped = bytes
+        flipped[123_456] ^= 0x10
+        #expect { try run(flipped) } throws: { "\($0)".contains("does not match its SHA-256") }
+        #expect { try run(Array(bytes.prefix(200_000))) } throws: {
+            if case .transient(let m) = $0 as? TransferFailure { return m.contains("cut off after 200000 of 300000") }
+            return false
+        }
+        #expect { try run(bytes + [0]) } throws: { "\($0)".contains("runs past its announced 300000 bytes") }
     }
 }

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import EventLog
+import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -139,19 +140,27 @@ public final class HTTPTransport: ReplicaTransport {
     /// The largest snapshot accepted.
     public static let snapshotBytesMax = 1 << 36
 
+    /// Fetches the server's snapshot into `path`, streaming, and checks it arrived whole: its
+    /// length against `Content-Length` and every byte against the SHA-256 the server sent ahead
+    /// (`Logbook-Snapshot-SHA256`). A cut-off or altered snapshot is an error, never installed.
     public func snapshot(to path: String) async throws {
         let response = try await execute(request("v1/snapshot"))
+        guard let digest = response.headers.first(name: ReplicaServer.snapshotDigestHeader.rawName) else {
+            throw TransferFailure.permanent("\(base)v1/snapshot came without its digest (\(ReplicaServer.snapshotDigestHeader.rawName))")
+        }
         guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
             throw TransferFailure.permanent("cannot write \(path)")
         }
         defer { try? out.close() }
-        var total = 0
+        var check = SnapshotCheck(expectedLength: response.headers.first(name: "Content-Length").flatMap { Int($0) }, sha256: digest)
         do {
             for try await chunk in response.body {
-                total += chunk.readableBytes
-                guard total <= Self.snapshotBytesMax else { throw TransferFailure.permanent("the server's snapshot is larger than \(Self.snapshotBytesMax) bytes") }
-                try chunk.withUnsafeReadableBytes { try out.write(contentsOf: Data($0)) }
+                try chunk.withUnsafeReadableBytes { p in
+                    try check.add(p)
+                    try out.write(contentsOf: Data(p))
+                }
             }
+            try check.finish()
             try out.synchronize()
         } catch let f as TransferFailure {
             throw f
@@ -188,4 +197,49 @@ public final class HTTPTransport: ReplicaTransport {
         }
         return .transient("\(url): \(error)")
     }
+}
+
+/// Checks a snapshot as it streams in: bounded size, the announced length, the announced SHA-256.
+struct SnapshotCheck {
+    let expectedLength: Int?
+    let sha256: String
+    private var hasher = SHA256()
+    private(set) var received = 0
+
+    init(expectedLength: Int?, sha256: String) {
+        self.expectedLength = expectedLength
+        self.sha256 = sha256.lowercased()
+    }
+
+    mutating func add(_ bytes: UnsafeRawBufferPointer) throws {
+        received += bytes.count
+        guard received <= HTTPTransport.snapshotBytesMax else {
+            throw TransferFailure.permanent("the server's snapshot is larger than \(HTTPTransport.snapshotBytesMax) bytes")
+        }
+        if let expectedLength, received > expectedLength {
+            throw TransferFailure.permanent("the server's snapshot runs past its announced \(expectedLength) bytes")
+        }
+        hasher.update(bufferPointer: bytes)
+    }
+
+    func finish() throws {
+        if let expectedLength, received != expectedLength {
+            throw TransferFailure.transient("the snapshot was cut off after \(received) of \(expectedLength) bytes")
+        }
+        let got = hex(hasher.finalize())
+        guard got == sha256 else {
+            throw TransferFailure.permanent("the snapshot does not match its SHA-256 (announced \(sha256), received \(got)): not installed")
+        }
+    }
+}
+
+/// Lowercase hex of a digest, as the snapshot header carries it.
+func hex(_ digest: SHA256.Digest) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    for b in digest {
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
 }

@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import Projections
+import Crypto
 
 /// An answer the HTTP layer sends as is: a status and a message or a body.
 public struct EndpointError: Error, Sendable, CustomStringConvertible {
@@ -102,8 +103,9 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     }
 
     /// `GET /v1/snapshot`: a snapshot made now (with the writer open, so it sits at the end of
-    /// every log), as the bytes of its file.
-    public func snapshot(principal: AccessPolicy.Principal) async throws -> [UInt8] {
+    /// every log), opened for streaming. Its temporary file is already unlinked: the open
+    /// descriptor is all that holds it, so nothing is left behind however the answer ends.
+    public func snapshot(principal: AccessPolicy.Principal) async throws -> SnapshotFile {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let dir = NSTemporaryDirectory() + "/evctl-snapshot-\(UUID().uuidString.prefix(8))"
         let file = dir + "/snapshot.sqlite"
@@ -112,8 +114,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         try await run(on: writes) { () throws -> Void in
             _ = try Snapshot.make(try self.openWriter(), to: file)
         }
-        guard let data = FileManager.default.contents(atPath: file) else { throw EndpointError(500, "the snapshot could not be read back") }
-        return [UInt8](data)
+        return try SnapshotFile(path: file)
     }
 
     /// What a push did, as answered to the client.
@@ -191,4 +192,35 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             queue.async { c.resume(with: Result { try body() }) }
         }
     }
+}
+
+/// A snapshot file opened for sending: its size and SHA-256 (sent ahead as headers, so the
+/// receiver checks every byte), read in chunks. Closed when released.
+public final class SnapshotFile: @unchecked Sendable {
+    public let size: Int
+    public let sha256: String
+    private let handle: FileHandle
+    public static let chunkBytes = 1 << 20
+
+    init(path: String) throws {
+        guard let h = FileHandle(forReadingAtPath: path) else { throw EndpointError(500, "the snapshot could not be read back") }
+        handle = h
+        var hasher = SHA256()
+        var n = 0
+        while let chunk = try h.read(upToCount: Self.chunkBytes), !chunk.isEmpty {
+            hasher.update(data: chunk)
+            n += chunk.count
+        }
+        size = n
+        sha256 = hex(hasher.finalize())
+        try h.seek(toOffset: 0)
+    }
+
+    /// The next chunk, or nil at the end.
+    public func next() throws -> Data? {
+        guard let d = try handle.read(upToCount: Self.chunkBytes), !d.isEmpty else { return nil }
+        return d
+    }
+
+    deinit { try? handle.close() }
 }

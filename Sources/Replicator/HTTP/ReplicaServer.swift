@@ -59,6 +59,7 @@ public enum ReplicaServer {
     static let nextHeader = HTTPField.Name("Logbook-Next-Cursor")!
     static let replicaHeader = HTTPField.Name("Logbook-Replica")!
     static let cursorHeader = HTTPField.Name("Logbook-Cursor")!
+    static let snapshotDigestHeader = HTTPField.Name("Logbook-Snapshot-SHA256")!
     /// Bounds of what a request may carry besides a pushed body.
     static let queryBytesMax = 1 << 15
 
@@ -104,8 +105,13 @@ public enum ReplicaServer {
         router.get("v1/snapshot") { request, _ in
             try await answer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
-                let bytes = try await endpoint.snapshot(principal: p)
-                return Response(status: .ok, headers: [.contentType: "application/vnd.sqlite3"], body: .init(byteBuffer: ByteBuffer(bytes: bytes)))
+                let file = try await endpoint.snapshot(principal: p)
+                var headers: HTTPFields = [.contentType: "application/vnd.sqlite3"]
+                headers[snapshotDigestHeader] = file.sha256
+                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: file.size) { writer in
+                    while let chunk = try file.next() { try await writer.write(ByteBuffer(bytes: chunk)) }
+                    try await writer.finish(nil)
+                })
             }
         }
         router.post("v1/frames") { request, _ in
