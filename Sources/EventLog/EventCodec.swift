@@ -128,13 +128,18 @@ enum EventCodec {
         return s.withUTF8 { UUIDText.parse(UnsafeRawBufferPointer($0), lowercaseOnly: true) }
     }
 
-    /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame.
-    static func decode(_ r: inout ByteReader, origin: ReplicaID, seq: Seq, firstHLC: HLC) throws -> Event {
+    /// A reader over the length-prefixed record at `r.offset` (the caller moves `r` to its end).
+    @inline(__always)
+    static func record(_ r: inout ByteReader) throws -> ByteReader {
         let length = Int(try r.varint())
         try r.need(length)
-        let end = r.offset + length
-        var rr = ByteReader(r.base, offset: r.offset, end: end)
-        defer { r.offset = end }
+        return ByteReader(r.base, offset: r.offset, end: r.offset + length)
+    }
+
+    /// The fixed start of a record: schema version, flags, entity, op, and the hlc (a delta from
+    /// the frame's first).
+    @inline(__always)
+    static func head(_ rr: inout ByteReader, firstHLC: HLC) throws -> (UInt8, UInt8, Entity, Op, HLC) {
         let version = try rr.u8()
         guard version == 1 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event schema version \(version)") }
         let flags = try rr.u8()
@@ -146,6 +151,14 @@ enum EventCodec {
         let delta = try rr.varint()
         let (hlcRaw, overflow) = firstHLC.rawValue.addingReportingOverflow(delta)
         guard !overflow else { throw ByteReaderError(offset: rr.offset, message: "hlc overflows") }
+        return (version, flags, entity, op, HLC(rawValue: hlcRaw))
+    }
+
+    /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame.
+    static func decode(_ r: inout ByteReader, origin: ReplicaID, seq: Seq, firstHLC: HLC) throws -> Event {
+        var rr = try record(&r)
+        defer { r.offset = rr.end }
+        let (version, flags, entity, op, hlc) = try head(&rr, firstHLC: firstHLC)
         let entityID = try rr.uuid()
         let explicit = flags & Flag.explicitEventID != 0
         let eventID: UUID? = explicit ? try rr.uuid() : nil
@@ -173,29 +186,16 @@ enum EventCodec {
             fields.append(Field(name, try decodeValue(&rr)))
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        return Event(origin: origin, seq: seq, hlc: HLC(rawValue: hlcRaw), entity: entity, entityID: entityID, op: op, fields: fields,
+        return Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: fields,
                      base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
     }
 
     /// Reads the record at `r.offset` with every check `decode` makes, building nothing; returns
     /// its hlc and explicit event id. Tests hold the two to the same verdict on any bytes.
     static func skim(_ r: inout ByteReader, firstHLC: HLC) throws -> (HLC, UUID?) {
-        let length = Int(try r.varint())
-        try r.need(length)
-        let end = r.offset + length
-        var rr = ByteReader(r.base, offset: r.offset, end: end)
-        defer { r.offset = end }
-        let version = try rr.u8()
-        guard version == 1 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event schema version \(version)") }
-        let flags = try rr.u8()
-        guard flags & ~Flag.known == 0 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event flags \(flags)") }
-        let entityCode = try rr.u8()
-        guard Entity(rawValue: entityCode) != nil else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown entity code \(entityCode)") }
-        let opCode = try rr.u8()
-        guard Op(rawValue: opCode) != nil else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown op code \(opCode)") }
-        let delta = try rr.varint()
-        let (hlcRaw, overflow) = firstHLC.rawValue.addingReportingOverflow(delta)
-        guard !overflow else { throw ByteReaderError(offset: rr.offset, message: "hlc overflows") }
+        var rr = try record(&r)
+        defer { r.offset = rr.end }
+        let (_, flags, _, _, hlc) = try head(&rr, firstHLC: firstHLC)
         try rr.need(16)
         rr.offset += 16
         let eventID: UUID? = flags & Flag.explicitEventID != 0 ? try rr.uuid() : nil
@@ -225,7 +225,7 @@ enum EventCodec {
             }
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        return (HLC(rawValue: hlcRaw), eventID)
+        return (hlc, eventID)
     }
 
     /// Checks `count` bytes of text are valid UTF-8, as `decodeText` does, without keeping them.
