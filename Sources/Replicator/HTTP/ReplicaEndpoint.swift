@@ -1,7 +1,7 @@
+import Crypto
 import EventLog
 import Foundation
 import Projections
-import Crypto
 
 /// An answer the HTTP layer sends as is: a status and a message or a body.
 public struct EndpointError: Error, Sendable, CustomStringConvertible {
@@ -114,7 +114,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         try await run(on: writes) { () throws -> Void in
             _ = try Snapshot.make(try self.openWriter(), to: file)
         }
-        return try SnapshotFile(path: file)
+        return try await run(on: reads) { try SnapshotFile(path: file) }
     }
 
     /// What a push did, as answered to the client.
