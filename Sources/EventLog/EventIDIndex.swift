@@ -103,6 +103,47 @@ final class EventIDIndex {
     }
 
     var isInTransaction: Bool { inTransaction }
+
+    /// The table a snapshot carries the ids in: the columns of `event_ids`.
+    static let snapshotTable = "snapshot_event_ids"
+
+    /// Copies every indexed id into `snapshot_event_ids` of the SQLite file at `path` (a snapshot
+    /// being made), so a replica bootstrapped from it still recognises retries of events older
+    /// than its log.
+    func export(toSnapshot path: String) throws {
+        precondition(!inTransaction)
+        try run("export event ids to a snapshot") { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [path])
+            defer { try? db.execute(sql: "DETACH DATABASE snap") }
+            try db.inTransaction {
+                try db.execute(sql: "CREATE TABLE snap.\(Self.snapshotTable) (id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID")
+                try db.execute(sql: "INSERT INTO snap.\(Self.snapshotTable) SELECT id, origin, seq FROM event_ids")
+                return .commit
+            }
+        }
+    }
+
+    /// Adds the ids the snapshot at `path` carries for `origin` at or below `through` (the part
+    /// of that origin's log this store does not hold, being past a floor). Returns how many were
+    /// new, or nil when the snapshot carries no ids (made before they were included).
+    func adopt(fromSnapshot path: String, origin: ReplicaID, through: Seq) throws -> Int? {
+        precondition(!inTransaction)
+        return try run("adopt event ids from a snapshot") { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [path])
+            defer { try? db.execute(sql: "DETACH DATABASE snap") }
+            guard try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM snap.sqlite_master WHERE name = ?", arguments: [Self.snapshotTable]) == true else {
+                return nil
+            }
+            var added = 0
+            try db.inTransaction {
+                try db.execute(sql: "INSERT OR IGNORE INTO event_ids SELECT id, origin, seq FROM snap.\(Self.snapshotTable) WHERE origin = ? AND seq <= ?",
+                               arguments: [blob(origin.rawValue), Int64(through.rawValue)])
+                added = db.changesCount
+                return .commit
+            }
+            return added
+        }
+    }
 }
 
 @inline(__always) private func blob(_ u: UUID) -> Data {

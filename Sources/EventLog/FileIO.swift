@@ -70,7 +70,9 @@ enum FileIO {
         }
     }
 
+    /// fsyncs a directory; "" (the parent of a bare file name) is the current directory.
     static func fsyncDirectory(_ path: String, op: String) throws {
+        let path = path.isEmpty ? "." : path
         let fd = try open(path, O_RDONLY | O_DIRECTORY, op: op)
         defer { FileIO.close(fd) }
         try fsync(fd, path: path, op: op)

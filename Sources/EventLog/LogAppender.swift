@@ -255,10 +255,38 @@ public final class LogAppender {
 
     // MARK: Event-id index
 
+    /// The table of writer-supplied event ids in a snapshot file.
+    public static let snapshotEventIDsTable = EventIDIndex.snapshotTable
+
+    /// Copies the event-id index into the snapshot being made at `path` (`snapshot_event_ids`).
+    public func exportEventIDs(toSnapshot path: String) throws {
+        try ids.export(toSnapshot: path)
+    }
+
     private func catchUpIDs(_ tips: [ReplicaID: Seq]) throws {
         let reader = LogReader(store: store)
-        for (origin, tip) in tips.sorted(by: { $0.key < $1.key }) {
-            let through = try ids.indexedThrough(origin)
+        for (origin, recoveredTip) in tips.sorted(by: { $0.key < $1.key }) {
+            var through = try ids.indexedThrough(origin)
+            let floor = try store.directory(origin).loadFloor()
+            let tip = max(recoveredTip, floor?.lastSeq ?? Seq(0))
+            if let floor, through < floor.lastSeq {
+                // The log starts after a floor: the ids of the events before it come from the
+                // snapshot kept beside it (they are in no segment here).
+                let kept = store.keptSnapshotPath
+                if (FileIO.exists(kept) ? try ids.adopt(fromSnapshot: kept, origin: origin, through: floor.lastSeq) : nil) == nil {
+                    recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: through.rawValue,
+                                                                    reason: "no kept snapshot carries the ids of its events through seq \(floor.lastSeq) (before its floor); retries of those are not recognised"))
+                }
+                try ids.begin()
+                do {
+                    try ids.setIndexedThrough(origin, floor.lastSeq)
+                    try ids.commit()
+                } catch {
+                    ids.rollback()
+                    throw error
+                }
+                through = floor.lastSeq
+            }
             if through == tip {
                 if origin == self.origin { idMark = tip }
                 continue

@@ -6,10 +6,11 @@ import GRDB
 /// bootstrapping a replica whose cursor a peer can no longer serve. See docs/PROTOCOL.md, "Snapshot".
 ///
 /// The file is an SQLite database made with `VACUUM INTO` from the projection (device-local
-/// `app_settings` emptied), plus two tables: `snapshot_meta` (key, value: `format`, `replica_id`,
-/// `created_at`) and `snapshot_anchors` (origin, last_seq, last_hlc, last_hash): for each origin,
+/// `app_settings` emptied), plus three tables: `snapshot_meta` (key, value: `format`, `replica_id`,
+/// `created_at`), `snapshot_anchors` (origin, last_seq, last_hlc, last_hash): for each origin,
 /// the end of the log the projection covers, with the hash of its last frame, so that frames
-/// received after a bootstrap can be checked against the chain.
+/// received after a bootstrap can be checked against the chain, and `snapshot_event_ids` (id,
+/// origin, seq: the writer-supplied event ids), so retries of older events stay recognised.
 public enum Snapshot {
     public static let formatVersion = 1
 
@@ -57,6 +58,7 @@ public enum Snapshot {
                 }
             }
             try queue.close()
+            try projected.appender.exportEventIDs(toSnapshot: tmp)
             try DurableFile.publish(tmp, as: path, op: "snapshot")
         } catch {
             try? FileManager.default.removeItem(atPath: tmp)
@@ -105,7 +107,7 @@ public enum Snapshot {
 
 extension Snapshot {
     /// Where a bootstrapped store keeps the snapshot it started from: its rebuilds start there.
-    public static func storedPath(for store: Store) -> String { store.path + "/snapshot.sqlite" }
+    public static func storedPath(for store: Store) -> String { store.keptSnapshotPath }
 
     /// Bootstraps `store` from a snapshot: each origin the store holds nothing of gets a floor at
     /// the snapshot's anchor (its log will start right after it, linked to the anchor's hash), the
@@ -167,6 +169,7 @@ extension Snapshot {
         try queue.writeWithoutTransaction { db in
             try db.execute(sql: "DROP TABLE IF EXISTS snapshot_meta")
             try db.execute(sql: "DROP TABLE IF EXISTS snapshot_anchors")
+            try db.execute(sql: "DROP TABLE IF EXISTS \(LogAppender.snapshotEventIDsTable)")
         }
         return queue
     }

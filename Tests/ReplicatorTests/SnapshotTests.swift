@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import GRDB
 import Projections
 import Testing
 @testable import Replicator
@@ -32,6 +33,47 @@ import Testing
         try copy.close()
         // Something that is not a snapshot is refused by name.
         #expect { try Snapshot.read(Projection.path(for: a)) } throws: { String(describing: $0).contains("is not a snapshot") }
+    }
+
+    /// Retries of events older than a bootstrapped replica's logs are still recognised: the
+    /// snapshot carries the writer-supplied event ids, and the replica's index adopts them, also
+    /// when the index is deleted and rebuilt later.
+    @Test func eventIDsTravelWithTheSnapshot() throws {
+        let dir = ShippingTests.Dir()
+        let a = try Store.create(at: dir.path + "/a"), c = try Store.create(at: dir.path + "/c"), d = try Store.create(at: dir.path + "/d")
+        let ids = (0..<20).map { _ in UUID() }
+        func withID(_ id: UUID, _ title: String) -> Mutation {
+            Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))], eventID: id)
+        }
+        let pa = try ProjectedStore(store: a)
+        _ = try pa.append(ids.enumerated().map { withID($1, "item \($0)") })
+        _ = try pa.append(ShippingTests().mutations(30, seed: 5))
+        try Snapshot.make(pa, to: dir.path + "/snap.sqlite")
+        try pa.close()
+
+        try Snapshot.install(dir.path + "/snap.sqlite", into: c)
+        func retry(_ store: Store, _ id: UUID) throws -> AppendResult {
+            let p = try ProjectedStore(store: store)
+            defer { try? p.close() }
+            return try p.append([withID(id, "a retry")])
+        }
+        #expect(try retry(c, ids[4]).duplicateCount == 1)
+        #expect(try retry(c, UUID()).appended == 1)
+        // The index is derived: deleted, it is rebuilt from the kept snapshot and the log after it.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: c.path + "/eventids.sqlite" + suffix) }
+        #expect(try retry(c, ids[17]).duplicateCount == 1)
+        #expect(try LogReader(store: c).events(origin: a.replicaID).isEmpty)  // none of A's log is held here
+
+        // A snapshot without the ids (an older one) still bootstraps, and says what is missing.
+        try FileManager.default.copyItem(atPath: dir.path + "/snap.sqlite", toPath: dir.path + "/old.sqlite")
+        let old = try DatabaseQueue(path: dir.path + "/old.sqlite")
+        try old.write { try $0.execute(sql: "DROP TABLE \(LogAppender.snapshotEventIDsTable)") }
+        try old.close()
+        try Snapshot.install(dir.path + "/old.sqlite", into: d)
+        let appender = try LogAppender(store: d)
+        #expect(appender.recovery.actions.contains { "\($0)".contains("retries of those are not recognised") })
+        try appender.close()
+        #expect(try LogAppender(store: d).recovery.actions.isEmpty)  // reported once
     }
 }
 

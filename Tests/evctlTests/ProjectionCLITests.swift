@@ -129,7 +129,10 @@ import Projections
         #expect(try Evctl.run(["cursor", "--store", a]).stdout == Evctl.run(["cursor", "--store", b]).stdout)
         // Bundles: export everything from a, import into c, twice.
         let bundle = dir.path + "/a.bundle"
-        #expect(try Evctl.run(["export", "--store", a, "--out", bundle]).status == 0)
+        // --out as a bare file name (its directory is the current one, also when made durable).
+        let bare = try Evctl.run(["export", "--store", a, "--out", "a.bundle"], cwd: dir.path)
+        #expect(bare.status == 0, "\(bare.stderr)")
+        #expect(FileManager.default.fileExists(atPath: bundle))
         let first = json(try Evctl.run(["import", "--store", c, bundle, "--json"]).stdout)
         #expect(first["events"] as? Int == 900)
         let second = json(try Evctl.run(["import", "--store", c, bundle, "--json"]).stdout)
@@ -195,6 +198,8 @@ import Projections
             _ = try pa.append(SampleWorkload(seed: UInt64(k), count: 40).enumerated().map { try MutationParser.parse($1, lineNumber: $0 + 1) })
         }
         try pa.close()
+        let snapshot = try Evctl.run(["snapshot", "--store", a, "--out", "a.snapshot"], cwd: dir.path)
+        #expect(snapshot.status == 0 && FileManager.default.fileExists(atPath: dir.path + "/a.snapshot"), "\(snapshot.stderr)")
         let compact = try Evctl.run(["compact", "--store", a, "--without-peers"])
         #expect(compact.status == 0, "\(compact.stderr)")
         #expect(FileManager.default.fileExists(atPath: a + "/log/\(storeA.replicaID)/FLOOR"))

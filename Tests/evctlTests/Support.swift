@@ -21,10 +21,11 @@ enum Evctl {
     }
 
     @discardableResult
-    static func run(_ args: [String], stdin: String? = nil, env: [String: String] = [:]) throws -> Result {
+    static func run(_ args: [String], stdin: String? = nil, env: [String: String] = [:], cwd: String? = nil) throws -> Result {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = args
+        if let cwd { p.currentDirectoryURL = URL(fileURLWithPath: cwd) }
         var environment = ProcessInfo.processInfo.environment
         environment.removeValue(forKey: "EVCTL_STORE")
         for (k, v) in env { environment[k] = v }
