@@ -43,19 +43,36 @@ public struct FramePage: Sendable, Equatable {
     public var frameBytes: Int { frames.reduce(0) { $0 + $1.count } }
 
     public func encoded() -> [UInt8] {
+        var out = FramePage.head(next: next, more: more)
+        out.reserveCapacity(out.count + frameBytes + 4 * frames.count + 8)
+        for f in frames { f.withUnsafeBytes { FramePage.appendFrame($0, to: &out) } }
+        out += FramePage.trailer(frames: frames.count)
+        return out
+    }
+
+    /// The bytes before the frames: magic, version, flags, the next cursor.
+    public static func head(next: ReplicationCursor, more: Bool) -> [UInt8] {
         let token = Array(next.token.utf8)
         var out: [UInt8] = []
-        out.reserveCapacity(16 + token.count + frameBytes + 4 * frames.count)
-        out += FramePage.magic
-        out += [FramePage.version, more ? 1 : 0, 0, 0]
-        Self.put16(&out, UInt16(token.count))
+        out.reserveCapacity(10 + token.count)
+        out += magic
+        out += [version, more ? 1 : 0, 0, 0]
+        put16(&out, UInt16(token.count))
         out += token
-        for f in frames {
-            Self.put32(&out, UInt32(f.count))
-            out += f
-        }
-        Self.put32(&out, 0)
-        Self.put32(&out, UInt32(frames.count))
+        return out
+    }
+
+    /// One frame as a page carries it: its u32 length, then its bytes.
+    public static func appendFrame(_ frame: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        put32(&out, UInt32(frame.count))
+        out.append(contentsOf: frame)
+    }
+
+    /// The bytes after the frames: a u32 zero and the frame count.
+    public static func trailer(frames: Int) -> [UInt8] {
+        var out: [UInt8] = []
+        put32(&out, 0)
+        put32(&out, UInt32(frames))
         return out
     }
 
@@ -129,30 +146,42 @@ public struct FramePage: Sendable, Equatable {
     /// - Throws: `TransferFailure.cursorExpired` when an origin's log here starts after a floor
     ///   (a snapshot) past `since`: the frames between are not held, a reader must bootstrap.
     public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits) throws -> FramePage {
-        var page = FramePage(frames: [], next: since, more: false)
-        var bytes = 0
+        var frames: [[UInt8]] = []
+        let (next, more) = try collect(from: store, since: since, limits: limits) { frames.append(Array($0)) }
+        return FramePage(frames: frames, next: next, more: more)
+    }
+
+    /// The frames `collect` would put in a page, handed to `frame` one by one (the bytes are
+    /// valid only during the call), so a sender can write them straight to where they go.
+    /// Returns the page's next cursor and whether more remains.
+    public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits,
+                               frame: (UnsafeRawBufferPointer) throws -> Void) throws -> (next: ReplicationCursor, more: Bool) {
+        var next = since
+        var more = false
+        var bytes = 0, count = 0
         var full = false
         var inAppend = false
         let reader = LogReader(store: store)
         for origin in try store.origins() {
             try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
-            try reader.forEachFrame(origin: origin, from: from) { h, frame in
+            try reader.forEachFrame(origin: origin, from: from) { h, bytesOfFrame in
                 guard h.lastSeq >= from else { return true }
                 if full && !inAppend {
-                    page.more = true
+                    more = true
                     return false
                 }
-                page.frames.append(Array(frame))
-                bytes += frame.count
-                page.next[origin] = max(page.next[origin], h.lastSeq)
+                try frame(bytesOfFrame)
+                bytes += bytesOfFrame.count
+                count += 1
+                next[origin] = max(next[origin], h.lastSeq)
                 inAppend = h.continues
-                if bytes >= limits.maxBytes || page.frames.count >= limits.maxFrames { full = true }
+                if bytes >= limits.maxBytes || count >= limits.maxFrames { full = true }
                 return true
             }
-            if page.more { break }
+            if more { break }
         }
-        return page
+        return (next, more)
     }
 
     private static func put16(_ out: inout [UInt8], _ v: UInt16) { out += [UInt8(v & 0xFF), UInt8(v >> 8)] }

@@ -22,6 +22,24 @@ import Testing
         return s
     }
 
+    /// The server sends pages as chunked NIO buffers: byte for byte what `encoded()` makes, for
+    /// pages of one chunk, of several, and from a cursor part-way.
+    @Test func outgoingPagesAreTheEncodedPage() throws {
+        let dir = ShippingTests.Dir()
+        let s = try store(dir, appends: [40000, 40, 1, 3000, 5])
+        let mid = ReplicationCursor([s.replicaID: Seq(40040)])
+        var chunked = 0
+        for (since, limits) in [(ReplicationCursor.empty, PageLimits()), (.empty, PageLimits(maxBytes: 1, maxFrames: 1)),
+                                (.empty, PageLimits(maxBytes: 1 << 30, maxFrames: 4)), (mid, PageLimits()), (try s.cursor(), PageLimits())] {
+            let expected = try FramePage.collect(from: s, since: since, limits: limits)
+            let out = try OutgoingPage(store: s, since: since, limits: limits)
+            #expect(out.bytes == expected.encoded())
+            #expect(out.frames == expected.frames.count && out.frameBytes == expected.frameBytes && out.next == expected.next && out.more == expected.more)
+            if out.buffers.count > 2 { chunked += 1 }
+        }
+        #expect(chunked > 0, "some page spans several buffers")
+    }
+
     @Test func pageRoundTripsAndACutAnywhereKeepsTheWholeFrames() throws {
         let dir = ShippingTests.Dir()
         let s = try store(dir, appends: [3, 5, 2, 7])

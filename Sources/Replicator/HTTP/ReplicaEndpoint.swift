@@ -1,6 +1,7 @@
 import Crypto
 import EventLog
 import Foundation
+import NIOCore
 import Projections
 
 /// An answer the HTTP layer sends as is: a status and a message or a body.
@@ -70,7 +71,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     /// - Parameters:
     ///   - peer: the caller's replica id as it says (`Logbook-Replica`), for per-peer lag in metrics.
     public func page(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
-                     peer: String?) async throws -> (page: FramePage, cursor: ReplicationCursor) {
+                     peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor) {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         var since = ReplicationCursor.empty
         if let token, !token.isEmpty {
@@ -89,13 +90,13 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         let clamped = limits.clamped(to: pageMax)
         let store = self.store
         let from = since
-        let page: FramePage, mine: ReplicationCursor
+        let page: OutgoingPage, mine: ReplicationCursor
         do {
-            (page, mine) = try await run(on: reads) { (try FramePage.collect(from: store, since: from, limits: clamped), try store.cursor()) }
+            (page, mine) = try await run(on: reads) { (try OutgoingPage(store: store, since: from, limits: clamped), try store.cursor()) }
         } catch TransferFailure.cursorExpired(let why) {
             throw EndpointError(410, "cursor expired: \(why) (GET /v1/snapshot)")
         }
-        metrics.served(frames: page.frames.count, bytes: page.frameBytes, cursor: mine)
+        metrics.served(frames: page.frames, bytes: page.frameBytes, cursor: mine)
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
         }
@@ -192,6 +193,46 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             queue.async { c.resume(with: Result { try body() }) }
         }
     }
+}
+
+/// A page ready to send (docs/PROTOCOL.md, "Page"): the frames go from the log's read buffer
+/// straight into NIO buffers of about 1 MiB, sent one after the other and never gathered into
+/// one, so a 32 MiB page costs one copy and no large allocation.
+public struct OutgoingPage: Sendable {
+    public var buffers: [ByteBuffer]
+    public var next: ReplicationCursor
+    public var more: Bool
+    public var frames = 0
+    public var frameBytes = 0
+    public static let chunkBytes = 1 << 20
+
+    init(store: Store, since: ReplicationCursor, limits: PageLimits) throws {
+        let allocator = ByteBufferAllocator()
+        var chunks: [ByteBuffer] = []
+        var current = allocator.buffer(capacity: Self.chunkBytes)
+        var frames = 0, frameBytes = 0
+        // Each frame as FramePage.appendFrame lays it out: a u32 little-endian length, the bytes.
+        let (next, more) = try FramePage.collect(from: store, since: since, limits: limits) { f in
+            if current.writableBytes < f.count + 4 {
+                if current.readableBytes > 0 { chunks.append(current) }
+                current = allocator.buffer(capacity: max(Self.chunkBytes, f.count + 4))
+            }
+            current.writeInteger(UInt32(f.count), endianness: .little)
+            current.writeBytes(f)
+            frames += 1
+            frameBytes += f.count
+        }
+        current.writeBytes(FramePage.trailer(frames: frames))
+        chunks.append(current)
+        buffers = [ByteBuffer(bytes: FramePage.head(next: next, more: more))] + chunks
+        self.next = next
+        self.more = more
+        self.frames = frames
+        self.frameBytes = frameBytes
+    }
+
+    /// The page as one array (tests).
+    var bytes: [UInt8] { buffers.flatMap { Array($0.readableBytesView) } }
 }
 
 /// A snapshot file opened for sending: its size and SHA-256 (sent ahead as headers, so the

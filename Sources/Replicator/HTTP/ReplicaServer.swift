@@ -99,7 +99,7 @@ public enum ReplicaServer {
                 headers[moreHeader] = page.more ? "true" : "false"
                 headers[nextHeader] = page.next.token
                 headers[cursorHeader] = mine.token
-                return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: page.encoded())))
+                return Response(status: .ok, headers: headers, body: ResponseBody(contentsOf: page.buffers))
             }
         }
         router.get("v1/snapshot") { request, _ in
