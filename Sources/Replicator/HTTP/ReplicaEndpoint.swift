@@ -110,7 +110,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let dir = NSTemporaryDirectory() + "/evctl-snapshot-\(UUID().uuidString.prefix(8))"
         let file = dir + "/snapshot.sqlite"
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        // Only this user may look in: a snapshot holds every row of the store.
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(atPath: dir) }
         try await run(on: writes) { () throws -> Void in
             _ = try Snapshot.make(try self.openWriter(), to: file)
