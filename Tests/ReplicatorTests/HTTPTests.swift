@@ -366,4 +366,40 @@ struct SplitMix {
         }
         #expect { try run(bytes + [0]) } throws: { "\($0)".contains("runs past its announced 300000 bytes") }
     }
+
+    /// Replicas bootstrapping one after another share one snapshot while the store has not
+    /// moved; a push makes the next request take a new one. Nothing is left on disk.
+    @Test func aSnapshotIsMadeOnceWhileTheStoreHasNotMoved() async throws {
+        let dir = ShippingTests.Dir()
+        let store = try Store.create(at: dir.path + "/s")
+        try edit(store, 40, seed: 3)
+        let endpoint = ReplicaEndpoint(store: store, policy: .open)
+        let principal = try endpoint.authenticate(nil)
+        let tmpBefore = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("evctl-snapshot-") }
+        func fetch() async throws -> (String, [UInt8]) {
+            let f = try await endpoint.snapshot(principal: principal)
+            var bytes: [UInt8] = []
+            while let chunk = try f.next() { bytes += chunk }
+            #expect(bytes.count == f.size)
+            #expect(hex(SHA256.hash(data: bytes)) == f.sha256)
+            return (f.sha256, bytes)
+        }
+        let (a, bytesA) = try await fetch()
+        let (b, bytesB) = try await fetch()
+        #expect(a == b && bytesA == bytesB)
+        var metrics = endpoint.metrics.render(current: nil)
+        #expect(metrics.contains("logbook_snapshots_made_total 1\n") && metrics.contains("logbook_snapshots_served_total 2\n"))
+        // The store moves: the next snapshot is a new one, covering the new event.
+        let other = try Store.create(at: dir.path + "/o")
+        try edit(other, 1, seed: 4)
+        _ = try await endpoint.push(principal: principal, body: try FramePage.collect(from: other, since: .empty, limits: PageLimits()).encoded(), peer: nil)
+        let (c, bytesC) = try await fetch()
+        #expect(c != a)
+        metrics = endpoint.metrics.render(current: nil)
+        #expect(metrics.contains("logbook_snapshots_made_total 2\n"))
+        try Data(bytesC).write(to: URL(fileURLWithPath: dir.path + "/c.sqlite"))
+        #expect(try Snapshot.read(dir.path + "/c.sqlite").anchors[other.replicaID]?.lastSeq == Seq(1))
+        let tmpAfter = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("evctl-snapshot-") }
+        #expect(Set(tmpAfter).isSubset(of: Set(tmpBefore)), "no snapshot directory left behind")
+    }
 }

@@ -37,6 +37,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     private let writes = DispatchQueue(label: "logbook.serve.writes")
     /// Touched only on `writes`.
     private var writer: ProjectedStore?
+    /// The last snapshot made. Touched only on `writes`.
+    private var keptSnapshot: SnapshotData?
     private var lastPush = Date.distantPast
     private let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
 
@@ -103,20 +105,29 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         return (page, mine)
     }
 
-    /// `GET /v1/snapshot`: a snapshot made now (with the writer open, so it sits at the end of
-    /// every log), opened for streaming. Its temporary file is already unlinked: the open
-    /// descriptor is all that holds it, so nothing is left behind however the answer ends.
+    /// `GET /v1/snapshot`: a snapshot that sits at the end of every log (made with the writer
+    /// open), to stream. The last one made is kept while the store's cursor has not moved:
+    /// replicas bootstrapping one after another (after a compaction) share it, instead of each
+    /// costing a `VACUUM INTO` of the whole projection that holds up pushes. It is kept open and
+    /// already unlinked (made in a directory only this user may read, removed at once), so no
+    /// copy of the store's rows is ever left behind, however the server stops.
     public func snapshot(principal: AccessPolicy.Principal) async throws -> SnapshotFile {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
-        let dir = NSTemporaryDirectory() + "/evctl-snapshot-\(UUID().uuidString.prefix(8))"
-        let file = dir + "/snapshot.sqlite"
-        // Only this user may look in: a snapshot holds every row of the store.
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        try await run(on: writes) { () throws -> Void in
-            _ = try Snapshot.make(try self.openWriter(), to: file)
+        let data = try await run(on: writes) { () throws -> SnapshotData in
+            let now = try self.store.cursor()
+            if let kept = self.keptSnapshot, kept.cursor == now { return kept }
+            let dir = NSTemporaryDirectory() + "/evctl-snapshot-\(UUID().uuidString.prefix(8))"
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            defer { try? FileManager.default.removeItem(atPath: dir) }
+            let file = dir + "/snapshot.sqlite"
+            let info = try Snapshot.make(try self.openWriter(), to: file)
+            let made = try SnapshotData(path: file, cursor: ReplicationCursor(info.anchors.mapValues(\.lastSeq)))
+            self.keptSnapshot = made
+            self.metrics.snapshotMade()
+            return made
         }
-        return try await run(on: reads) { try SnapshotFile(path: file) }
+        metrics.snapshotServed()
+        return SnapshotFile(data)
     }
 
     /// What a push did, as answered to the client.
@@ -236,33 +247,65 @@ public struct OutgoingPage: Sendable {
     var bytes: [UInt8] { buffers.flatMap { Array($0.readableBytesView) } }
 }
 
-/// A snapshot file opened for sending: its size and SHA-256 (sent ahead as headers, so the
-/// receiver checks every byte), read in chunks. Closed when released.
-public final class SnapshotFile: @unchecked Sendable {
-    public let size: Int
-    public let sha256: String
-    private let handle: FileHandle
-    public static let chunkBytes = 1 << 20
+/// A snapshot made for sending: an open descriptor of its (already unlinked) file, its size and
+/// its SHA-256, sent ahead as headers so the receiver checks every byte. Closed when the last
+/// answer using it is done.
+final class SnapshotData: @unchecked Sendable {
+    let fd: Int32
+    let size: Int
+    let sha256: String
+    /// The store's cursor the snapshot covers.
+    let cursor: ReplicationCursor
+    static let chunkBytes = 1 << 20
 
-    init(path: String) throws {
-        guard let h = FileHandle(forReadingAtPath: path) else { throw EndpointError(500, "the snapshot could not be read back") }
-        handle = h
+    /// Opens the file at `path`, unlinks it and hashes it.
+    init(path: String, cursor: ReplicationCursor) throws {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw EndpointError(500, "the snapshot could not be read back") }
+        unlink(path)
+        self.fd = fd
+        self.cursor = cursor
         var hasher = SHA256()
-        var n = 0
-        while let chunk = try h.read(upToCount: Self.chunkBytes), !chunk.isEmpty {
-            hasher.update(data: chunk)
-            n += chunk.count
+        var buffer = [UInt8](repeating: 0, count: Self.chunkBytes)
+        var offset = 0
+        while true {
+            let n = try buffer.withUnsafeMutableBytes { try Self.pread(fd, $0, at: offset) }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            offset += n
         }
-        size = n
+        size = offset
         sha256 = hex(hasher.finalize())
-        try h.seek(toOffset: 0)
     }
+
+    static func pread(_ fd: Int32, _ into: UnsafeMutableRawBufferPointer, at offset: Int) throws -> Int {
+        while true {
+            let n = Glibc.pread(fd, into.baseAddress, into.count, off_t(offset))
+            if n >= 0 { return n }
+            if errno != EINTR { throw EndpointError(500, "reading the snapshot failed (errno \(errno))") }
+        }
+    }
+
+    deinit { close(fd) }
+}
+
+/// One answer's reading of a snapshot, in chunks from its own offset.
+public final class SnapshotFile: @unchecked Sendable {
+    private let data: SnapshotData
+    private var offset = 0
+    public var size: Int { data.size }
+    public var sha256: String { data.sha256 }
+
+    init(_ data: SnapshotData) { self.data = data }
 
     /// The next chunk, or nil at the end.
     public func next() throws -> Data? {
-        guard let d = try handle.read(upToCount: Self.chunkBytes), !d.isEmpty else { return nil }
-        return d
+        let want = min(SnapshotData.chunkBytes, data.size - offset)
+        guard want > 0 else { return nil }
+        var chunk = Data(count: want)
+        let n = try chunk.withUnsafeMutableBytes { try SnapshotData.pread(data.fd, $0, at: offset) }
+        guard n > 0 else { throw EndpointError(500, "the snapshot ended early") }
+        offset += n
+        return n == want ? chunk : chunk.prefix(n)
     }
-
-    deinit { try? handle.close() }
 }

@@ -11,6 +11,8 @@ public final class ServerMetrics: @unchecked Sendable {
     private var eventsReceived = 0
     private var bytesReceived = 0
     private var requests: [Int: Int] = [:]
+    private var snapshotsMade = 0
+    private var snapshotsServed = 0
     private var cursor = ReplicationCursor.empty
     private var peers: [String: (lag: UInt64?, seen: Date)] = [:]
     /// Peers remembered at most (oldest forgotten first), so `Logbook-Replica` headers cannot grow memory.
@@ -45,6 +47,9 @@ public final class ServerMetrics: @unchecked Sendable {
         }
     }
 
+    func snapshotMade() { lock.withLock { snapshotsMade += 1 } }
+    func snapshotServed() { lock.withLock { snapshotsServed += 1 } }
+
     public func request(status: Int) {
         lock.withLock { requests[status, default: 0] += 1 }
     }
@@ -64,6 +69,9 @@ public final class ServerMetrics: @unchecked Sendable {
             metric("logbook_frames_received_total", "counter", "Frames appended from pushing replicas.", [("", "\(framesReceived)")])
             metric("logbook_events_received_total", "counter", "Events appended from pushing replicas.", [("", "\(eventsReceived)")])
             metric("logbook_bytes_received_total", "counter", "Bytes of pages pushed by replicas.", [("", "\(bytesReceived)")])
+            metric("logbook_snapshots_made_total", "counter", "Snapshots made for bootstrapping replicas.", [("", "\(snapshotsMade)")])
+            metric("logbook_snapshots_served_total", "counter", "Snapshots sent (a kept one is sent again while the store has not moved).",
+                   [("", "\(snapshotsServed)")])
             metric("logbook_http_requests_total", "counter", "Requests answered, by HTTP status.",
                    requests.keys.sorted().map { ("{status=\"\($0)\"}", "\(requests[$0]!)") })
             metric("logbook_cursor_seq", "gauge", "The last seq this store holds, per origin.",
