@@ -138,6 +138,7 @@ public final class Projection: @unchecked Sendable {
             // A rebuild into a new file: one transaction, rows merged in memory and written once.
             return try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
+                p.reserve(rows: total / 4)  // entities get several events each
                 // Bulk load: secondary indexes and triggers are set aside while rows go in, then
                 // recreated from their own SQL (the schema ends identical) and the FTS index built in one pass.
                 let deferred = try Row.fetchAll(db, sql: """

@@ -36,7 +36,8 @@ final class Projector {
         }
     }
 
-    private(set) var tableIndex: [Entity: Int] = [:]
+    /// Table of each entity, by the entity's raw value (-1: none).
+    private var tableByEntity = [Int](repeating: -1, count: 256)
     private var columnIndex: [[String: Int]] = []
     /// Per table: column of each known field code (the event codec's one-byte names), or -1.
     private var columnByCode: [[Int]] = []
@@ -46,8 +47,12 @@ final class Projector {
     private var originKeys: [(UInt64, UInt64)] = []
     private var newOrigins: [Int] = []
     private(set) var rows: [Key: RowState] = [:]
-    private(set) var cursor: [ReplicaID: Seq] = [:]
-    private var dirtyCursor = Set<ReplicaID>()
+    /// The projection cursor as last written (origins never applied here are absent).
+    private var cursor: [ReplicaID: Seq] = [:]
+    /// Per origin index: the last seq applied, and whether it moved since the last flush (kept in
+    /// arrays so an event costs no hashing of its origin).
+    private var appliedSeq: [UInt64] = []
+    private var cursorMoved: [Bool] = []
     private var conflicts: [ConflictRecord] = []
     private var resolutions: [(Key, Int, UInt64, String)] = []
     private var occurrenceChecks = Set<Key>()
@@ -57,8 +62,13 @@ final class Projector {
     init(schema: ProjectionSchema, db: Database, fresh: Bool) throws {
         self.schema = schema
         self.fresh = fresh
+        for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
+            let text: String = row[0]
+            let seq: Int64 = row[1]
+            if let o = ReplicaID(text) { cursor[o] = Seq(UInt64(seq)) }
+        }
         for (i, t) in schema.tables.enumerated() {
-            tableIndex[t.entity] = i
+            tableByEntity[Int(t.entity.rawValue)] = i
             columnIndex.append(Dictionary(uniqueKeysWithValues: t.columns.enumerated().map { ($1, $0) }))
             columnByCode.append(FieldRules.codedFieldNames.map { name in t.columns.firstIndex(of: name) ?? -1 })
         }
@@ -67,11 +77,6 @@ final class Projector {
             let text: String = row[1]
             guard idx == origins.count, let o = ReplicaID(text) else { throw ProjectionError.database("projection_origins is not dense") }
             addOrigin(o)
-        }
-        for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
-            let text: String = row[0]
-            let seq: Int64 = row[1]
-            if let o = ReplicaID(text) { cursor[o] = Seq(UInt64(seq)) }
         }
         openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
         newOrigins = []
@@ -84,6 +89,8 @@ final class Projector {
         origins.append(o)
         originIndex[o] = i
         originKeys.append(Self.sortKey(o))
+        appliedSeq.append(cursor[o]?.rawValue ?? 0)
+        cursorMoved.append(false)
         newOrigins.append(i)
         return i
     }
@@ -119,21 +126,19 @@ final class Projector {
     var pendingRows: Int { rows.count }
 
     /// The last seq applied for `origin`.
-    func applied(_ origin: ReplicaID) -> Seq { cursor[origin] ?? Seq(0) }
+    func applied(_ origin: ReplicaID) -> Seq {
+        if let i = originIndex[origin] { return Seq(appliedSeq[i]) }
+        return cursor[origin] ?? Seq(0)
+    }
+
+    /// Makes room for about `n` rows (a rebuild knows how many events it will apply).
+    func reserve(rows n: Int) { rows.reserveCapacity(min(n, Self.rebuildRowsMax)) }
 
     // MARK: Applying
 
     /// Applies one event. Merging is idempotent and commutative, so a duplicate or an event that
     /// arrives out of order changes nothing it should not; the cursor keeps the highest seq applied.
     func apply(_ e: Event, db: Database) throws {
-        if e.seq > applied(e.origin) {
-            cursor[e.origin] = e.seq
-            dirtyCursor.insert(e.origin)
-        }
-        eventsApplied += 1
-        guard let t = tableIndex[e.entity] else { return }
-        let key = Key(table: t, id: e.entityID)
-        if !fresh && rows[key] == nil { rows[key] = try load(key, db: db) }
         let originIdx: Int
         if let (o, i) = lastOrigin, o == e.origin {
             originIdx = i
@@ -141,6 +146,15 @@ final class Projector {
             originIdx = addOrigin(e.origin)
             lastOrigin = (e.origin, originIdx)
         }
+        if e.seq.rawValue > appliedSeq[originIdx] {
+            appliedSeq[originIdx] = e.seq.rawValue
+            cursorMoved[originIdx] = true
+        }
+        eventsApplied += 1
+        let t = tableByEntity[Int(e.entity.rawValue)]
+        guard t >= 0 else { return }
+        let key = Key(table: t, id: e.entityID)
+        if !fresh && rows[key] == nil { rows[key] = try load(key, db: db) }
         let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue,
                           explicitID: e.explicitEventID)
         let columns = schema.tables[t].columns.count
@@ -238,12 +252,15 @@ final class Projector {
             try db.cachedStatement(sql: "INSERT INTO projection_origins (idx, origin) VALUES (?, ?)").execute(arguments: [i, origins[i].description])
         }
         newOrigins.removeAll()
-        var byTable: [[(Key, RowState)]] = Array(repeating: [], count: schema.tables.count)
-        for (k, r) in rows { byTable[k.table].append((k, r)) }
-        for (t, list) in byTable.enumerated() where !list.isEmpty {
+        var byTable: [[(UInt64, UInt64, Key)]] = Array(repeating: [], count: schema.tables.count)
+        for k in rows.keys {
+            let sk = Self.sortKey(k.id)
+            byTable[k.table].append((sk.0, sk.1, k))
+        }
+        for (t, var keys) in byTable.enumerated() where !keys.isEmpty {
             // In key order: B-tree inserts then append to pages instead of splitting them at random.
-            let sorted = list.sorted { Self.sortKey($0.0.id) < Self.sortKey($1.0.id) }
-            try writeRows(table: schema.tables[t], sorted, db: db)
+            keys.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
+            try writeRows(table: schema.tables[t], keys.map(\.2), db: db)
         }
         rows.removeAll(keepingCapacity: true)
         for c in conflicts { try insertConflict(c, db: db) }
@@ -257,22 +274,25 @@ final class Projector {
         }
         resolutions.removeAll()
         if !occurrenceChecks.isEmpty { try checkOccurrences(db: db) }
-        for o in dirtyCursor {
+        for i in cursorMoved.indices where cursorMoved[i] {
+            cursor[origins[i]] = Seq(appliedSeq[i])
             try db.cachedStatement(sql: "INSERT INTO projection_cursor (origin, last_seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET last_seq = excluded.last_seq")
-                .execute(arguments: [o.description, Int64(cursor[o]!.rawValue)])
+                .execute(arguments: [origins[i].description, Int64(appliedSeq[i])])
+            cursorMoved[i] = false
         }
-        dirtyCursor.removeAll()
         openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
         fresh = false
     }
 
-    private func writeRows(table: ProjectedTable, _ list: [(Key, RowState)], db: Database) throws {
+    /// Writes the rows of `keys` (each taken out of `rows`, not copied), in that order.
+    private func writeRows(table: ProjectedTable, _ keys: [Key], db: Database) throws {
         let cols = table.columns
         let all = ["id"] + cols + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
         let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
         // Values are bound with SQLite's C API: building GRDB argument arrays per row cost a tenth of a rebuild.
-        for (key, row) in list {
+        for key in keys {
+            guard let row = rows.removeValue(forKey: key) else { continue }
             let stmt = row.existsInDatabase ? update : insert
             let s = stmt.sqliteStatement
             sqlite3_reset(s)
