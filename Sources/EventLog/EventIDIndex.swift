@@ -124,24 +124,22 @@ final class EventIDIndex {
     }
 
     /// Adds the ids the snapshot at `path` carries for `origin` at or below `through` (the part
-    /// of that origin's log this store does not hold, being past a floor). Returns how many were
-    /// new, or nil when the snapshot carries no ids (made before they were included).
-    func adopt(fromSnapshot path: String, origin: ReplicaID, through: Seq) throws -> Int? {
+    /// of that origin's log this store does not hold, being past a floor). Returns false when the
+    /// snapshot carries no ids (made before they were included).
+    func adopt(fromSnapshot path: String, origin: ReplicaID, through: Seq) throws -> Bool {
         precondition(!inTransaction)
         return try run("adopt event ids from a snapshot") { db in
             try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [path])
             defer { try? db.execute(sql: "DETACH DATABASE snap") }
             guard try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM snap.sqlite_master WHERE name = ?", arguments: [Self.snapshotTable]) == true else {
-                return nil
+                return false
             }
-            var added = 0
             try db.inTransaction {
                 try db.execute(sql: "INSERT OR IGNORE INTO event_ids SELECT id, origin, seq FROM snap.\(Self.snapshotTable) WHERE origin = ? AND seq <= ?",
                                arguments: [blob(origin.rawValue), Int64(through.rawValue)])
-                added = db.changesCount
                 return .commit
             }
-            return added
+            return true
         }
     }
 }

@@ -273,7 +273,7 @@ public final class LogAppender {
                 // The log starts after a floor: the ids of the events before it come from the
                 // snapshot kept beside it (they are in no segment here).
                 let kept = store.keptSnapshotPath
-                if (FileIO.exists(kept) ? try ids.adopt(fromSnapshot: kept, origin: origin, through: floor.lastSeq) : nil) == nil {
+                if !(FileIO.exists(kept) ? try ids.adopt(fromSnapshot: kept, origin: origin, through: floor.lastSeq) : false) {
                     recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: through.rawValue,
                                                                     reason: "no kept snapshot carries the ids of its events through seq \(floor.lastSeq) (before its floor); retries of those are not recognised"))
                 }

@@ -126,11 +126,6 @@ final class Projector {
     var pendingRows: Int { rows.count }
 
     /// The last seq applied for `origin`.
-    func applied(_ origin: ReplicaID) -> Seq {
-        if let i = originIndex[origin] { return Seq(appliedSeq[i]) }
-        return cursor[origin] ?? Seq(0)
-    }
-
     /// Makes room for about `n` rows (a rebuild knows how many events it will apply).
     func reserve(rows n: Int) { rows.reserveCapacity(min(n, Self.rebuildRowsMax)) }
 

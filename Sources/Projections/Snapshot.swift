@@ -106,8 +106,6 @@ public enum Snapshot {
 }
 
 extension Snapshot {
-    /// Where a bootstrapped store keeps the snapshot it started from: its rebuilds start there.
-    public static func storedPath(for store: Store) -> String { store.keptSnapshotPath }
 
     /// Bootstraps `store` from a snapshot: each origin the store holds nothing of gets a floor at
     /// the snapshot's anchor (its log will start right after it, linked to the anchor's hash), the
@@ -138,7 +136,7 @@ extension Snapshot {
             floors.append((o, anchor))
         }
         // The snapshot, kept for rebuilds, then the projection built from it, then the floors.
-        let kept = storedPath(for: store)
+        let kept = store.keptSnapshotPath
         try copyDurably(path, to: kept)
         let target = Projection.path(for: store)
         let temp = target + ".bootstrap"
@@ -191,7 +189,7 @@ extension Projection {
     static func seedFromSnapshot(_ store: Store, at path: String) throws -> Bool {
         let reader = LogReader(store: store)
         guard try store.origins().contains(where: { try reader.floor(origin: $0) != nil }) else { return false }
-        let kept = Snapshot.storedPath(for: store)
+        let kept = store.keptSnapshotPath
         guard FileManager.default.fileExists(atPath: kept) else {
             throw ProjectionError.database("this store's log starts after a snapshot, and the snapshot (\(kept)) is missing: a rebuild cannot recreate what came before it")
         }

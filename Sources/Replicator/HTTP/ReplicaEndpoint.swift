@@ -256,7 +256,7 @@ final class SnapshotData: @unchecked Sendable {
     let sha256: String
     /// The store's cursor the snapshot covers.
     let cursor: ReplicationCursor
-    static let chunkBytes = 1 << 20
+    static let chunkBytes = OutgoingPage.chunkBytes
 
     /// Opens the file at `path`, unlinks it and hashes it.
     init(path: String, cursor: ReplicationCursor) throws {
