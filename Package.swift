@@ -29,11 +29,13 @@ let package = Package(
             providers: [.apt(["liblz4-dev"])]
         ),
         .target(name: "CCRC32C"),
+        .target(name: "CSQLiteGuard", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(
             name: "EventLog",
             dependencies: [
                 "CLZ4",
                 "CCRC32C",
+                "CSQLiteGuard",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -90,7 +90,10 @@ struct ByteReader {
         return UInt64(littleEndian: base.loadUnaligned(fromByteOffset: offset, as: UInt64.self))
     }
 
+    /// A LEB128 varint in canonical form: at most 10 bytes, no bits past 64, and no trailing
+    /// zero group (0x80 0x00 is not another spelling of 0), so every value has exactly one encoding.
     @inline(__always) mutating func varint() throws -> UInt64 {
+        let start = offset
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -99,10 +102,33 @@ struct ByteReader {
             offset += 1
             if shift == 63 && b > 1 { throw ByteReaderError(offset: offset - 1, message: "varint overflows 64 bits") }
             result |= UInt64(b & 0x7F) << shift
-            if b < 0x80 { return result }
+            if b < 0x80 {
+                if b == 0 && offset - start > 1 { throw ByteReaderError(offset: start, message: "varint is not in canonical form (trailing zero group)") }
+                return result
+            }
             shift += 7
             if shift > 63 { throw ByteReaderError(offset: offset - 1, message: "varint longer than 10 bytes") }
         }
+    }
+
+    /// A varint that counts bytes (or items of at least one byte) still to come in this reader:
+    /// refused when it is larger than what remains, so it always fits an `Int` and never makes a
+    /// caller allocate or index past the input.
+    @inline(__always) mutating func length(_ what: StaticString) throws -> Int {
+        let at = offset
+        let v = try varint()
+        guard v <= UInt64(remaining) else {
+            throw ByteReaderError(offset: at, message: "\(what) \(v) exceeds the \(remaining) bytes left")
+        }
+        return Int(v)
+    }
+
+    /// A varint that must be at most `limit` (a code or a small count), as an `Int`.
+    @inline(__always) mutating func small(_ what: StaticString, atMost limit: Int) throws -> Int {
+        let at = offset
+        let v = try varint()
+        guard v <= UInt64(limit) else { throw ByteReaderError(offset: at, message: "\(what) \(v) is out of range (at most \(limit))") }
+        return Int(v)
     }
 
     @inline(__always) mutating func uuid() throws -> UUID {

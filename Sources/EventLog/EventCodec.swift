@@ -131,8 +131,7 @@ enum EventCodec {
     /// A reader over the length-prefixed record at `r.offset` (the caller moves `r` to its end).
     @inline(__always)
     static func record(_ r: inout ByteReader) throws -> ByteReader {
-        let length = Int(try r.varint())
-        try r.need(length)
+        let length = try r.length("record length")
         return ByteReader(r.base, offset: r.offset, end: r.offset + length)
     }
 
@@ -165,19 +164,16 @@ enum EventCodec {
         let base: HLC? = flags & Flag.base != 0 ? HLC(rawValue: try rr.varint()) : nil
         var actor: String?
         if flags & Flag.actor != 0 {
-            let n = Int(try rr.varint())
-            actor = try decodeText(&rr, count: n)
+            actor = try decodeText(&rr, count: try rr.length("actor length"))
         }
-        let count = Int(try rr.varint())
-        guard count <= rr.remaining else { throw ByteReaderError(offset: rr.offset, message: "field count \(count) exceeds record") }
+        let count = try rr.length("field count")
         var fields: [Field] = []
         fields.reserveCapacity(count)
         for _ in 0..<count {
-            let code = Int(try rr.varint())
+            let code = try rr.small("field code", atMost: 255)
             let name: String
             if code == 0 {
-                let n = Int(try rr.varint())
-                name = try decodeText(&rr, count: n)
+                name = try decodeText(&rr, count: try rr.length("field name length"))
             } else if code < knownFieldNames.count {
                 name = knownFieldNames[code]
             } else {
@@ -201,16 +197,13 @@ enum EventCodec {
         let eventID: UUID? = flags & Flag.explicitEventID != 0 ? try rr.uuid() : nil
         if flags & Flag.base != 0 { _ = try rr.varint() }
         if flags & Flag.actor != 0 {
-            let n = Int(try rr.varint())
-            try skimText(&rr, count: n)
+            try skimText(&rr, count: try rr.length("actor length"))
         }
-        let count = Int(try rr.varint())
-        guard count <= rr.remaining else { throw ByteReaderError(offset: rr.offset, message: "field count \(count) exceeds record") }
+        let count = try rr.length("field count")
         for _ in 0..<count {
-            let code = Int(try rr.varint())
+            let code = try rr.small("field code", atMost: 255)
             if code == 0 {
-                let n = Int(try rr.varint())
-                try skimText(&rr, count: n)
+                try skimText(&rr, count: try rr.length("field name length"))
             } else if code >= knownFieldNames.count {
                 throw ByteReaderError(offset: rr.offset, message: "unknown field code \(code)")
             }
@@ -220,7 +213,7 @@ enum EventCodec {
             case .null, .boolFalse, .boolTrue: break
             case .integer: _ = try rr.varint()
             case .real: _ = try rr.u64()
-            case .text: try skimText(&rr, count: Int(try rr.varint()))
+            case .text: try skimText(&rr, count: try rr.length("text length"))
             case .uuidText: try rr.need(16); rr.offset += 16
             }
         }
@@ -255,8 +248,7 @@ enum EventCodec {
         case .integer: return .integer(unzigzag(try r.varint()))
         case .real: return .real(Double(bitPattern: try r.u64()))
         case .text:
-            let n = Int(try r.varint())
-            return .text(try decodeText(&r, count: n))
+            return .text(try decodeText(&r, count: try r.length("text length")))
         case .uuidText: return .text(try r.uuid().lowercasedString)
         }
     }

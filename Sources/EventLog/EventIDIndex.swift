@@ -11,7 +11,7 @@ final class EventIDIndex {
     private var inTransaction = false
 
     init(path: String) throws {
-        var config = Configuration()
+        var config = SQLiteGuard.configuration()
         config.allowsUnsafeTransactions = true
         config.prepareDatabase { db in
             // The log is the truth; a lost index tail is rebuilt from it at open.
@@ -106,6 +106,8 @@ final class EventIDIndex {
 
     /// The table a snapshot carries the ids in: the columns of `event_ids`.
     static let snapshotTable = "snapshot_event_ids"
+    /// Its columns, as `CREATE TABLE snapshot_event_ids` gives them (snapshots are checked against it).
+    static let snapshotTableColumns = "(id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID"
 
     /// Copies every indexed id into `snapshot_event_ids` of the SQLite file at `path` (a snapshot
     /// being made), so a replica bootstrapped from it still recognises retries of events older
@@ -116,7 +118,7 @@ final class EventIDIndex {
             try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [path])
             defer { try? db.execute(sql: "DETACH DATABASE snap") }
             try db.inTransaction {
-                try db.execute(sql: "CREATE TABLE snap.\(Self.snapshotTable) (id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID")
+                try db.execute(sql: "CREATE TABLE snap.\(Self.snapshotTable) \(Self.snapshotTableColumns)")
                 try db.execute(sql: "INSERT INTO snap.\(Self.snapshotTable) SELECT id, origin, seq FROM event_ids")
                 return .commit
             }
@@ -135,8 +137,12 @@ final class EventIDIndex {
                 return false
             }
             try db.inTransaction {
-                try db.execute(sql: "INSERT OR IGNORE INTO event_ids SELECT id, origin, seq FROM snap.\(Self.snapshotTable) WHERE origin = ? AND seq <= ?",
-                               arguments: [blob(origin.rawValue), Int64(through.rawValue)])
+                // Only well-formed rows: 16-byte ids, seqs in range (a snapshot is checked at install,
+                // but the index must never hold a value that its readers cannot decode).
+                try db.execute(sql: """
+                    INSERT OR IGNORE INTO event_ids SELECT id, origin, seq FROM snap.\(Self.snapshotTable)
+                    WHERE origin = ? AND typeof(id) = 'blob' AND length(id) = 16 AND typeof(seq) = 'integer' AND seq BETWEEN 1 AND ?
+                    """, arguments: [blob(origin.rawValue), Int64(through.rawValue)])
                 return .commit
             }
             return true

@@ -76,7 +76,7 @@ public struct FrameHeader: Sendable, Equatable {
             let crc = try r.u32()
             guard base >= 1 else { throw FrameDecodeError.invalid("base seq 0") }
             guard count >= 1, count <= eventsMax else { throw FrameDecodeError.invalid("event count \(count) out of range") }
-            guard base <= UInt64.max - UInt64(count) else { throw FrameDecodeError.invalid("seq range overflows") }
+            guard base <= Seq.max.rawValue - UInt64(count) + 1 else { throw FrameDecodeError.invalid("seq range \(base)+\(count) runs past the largest seq \(Seq.max)") }
             guard Int(raw) <= payloadBytesMax, Int(stored) <= payloadBytesMax, stored > 0 else {
                 throw FrameDecodeError.invalid("payload sizes out of range (stored \(stored), raw \(raw))")
             }

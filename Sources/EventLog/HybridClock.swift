@@ -5,9 +5,11 @@ import Foundation
 public struct HLC: RawRepresentable, Comparable, Hashable, Sendable, CustomStringConvertible {
     public var rawValue: UInt64
     public init(rawValue: UInt64) { self.rawValue = rawValue }
+    /// The largest wall-clock millisecond an hlc holds (48 bits).
+    public static let wallMillisMax: UInt64 = (1 << 48) - 1
+    /// Wall-clock milliseconds past `wallMillisMax` are clamped to it.
     public init(wallMillis: UInt64, counter: UInt16) {
-        precondition(wallMillis < (1 << 48), "wall clock milliseconds exceed 48 bits")
-        rawValue = (wallMillis << 16) | UInt64(counter)
+        rawValue = (min(wallMillis, HLC.wallMillisMax) << 16) | UInt64(counter)
     }
     public static let zero = HLC(rawValue: 0)
     public var wallMillis: UInt64 { rawValue >> 16 }
@@ -46,13 +48,19 @@ public struct HybridClock: Sendable {
         self.last = last
     }
 
+    /// The wall clock now, in milliseconds.
+    public func wallNow() -> UInt64 { min(wall.nowMillis(), HLC.wallMillisMax) }
+
     /// The next value: the wall clock if it is ahead of the last value, else the last value
     /// with its counter advanced (carrying into the millisecond field when the counter is full).
-    public mutating func tick() -> HLC {
-        let now = min(wall.nowMillis(), (1 << 48) - 1)
+    /// - Throws: `ClockError` when the clock cannot advance: the last value is the largest an hlc
+    ///   holds (a clock poisoned by a far-future value received before drift was bounded).
+    public mutating func tick() throws(ClockError) -> HLC {
+        let now = wallNow()
         if now > last.wallMillis {
             last = HLC(wallMillis: now, counter: 0)
         } else {
+            guard last.rawValue < UInt64.max else { throw ClockError(last: last, wallMillis: now) }
             last = HLC(rawValue: last.rawValue + 1)
         }
         return last
@@ -61,5 +69,15 @@ public struct HybridClock: Sendable {
     /// Advances past a value seen in another replica's event.
     public mutating func observe(_ other: HLC) {
         if other > last { last = other }
+    }
+}
+
+/// The hybrid clock cannot issue a value past its last one (it reached the largest hlc).
+public struct ClockError: Error, CustomStringConvertible, Sendable, Equatable {
+    public var last: HLC
+    public var wallMillis: UInt64
+    public var description: String {
+        "the clock cannot advance: its last value \(last) is the largest an hlc holds (the wall clock says \(wallMillis)); "
+            + "an event from far in the future reached this store before drift was bounded"
     }
 }

@@ -6,7 +6,14 @@ public struct Seq: RawRepresentable, Comparable, Hashable, Sendable, CustomStrin
     public init(rawValue: UInt64) { self.rawValue = rawValue }
     public init(_ value: UInt64) { self.rawValue = value }
     public static func < (a: Seq, b: Seq) -> Bool { a.rawValue < b.rawValue }
-    public var next: Seq { Seq(rawValue + 1) }
+    /// The largest seq a log may hold (SQLite's largest integer). Every decoder refuses a seq past
+    /// it, so `next` of any seq that came from outside cannot overflow.
+    public static let max = Seq(UInt64(Int64.max))
+    /// Whether `raw` may be a seq: 1 through `Seq.max` (0 means "none" where a cursor allows it).
+    @inline(__always) public static func isValid(_ raw: UInt64) -> Bool { raw >= 1 && raw <= max.rawValue }
+    /// The seq after this one; saturates at `UInt64.max` rather than trapping (decoders bound
+    /// seqs by `Seq.max`, so this is never reached from valid input).
+    public var next: Seq { Seq(rawValue == UInt64.max ? rawValue : rawValue + 1) }
     public var description: String { String(rawValue) }
 }
 

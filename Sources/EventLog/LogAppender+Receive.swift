@@ -39,6 +39,7 @@ extension LogAppender {
         var result = ReceiveResult()
         // 1. Verify the whole batch against each origin's tip, simulating the chain.
         var tips: [ReplicaID: LogTip] = [:]
+        let now = clock.wallNow()
         var accepted: [(ReplicaID, [UInt8], FrameHeader, [(UUID, Seq)], FrameHash)] = []
         // Each frame on its own (checksum, events, hash) on every core; then, in order, how the
         // frames continue each origin's log.
@@ -67,6 +68,12 @@ extension LogAppender {
             }
             guard header.firstHLC > tip.lastHLC else {
                 throw LogError(.corrupt, "receive", "\(where_()): its clock goes backwards", seqs: seqs)
+            }
+            let (limit, overflow) = now.addingReportingOverflow(options.clockDriftMaxMs)
+            if !overflow, header.lastHLC.wallMillis > limit {
+                throw LogError(.clockAhead, "receive",
+                               "\(where_()) of origin \(origin) carries a clock \(header.lastHLC.wallMillis - now) ms ahead of this machine's (hlc \(header.lastHLC), at most \(options.clockDriftMaxMs) ms allowed)",
+                               seqs: seqs, hint: "nothing was written; that origin's frames are taken once this clock catches up (or its author fixes its clock). LOGBOOK_CLOCK_DRIFT_MAX_MS sets the bound")
             }
             tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
             accepted.append((origin, bytes, header, eventIDs, hash))

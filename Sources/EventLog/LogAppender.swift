@@ -16,6 +16,15 @@ public struct AppendOptions: Sendable {
     public var indexCheckpointBytes = 4 << 20
     /// The event-id index records its high-water mark at least this often (in events).
     public var idCheckpointEvents: UInt64 = 1 << 16
+    /// How far ahead of this machine's wall clock a received frame's hlc may be, in
+    /// milliseconds; frames further ahead are refused (their origin waits until the clock
+    /// catches up), so one peer's broken clock cannot drag every replica's clock to the end of
+    /// time. Default 5 minutes; `LOGBOOK_CLOCK_DRIFT_MAX_MS` in the environment sets it.
+    public var clockDriftMaxMs: UInt64 = AppendOptions.defaultClockDriftMaxMs
+    public static let defaultClockDriftMaxMs: UInt64 = {
+        if let v = ProcessInfo.processInfo.environment["LOGBOOK_CLOCK_DRIFT_MAX_MS"], let n = UInt64(v) { return n }
+        return 5 * 60 * 1000
+    }()
     public init() {}
 }
 
@@ -190,7 +199,11 @@ public final class LogAppender {
         }
         let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
         if let id = m.eventID { try ids.insert(id, origin: origin, seq: seq) }
-        encoder.add(m, origin: origin, seq: seq, hlc: clock.tick())
+        let hlc: HLC
+        do { hlc = try clock.tick() } catch {
+            throw LogError(.invalidInput, "append", error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
+        }
+        encoder.add(m, origin: origin, seq: seq, hlc: hlc)
     }
 
     /// Writes the last frame, fsyncs, and makes the append visible.
@@ -257,6 +270,8 @@ public final class LogAppender {
 
     /// The table of writer-supplied event ids in a snapshot file.
     public static let snapshotEventIDsTable = EventIDIndex.snapshotTable
+    /// Its column definitions, as a snapshot's schema must give them.
+    public static let snapshotEventIDsColumns = EventIDIndex.snapshotTableColumns
 
     /// Copies the event-id index into the snapshot being made at `path` (`snapshot_event_ids`).
     public func exportEventIDs(toSnapshot path: String) throws {

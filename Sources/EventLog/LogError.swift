@@ -10,6 +10,7 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
         case invalidInput
         case unsupportedFormat
         case gap
+        case clockAhead
     }
 
     let kind: Kind
@@ -43,10 +44,13 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     public var isNotAStore: Bool { kind == .notAStore }
     /// Received frames do not continue the log this store holds (a gap, a misaligned overlap).
     public var isGap: Bool { kind == .gap }
+    /// Received frames carry a clock further ahead of this machine's than the drift bound allows;
+    /// nothing was written. Trying again once the clock has caught up can succeed.
+    public var isClockAhead: Bool { kind == .clockAhead }
     /// The input was refused; nothing was written.
     public var isInvalidInput: Bool { kind == .invalidInput }
     /// Trying again later can succeed (a lock held by another process, a transient I/O error).
-    public var isRetryable: Bool { kind == .locked || (kind == .io && (errno == EINTR || errno == EAGAIN)) }
+    public var isRetryable: Bool { kind == .locked || kind == .clockAhead || (kind == .io && (errno == EINTR || errno == EAGAIN)) }
 
     public var description: String {
         var s = "\(operation): \(message)"

@@ -34,6 +34,9 @@ struct OriginDirectory {
         }
         let seq = b[8..<16].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
         let hlc = b[16..<24].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        guard Seq.isValid(seq) else {
+            throw LogError(.corrupt, "read floor", "the floor's seq \(seq) is out of range", file: floorPath, offset: 8)
+        }
         return LogTip(lastSeq: Seq(seq), lastHLC: HLC(rawValue: hlc), lastHash: FrameHash(bytes: Array(b[24..<56])))
     }
 

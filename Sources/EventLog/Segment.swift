@@ -37,7 +37,7 @@ struct SegmentHeader: Equatable {
             let origin = ReplicaID(rawValue: try r.uuid())
             let first = try r.u64()
             let prev = FrameHash(bytes: Array(try r.bytes(32)))
-            guard first >= 1 else { throw FrameDecodeError.invalid("segment first seq 0") }
+            guard Seq.isValid(first) else { throw FrameDecodeError.invalid("segment first seq \(first) is out of range") }
             return SegmentHeader(origin: origin, firstSeq: Seq(first), previousHash: prev)
         } catch let e as FrameDecodeError {
             throw e
@@ -65,7 +65,7 @@ enum SegmentName {
     static func parseSegment(_ name: String) -> Seq? {
         guard name.hasSuffix(segmentSuffix) else { return nil }
         let stem = name.dropLast(segmentSuffix.count)
-        guard stem.count == 20, stem.allSatisfy({ $0.isASCII && $0.isNumber }), let v = UInt64(stem), v >= 1 else { return nil }
+        guard stem.count == 20, stem.allSatisfy({ $0.isASCII && $0.isNumber }), let v = UInt64(stem), Seq.isValid(v) else { return nil }
         return Seq(v)
     }
 }
@@ -167,7 +167,8 @@ struct SegmentIndex: Equatable {
                   let first = try? r.u64(), first == firstSeq.rawValue,
                   let covered = try? r.u64(), let lastSeq = try? r.u64(), let lastHLC = try? r.u64(),
                   let lastFrame = try? r.u64(), lastFrame == 0 || (lastFrame >= UInt64(SegmentHeader.size) && lastFrame < covered),
-                  let count = try? r.u32(), let stored = try? r.u32() else { return nil }
+                  let count = try? r.u32(), let stored = try? r.u32(),
+                  covered <= UInt64(Int.max), Seq.isValid(lastSeq) || lastSeq == firstSeq.rawValue - 1 else { return nil }
             guard p.count == headerSize + Int(count) * 24 + 32 else { return nil }
             var crc = CRC32C()
             crc.update(UnsafeRawBufferPointer(rebasing: p[0..<68]))
@@ -176,7 +177,7 @@ struct SegmentIndex: Equatable {
             var entries: [IndexEntry] = []
             entries.reserveCapacity(Int(count))
             for _ in 0..<count {
-                guard let s = try? r.u64(), let h = try? r.u64(), let off = try? r.u64() else { return nil }
+                guard let s = try? r.u64(), let h = try? r.u64(), let off = try? r.u64(), Seq.isValid(s), off < covered else { return nil }
                 entries.append(IndexEntry(seq: Seq(s), hlc: HLC(rawValue: h), offset: Int(off)))
             }
             guard let hash = try? r.bytes(32) else { return nil }

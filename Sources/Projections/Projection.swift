@@ -35,7 +35,7 @@ public final class Projection: @unchecked Sendable {
     }
 
     static func configuration() -> Configuration {
-        var c = Configuration()
+        var c = SQLiteGuard.configuration()
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA cache_size = -65536")
@@ -52,7 +52,7 @@ public final class Projection: @unchecked Sendable {
     /// A scratch database for a rebuild: no journal and no syncs while it fills (it is only used
     /// once it is complete: a crash leaves a temp file that the next rebuild deletes), a large cache.
     static func openRebuildQueue(_ path: String, schema: ProjectionSchema) throws -> DatabaseQueue {
-        var c = Configuration()
+        var c = SQLiteGuard.configuration()
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = OFF")
             try db.execute(sql: "PRAGMA synchronous = OFF")

@@ -43,11 +43,10 @@ public enum Snapshot {
             try projected.projection.pool.writeWithoutTransaction { db in
                 try db.execute(sql: "VACUUM INTO ?", arguments: [tmp])
             }
-            let queue = try DatabaseQueue(path: tmp)
+            let queue = try DatabaseQueue(path: tmp, configuration: SQLiteGuard.configuration())
             try queue.write { db in
                 try db.execute(sql: "DELETE FROM app_settings")
-                try db.execute(sql: "CREATE TABLE snapshot_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-                try db.execute(sql: "CREATE TABLE snapshot_anchors (origin TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, last_hlc INTEGER NOT NULL, last_hash BLOB NOT NULL)")
+                for sql in SnapshotSchema.snapshotTablesSQL { try db.execute(sql: sql) }
                 for (k, v) in [("format", String(formatVersion)), ("replica_id", store.replicaID.description),
                                ("created_at", ISO8601DateFormatter().string(from: Date()))] {
                     try db.execute(sql: "INSERT INTO snapshot_meta (key, value) VALUES (?, ?)", arguments: [k, v])
@@ -68,41 +67,58 @@ public enum Snapshot {
         return Info(replicaID: store.replicaID, anchors: anchors, bytes: bytes)
     }
 
-    /// Reads what a snapshot file covers.
-    /// - Throws: `ProjectionError` naming the file and what is missing or malformed.
+    /// Reads what a snapshot file covers, after checking it is one: its schema, compared as
+    /// data with the one this build makes (nothing of the file is executed), the types of every
+    /// value its rows hold, and its size against what its anchors can need.
+    /// - Throws: `ProjectionError` naming the file and what is missing, foreign or malformed.
     public static func read(_ path: String) throws -> Info {
         guard FileManager.default.fileExists(atPath: path) else { throw ProjectionError.database("\(path): no such snapshot") }
-        var config = Configuration()
-        config.readonly = true
-        let queue: DatabaseQueue
-        do { queue = try DatabaseQueue(path: path, configuration: config) } catch {
-            throw ProjectionError.database("\(path) is not a snapshot (not an SQLite database: \(error))")
-        }
+        let queue = try SnapshotSchema.openUntrusted(path)
         defer { try? queue.close() }
-        return try queue.read { db in
-            guard try db.tableExists("snapshot_meta"), try db.tableExists("snapshot_anchors") else {
-                throw ProjectionError.database("\(path) is not a snapshot (no snapshot_meta or snapshot_anchors table)")
-            }
-            let meta = try Dictionary(uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT key, value FROM snapshot_meta").map { (row: Row) -> (String, String) in (row[0], row[1]) })
+        let info = try queue.read { db -> Info in
+            try SnapshotSchema.check(db, path: path)
+            let meta = try Dictionary(Row.fetchAll(db, sql: "SELECT key, value FROM snapshot_meta").map { (row: Row) -> (String, String) in
+                (SnapshotSchema.text(row[0]) ?? "", SnapshotSchema.text(row[1]) ?? "")
+            }, uniquingKeysWith: { a, _ in a })
             guard meta["format"] == String(formatVersion) else {
-                throw ProjectionError.database("\(path): snapshot format \(meta["format"] ?? "missing") is not supported (this build reads \(formatVersion))")
+                throw ProjectionError.database("\(path): snapshot format \(meta["format"].map { printable($0, limit: 20) } ?? "missing") is not supported (this build reads \(formatVersion))")
             }
             guard let idText = meta["replica_id"], let id = ReplicaID(idText) else { throw ProjectionError.database("\(path): snapshot_meta.replica_id is missing or not a UUID") }
             var anchors: [ReplicaID: LogTip] = [:]
             for (i, row) in try Row.fetchAll(db, sql: "SELECT origin, last_seq, last_hlc, last_hash FROM snapshot_anchors").enumerated() {
-                let text: String = row[0]
-                let seq: Int64 = row[1]
-                let hlc: Int64 = row[2]
-                let hash: Data = row[3]
-                guard let o = ReplicaID(text), seq > 0, hash.count == 32 else {
+                guard let text = SnapshotSchema.text(row[0]), let o = ReplicaID(text), o.description == text,
+                      let seq = row[1] as Int64?, Seq.isValid(UInt64(max(0, seq))),
+                      let hlc = row[2] as Int64?, let hash = SnapshotSchema.blob(row[3]), hash.count == 32 else {
                     throw ProjectionError.database("\(path): snapshot_anchors row \(i + 1) is malformed")
                 }
                 anchors[o] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)), lastHash: FrameHash(bytes: Array(hash)))
             }
-            let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-            return Info(replicaID: id, anchors: anchors, bytes: bytes)
+            return Info(replicaID: id, anchors: anchors, bytes: 0)
         }
+        let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        let limit = bytesMax(events: info.anchors.values.reduce(0) { $0.addingReportingOverflow($1.lastSeq.rawValue).partialValue })
+        guard bytes <= limit else {
+            throw ProjectionError.invalid("\(path): the snapshot is \(bytes) bytes, more than the \(limit) its \(info.anchors.count) origins' events can need; refused")
+        }
+        return Info(replicaID: info.replicaID, anchors: info.anchors, bytes: bytes)
     }
+
+    /// The most bytes a snapshot covering `events` events may have: a fixed allowance plus a
+    /// generous amount per event, never more than `absoluteBytesMax`. See docs/SECURITY.md.
+    public static func bytesMax(events: UInt64) -> Int {
+        let perEvent = UInt64(bytesPerEventMax)
+        let (scaled, o1) = events.multipliedReportingOverflow(by: perEvent)
+        let (sum, o2) = scaled.addingReportingOverflow(UInt64(baseBytesMax))
+        if o1 || o2 || sum > UInt64(absoluteBytesMax) { return absoluteBytesMax }
+        return Int(sum)
+    }
+    public static let baseBytesMax = 256 << 20
+    public static let bytesPerEventMax = 16 << 10
+    /// `LOGBOOK_SNAPSHOT_BYTES_MAX` in the environment sets it; 16 GiB by default.
+    public static let absoluteBytesMax: Int = {
+        if let v = ProcessInfo.processInfo.environment["LOGBOOK_SNAPSHOT_BYTES_MAX"], let n = Int(v), n > 0 { return n }
+        return 16 << 30
+    }()
 }
 
 extension Snapshot {
@@ -141,12 +157,13 @@ extension Snapshot {
         let target = Projection.path(for: store)
         let temp = target + ".bootstrap"
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) }
-        let queue = try copyAsProjection(path, to: temp)
+        let queue = try copyAsProjection(kept, to: temp)
         try queue.writeWithoutTransaction { db in
             if FileManager.default.fileExists(atPath: target) {
+                // This store's own projection file: its device-local settings stay.
                 try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
-                if try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM old.sqlite_master WHERE name = 'app_settings'") == true {
-                    try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings SELECT key, value FROM old.app_settings")
+                if try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM old.sqlite_master WHERE type = 'table' AND name = 'app_settings'") == true {
+                    try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings (key, value) SELECT key, value FROM old.app_settings")
                 }
                 try db.execute(sql: "DETACH DATABASE old")
             }
@@ -159,15 +176,31 @@ extension Snapshot {
         return info
     }
 
-    /// Copies a snapshot to `to` as a projection file (its snapshot tables dropped), and returns
-    /// it open for any further change.
+    /// Makes a new projection file at `to` from a snapshot: the tables are created by this
+    /// build's own migrations, and only the rows of the snapshot's tables are copied in (by
+    /// column names this build knows, quoted), after `read`'s checks. Nothing of the snapshot's
+    /// schema (no index, trigger or view) reaches the new file. Returns it open for more changes.
     static func copyAsProjection(_ from: String, to: String) throws -> DatabaseQueue {
-        try copyDurably(from, to: to)
-        let queue = try DatabaseQueue(path: to)
-        try queue.writeWithoutTransaction { db in
-            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_meta")
-            try db.execute(sql: "DROP TABLE IF EXISTS snapshot_anchors")
-            try db.execute(sql: "DROP TABLE IF EXISTS \(LogAppender.snapshotEventIDsTable)")
+        _ = try read(from)
+        for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: to + s) }
+        let queue = try Projection.openRebuildQueue(to, schema: .current)
+        do {
+            try queue.writeWithoutTransaction { db in
+                try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [from])
+                defer { try? db.execute(sql: "DETACH DATABASE snap") }
+                try db.inTransaction {
+                    for (table, columns) in try SnapshotSchema.copiedTables() {
+                        let list = columns.map(SnapshotSchema.quote).joined(separator: ", ")
+                        let name = SnapshotSchema.quote(table)
+                        try db.execute(sql: "INSERT INTO main.\(name) (\(list)) SELECT \(list) FROM snap.\(name)")
+                    }
+                    return .commit
+                }
+            }
+            try queue.writeWithoutTransaction { db in _ = try db.execute(sql: "PRAGMA journal_mode = WAL") }
+        } catch {
+            try? queue.close()
+            throw ProjectionError.database("cannot build a projection from the snapshot \(from): \(error)")
         }
         return queue
     }

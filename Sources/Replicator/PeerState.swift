@@ -16,9 +16,15 @@ public final class PeerState: Sendable {
     }
 
     private let db: DatabaseQueue
+    /// How long a write waits for another process's transaction on peers.sqlite.
+    static let busyWaitSeconds: TimeInterval = 30
 
     public init(store: Store) throws {
-        db = try DatabaseQueue(path: store.path + "/peers.sqlite")
+        // Several processes may sync the same store at once (two `evctl sync` runs, a server and a
+        // client): each waits its turn for the file's lock instead of failing with SQLITE_BUSY.
+        var config = SQLiteGuard.configuration()
+        config.busyMode = .timeout(PeerState.busyWaitSeconds)
+        db = try DatabaseQueue(path: store.path + "/peers.sqlite", configuration: config)
         var m = DatabaseMigrator()
         m.registerMigration("v1 peers") { db in
             try db.execute(sql: """
@@ -29,14 +35,15 @@ public final class PeerState: Sendable {
         try m.migrate(db)
     }
 
-    /// Records a successful exchange with `name`.
-    public func recordSuccess(_ name: String, cursor: ReplicationCursor, pulled: Int, pushed: Int, at date: Date = Date()) throws {
+    /// Records a successful exchange with `name`. `cursor` is what the peer acknowledged holding
+    /// (its own answer); nil keeps the cursor recorded before.
+    public func recordSuccess(_ name: String, cursor: ReplicationCursor?, pulled: Int, pushed: Int, at date: Date = Date()) throws {
         try db.write { db in
             try db.execute(sql: """
                 INSERT INTO peers (name, cursor, last_sync_at, last_error, pulled_events, pushed_events) VALUES (?, ?, ?, NULL, ?, ?)
-                ON CONFLICT(name) DO UPDATE SET cursor = excluded.cursor, last_sync_at = excluded.last_sync_at, last_error = NULL,
+                ON CONFLICT(name) DO UPDATE SET cursor = coalesce(excluded.cursor, cursor), last_sync_at = excluded.last_sync_at, last_error = NULL,
                   pulled_events = pulled_events + excluded.pulled_events, pushed_events = pushed_events + excluded.pushed_events
-                """, arguments: [name, cursor.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), pulled, pushed])
+                """, arguments: [name, cursor?.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), pulled, pushed])
         }
     }
 

@@ -114,16 +114,22 @@ public struct ReplicationCursor: Sendable, Hashable, CustomStringConvertible {
             guard i + 16 < body.count else { throw CursorTokenError("the cursor token is truncated") }
             let origin = ReplicaID(rawValue: body[i..<i + 16].withUnsafeBytes { UUID(bytes: $0) })
             i += 16
+            // A canonical LEB128 varint of at most 9 bytes (a seq is at most Seq.max, 63 bits).
             var v: UInt64 = 0
             var shift: UInt64 = 0
+            let start = i
             while true {
-                guard i < body.count, shift < 64 else { throw CursorTokenError("the cursor token has a malformed seq") }
+                guard i < body.count, shift <= 56 else { throw CursorTokenError("the cursor token has a malformed seq at byte \(start)") }
                 let c = body[i]
                 i += 1
                 v |= UInt64(c & 0x7F) << shift
-                if c < 0x80 { break }
+                if c < 0x80 {
+                    guard c != 0 || i - start == 1 else { throw CursorTokenError("the cursor token is not in canonical form (seq at byte \(start))") }
+                    break
+                }
                 shift += 7
             }
+            guard v <= Seq.max.rawValue else { throw CursorTokenError("the cursor token names seq \(v), past the largest seq \(Seq.max)") }
             guard previous.map({ $0 < origin }) ?? true, v > 0 else { throw CursorTokenError("the cursor token is not in canonical form") }
             previous = origin
             entries[origin] = Seq(v)

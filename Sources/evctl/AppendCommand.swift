@@ -58,10 +58,18 @@ struct AppendCommand: StoreCommand {
             throw error
         }
         Terminal.endProgress()
+        // The append is durable from here: a failure to project must not read as "nothing
+        // happened", or a retry would append the same mutations twice.
+        var projectionFailure: String?
         if let projection {
             let progress = ProjectionProgress()
-            try projection.catchUp(progress: progress.report)
+            do { try projection.catchUp(progress: progress.report) } catch { projectionFailure = String(describing: error) }
             Terminal.endProgress()
+        }
+        defer {
+            if let projectionFailure {
+                Terminal.error("the events were appended (durably) but not projected: \(projectionFailure)\nhint: do not append them again; `evctl replay` completes the projection")
+            }
         }
         if options.json {
             var pairs: [(String, String)] = [("appended", String(r.appended)),
@@ -69,6 +77,7 @@ struct AppendCommand: StoreCommand {
                                              ("last_seq", r.lastSeq.map { String($0.rawValue) } ?? "null"),
                                              ("duplicates", String(r.duplicateCount))]
             pairs.append(("origin", JSON.string(store.replicaID.description)))
+            pairs.append(("projected", projectionFailure == nil && !noProject ? "true" : "false"))
             print(JSON.object(pairs))
         } else {
             if let f = r.firstSeq, let l = r.lastSeq {
@@ -83,5 +92,6 @@ struct AppendCommand: StoreCommand {
                 }
             }
         }
+        if projectionFailure != nil { throw ExitCode(Evctl.appendedNotProjected) }
     }
 }

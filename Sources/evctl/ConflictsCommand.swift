@@ -25,7 +25,7 @@ struct ConflictsCommand: StoreCommand {
                     ("detected_at", JSON.string(c.detectedAt)), ("resolved_by", c.resolvedBy.map(JSON.string) ?? "null"),
                 ]))
             } else {
-                print("#\(c.id) \(c.entity) \(c.entityID) \(c.field): kept \(c.winnerValue) (origin \(c.winnerOrigin.prefix(8))) over \(c.loserValue) (origin \(c.loserOrigin.prefix(8)))" + (c.resolvedBy.map { " — resolved by \($0)" } ?? ""))
+                print(printable("#\(c.id) \(c.entity) \(c.entityID) \(c.field): kept \(c.winnerValue) (origin \(c.winnerOrigin.prefix(8))) over \(c.loserValue) (origin \(c.loserOrigin.prefix(8)))" + (c.resolvedBy.map { " — resolved by \($0)" } ?? "")))
             }
         }
         if rows.isEmpty && !options.json { print(all ? "no conflicts" : "no open conflicts") }
@@ -52,7 +52,7 @@ struct AnomaliesCommand: StoreCommand {
                     ("correlation_id", JSON.string(a.correlationID)), ("detected_at", JSON.string(a.detectedAt)), ("details", a.details.map(JSON.string) ?? "null"),
                 ]))
             } else {
-                print("#\(a.id) \(a.kind): \(a.details ?? a.attemptedOp)")
+                print(printable("#\(a.id) \(a.kind): \(a.details ?? a.attemptedOp)"))
             }
         }
         if rows.isEmpty && !options.json { print("no anomalies") }

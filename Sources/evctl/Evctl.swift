@@ -10,13 +10,19 @@ struct Evctl: AsyncParsableCommand {
         discussion: """
             The store is --store PATH, else $EVCTL_STORE, else ./evstore.
             Exit status: 0 success; 1 failure or problems found; 3 the store is locked by another writer (after waiting 2 s);
-            4 the input was refused (nothing was appended); 64 bad usage.
+            4 the input was refused (nothing was appended); 5 appended durably but not projected (do not retry the
+            append: `evctl replay` completes it); 64 bad usage.
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
                       StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, PullCommand.self,
                       PushCommand.self, SyncCommand.self, ServeCommand.self, SnapshotCommand.self, CompactCommand.self, SampleCommand.self]
     )
+}
+
+extension Evctl {
+    /// Exit status of `append` when its events are in the log but the projection failed.
+    static let appendedNotProjected: Int32 = 5
 }
 
 /// Seconds a writing command waits while another process holds the store's writer lock (a
@@ -87,12 +93,18 @@ enum Terminal {
         }
     }
 
+    /// Error and note messages may quote data (a peer's answer, a file's bytes): control
+    /// characters are escaped, line breaks kept.
     static func error(_ message: String) {
-        FileHandle.standardError.write(Data("evctl: error: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("evctl: error: \(safe(message))\n".utf8))
     }
 
     static func note(_ message: String) {
-        FileHandle.standardError.write(Data("evctl: \(message)\n".utf8))
+        FileHandle.standardError.write(Data("evctl: \(safe(message))\n".utf8))
+    }
+
+    static func safe(_ message: String) -> String {
+        message.split(separator: "\n", omittingEmptySubsequences: false).map { printable(String($0)) }.joined(separator: "\n")
     }
 
     static var stderrIsTerminal: Bool { isatty(2) != 0 }

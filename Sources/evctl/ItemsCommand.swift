@@ -39,8 +39,8 @@ struct ItemsCommand: StoreCommand {
                 out.line(j.bytes)
             } else {
                 let indent = String(repeating: "  ", count: i.depth)
-                let flags = [i.status, i.deletedAt.map { _ in "deleted" }].compactMap { $0 }.joined(separator: ", ")
-                out.line("\(indent)\(i.id)  \(i.title ?? "(untitled)")" + (flags.isEmpty ? "" : "  [\(flags)]"))
+                let flags = [i.status.map { printable($0) }, i.deletedAt.map { _ in "deleted" }].compactMap { $0 }.joined(separator: ", ")
+                out.line("\(indent)\(printable(i.id))  \(i.title.map { printable($0) } ?? "(untitled)")" + (flags.isEmpty ? "" : "  [\(flags)]"))
             }
         }
         out.flush()

@@ -16,12 +16,36 @@ struct JSONBytes {
 
     mutating func int<I: BinaryInteger>(_ v: I) { raw(String(v)) }
 
+    /// A JSON string. Besides what JSON requires, DEL, the C1 controls, the line and paragraph
+    /// separators and the bidirectional controls are written as `\u` escapes, so data piped
+    /// from `--json` to a terminal cannot drive it.
     mutating func string(_ s: String) {
         var s = s
         bytes.append(0x22)
         s.withUTF8 { u in
             var start = 0
-            for (i, c) in u.enumerated() where c < 0x20 || c == 0x22 || c == 0x5C {
+            var i = 0
+            while i < u.count {
+                let c = u[i]
+                if c >= 0x20 && c != 0x22 && c != 0x5C && c < 0x7F {
+                    i += 1
+                    continue
+                }
+                if c >= 0x80 {
+                    // A multi-byte scalar: escaped only when `printable` would escape it.
+                    let n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2
+                    let end = min(u.count, i + n)
+                    let scalar = String(decoding: UnsafeBufferPointer(rebasing: u[i..<end]), as: UTF8.self)
+                    if isPrintable(scalar) {
+                        i = end
+                        continue
+                    }
+                    bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
+                    for v in scalar.unicodeScalars { bytes.append(contentsOf: Array(String(format: "\\u%04x", v.value).utf8)) }
+                    i = end
+                    start = i
+                    continue
+                }
                 bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start..<i]))
                 switch c {
                 case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
@@ -31,7 +55,8 @@ struct JSONBytes {
                 case 0x09: bytes.append(contentsOf: [0x5C, 0x74])
                 default: bytes.append(contentsOf: Array(String(format: "\\u%04x", c).utf8))
                 }
-                start = i + 1
+                i += 1
+                start = i
             }
             bytes.append(contentsOf: UnsafeBufferPointer(rebasing: u[start...]))
         }

@@ -100,7 +100,7 @@ struct LogCommand: StoreCommand {
     }
 
     static func text(_ e: Event) -> String {
-        let fields = e.fields.map { "\($0.name)=\(JSON.value($0.value))" }.joined(separator: " ")
+        let fields = e.fields.map { "\(printable($0.name))=\(JSON.value($0.value))" }.joined(separator: " ")
         let origin = String(e.origin.description.prefix(8))
         return "\(origin) \(e.seq) \(ISOTime.string(e.hlc)) \(e.entity.name) \(e.entityID.lowercasedString) \(e.op.name)" + (fields.isEmpty ? "" : " " + fields)
     }

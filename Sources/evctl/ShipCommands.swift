@@ -54,8 +54,10 @@ func peerName(_ peer: String) -> String {
     return peer.hasPrefix("/") ? peer : FileManager.default.currentDirectoryPath + "/" + peer
 }
 
-/// Runs one exchange with a peer and remembers its outcome (cursor, time, error) in peers.sqlite.
-func remembering<T>(_ store: Store, peer: String, _ body: () async throws -> (T, pulled: Int, pushed: Int, cursor: ReplicationCursor)) async throws -> T {
+/// Runs one exchange with a peer and remembers its outcome (time, error, and the peer's cursor
+/// when the peer acknowledged what it holds; nil keeps the cursor remembered before) in
+/// peers.sqlite. `compact` trusts these cursors, so only a peer's own word goes in them.
+func remembering<T>(_ store: Store, peer: String, _ body: () async throws -> (T, pulled: Int, pushed: Int, cursor: ReplicationCursor?)) async throws -> T {
     let state = try PeerState(store: store)
     let name = peerName(peer)
     do {
@@ -100,7 +102,9 @@ enum HTTPShip {
                 let a = pull ? try await Ship.pull(mine, from: t, peer: peer) : nil
                 let b = push ? try await Replication.push(from: mine, to: t, known: a?.peerHolds, limits: peer.limits, retry: peer.retry,
                                                           progress: transferProgress("pushing")) : nil
-                return ((a, b), a?.events ?? 0, b?.events ?? 0, (b ?? a)?.peerCursor ?? .empty)
+                // What the server holds by its own word: its answer to the push, or the cursor it
+                // sent with the pull's pages (never the pull's next cursor, which is this store's).
+                return ((a, b), a?.events ?? 0, b?.events ?? 0, b?.peerCursor ?? a?.peerHolds)
             }
         }
     }

@@ -38,7 +38,7 @@ struct StatusCommand: StoreCommand {
             }
             for p in peers {
                 let when = p.lastSyncAt.map { "last synced \($0)" } ?? "never synced"
-                print("peer        \(p.name): \(when), \(p.pulledEvents) events pulled, \(p.pushedEvents) pushed" + (p.lastError.map { "; last error: \($0)" } ?? ""))
+                print("peer        \(printable(p.name)): \(when), \(p.pulledEvents) events pulled, \(p.pushedEvents) pushed" + (p.lastError.map { "; last error: \(printable($0, limit: 300))" } ?? ""))
             }
         }
     }

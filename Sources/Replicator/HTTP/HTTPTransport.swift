@@ -5,6 +5,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import Projections
 
 /// The client side of `evctl serve` (AsyncHTTPClient): bearer token, bounded reads, and errors
 /// sorted into transient (retried by the sessions) and permanent ones with a clear message.
@@ -137,8 +138,9 @@ public final class HTTPTransport: ReplicaTransport {
         return (result, c)
     }
 
-    /// The largest snapshot accepted.
-    public static let snapshotBytesMax = 1 << 36
+    /// The largest snapshot accepted when the server does not say what it covers; otherwise
+    /// `Snapshot.bytesMax(events:)` of the cursor it announces (`Logbook-Snapshot-Cursor`).
+    public static var snapshotBytesMax: Int { Snapshot.absoluteBytesMax }
 
     /// Fetches the server's snapshot into `path`, streaming, and checks it arrived whole: its
     /// length against `Content-Length` and every byte against the SHA-256 the server sent ahead
@@ -152,7 +154,19 @@ public final class HTTPTransport: ReplicaTransport {
             throw TransferFailure.permanent("cannot write \(path)")
         }
         defer { try? out.close() }
-        var check = SnapshotCheck(expectedLength: response.headers.first(name: "Content-Length").flatMap { Int($0) }, sha256: digest)
+        // What the snapshot claims to cover bounds how large it may be, before a byte is written.
+        var bytesMax = Self.snapshotBytesMax
+        if let claim = response.headers.first(name: ReplicaServer.snapshotCursorHeader.rawName) {
+            guard let c = try? ReplicationCursor(token: claim) else {
+                throw TransferFailure.permanent("\(base)v1/snapshot announced a cursor that is not valid")
+            }
+            bytesMax = Snapshot.bytesMax(events: c.entries.values.reduce(0) { $0.addingReportingOverflow($1.rawValue).partialValue })
+        }
+        let length = response.headers.first(name: "Content-Length").flatMap { Int($0) }
+        if let length, length > bytesMax {
+            throw TransferFailure.permanent("\(base)v1/snapshot is \(length) bytes, more than the \(bytesMax) a snapshot of what it covers may need; refused")
+        }
+        var check = SnapshotCheck(expectedLength: length, sha256: digest, bytesMax: bytesMax)
         do {
             for try await chunk in response.body {
                 try chunk.withUnsafeReadableBytes { p in
@@ -203,18 +217,20 @@ public final class HTTPTransport: ReplicaTransport {
 struct SnapshotCheck {
     let expectedLength: Int?
     let sha256: String
+    let bytesMax: Int
     private var hasher = SHA256()
     private(set) var received = 0
 
-    init(expectedLength: Int?, sha256: String) {
+    init(expectedLength: Int?, sha256: String, bytesMax: Int = HTTPTransport.snapshotBytesMax) {
         self.expectedLength = expectedLength
         self.sha256 = sha256.lowercased()
+        self.bytesMax = bytesMax
     }
 
     mutating func add(_ bytes: UnsafeRawBufferPointer) throws {
         received += bytes.count
-        guard received <= HTTPTransport.snapshotBytesMax else {
-            throw TransferFailure.permanent("the server's snapshot is larger than \(HTTPTransport.snapshotBytesMax) bytes")
+        guard received <= bytesMax else {
+            throw TransferFailure.permanent("the server's snapshot is larger than \(bytesMax) bytes, the most one of what it covers may need")
         }
         if let expectedLength, received > expectedLength {
             throw TransferFailure.permanent("the server's snapshot runs past its announced \(expectedLength) bytes")

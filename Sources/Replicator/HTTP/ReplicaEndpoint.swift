@@ -150,10 +150,18 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
         let store = self.store
         let frames = decoded.frames
+        // Nothing new (an empty page, or frames this store already holds): answered from the
+        // cursor alone, without the writer lock and without invalidating the kept snapshot.
+        let held = try await run(on: reads) { try store.cursor() }
+        if frames.allSatisfy({ FrameHeader(parsing: $0).map { $0.lastSeq <= held[$0.origin] } ?? false }) {
+            var r = ReceiveResult()
+            r.alreadyHeld = frames.count
+            return PushAnswer(result: r, cursor: held)
+        }
         let answer = try await run(on: writes) { () throws -> PushAnswer in
             let projected = try self.openWriter()
             let r: ReceiveResult
-            do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput {
+            do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput || e.isClockAhead {
                 throw EndpointError(422, "frames refused, nothing was written: \(e.description)")
             } catch {
                 self.closeWriter()
@@ -295,6 +303,8 @@ public final class SnapshotFile: @unchecked Sendable {
     private var offset = 0
     public var size: Int { data.size }
     public var sha256: String { data.sha256 }
+    /// The cursor the snapshot covers (its anchors).
+    public var cursor: ReplicationCursor { data.cursor }
 
     init(_ data: SnapshotData) { self.data = data }
 

@@ -60,6 +60,7 @@ public enum ReplicaServer {
     static let replicaHeader = HTTPField.Name("Logbook-Replica")!
     static let cursorHeader = HTTPField.Name("Logbook-Cursor")!
     static let snapshotDigestHeader = HTTPField.Name("Logbook-Snapshot-SHA256")!
+    static let snapshotCursorHeader = HTTPField.Name("Logbook-Snapshot-Cursor")!
     /// Bounds of what a request may carry besides a pushed body.
     static let queryBytesMax = 1 << 15
 
@@ -108,6 +109,7 @@ public enum ReplicaServer {
                 let file = try await endpoint.snapshot(principal: p)
                 var headers: HTTPFields = [.contentType: "application/vnd.sqlite3"]
                 headers[snapshotDigestHeader] = file.sha256
+                headers[snapshotCursorHeader] = file.cursor.token
                 return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: file.size) { writer in
                     while let chunk = try file.next() { try await writer.write(ByteBuffer(bytes: chunk)) }
                     try await writer.finish(nil)

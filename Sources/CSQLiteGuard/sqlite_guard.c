@@ -1,0 +1,15 @@
+#include <sqlite3.h>
+#include "sqlite_guard.h"
+
+int logbook_sqlite_guard(void *connection, int allow_triggers) {
+    sqlite3 *db = (sqlite3 *)connection;
+    int on = 0, rc;
+    if ((rc = sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, 1, &on)) != SQLITE_OK || on != 1) return rc ? rc : SQLITE_ERROR;
+    if ((rc = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, &on)) != SQLITE_OK || on != 0) return rc ? rc : SQLITE_ERROR;
+    if (!allow_triggers) {
+        if ((rc = sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, &on)) != SQLITE_OK || on != 0) return rc ? rc : SQLITE_ERROR;
+        if ((rc = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, &on)) != SQLITE_OK || on != 0) return rc ? rc : SQLITE_ERROR;
+        if ((rc = sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_VIEW, 0, &on)) != SQLITE_OK || on != 0) return rc ? rc : SQLITE_ERROR;
+    }
+    return SQLITE_OK;
+}

@@ -1,0 +1,142 @@
+import EventLog
+import Foundation
+import GRDB
+import Projections
+import Testing
+@testable import Replicator
+
+/// A peer that wants to run code in the receiver, crash it or make it lose data: crafted
+/// snapshots, cursors and pages. Each drill failed (or trapped) before the fix it names.
+@Suite(.serialized) struct HostilePeerTests {
+    typealias Dir = ShippingTests.Dir
+
+    /// A legitimate snapshot of a store with a few hundred events of another origin.
+    func legitimateSnapshot(_ dir: Dir) throws -> String {
+        let a = try Store.create(at: dir.path + "/author")
+        let pa = try ProjectedStore(store: a)
+        _ = try pa.append(ShippingTests().mutations(300, seed: 11))
+        let path = dir.path + "/legit.sqlite"
+        try Snapshot.make(pa, to: path)
+        try pa.close()
+        return path
+    }
+
+    /// A copy of `snapshot` changed by `sql`, run on an ordinary connection (as an attacker would).
+    func crafted(_ snapshot: String, _ name: String, _ sql: String) throws -> String {
+        let path = snapshot + "." + name
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.copyItem(atPath: snapshot, toPath: path)
+        let q = try DatabaseQueue(path: path)
+        try q.writeWithoutTransaction { try $0.execute(sql: sql) }
+        try q.close()
+        return path
+    }
+
+    /// A receiver with its own events and a device-local setting, and a fingerprint of it.
+    func receiver(_ dir: Dir) throws -> (Store, () throws -> [String]) {
+        let r = try Store.create(at: dir.path + "/receiver")
+        let pr = try ProjectedStore(store: r)
+        _ = try pr.append(ShippingTests().mutations(50, seed: 12))
+        try pr.projection.setSetting("theme", "dark")
+        try pr.close()
+        return (r, {
+            let p = try Projection(store: r)
+            defer { try? p.close() }
+            let schema = try p.database.read { db in try String.fetchAll(db, sql: "SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master ORDER BY 1") }
+            return try p.canonicalDump() + schema + [try p.setting("theme") ?? "-", "\(try r.cursor())",
+                                                     "\(FileManager.default.fileExists(atPath: r.keptSnapshotPath))"]
+        })
+    }
+
+    @Test func aSnapshotThatCarriesSQLOrTriggersIsRefusedAndTheStoreIsUnchanged() throws {
+        let dir = Dir()
+        let legit = try legitimateSnapshot(dir)
+        let (store, fingerprint) = try receiver(dir)
+        let before = try fingerprint()
+        let attacks: [(String, String, String)] = [
+            // SQL hidden in an index name: the old install built statements from these names unquoted.
+            ("index", #"CREATE INDEX "x ON items(id); DELETE FROM items; --" ON items(title)"#, "index"),
+            ("trigger", "CREATE TRIGGER wipe AFTER INSERT ON items BEGIN DELETE FROM tags; END", "trigger wipe"),
+            ("view", "CREATE VIEW v AS SELECT * FROM items", "view v"),
+            ("table", "CREATE TABLE extra (x)", "table extra"),
+            ("changed-sql", "DROP INDEX items_parent; CREATE INDEX items_parent ON items(title)", "index items_parent"),
+            ("dropped", "DROP TABLE tags", "table tags"),
+            ("bad-type", "UPDATE items SET version = 'many' WHERE rowid = 1", "column version"),
+            ("bad-clock-type", "UPDATE items SET _clocks = 7 WHERE rowid = 2", "column _clocks"),
+            ("bad-cursor", "UPDATE projection_cursor SET last_seq = 'x'", "column last_seq"),
+            ("bad-anchor", "UPDATE snapshot_anchors SET last_seq = -5", "snapshot_anchors row 1 is malformed"),
+            ("bad-event-id", "UPDATE snapshot_meta SET value = 'not a uuid' WHERE key = 'replica_id'", "replica_id"),
+        ]
+        for (name, sql, expected) in attacks {
+            let path = try crafted(legit, name, sql)
+            #expect(throws: (any Error).self, "\(name) was installed") { try Snapshot.install(path, into: store) }
+            do { try Snapshot.install(path, into: store) } catch {
+                #expect(String(describing: error).contains(expected), "\(name): \(error)")
+            }
+            #expect(try fingerprint() == before, "\(name) changed the store")
+        }
+    }
+
+    @Test func aLegitimateSnapshotStillBootstrapsWithOnlyThisBuildsSchema() throws {
+        let dir = Dir()
+        let legit = try legitimateSnapshot(dir)
+        let fresh = try Store.create(at: dir.path + "/fresh")
+        let reference = try Projection(store: fresh)
+        let schema = try reference.database.read { db in try String.fetchAll(db, sql: "SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master ORDER BY 1") }
+        try reference.close()
+        let (store, _) = try receiver(dir)
+        let info = try Snapshot.install(legit, into: store)
+        #expect(info.anchors.values.first?.lastSeq == Seq(300))
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        #expect(try p.database.read { db in try String.fetchAll(db, sql: "SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master ORDER BY 1") } == schema)
+        #expect(try p.setting("theme") == "dark")
+        #expect(try p.items(limit: 1000).count > 0)
+        // The search index was rebuilt by this build's triggers from the rows copied in.
+        let some = try #require(try p.items(limit: 1).first?.title)
+        #expect(try p.items(search: String(some.split(separator: " ").first ?? ""), limit: 10).count > 0)
+    }
+
+    @Test func snapshotSizeIsBoundedByWhatItsCursorCanNeed() throws {
+        #expect(Snapshot.bytesMax(events: 0) == Snapshot.baseBytesMax)
+        #expect(Snapshot.bytesMax(events: 1000) == Snapshot.baseBytesMax + 1000 * Snapshot.bytesPerEventMax)
+        #expect(Snapshot.bytesMax(events: .max) == Snapshot.absoluteBytesMax)  // saturates, never traps
+        var check = SnapshotCheck(expectedLength: nil, sha256: String(repeating: "0", count: 64), bytesMax: 10)
+        #expect(throws: TransferFailure.self) { try [UInt8](repeating: 1, count: 11).withUnsafeBytes { try check.add($0) } }
+    }
+
+    @Test func cursorTokensCannotNameSeqsPastTheLargest() async throws {
+        let o = ReplicaID.random()
+        // Tokens a hostile client could send: seq 2^64 - 1 (made by hand) and Seq.max + 1.
+        func token(_ seqVarint: [UInt8]) -> String {
+            var body = o.rawValue.bytes + seqVarint
+            withUnsafeBytes(of: CRC32C.checksum(body).littleEndian) { body += $0 }
+            return ReplicationCursor.tokenPrefix + Data(body).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        for bad in [[0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01], [0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01], [0x81, 0x00]] as [[UInt8]] {
+            #expect(throws: CursorTokenError.self) { try ReplicationCursor(token: token(bad)) }
+        }
+        let largest = ReplicationCursor([o: Seq.max])
+        #expect(try ReplicationCursor(token: largest.token) == largest)
+        // The server answers 400 to such a cursor instead of dying on it, and serves Seq.max as "nothing past it".
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let endpoint = ReplicaEndpoint(store: s, policy: .open)
+        await #expect(throws: EndpointError.self) {
+            _ = try await endpoint.page(principal: AccessPolicy.open.principals[0], since: token([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01]), maxBytes: nil, maxFrames: nil, peer: nil)
+        }
+        let (page, _) = try await endpoint.page(principal: AccessPolicy.open.principals[0], since: largest.token, maxBytes: nil, maxFrames: nil, peer: nil)
+        #expect(page.frames == 0)
+    }
+
+    @Test func aPeersCursorIsOnlyWhatItAcknowledged() throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let state = try PeerState(store: s)
+        let theirs = ReplicationCursor([ReplicaID.random(): Seq(5)])
+        try state.recordSuccess("peer", cursor: theirs, pulled: 1, pushed: 0)
+        try state.recordSuccess("peer", cursor: nil, pulled: 0, pushed: 0)  // said nothing of what it holds
+        #expect(try state.peers().first?.cursor == theirs)
+    }
+}
