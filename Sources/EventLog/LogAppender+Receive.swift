@@ -7,8 +7,10 @@ public struct ReceiveResult: Sendable, Equatable {
     public var events = 0
     /// Frames skipped because this store already holds them (a redelivery changes nothing).
     public var alreadyHeld = 0
-    /// Frames left out because the append they belong to did not arrive whole (a transfer cut
-    /// off inside a multi-frame append); they are fetched again with the rest of it.
+    /// Frames written that belong to an append whose last frame has not arrived yet (a page or
+    /// batch that ends inside a large append). They are invisible to readers until the rest of
+    /// the append arrives in a later call; if it never does, recovery drops them at the next
+    /// open and they are fetched again.
     public var incomplete = 0
     /// For each origin that grew, its new last seq.
     public var tips: [ReplicaID: Seq] = [:]
@@ -29,10 +31,15 @@ extension LogAppender {
     ///
     /// Every frame is verified before anything is written: header, checksum, that its events
     /// decode, that seqs continue the origin's log (a gap is refused), that it links to the hash
-    /// of the frame before it (a rewritten history is refused), and that its clock moves forward.
-    /// A frame already held is skipped. If any frame fails, none is written and the store is
-    /// unchanged. Frames of this store's own origin are accepted only when already held. Frames of
-    /// an append that did not arrive whole are left out (counted in `incomplete`).
+    /// of the frame before it (a rewritten history is refused), that its clock moves forward and
+    /// is not further ahead of this machine's than `AppendOptions.clockDriftMaxMs`. A frame
+    /// already held is skipped. If any frame fails, none is written and the store is unchanged.
+    /// Frames of this store's own origin are accepted only when already held.
+    ///
+    /// An append may arrive over several calls (pages and batches are bounded, appends are not):
+    /// its frames are written as they come, and become visible to readers, cursors and the
+    /// projection once its last frame arrives (`incomplete` counts those still waiting, and
+    /// `openAppends` says how far each such origin has come, for the next request).
     /// - Throws: `LogError` naming the frame (origin, seq range) and what is wrong.
     public func receive(_ frames: [[UInt8]]) throws -> ReceiveResult {
         precondition(txn == nil, "receive during an append")
@@ -78,27 +85,15 @@ extension LogAppender {
             tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
             accepted.append((origin, bytes, header, eventIDs, hash))
         }
-        // An append is atomic: frames of an append whose last frame is not in this batch wait for it.
-        var committed = Set<ReplicaID>()
-        var keep = [Bool](repeating: true, count: accepted.count)
-        for i in accepted.indices.reversed() {
-            let (origin, _, header, _, _) = accepted[i]
-            if !header.continues { committed.insert(origin) }
-            if !committed.contains(origin) {
-                keep[i] = false
-                result.incomplete += 1
-            }
-        }
-        if result.incomplete > 0 { accepted = accepted.indices.filter { keep[$0] }.map { accepted[$0] } }
         guard !accepted.isEmpty else { return result }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
-        var starts: [ReplicaID: SegmentIndex] = [:]
+        var starts: [ReplicaID: SegmentWriter.Mark] = [:]
         do {
             for (origin, bytes, header, _, hash) in accepted {
                 let w = try writer(for: origin)
                 if starts[origin] == nil {
                     try w.rollIfFull(bytesMax: options.segmentBytesMax)
-                    starts[origin] = w.active
+                    starts[origin] = w.mark
                 }
                 try w.write(bytes, header: header, hash: hash, op: "receive")
             }
@@ -107,19 +102,46 @@ extension LogAppender {
             for (origin, start) in starts { try? received[origin]?.truncate(to: start, op: "receive") }
             throw error
         }
-        // 3. Derived state: event ids, clock, index checkpoints.
+        // 3. Derived state: event ids (of committed appends only: an open append's ids wait in
+        // memory until it commits, so a dropped open tail leaves nothing behind), clock, index
+        // checkpoints.
         try? ids.begin()
         for (origin, _, header, eventIDs, _) in accepted {
-            for (id, seq) in eventIDs { try? ids.insert(id, origin: origin, seq: seq) }
             clock.observe(header.lastHLC)
-            result.frames += 1
-            result.events += Int(header.count)
+            var p = pending[origin] ?? PendingAppend()
+            p.ids += eventIDs
+            p.frames += 1
+            p.events += Int(header.count)
+            if header.continues {
+                pending[origin] = p
+                continue
+            }
+            pending[origin] = nil
+            for (id, seq) in p.ids { try? ids.insert(id, origin: origin, seq: seq) }
+            result.frames += p.frames
+            result.events += p.events
             result.tips[origin] = header.lastSeq
         }
+        result.incomplete = Set(accepted.map(\.0)).reduce(0) { $0 + (pending[$1]?.frames ?? 0) }
         for (origin, seq) in result.tips { try? ids.setIndexedThrough(origin, seq) }
         if (try? ids.commit()) == nil { ids.rollback() }
         for origin in starts.keys { try received[origin]!.checkpointIndex(everyBytes: options.indexCheckpointBytes) }
         return result
+    }
+
+    /// For each origin with an append still open (some of its frames received, its last frame
+    /// not yet): the last seq received. A receiver asks for what follows from there.
+    public var openAppends: [ReplicaID: Seq] {
+        var out: [ReplicaID: Seq] = [:]
+        for (o, w) in received where w.hasOpenAppend { out[o] = w.active.lastSeq }
+        return out
+    }
+
+    /// What a received append still open holds so far: counted and indexed once it commits.
+    struct PendingAppend {
+        var ids: [(UUID, Seq)] = []
+        var frames = 0
+        var events = 0
     }
 
     /// A frame checked on its own: its header, its explicit event ids, its hash.

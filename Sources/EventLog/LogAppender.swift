@@ -74,12 +74,14 @@ public final class LogAppender {
     /// Logs of other origins this store holds, opened for receiving on first use.
     var received: [ReplicaID: SegmentWriter] = [:]
     var recoveredOthers: [ReplicaID: RecoveredOrigin] = [:]
+    /// Received appends still open, per origin: indexed and counted once their last frame arrives.
+    var pending: [ReplicaID: PendingAppend] = [:]
     private var idMark: Seq
     private let encoder = FrameEncoder()
     private var closed = false
 
     struct Transaction {
-        var start: SegmentIndex
+        var start: SegmentWriter.Mark
         var inputIndex = 0
         var result = AppendResult()
         var hasIDs = false
@@ -169,7 +171,7 @@ public final class LogAppender {
         precondition(!closed, "appender is closed")
         precondition(txn == nil, "an append is already in progress")
         try own.rollIfFull(bytesMax: options.segmentBytesMax)
-        txn = Transaction(start: active)
+        txn = Transaction(start: own.mark)
         txn!.listAllDuplicates = listingAllDuplicates
     }
 

@@ -13,6 +13,12 @@ final class SegmentWriter {
     private var fd: Int32 = -1
     /// Index of the frames in the newest segment (covers every frame written, committed or not).
     var active: SegmentIndex
+    /// `active` as it was after the last frame that ends an append: what readers see, and what
+    /// the index file records. Frames past it belong to an append still open (a local append in
+    /// progress, or a received append whose last frame has not arrived yet).
+    private(set) var committed: SegmentIndex
+    /// True while frames of an unfinished append sit past `committed`.
+    var hasOpenAppend: Bool { active.coveredBytes != committed.coveredBytes }
     private var indexWrittenAt: Int
     private var readBack: [UInt8] = []
 
@@ -24,6 +30,7 @@ final class SegmentWriter {
         let floor = segments.isEmpty ? try dir.loadFloor() ?? .empty : .empty
         active = recovered?.active ?? Recovery.emptyIndex(dir, floor.lastSeq.next, floor.lastHash)
         if segments.isEmpty { active.lastHLC = floor.lastHLC }
+        committed = active
         indexWrittenAt = active.coveredBytes
         if segments.isEmpty {
             if !FileIO.exists(dir.path) {
@@ -58,23 +65,33 @@ final class SegmentWriter {
                            seqs: header.baseSeq.rawValue...header.lastSeq.rawValue, hint: "the disk or filesystem is failing")
         }
         active.add(header, at: offset, hash: hash ?? bytes.withUnsafeBytes { FrameHash.of($0) })
+        if !header.continues { committed = active }
     }
 
     func sync(op: String) throws { try FileIO.fdatasync(fd, path: path, op: op) }
 
-    /// Cuts the newest segment back to `start` (frames written since are dropped).
-    func truncate(to start: SegmentIndex, op: String) throws {
-        if active.coveredBytes != start.coveredBytes {
-            try FileIO.truncate(fd, to: start.coveredBytes, path: path, op: op)
+    /// Where the writer stands: everything written, and the committed part of it.
+    struct Mark {
+        var active: SegmentIndex
+        var committed: SegmentIndex
+    }
+    var mark: Mark { Mark(active: active, committed: committed) }
+
+    /// Cuts the newest segment back to `mark` (frames written since are dropped).
+    func truncate(to mark: Mark, op: String) throws {
+        if active.coveredBytes != mark.active.coveredBytes {
+            try FileIO.truncate(fd, to: mark.active.coveredBytes, path: path, op: op)
             try FileIO.fsync(fd, path: path, op: op)
         }
-        active = start
+        active = mark.active
+        committed = mark.committed
     }
 
     /// Seals the newest segment and starts the next one once it has reached `bytesMax`
-    /// (called at append boundaries only, so an append never spans two segments).
+    /// (only at an append boundary: never while an append is open, so an append never spans
+    /// two segments).
     func rollIfFull(bytesMax: Int) throws {
-        guard active.coveredBytes >= bytesMax && active.lastSeq >= active.firstSeq else { return }
+        guard !hasOpenAppend, active.coveredBytes >= bytesMax && active.lastSeq >= active.firstSeq else { return }
         try writeIndex()
         try createSegment(first: active.lastSeq.next, previous: active.lastHash)
     }
@@ -84,10 +101,12 @@ final class SegmentWriter {
         if active.coveredBytes - indexWrittenAt >= everyBytes { try writeIndex() }
     }
 
+    /// Writes the index of the committed frames (an open append is never indexed: readers
+    /// trust an index that covers the whole file as the end of the log).
     func writeIndex() throws {
-        guard active.coveredBytes > SegmentHeader.size else { return }
-        try FileIO.writeAtomically(active.encode(), to: dir.indexPath(active.firstSeq), op: "write index", durable: false)
-        indexWrittenAt = active.coveredBytes
+        guard committed.coveredBytes > SegmentHeader.size, committed.firstSeq == active.firstSeq else { return }
+        try FileIO.writeAtomically(committed.encode(), to: dir.indexPath(committed.firstSeq), op: "write index", durable: false)
+        indexWrittenAt = committed.coveredBytes
     }
 
     func close() {
@@ -105,6 +124,7 @@ final class SegmentWriter {
         let lastHLC = active.lastHLC
         active = Recovery.emptyIndex(dir, first, previous)
         active.lastHLC = lastHLC
+        committed = active
         indexWrittenAt = 0
     }
 }

@@ -22,77 +22,191 @@ public enum FrameBundle {
         public var cursor: ReplicationCursor
     }
 
-    /// Every committed frame `store` holds past `since`, per origin in seq order.
-    /// - Throws: `TransferFailure.cursorExpired` when `since` lies below a floor here.
-    public static func frames(of store: Store, since: ReplicationCursor, _ body: ([UInt8], FrameHeader) throws -> Void) throws {
+    /// Writes a bundle of everything `store` holds past `since` (everything when `since` is empty),
+    /// atomically (temp file, fsync, rename), streaming: frames go from the log to the file in
+    /// chunks, whatever the size of the log.
+    public static func export(store: Store, since: ReplicationCursor = .empty, to path: String) throws -> ExportResult {
+        let tmp = path + ".tmp"
+        try? FileManager.default.removeItem(atPath: tmp)
+        guard FileManager.default.createFile(atPath: tmp, contents: nil), let out = FileHandle(forWritingAtPath: tmp) else {
+            throw BundleError("cannot create \(tmp)")
+        }
+        var result = ExportResult(cursor: since)
+        do {
+            var writer = ChunkWriter(out)
+            var crc = CRC32C()
+            func put(_ b: UnsafeRawBufferPointer) throws {
+                crc.update(b)
+                try writer.write(b)
+            }
+            try (magic + [version, 0, 0, 0]).withUnsafeBytes { try put($0) }
+            try forEachFrame(of: store, since: since) { bytes, h in
+                var len = UInt32(bytes.count).littleEndian
+                try withUnsafeBytes(of: &len) { try put($0) }
+                try put(bytes)
+                result.frames += 1
+                result.events += Int(h.count)
+                result.cursor[h.origin] = max(result.cursor[h.origin], h.lastSeq)
+            }
+            var trailer = trailerMagic
+            withUnsafeBytes(of: UInt64(result.frames).littleEndian) { trailer += $0 }
+            withUnsafeBytes(of: crc.final.littleEndian) { trailer += $0 }
+            try trailer.withUnsafeBytes { try writer.write($0) }
+            try writer.flush()
+            result.bytes = writer.written
+            try out.close()
+        } catch {
+            try? out.close()
+            try? FileManager.default.removeItem(atPath: tmp)
+            throw error
+        }
+        try DurableFile.publish(tmp, as: path, op: "export")
+        return result
+    }
+
+    /// Every committed frame `store` holds past `since`, handed over without copying (the bytes
+    /// are valid only during the call).
+    static func forEachFrame(of store: Store, since: ReplicationCursor, _ body: (UnsafeRawBufferPointer, FrameHeader) throws -> Void) throws {
         let reader = LogReader(store: store)
         for origin in try store.origins() {
             try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
             try reader.forEachFrame(origin: origin, from: from) { h, bytes in
-                if h.lastSeq >= from { try body(Array(bytes), h) }
+                if h.lastSeq >= from { try body(bytes, h) }
                 return true
             }
         }
     }
 
-    /// Writes a bundle of everything `store` holds past `since` (everything when `since` is empty),
-    /// atomically (temp file, fsync, rename).
-    public static func export(store: Store, since: ReplicationCursor = .empty, to path: String) throws -> ExportResult {
-        var out = Data()
-        out.append(contentsOf: magic)
-        out.append(contentsOf: [version, 0, 0, 0])
-        var result = ExportResult(cursor: since)
-        try frames(of: store, since: since) { bytes, h in
-            var len = UInt32(bytes.count).littleEndian
-            withUnsafeBytes(of: &len) { out.append(contentsOf: $0) }
-            out.append(contentsOf: bytes)
-            result.frames += 1
-            result.events += Int(h.count)
-            result.cursor[h.origin] = max(result.cursor[h.origin], h.lastSeq)
-        }
-        let crc = CRC32C.checksum(out)
-        out.append(contentsOf: trailerMagic)
-        var count = UInt64(result.frames).littleEndian
-        withUnsafeBytes(of: &count) { out.append(contentsOf: $0) }
-        var c = crc.littleEndian
-        withUnsafeBytes(of: &c) { out.append(contentsOf: $0) }
-        result.bytes = out.count
-        try DurableFile.write([UInt8](out), to: path, op: "export")
-        return result
+    /// Checks a bundle whole without holding it in memory: framing, every frame length, the
+    /// trailer's frame count and checksum.
+    /// - Returns: the number of frames.
+    /// - Throws: `BundleError` naming the byte offset of what is wrong.
+    public static func check(_ path: String) throws -> Int {
+        var count = 0
+        try scan(path) { _ in count += 1 }
+        return count
     }
 
-    /// Reads and checks a bundle: framing, trailer, frame count and checksum.
-    /// - Throws: `BundleError` naming the byte offset of what is wrong.
+    /// Reads a bundle's frames in batches of at most `framesMax` frames or about `bytesMax`
+    /// bytes, after checking the whole file first (`check`), so a damaged bundle is refused
+    /// before any batch is handed over.
+    public static func forEachBatch(_ path: String, framesMax: Int = StoreSync.batchFramesMax, bytesMax: Int = StoreSync.batchBytesMax,
+                                    _ body: ([[UInt8]]) throws -> Void) throws {
+        _ = try check(path)
+        var batch: [[UInt8]] = []
+        var bytes = 0
+        try scan(path) { frame in
+            batch.append(frame)
+            bytes += frame.count
+            if batch.count >= framesMax || bytes >= bytesMax {
+                try body(batch)
+                batch.removeAll(keepingCapacity: true)
+                bytes = 0
+            }
+        }
+        if !batch.isEmpty { try body(batch) }
+    }
+
+    /// Reads and checks a whole bundle into memory (small bundles, tests).
     public static func read(_ path: String) throws -> [[UInt8]] {
-        guard let data = FileManager.default.contents(atPath: path) else { throw BundleError("cannot read \(path)") }
-        let b = [UInt8](data)
-        guard b.count >= 8 + 16, Array(b[0..<4]) == magic else { throw BundleError("\(path) is not a Logbook bundle (bad magic at byte offset 0)") }
-        guard b[4] == version else { throw BundleError("\(path): bundle version \(b[4]) is not supported") }
-        let t = b.count - 16
-        guard Array(b[t..<t + 4]) == trailerMagic else {
-            throw BundleError("\(path) is cut short or damaged: no trailer at byte offset \(t)")
-        }
-        let count = b[(t + 4)..<(t + 12)].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
-        let stored = b[(t + 12)...].withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
-        let computed = b[..<t].withUnsafeBytes { CRC32C.checksum($0) }
-        guard stored == computed else {
-            throw BundleError(String(format: "%@ is damaged: checksum mismatch (stored %08x, computed %08x)", path, stored, computed))
-        }
         var frames: [[UInt8]] = []
+        try forEachBatch(path) { frames += $0 }
+        return frames
+    }
+
+    /// One pass over a bundle: its framing, each frame handed to `frame`, then the trailer
+    /// (count and checksum). A pass that fails has handed over only frames before the fault.
+    private static func scan(_ path: String, _ frame: ([UInt8]) throws -> Void) throws {
+        guard let input = FileHandle(forReadingAtPath: path) else { throw BundleError("cannot read \(path)") }
+        defer { try? input.close() }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        guard size >= 8 + 16 else { throw BundleError("\(path) is not a Logbook bundle (\(size) bytes is too short)") }
+        var reader = ChunkReader(input)
+        var crc = CRC32C()
+        let head = try reader.read(8)
+        guard Array(head[0..<4]) == magic else { throw BundleError("\(path) is not a Logbook bundle (bad magic at byte offset 0)") }
+        guard head[4] == version else { throw BundleError("\(path): bundle version \(head[4]) is not supported") }
+        crc.update(head)
+        let t = size - 16
         var o = 8
+        var frames: UInt64 = 0
         while o < t {
             guard o + 4 <= t else { throw BundleError("\(path): truncated frame length at byte offset \(o)") }
-            let n = Int(b[o..<o + 4].withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) })
-            o += 4
-            guard n >= FrameHeader.size, n <= FrameHeader.size + FrameHeader.payloadBytesMax, o + n <= t else {
-                throw BundleError("\(path): frame length \(n) at byte offset \(o - 4) is out of range")
+            let lenBytes = try reader.read(4)
+            crc.update(lenBytes)
+            let n = Int(lenBytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) })
+            guard n >= FrameHeader.size, n <= FrameHeader.size + FrameHeader.payloadBytesMax, o + 4 + n <= t else {
+                throw BundleError("\(path): frame length \(n) at byte offset \(o) is out of range")
             }
-            frames.append(Array(b[o..<o + n]))
-            o += n
+            let bytes = try reader.read(n)
+            crc.update(bytes)
+            try frame(bytes)
+            frames += 1
+            o += 4 + n
         }
-        guard UInt64(frames.count) == count else { throw BundleError("\(path): trailer says \(count) frames, found \(frames.count)") }
-        return frames
+        let trailer = try reader.read(16)
+        guard Array(trailer[0..<4]) == trailerMagic else {
+            throw BundleError("\(path) is cut short or damaged: no trailer at byte offset \(t)")
+        }
+        let count = trailer[4..<12].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        let stored = trailer[12...].withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(as: UInt32.self)) }
+        guard stored == crc.final else {
+            throw BundleError(String(format: "%@ is damaged: checksum mismatch (stored %08x, computed %08x)", path, stored, crc.final))
+        }
+        guard count == frames else { throw BundleError("\(path): trailer says \(count) frames, found \(frames)") }
+    }
+}
+
+/// Buffered sequential reads of a file, in exact amounts.
+struct ChunkReader {
+    let handle: FileHandle
+    private var buffer: [UInt8] = []
+    private var position = 0
+    static let chunkBytes = 1 << 20
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    mutating func read(_ n: Int) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(n)
+        while out.count < n {
+            if position == buffer.count {
+                guard let data = try handle.read(upToCount: Self.chunkBytes), !data.isEmpty else {
+                    throw BundleError("the file ended early (it changed while being read?)")
+                }
+                buffer = [UInt8](data)
+                position = 0
+            }
+            let take = min(n - out.count, buffer.count - position)
+            out.append(contentsOf: buffer[position..<position + take])
+            position += take
+        }
+        return out
+    }
+}
+
+/// Buffered sequential writes to a file.
+struct ChunkWriter {
+    let handle: FileHandle
+    private var buffer: [UInt8] = []
+    private(set) var written = 0
+
+    init(_ handle: FileHandle) {
+        self.handle = handle
+        buffer.reserveCapacity(ChunkReader.chunkBytes)
+    }
+
+    mutating func write(_ b: UnsafeRawBufferPointer) throws {
+        buffer.append(contentsOf: b)
+        written += b.count
+        if buffer.count >= ChunkReader.chunkBytes { try flush() }
+    }
+
+    mutating func flush() throws {
+        guard !buffer.isEmpty else { return }
+        try handle.write(contentsOf: buffer)
+        buffer.removeAll(keepingCapacity: true)
     }
 }
 
@@ -105,34 +219,37 @@ public struct BundleError: Error, CustomStringConvertible, Sendable {
 
 /// Shipping between two stores reachable as paths (a shared folder, a mounted disk).
 public enum StoreSync {
-    /// Frames handed to `receive` per call: bounds memory and keeps each call atomic.
+    /// Frames, and bytes, handed to `receive` per call: bounds memory. An append larger than a
+    /// batch arrives over several calls (the receiver keeps it open until its last frame).
     public static let batchFramesMax = 1024
+    public static let batchBytesMax = 32 << 20
 
     /// Appends to `into` every frame `from` holds past it. `into` must be open for writing.
     public static func pull(from: Store, into appender: LogAppender) throws -> ReceiveResult {
         let since = try appender.store.cursor()
         var total = ReceiveResult()
         var batch: [[UInt8]] = []
+        var bytes = 0
         func flush() throws {
             guard !batch.isEmpty else { return }
             total.add(try appender.receive(batch))
-            batch.removeAll()
+            batch.removeAll(keepingCapacity: true)
+            bytes = 0
         }
-        try FrameBundle.frames(of: from, since: since) { bytes, _ in
-            batch.append(bytes)
-            if batch.count >= batchFramesMax { try flush() }
+        try FrameBundle.forEachFrame(of: from, since: since) { frame, _ in
+            batch.append(Array(frame))
+            bytes += frame.count
+            if batch.count >= batchFramesMax || bytes >= batchBytesMax { try flush() }
         }
         try flush()
         return total
     }
 
-    /// Imports a bundle file: checked whole first, then received in batches.
+    /// Imports a bundle file: checked whole first (one streaming pass), then received in
+    /// batches (a second pass); never held in memory whole.
     public static func importBundle(_ path: String, into appender: LogAppender) throws -> ReceiveResult {
-        let frames = try FrameBundle.read(path)
         var total = ReceiveResult()
-        for chunk in stride(from: 0, to: frames.count, by: batchFramesMax) {
-            total.add(try appender.receive(Array(frames[chunk..<min(chunk + batchFramesMax, frames.count)])))
-        }
+        try FrameBundle.forEachBatch(path) { total.add(try appender.receive($0)) }
         return total
     }
 

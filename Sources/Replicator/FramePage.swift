@@ -1,9 +1,10 @@
 import EventLog
 import Foundation
 
-/// How much one page of frames may hold. A page always ends on an append boundary, so it may
-/// run past `maxBytes` by the rest of the append it stopped in (and always holds at least one
-/// whole append when anything is left to send).
+/// How much one page of frames may hold. A page may end inside an append (appends are not
+/// bounded, pages are): it runs past `maxBytes` by at most one frame, and always holds at least
+/// one frame when anything is left to send. The receiver keeps an append that arrives over
+/// several pages open until its last frame comes.
 public struct PageLimits: Sendable, Equatable {
     public var maxBytes: Int
     public var maxFrames: Int
@@ -141,8 +142,8 @@ public struct FramePage: Sendable, Equatable {
         }
     }
 
-    /// Collects a page of what `store` holds past `since`: origin by origin in seq order, whole
-    /// appends only, stopping once `limits` is reached.
+    /// Collects a page of what `store` holds past `since`: origin by origin in seq order,
+    /// committed appends only, stopping once `limits` is reached (possibly inside an append).
     /// - Throws: `TransferFailure.cursorExpired` when an origin's log here starts after a floor
     ///   (a snapshot) past `since`: the frames between are not held, a reader must bootstrap.
     public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits) throws -> FramePage {
@@ -160,14 +161,13 @@ public struct FramePage: Sendable, Equatable {
         var more = false
         var bytes = 0, count = 0
         var full = false
-        var inAppend = false
         let reader = LogReader(store: store)
         for origin in try store.origins() {
             try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
             try reader.forEachFrame(origin: origin, from: from) { h, bytesOfFrame in
                 guard h.lastSeq >= from else { return true }
-                if full && !inAppend {
+                if full {
                     more = true
                     return false
                 }
@@ -175,7 +175,6 @@ public struct FramePage: Sendable, Equatable {
                 bytes += bytesOfFrame.count
                 count += 1
                 next[origin] = max(next[origin], h.lastSeq)
-                inAppend = h.continues
                 if bytes >= limits.maxBytes || count >= limits.maxFrames { full = true }
                 return true
             }

@@ -44,7 +44,7 @@ public enum Replication {
                                         let r = try projected.appender.receive(frames)
                                         if r.frames > 0 { received = true }
                                         return r
-                                    }, cursor: { try projected.store.cursor() })
+                                    }, cursor: { try projected.appender.receivePosition() })
         if received { try projected.projection.catchUp() }
         return try outcome.get()
     }
@@ -97,7 +97,7 @@ public enum Replication {
             return a
         }
         let outcome = await runPull(peer, local: try store.cursor(), limits: limits, retry: retry, progress: progress,
-                                    receive: { try receiver().receive($0) }, cursor: { try store.cursor() })
+                                    receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() })
         if let projected {
             defer { try? projected.close() }
             try projected.projection.catchUp()
@@ -223,6 +223,8 @@ public struct StoreTransport: ReplicaTransport {
         let r: ReceiveResult
         do { r = try projected.appender.receive(page.frames) } catch { throw TransferFailure.permanent("\(store.path) refused a page: \(error)") }
         try projected.projection.catchUp()
+        // An append left open here is dropped when the store is closed: the cursor says only
+        // what is committed, so the next page starts at that append again.
         return (r, try store.cursor())
     }
 
@@ -230,5 +232,13 @@ public struct StoreTransport: ReplicaTransport {
         let projected = try ProjectedStore.open(store: store, waitingUpTo: 2)
         defer { try? projected.close() }
         _ = try Snapshot.make(projected, to: path)
+    }
+}
+
+extension LogAppender {
+    /// Where a receiver stands for its next request: the store's cursor, and for each origin
+    /// with an append still open, the last seq of it received so far.
+    public func receivePosition() throws -> ReplicationCursor {
+        try store.cursor().merged(with: ReplicationCursor(openAppends))
     }
 }

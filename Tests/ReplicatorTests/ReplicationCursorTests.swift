@@ -33,7 +33,7 @@ import Testing
         var rng = SplitMix64(seed: 5)
         for _ in 0..<200 {
             var entries: [ReplicaID: Seq] = [:]
-            for _ in 0..<Int(rng.next() % 6) { entries[.random()] = Seq(rng.next() % 3 == 0 ? rng.next() : rng.next() % 1000 + 1) }
+            for _ in 0..<Int(rng.next() % 6) { entries[.random()] = Seq(rng.next() % 3 == 0 ? rng.next() % Seq.max.rawValue + 1 : rng.next() % 1000 + 1) }
             let cursor = ReplicationCursor(entries)
             let token = cursor.token
             #expect(token.hasPrefix("lbc1.") && !token.contains("/") && !token.contains("+") && !token.contains("="))

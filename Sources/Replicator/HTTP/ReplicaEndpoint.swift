@@ -171,7 +171,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
                 self.closeWriter()
                 throw error
             }
-            return PushAnswer(result: r, cursor: try store.cursor())
+            return PushAnswer(result: r, cursor: try projected.appender.receivePosition())
         }
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) {
@@ -190,10 +190,16 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         return w
     }
 
+    /// How long the writer stays open without pushes while a client is in the middle of
+    /// sending an append over several pages (closing it would drop the part received).
+    public static let openAppendIdleSeconds = 60.0
+
     private func scheduleIdleClose() {
         writes.asyncAfter(deadline: .now() + idleClose) { [weak self] in
-            guard let self, self.writer != nil else { return }
-            if Date().timeIntervalSince(self.lastPush) >= self.idleClose { self.closeWriter() } else { self.scheduleIdleClose() }
+            guard let self, let writer = self.writer else { return }
+            let idle = Date().timeIntervalSince(self.lastPush)
+            let wait = writer.appender.openAppends.isEmpty ? self.idleClose : Self.openAppendIdleSeconds
+            if idle >= wait { self.closeWriter() } else { self.scheduleIdleClose() }
         }
     }
 
