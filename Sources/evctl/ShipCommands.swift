@@ -11,6 +11,7 @@ struct PeerOptions: ParsableArguments {
     @Option(name: .customLong("page-bytes"), help: "Bytes per page asked of an HTTP peer (default 8 MiB; the server caps it at 32 MiB).") var pageBytes: Int = 8 << 20
     @Option(help: "Attempts per step before giving up on transient failures (connection refused, 503...).") var attempts: Int = 5
     @Flag(name: .customLong("no-project"), help: "Only append what a pull brings; project later with `evctl replay`.") var noProject = false
+    @Flag(name: .customLong("insecure-http"), help: "Send the token over plain http:// to a host other than this machine (anyone on the way can read it).") var insecureHTTP = false
 
     var resolvedToken: String? {
         if let token { return token }
@@ -28,7 +29,7 @@ struct PeerOptions: ParsableArguments {
 
     /// Runs `body` with a client for `url`, shut down afterwards whatever happens.
     func withTransport<T>(_ url: String, replica: ReplicaID, _ body: (HTTPTransport) async throws -> T) async throws -> T {
-        let t = try HTTPTransport(url: url, token: resolvedToken, caCertificate: caCert, replica: replica)
+        let t = try HTTPTransport(url: url, token: resolvedToken, caCertificate: caCert, replica: replica, insecureHTTP: insecureHTTP)
         do {
             let r = try await body(t)
             await t.shutdown()

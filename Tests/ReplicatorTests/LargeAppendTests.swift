@@ -66,8 +66,8 @@ import Testing
         let byHTTP = try Store.create(at: dir.path + "/by-http")
         try await withServer(src) { url in
             let t = try HTTPTransport(url: url)
-            defer { Task { await t.shutdown() } }
             _ = try await Replication.pull(from: t, store: byHTTP, limits: PageLimits(maxBytes: pageBytes))
+            await t.shutdown()
         }
         try same(src, byHTTP)
         let pushedTo = try Store.create(at: dir.path + "/pushed-to")

@@ -24,9 +24,15 @@ public final class HTTPTransport: ReplicaTransport {
     ///   - caCertificate: a PEM file of the certificate authority to trust for `https` (for a
     ///     server with a self-signed certificate); the system's trust store otherwise.
     ///   - replica: this store's replica id, sent so the server can show per-peer lag.
-    public init(url: String, token: String? = nil, caCertificate: String? = nil, replica: ReplicaID? = nil, timeout: Double = 60) throws {
-        guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https", u.host != nil else {
+    ///   - insecureHTTP: send the token over plain `http` to a host other than this machine
+    ///     (refused otherwise: anyone on the path could read it and act as this replica).
+    public init(url: String, token: String? = nil, caCertificate: String? = nil, replica: ReplicaID? = nil, timeout: Double = 60,
+                insecureHTTP: Bool = false) throws {
+        guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = u.host else {
             throw TransferFailure.permanent("\(url) is not an http:// or https:// URL")
+        }
+        if token != nil, scheme == "http", !ServerConfiguration.isLoopback(host), !insecureHTTP {
+            throw TransferFailure.permanent("refusing to send the token over plain http to \(host), where anyone on the way could read it: use https:// (or --insecure-http if the link is private)")
         }
         if let token {
             guard !token.isEmpty, token.utf8.count <= AccessPolicy.tokenLengthMax, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
@@ -43,15 +49,16 @@ public final class HTTPTransport: ReplicaTransport {
         config.timeout = .init(connect: .seconds(3), read: self.timeout)
         config.redirectConfiguration = .disallow
         config.decompression = .disabled
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.minimumTLSVersion = .tlsv12
         if let caCertificate {
             do {
-                var tls = TLSConfiguration.makeClientConfiguration()
                 tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(caCertificate))
-                config.tlsConfiguration = tls
             } catch {
                 throw TransferFailure.permanent("cannot read the CA certificate \(caCertificate): \(error)")
             }
         }
+        config.tlsConfiguration = tls
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: config)
     }
 
@@ -199,6 +206,7 @@ public final class HTTPTransport: ReplicaTransport {
         case 403: return .permanent("\(url): 403 forbidden: \(message)")
         case 410: return .cursorExpired("\(url): \(message)")
         case 413: return .permanent("\(url): 413 too large: \(message)")
+        case 415: return .permanent("\(url): 415 unsupported content type: \(message)")
         case 408, 429, 500, 502, 503, 504: return .transient("\(url): \(status): \(message)")
         default: return .permanent("\(url): \(status): \(message)")
         }

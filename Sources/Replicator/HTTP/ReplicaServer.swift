@@ -27,6 +27,8 @@ public struct ServerConfiguration: Sendable {
     public var pageMax = PageLimits.serverMax
     public var pushBytesMax = 64 << 20
     public var lockWait = 2.0
+    /// Timeouts and the connection cap.
+    public var limits = ConnectionLimits()
     public init() {}
 
     /// True for addresses only this machine can reach.
@@ -72,6 +74,7 @@ public enum ReplicaServer {
                                        pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait)
         let router = Router()
         router.add(middleware: Counting(metrics: endpoint.metrics))
+        if configuration.policy.isOpen { router.add(middleware: LoopbackOnlyMiddleware()) }
         router.get("healthz") { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
         router.get("metrics") { request, _ in
             try await answer {
@@ -122,6 +125,10 @@ public enum ReplicaServer {
                 if case .origins(let set) = p.push, set.isEmpty {
                     throw EndpointError(403, "principal \"\(p.name)\" may not push to this server")
                 }
+                // Only a page: no form or text body a web page could send without asking first.
+                guard request.headers[.contentType]?.split(separator: ";").first.map({ $0.trimmingCharacters(in: .whitespaces).lowercased() }) == pageContentType else {
+                    throw EndpointError(415, "a push carries a page of frames (Content-Type: \(pageContentType))")
+                }
                 if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > endpoint.pushBytesMax {
                     throw EndpointError(413, "the page is \(length) bytes; this server takes at most \(endpoint.pushBytesMax) per request")
                 }
@@ -139,19 +146,24 @@ public enum ReplicaServer {
             }
         }
         let server: HTTPServerBuilder
+        let limits = configuration.limits
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [RequestDeadlineHandler(limits)],
+                                               idleTimeout: .milliseconds(Int64(limits.idleTimeoutMs)))
         if let cert = configuration.certificate, let key = configuration.key {
             do {
                 let chain = try NIOSSLCertificate.fromPEMFile(cert).map { NIOSSLCertificateSource.certificate($0) }
-                let tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(key))
-                server = try .tls(.http1(), tlsConfiguration: tls)
+                var tls = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .file(key))
+                tls.minimumTLSVersion = .tlsv12
+                server = try .tls(.http1(configuration: http1), tlsConfiguration: tls)
             } catch {
                 throw ServerError("cannot use the TLS certificate \(cert) and key \(key): \(error)")
             }
         } else {
-            server = .http1()
+            server = .http1(configuration: http1)
         }
         return Application(router: router, server: server,
-                           configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "evctl"),
+                           configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "evctl",
+                                                availableConnectionsDelegate: MaximumAvailableConnections(limits.connectionsMax)),
                            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? configuration.port) },
                            logger: logger)
     }

@@ -1,0 +1,118 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdCore
+import NIOCore
+import NIOHTTPTypes
+
+/// Limits that keep `evctl serve` answering when clients misbehave: a client that opens
+/// connections and sends nothing (or a header a byte at a time) is cut off, and the number of
+/// connections stays below the descriptors the process may open. See docs/SECURITY.md.
+public struct ConnectionLimits: Sendable, Equatable {
+    /// From a connection's start (or the end of its last answer) to a request's whole head.
+    public var headerTimeoutMs = 10_000
+    /// From a request's head to the end of its body.
+    public var requestTimeoutMs = 300_000
+    /// A connection on which nothing is read or written for this long is closed.
+    public var idleTimeoutMs = 60_000
+    /// Open connections at most; further ones wait in the listen backlog.
+    public var connectionsMax = ConnectionLimits.defaultConnectionsMax
+
+    public init() {}
+
+    /// Half the process's descriptor limit (the rest is for the store's files), at most 1,024.
+    public static var defaultConnectionsMax: Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
+        let soft = Int(clamping: limit.rlim_cur)
+        return max(8, min(1024, soft / 2 - 32))
+    }
+}
+
+/// Closes a connection whose request head does not arrive within the header timeout, or
+/// whose request does not end within the request timeout. Sits after the HTTP codec.
+final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let headerTimeout: TimeAmount
+    private let requestTimeout: TimeAmount
+    private var timer: Scheduled<Void>?
+
+    init(_ limits: ConnectionLimits) {
+        headerTimeout = .milliseconds(Int64(limits.headerTimeoutMs))
+        requestTimeout = .milliseconds(Int64(limits.requestTimeoutMs))
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ after: TimeAmount) {
+        timer?.cancel()
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: after) { loopBound.value.close(promise: nil) }
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { arm(context, headerTimeout) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        arm(context, headerTimeout)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: arm(context, requestTimeout)
+        case .end:
+            timer?.cancel()
+            timer = nil
+        case .body: break
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .end = unwrapOutboundIn(data) { arm(context, headerTimeout) }  // waiting for the next request
+        context.write(data, promise: promise)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        timer = nil
+    }
+}
+
+/// Without tokens the server trusts whatever can reach it, which must then be this machine's
+/// own programs, not a web page in its browser: requests naming a non-loopback `Host` (DNS
+/// rebinding) or carrying an `Origin` other than the server's own are refused.
+struct LoopbackOnlyMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let host = request.head.authority ?? ""
+        guard ServerConfiguration.isLoopback(Self.hostName(host)) else {
+            return ReplicaServer.json(.forbidden, "{\"error\":\"this server has no tokens and answers only requests addressed to a loopback name (Host \(ReplicaServer.jsonString(String(host.prefix(100)))) refused)\"}")
+        }
+        if let origin = request.headers[.origin] {
+            let own = ["http://" + host, "https://" + host]
+            guard own.contains(origin.lowercased()) else {
+                return ReplicaServer.json(.forbidden, "{\"error\":\"requests from web pages of other origins are refused (this server has no tokens)\"}")
+            }
+        }
+        return try await next(request, context)
+    }
+
+    /// The host of a `Host` value: without its port, brackets kept off an IPv6 literal.
+    static func hostName(_ authority: String) -> String {
+        if authority.hasPrefix("[") {
+            guard let close = authority.firstIndex(of: "]") else { return authority }
+            return String(authority[authority.index(after: authority.startIndex)..<close])
+        }
+        return String(authority.split(separator: ":", maxSplits: 1).first ?? "")
+    }
+}
