@@ -61,7 +61,7 @@ extension LogAppender {
                 result.alreadyHeld += 1
                 continue
             }
-            if origin == self.origin {
+            if origin == self.origin && lostOwnTail == nil {
                 throw LogError(.invalidInput, "receive", "\(where_()) extends this replica's own log (origin \(origin)), which only this replica writes", seqs: seqs)
             }
             guard header.baseSeq == tip.lastSeq.next else {
@@ -97,9 +97,9 @@ extension LogAppender {
                 }
                 try w.write(bytes, header: header, hash: hash, op: "receive")
             }
-            for origin in starts.keys { try received[origin]!.sync(op: "receive") }
+            for origin in starts.keys { try writer(for: origin).sync(op: "receive") }
         } catch {
-            for (origin, start) in starts { try? received[origin]?.truncate(to: start, op: "receive") }
+            for (origin, start) in starts { try? writer(for: origin).truncate(to: start, op: "receive") }
             throw error
         }
         // 3. Derived state: event ids (of committed appends only: an open append's ids wait in
@@ -125,7 +125,8 @@ extension LogAppender {
         result.incomplete = Set(accepted.map(\.0)).reduce(0) { $0 + (pending[$1]?.frames ?? 0) }
         for (origin, seq) in result.tips { try? ids.setIndexedThrough(origin, seq) }
         if (try? ids.commit()) == nil { ids.rollback() }
-        for origin in starts.keys { try received[origin]!.checkpointIndex(everyBytes: options.indexCheckpointBytes) }
+        for origin in starts.keys { try writer(for: origin).checkpointIndex(everyBytes: options.indexCheckpointBytes) }
+        if let lost = lostOwnTail, own.committed.lastSeq >= lost.committed { lostOwnTail = nil }  // restored from a peer
         return result
     }
 
@@ -185,6 +186,7 @@ extension LogAppender {
     }
 
     private func writer(for origin: ReplicaID) throws -> SegmentWriter {
+        if origin == self.origin { return own }  // only while restoring a lost own tail
         if let w = received[origin] { return w }
         let w = try SegmentWriter(dir: store.directory(origin), recovered: recoveredOthers[origin])
         received[origin] = w

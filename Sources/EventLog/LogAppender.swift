@@ -69,7 +69,7 @@ public final class LogAppender {
     var clock: HybridClock
     let ids: EventIDIndex
     /// This replica's own log.
-    private let own: SegmentWriter
+    let own: SegmentWriter
     private var active: SegmentIndex { own.active }
     /// Logs of other origins this store holds, opened for receiving on first use.
     var received: [ReplicaID: SegmentWriter] = [:]
@@ -90,6 +90,27 @@ public final class LogAppender {
         var listAllDuplicates = false
     }
     private(set) var txn: Transaction?
+
+    /// This store's own log ends before a seq it once committed (a damaged tail was cut off):
+    /// appending would give new events the seqs of lost ones, which peers may hold. Appends are
+    /// refused until the lost frames are received back from a peer (`receive` takes this
+    /// origin's frames while this is set).
+    public struct LostTail: Sendable, Equatable {
+        /// The last seq the log holds now.
+        public var holds: Seq
+        /// The last seq known to have been committed.
+        public var committed: Seq
+        /// What says so.
+        public var evidence: String
+    }
+    public internal(set) var lostOwnTail: LostTail?
+
+    /// Tells the appender that `seq` of its own origin was committed once (a projection applied
+    /// it, a peer acknowledged it); when the log ends before it, appends are refused.
+    public func noteCommitted(ownThrough seq: Seq, evidence: String) {
+        guard seq > own.committed.lastSeq, seq > (lostOwnTail?.committed ?? Seq(0)) else { return }
+        lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: seq, evidence: evidence)
+    }
 
     /// The end of this replica's own log.
     public var tip: LogTip { LogTip(lastSeq: active.lastSeq, lastHLC: active.lastHLC, lastHash: active.lastHash) }
@@ -117,6 +138,12 @@ public final class LogAppender {
             own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
             ids = try EventIDIndex(path: store.path + "/eventids.sqlite")
             idMark = Seq(0)
+            // Evidence that this store once committed more of its own log than it now holds.
+            if let mark = own.markAhead { lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: mark, evidence: "its durable mark (DURABLE)") }
+            let indexed = try ids.indexedThrough(store.replicaID)
+            if indexed > own.committed.lastSeq, indexed > (lostOwnTail?.committed ?? Seq(0)) {
+                lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: indexed, evidence: "its event-id index")
+            }
             try catchUpIDs(tips)
         } catch {
             lock.release()
@@ -170,6 +197,12 @@ public final class LogAppender {
     func begin(listingAllDuplicates: Bool) throws {
         precondition(!closed, "appender is closed")
         precondition(txn == nil, "an append is already in progress")
+        if let lost = lostOwnTail {
+            throw LogError(.ownLogDamaged, "append",
+                           "this store's own log ends at seq \(lost.holds), but seq \(lost.committed) was committed (\(lost.evidence) says so): the frames after \(lost.holds) were lost to damage, and new events would reuse their seqs",
+                           file: store.directory(origin).path,
+                           hint: "nothing was appended; get the lost frames back from a peer that holds them (`evctl pull PEER`), then append again")
+        }
         try own.rollIfFull(bytesMax: options.segmentBytesMax)
         txn = Transaction(start: own.mark)
         txn!.listAllDuplicates = listingAllDuplicates

@@ -11,6 +11,7 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
         case unsupportedFormat
         case gap
         case clockAhead
+        case ownLogDamaged
     }
 
     let kind: Kind
@@ -47,6 +48,8 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     /// Received frames carry a clock further ahead of this machine's than the drift bound allows;
     /// nothing was written. Trying again once the clock has caught up can succeed.
     public var isClockAhead: Bool { kind == .clockAhead }
+    /// This store's own log lost frames it had committed; appends wait until they are restored.
+    public var isOwnLogDamaged: Bool { kind == .ownLogDamaged }
     /// The input was refused; nothing was written.
     public var isInvalidInput: Bool { kind == .invalidInput }
     /// Trying again later can succeed (a lock held by another process, a transient I/O error).

@@ -133,6 +133,12 @@ public struct LogReader: Sendable {
         return out
     }
 
+    /// The last seq of `origin` known to be durable (fsynced) here; frames past it may still be
+    /// lost to a crash, so they are not shipped. nil for a log written by an older build.
+    public func durable(origin: ReplicaID) -> Seq? {
+        store.directory(origin).loadDurable()
+    }
+
     /// Where `origin`'s log starts when a snapshot bootstrap left it starting past seq 1 (the
     /// snapshot's last seq, hlc and frame hash); nil for a log that starts at seq 1.
     public func floor(origin: ReplicaID) throws -> LogTip? {

@@ -21,6 +21,29 @@ struct OriginDirectory {
 
     var floorPath: String { path + "/FLOOR" }
 
+    /// `DURABLE`: the last seq of this origin's log known to be on disk (written by the writer
+    /// after each fsync, itself not fsynced: it only tells running readers what they may ship).
+    /// 16 bytes: the seq, then the seq xor `durableCheck`, little-endian. See docs/FORMAT.md.
+    var durablePath: String { path + "/DURABLE" }
+    static let durableCheck: UInt64 = 0x4C42_4455_5241_424C  // "LBDURABL"
+
+    /// The seq `DURABLE` records, or nil when it is missing or unreadable (a store written by an
+    /// older build: then every committed frame counts as durable).
+    func loadDurable() -> Seq? {
+        guard let b = try? FileIO.readFile(durablePath, op: "read durable mark"), b.count == 16 else { return nil }
+        let seq = b[0..<8].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        let check = b[8..<16].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
+        guard seq ^ OriginDirectory.durableCheck == check else { return nil }
+        return Seq(seq)
+    }
+
+    static func durableBytes(_ seq: Seq) -> [UInt8] {
+        var w = ByteWriter(capacity: 16)
+        w.u64(seq.rawValue)
+        w.u64(seq.rawValue ^ durableCheck)
+        return w.bytes
+    }
+
     /// Where this origin's log starts when it does not start at seq 1: the end of the log a
     /// snapshot covered (last seq, hlc and frame hash), written when a replica is bootstrapped
     /// from a snapshot. nil when the log starts at seq 1. See docs/FORMAT.md, "Floor".

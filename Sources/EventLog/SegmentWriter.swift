@@ -21,6 +21,8 @@ final class SegmentWriter {
     var hasOpenAppend: Bool { active.coveredBytes != committed.coveredBytes }
     private var indexWrittenAt: Int
     private var readBack: [UInt8] = []
+    /// `DURABLE` of this origin, open for rewriting after each fsync.
+    private var durableFD: Int32 = -1
 
     /// Opens the newest segment left by recovery, or creates the origin's first one.
     init(dir: OriginDirectory, recovered: RecoveredOrigin?) throws {
@@ -44,7 +46,21 @@ final class SegmentWriter {
             let size = try FileIO.fileSize(fd, path: path, op: "open")
             precondition(size == active.coveredBytes, "recovery left the active segment at a frame boundary")
         }
+        // What recovery kept may have been written by a process that died before its fsync:
+        // made durable now, then published as the durable mark — unless the mark says more was
+        // durable than the log now holds: committed frames were lost (damage), and the mark is
+        // kept as the evidence until the log is restored past it.
+        if let mark = dir.loadDurable(), mark > committed.lastSeq {
+            markAhead = mark
+            try FileIO.fdatasync(fd, path: path, op: "open")
+        } else {
+            try sync(op: "open")
+        }
     }
+
+    /// Set when `DURABLE` records a seq past the end of the recovered log: frames this store
+    /// once made durable are gone.
+    private(set) var markAhead: Seq?
 
     deinit { close() }
 
@@ -68,7 +84,22 @@ final class SegmentWriter {
         if !header.continues { committed = active }
     }
 
-    func sync(op: String) throws { try FileIO.fdatasync(fd, path: path, op: op) }
+    /// Makes every frame written durable, then records the committed end in `DURABLE`, so
+    /// readers ship only frames that are on disk (a frame shipped and then lost to a crash
+    /// here would have its seq reused by a later append).
+    func sync(op: String) throws {
+        try FileIO.fdatasync(fd, path: path, op: op)
+        if let m = markAhead {
+            guard committed.lastSeq >= m else { return }
+            markAhead = nil
+        }
+        if durableFD < 0 {
+            durableFD = try FileIO.open(dir.durablePath, O_RDWR | O_CREAT, op: op)
+        }
+        try OriginDirectory.durableBytes(committed.lastSeq).withUnsafeBytes {
+            try FileIO.pwriteAll(durableFD, $0, at: 0, path: dir.durablePath, op: op)
+        }
+    }
 
     /// Where the writer stands: everything written, and the committed part of it.
     struct Mark {
@@ -112,13 +143,15 @@ final class SegmentWriter {
     func close() {
         if fd >= 0 { FileIO.close(fd) }
         fd = -1
+        if durableFD >= 0 { FileIO.close(durableFD) }
+        durableFD = -1
     }
 
     private func createSegment(first: Seq, previous: FrameHash) throws {
         let header = SegmentHeader(origin: dir.origin, firstSeq: first, previousHash: previous)
         let path = dir.segmentPath(first)
         try FileIO.writeAtomically(header.encode(), to: path, op: "create segment")
-        close()
+        if fd >= 0 { FileIO.close(fd) }
         fd = try FileIO.open(path, O_RDWR, op: "create segment")
         segments.append(first)
         let lastHLC = active.lastHLC

@@ -31,6 +31,11 @@ public final class ProjectedStore {
         self.store = store
         appender = try LogAppender(store: store, wallClock: wallClock, options: options)
         projection = try Projection(store: store)
+        // The projection applies only committed events: if it has applied more of this
+        // store's own log than the log now holds, committed frames were lost.
+        if let applied = try projection.cursor()[store.replicaID] {
+            appender.noteCommitted(ownThrough: applied, evidence: "the projection has applied it")
+        }
         try projection.catchUp(progress: progress)
     }
 

@@ -71,7 +71,9 @@ public enum FrameBundle {
         for origin in try store.origins() {
             try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
+            let durable = reader.durable(origin: origin)
             try reader.forEachFrame(origin: origin, from: from) { h, bytes in
+                if let durable, h.lastSeq > durable { return false }  // not on disk yet: not shipped
                 if h.lastSeq >= from { try body(bytes, h) }
                 return true
             }

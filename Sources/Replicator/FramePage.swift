@@ -165,8 +165,11 @@ public struct FramePage: Sendable, Equatable {
         for origin in try store.origins() {
             try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
+            let durable = reader.durable(origin: origin)
             try reader.forEachFrame(origin: origin, from: from) { h, bytesOfFrame in
                 guard h.lastSeq >= from else { return true }
+                // Nothing ships before it is on disk here (see LogReader.durable).
+                if let durable, h.lastSeq > durable { return false }
                 if full {
                     more = true
                     return false

@@ -136,7 +136,10 @@ import Testing
         #expect(!events[2].hasExplicitEventID)
     }
 
-    @Test func eventIDIndexForgetsEventsCutByRecovery() throws {
+    /// A committed frame of this store's own log lost to damage: the next append would give
+    /// new events its seq, which a peer may already hold with other content. Appends are
+    /// refused, naming the evidence, until the lost frame comes back from a peer.
+    @Test func aLostCommittedOwnTailRefusesAppendsUntilRestoredFromAPeer() throws {
         let dir = TempDir()
         let store = try makeStore(dir)
         let id = UUID()
@@ -146,17 +149,33 @@ import Testing
             _ = try a.append([item("cut", eventID: id)])
             try a.close()
         }
+        copyTree(store.path, dir.path + "/peer")  // a peer that pulled both frames
+        let peer = try Store.open(at: dir.path + "/peer")
+        var lost: [[UInt8]] = []
+        try LogReader(store: peer).forEachFrame(origin: store.replicaID) { _, b in lost.append(Array(b)); return true }
         let seg = segmentFiles(store)[0]
         let offsets = frameOffsets(seg)
         let bytes = readBytes(seg)
-        writeBytes(seg, Array(bytes[..<(offsets[1] + 10)]))  // tear the second frame
+        writeBytes(seg, Array(bytes[..<(offsets[1] + 10)]))  // tear the second, committed frame
         try? FileManager.default.removeItem(atPath: seg.replacingOccurrences(of: ".seg", with: ".idx"))
         let b = try LogAppender(store: store, wallClock: ManualClock())
         #expect(!b.recovery.isClean)
-        // The id is no longer in the log, so writing it again appends.
-        let r = try b.append([item("cut", eventID: id)])
-        #expect(r.appended == 1 && r.firstSeq == Seq(2))
+        #expect(b.lostOwnTail == LogAppender.LostTail(holds: Seq(1), committed: Seq(2), evidence: "its durable mark (DURABLE)"))
+        #expect { try b.append([item("new")]) } throws: { e in
+            guard let e = e as? LogError, e.isOwnLogDamaged else { return false }
+            return e.description.contains("ends at seq 1, but seq 2 was committed") && e.hint?.contains("evctl pull") == true
+        }
         try b.close()
+        // Reopening does not forget it (the mark is kept as evidence).
+        let c = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(c.lostOwnTail?.committed == Seq(2))
+        // The peer sends the frame back: the log is whole again, and appends go on after it.
+        #expect(try c.receive(lost).frames == 1)
+        #expect(c.lostOwnTail == nil)
+        let r = try c.append([item("cut", eventID: id), item("new")])
+        #expect(r.appended == 1 && r.duplicateCount == 1 && r.firstSeq == Seq(3))
+        try c.close()
+        #expect(try Verifier(store: store).run().isClean)
     }
 
     @Test func aSecondWriterIsRefusedNamingTheHolder() throws {

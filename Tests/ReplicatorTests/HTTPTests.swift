@@ -191,7 +191,10 @@ struct SplitMix {
             var r = HTTPClientRequest(url: url)
             r.method = method
             if let token { r.headers.add(name: "Authorization", value: "Bearer \(token)") }
-            if let body { r.body = .bytes(ByteBuffer(bytes: body)) }
+            if let body {
+                r.body = .bytes(ByteBuffer(bytes: body))
+                r.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
+            }
             let response = try await client.execute(r, timeout: .seconds(30))
             let text = String(buffer: try await response.body.collect(upTo: 1 << 26))
             try await client.shutdown()

@@ -139,4 +139,47 @@ import Testing
         try state.recordSuccess("peer", cursor: nil, pulled: 0, pushed: 0)  // said nothing of what it holds
         #expect(try state.peers().first?.cursor == theirs)
     }
+
+    /// Frames are shipped only once they are on disk: a reader stops at the writer's durable mark.
+    @Test func framesShipOnlyOnceDurable() throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let p = try ProjectedStore(store: s)
+        _ = try p.append(ShippingTests().mutations(3, seed: 1))
+        _ = try p.append(ShippingTests().mutations(4, seed: 2))
+        try p.close()
+        #expect(try FramePage.collect(from: s, since: .empty, limits: PageLimits()).frames.count == 2)
+        // The mark as a writer leaves it between writing a frame and its fsync: seq 3.
+        var mark: [UInt8] = []
+        withUnsafeBytes(of: UInt64(3).littleEndian) { mark += $0 }
+        withUnsafeBytes(of: (UInt64(3) ^ 0x4C42_4455_5241_424C).littleEndian) { mark += $0 }
+        try Data(mark).write(to: URL(fileURLWithPath: s.path + "/log/\(s.replicaID)/DURABLE"))
+        let page = try FramePage.collect(from: s, since: .empty, limits: PageLimits())
+        #expect(page.frames.count == 1 && page.next[s.replicaID] == Seq(3))
+        #expect(try FrameBundle.export(store: s, to: dir.path + "/b").frames == 1)
+    }
+
+    /// The projection is evidence too: it applied events the log no longer holds.
+    @Test func aProjectionAheadOfTheOwnLogRefusesAppends() throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let p = try ProjectedStore(store: s)
+        _ = try p.append(ShippingTests().mutations(3, seed: 1))
+        _ = try p.append(ShippingTests().mutations(4, seed: 2))
+        try p.close()
+        // The second append's frame is lost, and so are the mark and the event-id index.
+        let segDir = s.path + "/log/\(s.replicaID)"
+        let seg = segDir + "/" + (try FileManager.default.contentsOfDirectory(atPath: segDir).first { $0.hasSuffix(".seg") }!)
+        var frameStarts: [Int] = []
+        try LogReader(store: s).forEachFrame(origin: s.replicaID) { h, _ in frameStarts.append(h.totalBytes); return true }
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: seg))
+        try bytes.prefix(bytes.count - frameStarts[1] + 20).write(to: URL(fileURLWithPath: seg))
+        for f in ["DURABLE"] { try? FileManager.default.removeItem(atPath: segDir + "/" + f) }
+        for f in try FileManager.default.contentsOfDirectory(atPath: segDir) where f.hasSuffix(".idx") { try FileManager.default.removeItem(atPath: segDir + "/" + f) }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: s.path + "/eventids.sqlite" + suffix) }
+        let again = try ProjectedStore(store: s)
+        defer { try? again.close() }
+        #expect(again.appender.lostOwnTail?.evidence == "the projection has applied it")
+        #expect(throws: LogError.self) { try again.append(ShippingTests().mutations(1, seed: 3)) }
+    }
 }

@@ -7,6 +7,7 @@ import HummingbirdTLS
 import Logging
 import NIOCore
 import NIOSSL
+import ServiceLifecycle
 
 /// `evctl serve`: a store's frames over HTTP (Hummingbird 2). See docs/PROTOCOL.md, "HTTP".
 ///
@@ -174,15 +175,27 @@ public enum ReplicaServer {
                                             _ body: (String) async throws -> T) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = try application(store: store, configuration: configuration, logger: logger) { continuation.yield($0) }
-        let task = Task { try await app.runService() }
-        defer { task.cancel() }
+        // Stopped gracefully (connections closed, none left half made), not by cancelling it.
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let task = Task { try await group.run() }
+        func stop() async {
+            await group.triggerGracefulShutdown()
+            _ = await task.result
+        }
         var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else { throw ServerError("the server did not start") }
+        guard let port = await iterator.next() else {
+            await stop()
+            throw ServerError("the server did not start")
+        }
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        let r = try await body("\(configuration.certificate == nil ? "http" : "https")://\(host):\(port)")
-        task.cancel()
-        _ = await task.result
-        return r
+        do {
+            let r = try await body("\(configuration.certificate == nil ? "http" : "https")://\(host):\(port)")
+            await stop()
+            return r
+        } catch {
+            await stop()
+            throw error
+        }
     }
 
     static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {
