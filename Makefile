@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEMO_STORE ?= ./demo/store
 EVCTL_DEBUG := .build/debug/evctl
 
-.PHONY: deps build test demo bench bench-cli fixtures clean
+.PHONY: deps build test demo bench bench-cli fixtures fuzz fuzz-build clean
 
 # System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
 # lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics).
@@ -17,6 +17,7 @@ deps:
 	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
+	command -v python3 >/dev/null || missing="$$missing python3"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -75,9 +76,19 @@ bench-cli: deps
 	$(SWIFT) build -c release --product evctl
 	bash scripts/bench-cli.sh
 
+# Fuzzing: every decoder of outside bytes under libFuzzer (Fuzz/, its own package), FUZZ_SECONDS
+# per target (CI: 30), corpora seeded from fixtures/; a crash fails the run and leaves its input in
+# .build-fuzz/artifacts/ (keep it in fixtures/fuzz/<target>/: FuzzFixtureTests replays it).
+FUZZ_SECONDS ?= 60
+fuzz-build: deps
+	cd Fuzz && $(SWIFT) build -c debug -Xswiftc -sanitize=fuzzer -Xswiftc -parse-as-library --scratch-path ../.build-fuzz
+
+fuzz: build fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) EVCTL=$(EVCTL_DEBUG) bash scripts/fuzz.sh
+
 # Rewrites fixtures/ after a deliberate format change (then review the diff and docs/FORMAT.md).
 fixtures: build
 	LOGBOOK_WRITE_FIXTURES=1 $(SWIFT) test --filter FixtureTests
 
 clean:
-	rm -rf .build demo
+	rm -rf .build .build-fuzz demo

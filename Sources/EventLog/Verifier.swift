@@ -26,6 +26,10 @@ public struct VerifyReport: Sendable {
 /// repairs, and it can run while a writer appends.
 public struct Verifier: Sendable {
     public let store: Store
+    /// Frames whose clock is further ahead of `wallClock` than this are reported (a far-future
+    /// hlc drags every replica's clock along; see `AppendOptions.clockDriftMaxMs`).
+    public var clockDriftMaxMs: UInt64 = AppendOptions.defaultClockDriftMaxMs
+    public var wallClock: any WallClock = SystemWallClock()
     public init(store: Store) { self.store = store }
 
     /// - Parameter progress: called after each segment with (bytes checked so far, total bytes).
@@ -42,7 +46,10 @@ public struct Verifier: Sendable {
             for s in segs { total += FileIO.size(of: dir.segmentPath(s)) ?? 0 }
         }
         let decoder = FrameDecoder()
+        let now = min(wallClock.nowMillis(), HLC.wallMillisMax)
+        let (horizon, noHorizon) = now.addingReportingOverflow(clockDriftMaxMs)
         for (dir, segs) in plan {
+            var reportedFuture = false
             let floor: LogTip?
             do { floor = try dir.loadFloor() } catch {
                 report.problems.append(VerifyProblem(file: dir.floorPath, offset: 0, message: "floor file is damaged"))
@@ -110,6 +117,10 @@ public struct Verifier: Sendable {
                             break scan
                         }
                         report.frames += 1
+                        if !noHorizon, !reportedFuture, h.lastHLC.wallMillis > horizon {
+                            reportedFuture = true
+                            report.problems.append(VerifyProblem(file: path, offset: offset, message: "frame of seq \(h.baseSeq)…\(h.lastSeq) carries a clock \(h.lastHLC.wallMillis - now) ms ahead of this machine's (hlc \(h.lastHLC); the bound is \(clockDriftMaxMs) ms): a far-future clock, later frames of this origin not listed"))
+                        }
                         index.add(h, at: offset, hash: hash)
                         lastContinues = h.continues
                         offset += h.totalBytes

@@ -225,6 +225,9 @@ public enum StoreSync {
     /// batch arrives over several calls (the receiver keeps it open until its last frame).
     public static let batchFramesMax = 1024
     public static let batchBytesMax = 32 << 20
+    /// How long a transfer waits for another process's writer lock on the receiving store
+    /// (another sync of the same store, a server between pushes) before it gives up.
+    public static let lockWaitSeconds = 10.0
 
     /// Appends to `into` every frame `from` holds past it. `into` must be open for writing.
     public static func pull(from: Store, into appender: LogAppender) throws -> ReceiveResult {
@@ -273,7 +276,7 @@ public enum StoreSync {
 
     private static func receiving(into destination: Store, recovered: ((RecoveryReport) -> Void)?, progress: ((Int, Int) -> Void)?,
                                   _ body: (LogAppender) throws -> ReceiveResult) throws -> ReceiveResult {
-        let projected = try ProjectedStore.open(store: destination, waitingUpTo: 2)
+        let projected = try ProjectedStore.open(store: destination, waitingUpTo: lockWaitSeconds)
         defer { try? projected.close() }
         recovered?(projected.appender.recovery)
         let r = try body(projected.appender)

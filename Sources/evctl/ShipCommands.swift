@@ -87,7 +87,7 @@ enum Ship {
     static func pull(_ mine: Store, from t: any ReplicaTransport, peer: PeerOptions) async throws -> TransferSummary {
         defer { Terminal.endProgress() }
         return try await Replication.pull(from: t, store: mine, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
-                                          recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
+                                          lockWait: StoreSync.lockWaitSeconds, recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
     }
 }
 

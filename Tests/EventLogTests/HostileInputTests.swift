@@ -139,5 +139,10 @@ import Testing
         #expect(try appender.receive([Self.frame(records: Self.record(), firstHLC: .max)]).frames == 1)
         #expect { try appender.append([item("x")]) } throws: { ($0 as? LogError)?.description.contains("cannot advance") == true }
         #expect(try LogReader(store: store).events(origin: store.replicaID).isEmpty)
+        // verify names the far-future frame.
+        var verifier = Verifier(store: store)
+        verifier.wallClock = ManualClock(Self.now)
+        let report = try verifier.run()
+        #expect(report.problems.contains { $0.message.contains("ms ahead of this machine's") && $0.message.contains("seq 1…1") })
     }
 }

@@ -1,0 +1,26 @@
+import EventLog
+import Foundation
+
+/// A store reachable by path whose newest segment holds these bytes: recovery, reading,
+/// verifying and the writer's open must each give a result or an error, never trap.
+nonisolated(unsafe) var counter = 0
+let origin = ReplicaID("0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9")!
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    counter += 1
+    let dir = NSTemporaryDirectory() + "/logbook-fuzz-store-\(getpid())-\(counter)"
+    defer { try? FileManager.default.removeItem(atPath: dir) }
+    guard let store = try? Store.create(at: dir, replicaID: .random()) else { return 0 }
+    let log = dir + "/log/\(origin)"
+    try? FileManager.default.createDirectory(atPath: log, withIntermediateDirectories: true)
+    FileManager.default.createFile(atPath: log + "/00000000000000000001.seg", contents: Data(bytes: data, count: count))
+    _ = try? Verifier(store: store).run()
+    _ = try? LogReader(store: store).events(origin: origin, limit: 10_000)
+    _ = try? LogReader(store: store).tip(origin: origin)
+    if let appender = try? LogAppender(store: store) {
+        _ = try? appender.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("after"))])])
+        try? appender.close()
+    }
+    return 0
+}
