@@ -108,7 +108,7 @@ let package = Package(
         ),
         .target(
             name: "BenchmarkSupport",
-            dependencies: ["EventLog"],
+            dependencies: ["EventLog", "CLZ4"],
             path: "Benchmarks/BenchmarkSupport"
         ),
         .executableTarget(

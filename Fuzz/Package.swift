@@ -9,6 +9,7 @@ import PackageDescription
 let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().lastPathComponent
 
 let logbook: [Target.Dependency] = [
+    "CFuzzDriver",
     .product(name: "EventLog", package: root),
     .product(name: "Projections", package: root),
     .product(name: "Replicator", package: root),
@@ -17,7 +18,7 @@ let logbook: [Target.Dependency] = [
 let package = Package(
     name: "LogbookFuzz",
     dependencies: [.package(path: "..")],
-    targets: ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore"].map {
+    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore"].map {
         .executableTarget(name: $0, dependencies: logbook, path: "Sources/\($0)")
     }
 )

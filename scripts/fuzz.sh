@@ -21,7 +21,7 @@ for t in FuzzFrame FuzzPageReceive FuzzCursor FuzzBundle FuzzSnapshot FuzzStore;
   if "$bin/$t" "$corpus/$t" "fixtures/fuzz/$t" -max_total_time="$seconds" -max_len="$maxlen" -timeout=20 -rss_limit_mb=4096 \
        -print_final_stats=1 -artifact_prefix=".build-fuzz/artifacts/$t-" >"$log" 2>&1; then result=ok; else result=CRASH; status=1; fi
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  rate=$(grep -o 'stat::average_exec_per_sec: [0-9]*' "$log" | awk '{print $2}' | tail -1)
+  rate=$(grep 'stat::average_exec_per_sec:' "$log" | awk '{print $2}' | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | awk '{print $2}')
   printf '%-16s %12s %10s %10s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "$result"
   if [ "$result" = CRASH ]; then failed=$((failed + 1)); grep -E 'Fatal error|ERROR: libFuzzer|SUMMARY|Test unit written' "$log" | head -5; else passed=$((passed + 1)); fi

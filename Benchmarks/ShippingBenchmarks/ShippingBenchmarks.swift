@@ -55,12 +55,13 @@ func percentiles(_ xs: [Double]) -> (Int, Int) {
 
 let benchmarks: @Sendable () -> Void = {
     Benchmark("ship 1M events over loopback HTTP, verified and stored (no projection)",
-              configuration: config(["events/s (K)", "MB/s", "cp MB/s", "ratio to cp (%)"])) { benchmark in
+              configuration: config(["events/s (K)", "MB/s", "cp MB/s", "ratio to cp (%)", "verification floor MB/s", "ratio to floor (%)"])) { benchmark in
         let source = try Workload.store(events: 1_000_000)
         let logBytes = directoryBytes(source.path + "/log/\(source.replicaID)")
         try await serving(source) { url in
             let dir = Scratch()
             let cp = try copySeconds(source.path + "/log/\(source.replicaID)", dir.path + "/copy")
+            let floor = try VerificationFloor.run(logDirectory: source.path + "/log/\(source.replicaID)", scratch: dir.path)
             let receiver = try Store.create(at: dir.path + "/r")
             let t = try HTTPTransport(url: url)
             let t0 = Clock.now()
@@ -74,6 +75,8 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(metric("MB/s"), Int(Double(logBytes) / seconds / 1e6))
             benchmark.measurement(metric("cp MB/s"), Int(Double(logBytes) / cp / 1e6))
             benchmark.measurement(metric("ratio to cp (%)"), Int(cp / seconds * 100))
+            benchmark.measurement(metric("verification floor MB/s"), Int(Double(logBytes) / floor.seconds / 1e6))
+            benchmark.measurement(metric("ratio to floor (%)"), Int(floor.seconds / seconds * 100))
         }
     }
 

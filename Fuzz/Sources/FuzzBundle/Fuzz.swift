@@ -1,3 +1,4 @@
+import CFuzzDriver
 import EventLog
 import Foundation
 import Replicator
@@ -22,4 +23,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     _ = try? StoreSync.importBundle(file, into: appender)
     try? appender.close()
     return 0
+}
+
+/// The executable's entry (SwiftPM links `main` to `FuzzBundle_main`): libFuzzer's driver.
+@_cdecl("FuzzBundle_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    logbook_fuzz_main(argc, argv) { data, count in data.map { fuzz($0, count) } ?? 0 }
 }

@@ -1,3 +1,4 @@
+import CFuzzDriver
 import Replicator
 
 /// Cursor tokens as a client sends them: any text is a cursor or an error, and a cursor read
@@ -11,4 +12,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
         _ = c.lag(behind: c.merged(with: c))
     }
     return 0
+}
+
+/// The executable's entry (SwiftPM links `main` to `FuzzCursor_main`): libFuzzer's driver.
+@_cdecl("FuzzCursor_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    logbook_fuzz_main(argc, argv) { data, count in data.map { fuzz($0, count) } ?? 0 }
 }

@@ -1,3 +1,4 @@
+import CFuzzDriver
 import EventLog
 
 /// One frame's bytes: header, checksum, event records. Decode and skim must agree.
@@ -7,4 +8,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     _ = FrameInspector.crossCheck(bytes)
     _ = try? FrameInspector.events(in: bytes)
     return 0
+}
+
+/// The executable's entry (SwiftPM links `main` to `FuzzFrame_main`): libFuzzer's driver.
+@_cdecl("FuzzFrame_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    logbook_fuzz_main(argc, argv) { data, count in data.map { fuzz($0, count) } ?? 0 }
 }

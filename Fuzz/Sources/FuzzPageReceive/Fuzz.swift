@@ -1,3 +1,4 @@
+import CFuzzDriver
 import EventLog
 import Foundation
 import Replicator
@@ -33,4 +34,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     _ = try? appender.receive(page.frames)
     _ = try? appender.receivePosition()
     return 0
+}
+
+/// The executable's entry (SwiftPM links `main` to `FuzzPageReceive_main`): libFuzzer's driver.
+@_cdecl("FuzzPageReceive_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    logbook_fuzz_main(argc, argv) { data, count in data.map { fuzz($0, count) } ?? 0 }
 }
