@@ -26,7 +26,7 @@ public enum VerificationFloor {
             let data = try Data(contentsOf: URL(fileURLWithPath: logDirectory + "/" + name), options: .alwaysMapped)
             try data.withUnsafeBytes { (p: UnsafeRawBufferPointer) in
                 var o = 72  // segment header
-                if p.count >= 72 { p.copyBytes(to: &previous, from: 36..<68) }  // the segment's link to the one before
+                if p.count >= 72 { previous = Array(p[32..<64]) }  // the segment's link to the one before
                 while o + 96 <= p.count {
                     let stored = Int(p.loadUnaligned(fromByteOffset: o + 56, as: UInt32.self).littleEndian)
                     let rawBytes = Int(p.loadUnaligned(fromByteOffset: o + 36, as: UInt32.self).littleEndian)

@@ -93,6 +93,20 @@ public enum Snapshot {
                 }
                 anchors[o] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)), lastHash: FrameHash(bytes: Array(hash)))
             }
+            // The rows must cover exactly the log the anchors name: a projection cursor past an
+            // anchor would make the receiver skip those events when they arrive (it would think
+            // it had applied them), one short of it would apply them twice.
+            var applied: [ReplicaID: Seq] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
+                guard let text = SnapshotSchema.text(row[0]), let o = ReplicaID(text), let seq = row[1] as Int64?, seq >= 0 else {
+                    throw ProjectionError.database("\(path): projection_cursor holds a malformed row")
+                }
+                if seq > 0 { applied[o] = Seq(UInt64(seq)) }
+            }
+            guard applied == anchors.mapValues(\.lastSeq) else {
+                let o = Set(applied.keys).union(anchors.keys).sorted().first { applied[$0] != anchors[$0]?.lastSeq }!
+                throw ProjectionError.invalid("\(path): refused: its rows cover origin \(o) through seq \(applied[o] ?? Seq(0)), its anchors through \(anchors[o]?.lastSeq ?? Seq(0)); nothing was installed")
+            }
             return Info(replicaID: id, anchors: anchors, bytes: 0)
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0

@@ -66,6 +66,9 @@ import Testing
             ("bad-cursor", "UPDATE projection_cursor SET last_seq = 'x'", "column last_seq"),
             ("bad-anchor", "UPDATE snapshot_anchors SET last_seq = -5", "snapshot_anchors row 1 is malformed"),
             ("bad-event-id", "UPDATE snapshot_meta SET value = 'not a uuid' WHERE key = 'replica_id'", "replica_id"),
+            // Rows claiming more of the log than the anchors: the events between would be skipped.
+            ("cursor-past-anchor", "UPDATE projection_cursor SET last_seq = last_seq + 50", "its rows cover origin"),
+            ("anchor-past-cursor", "UPDATE snapshot_anchors SET last_seq = last_seq + 50", "its rows cover origin"),
         ]
         for (name, sql, expected) in attacks {
             let path = try crafted(legit, name, sql)
