@@ -22,23 +22,23 @@ public struct ItemRow: Sendable, Equatable, Codable, FetchableRecord {
     /// Depth below the queried root (subtree queries), else 0.
     public var depth: Int
 
-    public init(row: Row) {
-        id = row["id"]
-        parentID = row["parent_id"]
-        title = row["title"]
-        notes = row["notes"]
-        status = row["status"]
-        itemType = row["item_type"]
-        sortOrder = row["sort_order"]
-        dueAt = row["due_at"]
-        earliestStartAt = row["earliest_start_at"]
-        completedAt = row["completed_at"]
-        recurrenceRule = row["recurrence_rule"]
-        version = row["version"]
-        createdAt = row["created_at"]
-        modifiedAt = row["modified_at"]
-        deletedAt = row["deleted_at"]
-        depth = row["depth"] ?? 0
+    public init(row: Row) throws {
+        id = try row.decode(forColumn: "id")
+        parentID = try row.decode(forColumn: "parent_id")
+        title = try row.decode(forColumn: "title")
+        notes = try row.decode(forColumn: "notes")
+        status = try row.decode(forColumn: "status")
+        itemType = try row.decode(forColumn: "item_type")
+        sortOrder = try row.decode(forColumn: "sort_order")
+        dueAt = try row.decode(forColumn: "due_at")
+        earliestStartAt = try row.decode(forColumn: "earliest_start_at")
+        completedAt = try row.decode(forColumn: "completed_at")
+        recurrenceRule = try row.decode(forColumn: "recurrence_rule")
+        version = try row.decode(forColumn: "version")
+        createdAt = try row.decode(forColumn: "created_at")
+        modifiedAt = try row.decode(forColumn: "modified_at")
+        deletedAt = try row.decode(forColumn: "deleted_at")
+        depth = try row.decode(Int?.self, forColumn: "depth") ?? 0
     }
 }
 
@@ -58,19 +58,19 @@ public struct ConflictRow: Sendable, Equatable, FetchableRecord {
     public var detectedAt: String
     public var resolvedBy: String?
 
-    public init(row: Row) {
-        id = row["id"]
-        entity = row["entity"]
-        entityID = row["entity_id"]
-        field = row["field"]
-        winnerValue = row["winner_value"] ?? "null"
-        loserValue = row["loser_value"] ?? "null"
-        winnerEventID = row["winner_event_id"]
-        loserEventID = row["loser_event_id"]
-        winnerOrigin = row["winner_origin"]
-        loserOrigin = row["loser_origin"]
-        detectedAt = row["detected_at"]
-        resolvedBy = row["resolved_by"]
+    public init(row: Row) throws {
+        id = try row.decode(forColumn: "id")
+        entity = try row.decode(forColumn: "entity")
+        entityID = try row.decode(forColumn: "entity_id")
+        field = try row.decode(forColumn: "field")
+        winnerValue = try row.decode(String?.self, forColumn: "winner_value") ?? "null"
+        loserValue = try row.decode(String?.self, forColumn: "loser_value") ?? "null"
+        winnerEventID = try row.decode(forColumn: "winner_event_id")
+        loserEventID = try row.decode(forColumn: "loser_event_id")
+        winnerOrigin = try row.decode(forColumn: "winner_origin")
+        loserOrigin = try row.decode(forColumn: "loser_origin")
+        detectedAt = try row.decode(forColumn: "detected_at")
+        resolvedBy = try row.decode(forColumn: "resolved_by")
     }
 }
 
@@ -89,19 +89,19 @@ public struct AnomalyRow: Sendable, Equatable, FetchableRecord {
     public var detectedAt: String
     public var details: String?
 
-    public init(row: Row) {
-        id = row["id"]
-        kind = row["kind"]
-        entity = row["entity"]
-        entityID = row["entity_id"]
-        itemID = row["item_id"]
-        originalOccurrenceDate = row["original_occurrence_date"]
-        attemptedOp = row["attempted_op"]
-        eventID = row["event_id"]
-        otherID = row["other_event_id"]
-        correlationID = row["correlation_id"]
-        detectedAt = row["detected_at"]
-        details = row["details"]
+    public init(row: Row) throws {
+        id = try row.decode(forColumn: "id")
+        kind = try row.decode(forColumn: "kind")
+        entity = try row.decode(forColumn: "entity")
+        entityID = try row.decode(forColumn: "entity_id")
+        itemID = try row.decode(forColumn: "item_id")
+        originalOccurrenceDate = try row.decode(forColumn: "original_occurrence_date")
+        attemptedOp = try row.decode(forColumn: "attempted_op")
+        eventID = try row.decode(forColumn: "event_id")
+        otherID = try row.decode(forColumn: "other_event_id")
+        correlationID = try row.decode(forColumn: "correlation_id")
+        detectedAt = try row.decode(forColumn: "detected_at")
+        details = try row.decode(forColumn: "details")
     }
 }
 
@@ -197,8 +197,8 @@ extension Projection {
                     let part = Array(ids[chunk..<min(chunk + 500, ids.count)])
                     let sql = "SELECT id, version FROM \(table) WHERE id IN (\(part.map { _ in "?" }.joined(separator: ",")))"
                     for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(part)) {
-                        let id: String = row[0]
-                        let v: Int64 = row[1]
+                        let id: String = try row.decode(atIndex: 0)
+                        let v: Int64 = try row.decode(atIndex: 1)
                         if let u = UUID(uuidString: id) { out[u] = HLC(rawValue: UInt64(bitPattern: v)) }
                     }
                 }
@@ -212,8 +212,8 @@ extension Projection {
         guard let table = schema.table(for: entity) else { return [:] }
         return try pool.read { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT _clocks, version FROM \(table.name) WHERE id = ?", arguments: [id.lowercasedString]) else { return [:] }
-            let blob: Data = row[0]
-            let version: Int64 = row[1]
+            let blob: Data = try row.decode(atIndex: 0)
+            let version: Int64 = try row.decode(atIndex: 1)
             let p = try Projector(schema: schema, db: db, fresh: true)
             let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
             var out: [String: (UUID, ReplicaID, Seq, HLC)] = [:]

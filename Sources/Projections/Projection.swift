@@ -101,8 +101,9 @@ public final class Projection: @unchecked Sendable {
     static func readCursor(_ db: Database) throws -> [ReplicaID: Seq] {
         var c: [ReplicaID: Seq] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
-            let o: String = row[0]
-            let s: Int64 = row[1]
+            let o: String = try row.decode(atIndex: 0)
+            let s: Int64 = try row.decode(atIndex: 1)
+            guard s >= 0 else { throw ProjectionError.database("projection_cursor holds seq \(s) for origin \(printable(o, limit: 40)); run `evctl replay --rebuild`") }
             if let id = ReplicaID(o) { c[id] = Seq(UInt64(s)) }
         }
         return c

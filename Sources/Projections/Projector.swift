@@ -63,8 +63,9 @@ final class Projector {
         self.schema = schema
         self.fresh = fresh
         for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
-            let text: String = row[0]
-            let seq: Int64 = row[1]
+            let text: String = try row.decode(atIndex: 0)
+            let seq: Int64 = try row.decode(atIndex: 1)
+            guard seq >= 0 else { throw ProjectionError.database("projection_cursor holds seq \(seq); run `evctl replay --rebuild`") }
             if let o = ReplicaID(text) { cursor[o] = Seq(UInt64(seq)) }
         }
         for (i, t) in schema.tables.enumerated() {
@@ -73,8 +74,8 @@ final class Projector {
             columnByCode.append(FieldRules.codedFieldNames.map { name in t.columns.firstIndex(of: name) ?? -1 })
         }
         for row in try Row.fetchAll(db, sql: "SELECT idx, origin FROM projection_origins ORDER BY idx") {
-            let idx: Int = row[0]
-            let text: String = row[1]
+            let idx: Int = try row.decode(atIndex: 0)
+            let text: String = try row.decode(atIndex: 1)
             guard idx == origins.count, let o = ReplicaID(text) else { throw ProjectionError.database("projection_origins is not dense") }
             addOrigin(o)
         }
@@ -164,8 +165,8 @@ final class Projector {
         let cols = table.columns.joined(separator: ", ")
         let sql = "SELECT \(cols), version, _clocks FROM \(table.name) WHERE id = ?"
         guard let r = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key.id.lowercasedString]) else { return row }
-        let blob: Data = r[table.columns.count + 1]
-        let version: Int64 = r[table.columns.count]
+        let blob: Data = try r.decode(atIndex: table.columns.count + 1)
+        let version: Int64 = try r.decode(atIndex: table.columns.count)
         row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
         for c in 0..<table.columns.count { row.values[c] = Self.fieldValue(r[c] as DatabaseValue) }
         row.existsInDatabase = true
@@ -380,7 +381,7 @@ final class Projector {
             let table = schema.tables[key.table]
             guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT item_id, original_occurrence_date FROM \(table.name) WHERE id = ?"),
                                              arguments: [key.id.lowercasedString]),
-                  let item: String = row[0], let date: String = row[1] else { continue }
+                  let item = try row.decode(String?.self, atIndex: 0), let date = try row.decode(String?.self, atIndex: 1) else { continue }
             keys.insert([item, date])
         }
         occurrenceChecks.removeAll()

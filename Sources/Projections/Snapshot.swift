@@ -87,8 +87,8 @@ public enum Snapshot {
             var anchors: [ReplicaID: LogTip] = [:]
             for (i, row) in try Row.fetchAll(db, sql: "SELECT origin, last_seq, last_hlc, last_hash FROM snapshot_anchors").enumerated() {
                 guard let text = SnapshotSchema.text(row[0]), let o = ReplicaID(text), o.description == text,
-                      let seq = row[1] as Int64?, Seq.isValid(UInt64(max(0, seq))),
-                      let hlc = row[2] as Int64?, let hash = SnapshotSchema.blob(row[3]), hash.count == 32 else {
+                      let seq = try row.decode(Int64?.self, atIndex: 1), Seq.isValid(UInt64(max(0, seq))),
+                      let hlc = try row.decode(Int64?.self, atIndex: 2), let hash = SnapshotSchema.blob(row[3]), hash.count == 32 else {
                     throw ProjectionError.database("\(path): snapshot_anchors row \(i + 1) is malformed")
                 }
                 anchors[o] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)), lastHash: FrameHash(bytes: Array(hash)))
@@ -98,7 +98,7 @@ public enum Snapshot {
             // it had applied them), one short of it would apply them twice.
             var applied: [ReplicaID: Seq] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
-                guard let text = SnapshotSchema.text(row[0]), let o = ReplicaID(text), let seq = row[1] as Int64?, seq >= 0 else {
+                guard let text = SnapshotSchema.text(row[0]), let o = ReplicaID(text), let seq = try row.decode(Int64?.self, atIndex: 1), seq >= 0 else {
                     throw ProjectionError.database("\(path): projection_cursor holds a malformed row")
                 }
                 if seq > 0 { applied[o] = Seq(UInt64(seq)) }

@@ -59,9 +59,10 @@ public final class PeerState: Sendable {
     public func peers() throws -> [Peer] {
         try db.read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM peers ORDER BY name").map { row in
-                let token: String? = row["cursor"]
-                return Peer(name: row["name"], cursor: token.flatMap { try? ReplicationCursor(token: $0) }, lastSyncAt: row["last_sync_at"],
-                            lastError: row["last_error"], pulledEvents: row["pulled_events"], pushedEvents: row["pushed_events"])
+                let token: String? = try row.decode(forColumn: "cursor")
+                return Peer(name: try row.decode(forColumn: "name"), cursor: token.flatMap { try? ReplicationCursor(token: $0) },
+                            lastSyncAt: try row.decode(forColumn: "last_sync_at"), lastError: try row.decode(forColumn: "last_error"),
+                            pulledEvents: try row.decode(forColumn: "pulled_events"), pushedEvents: try row.decode(forColumn: "pushed_events"))
             }
         }
     }

@@ -185,4 +185,25 @@ import Testing
         #expect(again.appender.lostOwnTail?.evidence == "the projection has applied it")
         #expect(throws: LogError.self) { try again.append(ShippingTests().mutations(1, seed: 3)) }
     }
+
+    /// Damaged projection rows (a disk, or a crafted store on a shared path) are errors that
+    /// name the problem, never a trap.
+    @Test func damagedProjectionRowsAreErrorsNotTraps() throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let p = try ProjectedStore(store: s)
+        let id = UUID()
+        _ = try p.append([Mutation(entity: .item, op: .create, entityID: id, fields: [Field("title", .text("a"))])])
+        try p.close()
+        let q = try DatabaseQueue(path: Projection.path(for: s))
+        try q.write { try $0.execute(sql: "UPDATE items SET _clocks = X'FFFFFFFF'") }
+        try q.close()
+        let again = try ProjectedStore(store: s)
+        #expect(throws: (any Error).self) { try again.append([Mutation(entity: .item, op: .update, entityID: id, fields: [Field("title", .text("b"))])]) }
+        try again.close()
+        let q2 = try DatabaseQueue(path: Projection.path(for: s))
+        try q2.write { try $0.execute(sql: "UPDATE projection_cursor SET last_seq = -4") }
+        try q2.close()
+        #expect(throws: (any Error).self) { try Projection(store: s).cursor() }
+    }
 }
