@@ -143,14 +143,20 @@ import Testing
         #expect(try state.peers().first?.cursor == theirs)
     }
 
-    /// Frames are shipped only once they are on disk: a reader stops at the writer's durable mark.
-    @Test func framesShipOnlyOnceDurable() throws {
-        let dir = Dir()
+    /// A store whose own log is two appends (seqs 1–3 and 4–7), projected.
+    func storeWithTwoAppends(_ dir: Dir) throws -> Store {
         let s = try Store.create(at: dir.path + "/s")
         let p = try ProjectedStore(store: s)
         _ = try p.append(ShippingTests().mutations(3, seed: 1))
         _ = try p.append(ShippingTests().mutations(4, seed: 2))
         try p.close()
+        return s
+    }
+
+    /// Frames are shipped only once they are on disk: a reader stops at the writer's durable mark.
+    @Test func framesShipOnlyOnceDurable() throws {
+        let dir = Dir()
+        let s = try storeWithTwoAppends(dir)
         #expect(try FramePage.collect(from: s, since: .empty, limits: PageLimits()).frames.count == 2)
         // The mark as a writer leaves it between writing a frame and its fsync: seq 3.
         var mark: [UInt8] = []
@@ -165,11 +171,7 @@ import Testing
     /// The projection is evidence too: it applied events the log no longer holds.
     @Test func aProjectionAheadOfTheOwnLogRefusesAppends() throws {
         let dir = Dir()
-        let s = try Store.create(at: dir.path + "/s")
-        let p = try ProjectedStore(store: s)
-        _ = try p.append(ShippingTests().mutations(3, seed: 1))
-        _ = try p.append(ShippingTests().mutations(4, seed: 2))
-        try p.close()
+        let s = try storeWithTwoAppends(dir)
         // The second append's frame is lost, and so are the mark and the event-id index.
         let segDir = s.path + "/log/\(s.replicaID)"
         let seg = segDir + "/" + (try FileManager.default.contentsOfDirectory(atPath: segDir).first { $0.hasSuffix(".seg") }!)
