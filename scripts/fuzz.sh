@@ -26,5 +26,7 @@ for t in FuzzFrame FuzzPageReceive FuzzCursor FuzzBundle FuzzSnapshot FuzzStore;
   printf '%-16s %12s %10s %10s %s\n' "$t" "${execs:-?}" "${rate:-?}" "${cov:-?}" "$result"
   if [ "$result" = CRASH ]; then failed=$((failed + 1)); grep -E 'Fatal error|ERROR: libFuzzer|SUMMARY|Test unit written' "$log" | head -5; else passed=$((passed + 1)); fi
 done
+# The targets' scratch stores and files under the temp directory.
+rm -rf "${TMPDIR:-/tmp}"/logbook-fuzz-*
 echo "fuzz: $passed passed, $failed failed"
 exit $status
