@@ -33,7 +33,7 @@ struct OriginDirectory {
         guard let b = try? FileIO.readFile(durablePath, op: "read durable mark"), b.count == 16 else { return nil }
         let seq = b[0..<8].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
         let check = b[8..<16].withUnsafeBytes { UInt64(littleEndian: $0.loadUnaligned(as: UInt64.self)) }
-        guard seq ^ OriginDirectory.durableCheck == check else { return nil }
+        guard seq ^ OriginDirectory.durableCheck == check, seq <= Seq.max.rawValue else { return nil }
         return Seq(seq)
     }
 

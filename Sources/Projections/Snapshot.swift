@@ -171,7 +171,7 @@ extension Snapshot {
         let target = Projection.path(for: store)
         let temp = target + ".bootstrap"
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) }
-        let queue = try copyAsProjection(kept, to: temp)
+        let queue = try copyAsProjection(kept, to: temp, checked: true)  // a copy of the file `read` checked above
         try queue.writeWithoutTransaction { db in
             if FileManager.default.fileExists(atPath: target) {
                 // This store's own projection file: its device-local settings stay.
@@ -194,8 +194,9 @@ extension Snapshot {
     /// build's own migrations, and only the rows of the snapshot's tables are copied in (by
     /// column names this build knows, quoted), after `read`'s checks. Nothing of the snapshot's
     /// schema (no index, trigger or view) reaches the new file. Returns it open for more changes.
-    static func copyAsProjection(_ from: String, to: String) throws -> DatabaseQueue {
-        _ = try read(from)
+    /// - Parameter checked: `from` was just checked by `read` (a second full scan is skipped).
+    static func copyAsProjection(_ from: String, to: String, checked: Bool = false) throws -> DatabaseQueue {
+        if !checked { _ = try read(from) }
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: to + s) }
         let queue = try Projection.openRebuildQueue(to, schema: .current)
         do {

@@ -150,13 +150,22 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
         let store = self.store
         let frames = decoded.frames
-        // Nothing new (an empty page, or frames this store already holds): answered from the
-        // cursor alone, without the writer lock and without invalidating the kept snapshot.
-        let held = try await run(on: reads) { try store.cursor() }
-        if frames.allSatisfy({ FrameHeader(parsing: $0).map { $0.lastSeq <= held[$0.origin] } ?? false }) {
+        // Nothing new (an empty page, or frames this store already holds durably, by each
+        // origin's 16-byte durable mark): answered from the cursor alone, without the writer lock
+        // and without invalidating the kept snapshot. A push with new frames reads no cursor here.
+        let nothingNew = try await run(on: reads) { () -> Bool in
+            let reader = LogReader(store: store)
+            var marks: [ReplicaID: Seq?] = [:]
+            return frames.allSatisfy { f in
+                guard let h = FrameHeader(parsing: f) else { return false }
+                if marks[h.origin] == nil { marks[h.origin] = reader.durable(origin: h.origin) }
+                return marks[h.origin]!.map { h.lastSeq <= $0 } ?? false
+            }
+        }
+        if nothingNew {
             var r = ReceiveResult()
             r.alreadyHeld = frames.count
-            return PushAnswer(result: r, cursor: held)
+            return PushAnswer(result: r, cursor: try await run(on: reads) { try store.cursor() })
         }
         let answer = try await run(on: writes) { () throws -> PushAnswer in
             let projected = try self.openWriter()
