@@ -64,17 +64,18 @@ extension LogAppender {
             if origin == self.origin && lostOwnTail == nil {
                 throw LogError(.invalidInput, "receive", "\(where_()) extends this replica's own log (origin \(origin)), which only this replica writes", seqs: seqs)
             }
-            guard header.baseSeq == tip.lastSeq.next else {
+            switch ChainState(after: tip).fault(of: header) {
+            case nil:
+                break
+            case .seqGap:
                 let what = header.baseSeq > tip.lastSeq.next ? "a gap: this store holds origin \(origin) through seq \(tip.lastSeq)"
                     : "an overlap that does not fall on a frame boundary (this store holds through seq \(tip.lastSeq))"
                 throw LogError(.gap, "receive", "\(where_()) starts at seq \(header.baseSeq): \(what)", seqs: seqs, hint: "nothing was written; fetch from seq \(tip.lastSeq.next)")
-            }
-            guard header.previousHash == tip.lastHash else {
+            case .hashBroken:
                 throw LogError(.corrupt, "receive", "\(where_()) does not link to the frame before it (hash chain broken): history was rewritten or the frame is forged",
                                seqs: seqs, hint: "nothing was written")
-            }
-            guard header.firstHLC > tip.lastHLC else {
-                throw LogError(.corrupt, "receive", "\(where_()): its clock goes backwards", seqs: seqs)
+            case .clockBackwards(let previous, let found):
+                throw LogError(.corrupt, "receive", "\(where_()): its clock goes backwards (\(found) after \(previous))", seqs: seqs)
             }
             let (limit, overflow) = now.addingReportingOverflow(options.clockDriftMaxMs)
             if !overflow, header.lastHLC.wallMillis > limit {

@@ -25,83 +25,45 @@ public struct LogReader: Sendable {
         var chain: ChainState?
         for i in start..<segments.count {
             let first = segments[i]
-            let path = dir.segmentPath(first)
             let isNewest = i == segments.count - 1
-            let file = try SegmentFile(path: path, op: op)
+            let (file, opened) = try SegmentScanner.open(dir, first: first, isNewest: isNewest, committedOnly: true, continuing: chain, op: op)
             let header: SegmentHeader
-            switch try file.header() {
+            switch opened {
             case .success(let h): header = h
-            case .failure(let e):
-                if isNewest, case .truncated = e { return }
-                throw LogError(.corrupt, op, "segment header: \(e.message)", file: path, offset: 0)
-            }
-            guard header.origin == origin, header.firstSeq == first else {
-                throw LogError(.corrupt, op, "segment header names origin \(header.origin) and seq \(header.firstSeq)", file: path, offset: 0)
+            case .failure(let verdict):
+                try Self.stopOrThrow(verdict, file: file)
+                return
             }
             var offset = SegmentHeader.size
-            if var c = chain {
-                guard c.nextSeq == first else {
-                    throw LogError(.corrupt, op, "seq gap between segments: expected \(c.nextSeq), segment starts at \(first)", file: path, offset: 0)
-                }
-                guard c.previousHash == nil || c.previousHash == header.previousHash else {
-                    throw LogError(.corrupt, op, "hash chain broken at segment start", file: path, offset: 0)
-                }
-                c.previousHash = header.previousHash
-                chain = c
-            } else if from > first, let idx = dir.loadIndex(first, segmentSize: file.size) {
+            var startChain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero)
+            if chain == nil, from > first, let idx = dir.loadIndex(first, segmentSize: file.size) {
+                // Start at the index entry before `from`; that frame's link is taken as given.
                 offset = idx.offset(forSeq: from)
                 let entrySeq = idx.entries.last(where: { $0.offset == offset })?.seq ?? first
-                chain = ChainState(nextSeq: entrySeq, previousHash: offset == SegmentHeader.size ? header.previousHash : nil, lastHLC: .zero)
-            } else {
-                chain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero)
+                startChain = ChainState(nextSeq: entrySeq, previousHash: offset == SegmentHeader.size ? header.previousHash : nil, lastHLC: .zero)
             }
-            var committedThrough = offset
+            var scanner = SegmentScanner(file: file, origin: origin, isNewest: isNewest, committedOnly: true, offset: offset, chain: startChain)
             while true {
-                if offset >= committedThrough {
-                    let end = try file.commitEnd(from: offset)
-                    if end == offset {
-                        // Nothing committed past here: the end of the log, or damage.
-                        if file.size == offset { break }
-                        var probe = chain!
-                        let step = try file.frame(at: offset, chain: &probe)
-                        try stopOrThrow(step, file: file, offset: offset, isNewest: isNewest, origin: origin)
-                        return
-                    }
-                    committedThrough = end
-                }
-                var stepChain = chain!
                 var keepGoing = true
-                let step = try file.frame(at: offset, chain: &stepChain, hashFrom: from) { h, bytes in
-                    keepGoing = try body(h, bytes)
+                let step = try scanner.next(hashFrom: from) { h, bytes in keepGoing = try body(h, bytes) }
+                guard case .frame = step else {
+                    if case .stop(let verdict) = step, verdict != .end { try Self.stopOrThrow(verdict, file: file); return }
+                    break
                 }
-                guard case .frame(let h, _) = step else {
-                    try stopOrThrow(step, file: file, offset: offset, isNewest: isNewest, origin: origin)
-                    return
-                }
-                chain = stepChain
-                offset += h.totalBytes
                 if !keepGoing { return }
             }
-            if !isNewest && offset != file.size {
-                throw LogError(.corrupt, op, "sealed segment ends inside an append", file: path, offset: offset)
-            }
+            chain = scanner.chain
         }
     }
 
-    private func stopOrThrow(_ step: FrameStep, file: SegmentFile, offset: Int, isNewest: Bool, origin: ReplicaID) throws {
-        switch step {
-        case .end:
+    /// A tail (a write in progress or torn, in the newest segment) is the end of the log for now;
+    /// damage is an error naming the file and offset.
+    private static func stopOrThrow(_ verdict: ScanVerdict, file: SegmentFile) throws {
+        switch verdict {
+        case .end, .tail:
             return
-        case .frame:
-            if isNewest { return }  // an append still being written at the end of the newest segment
-            throw LogError(.corrupt, "read", "sealed segment ends inside an append", file: file.path, offset: offset)
-        case .torn(let r, _):
-            if isNewest { return }
-            throw LogError(.corrupt, "read", "sealed segment is cut short: \(r)", file: file.path, offset: offset)
-        case .bad(let r, let h):
-            if isNewest, try !file.hasValidFrame(after: offset, origin: origin) { return }
-            throw LogError(.corrupt, "read", "damaged frame: \(r)", file: file.path, offset: offset,
-                           seqs: h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue },
+        case let .damage(at, reason, seqs):
+            throw LogError(.corrupt, "read", reason, file: file.path, offset: at, seqs: seqs,
                            hint: "run `evctl verify`; restore this origin's log from a peer")
         }
     }

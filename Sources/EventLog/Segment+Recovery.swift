@@ -47,13 +47,6 @@ struct RecoveredOrigin {
     var tip: LogTip
 }
 
-/// How a scan of a segment's frames ended.
-enum ScanStop: Equatable {
-    case end
-    case torn(offset: Int, reason: String, claimed: ClosedRange<UInt64>?)
-    case bad(offset: Int, reason: String, claimed: ClosedRange<UInt64>?)
-}
-
 /// The recovery cases, in order (each has a test):
 ///
 /// | case | found | done |
@@ -96,13 +89,12 @@ enum Recovery {
             guard let size = FileIO.size(of: path) else { continue }
             if let idx = dir.loadIndex(first, segmentSize: size), idx.coveredBytes == size { continue }
             let reason = FileIO.exists(dir.indexPath(first)) ? "stale or damaged" : "missing"
-            let file = try SegmentFile(path: path, op: op)
-            let (idx, stop) = try rebuildIndex(file, dir: dir, first: first)
-            switch stop {
+            let (idx, verdict) = try rebuildIndex(dir, first: first)
+            switch verdict {
             case .end:
                 try FileIO.writeAtomically(idx.encode(), to: dir.indexPath(first), op: op, durable: false)
                 report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: reason))
-            case .torn(let o, let r, _), .bad(let o, let r, _):
+            case .tail(_, let o, let r, _), .damage(let o, let r, _):
                 report.actions.append(.damagedSealedSegment(file: path, offset: o, reason: r))
             }
         }
@@ -119,69 +111,27 @@ enum Recovery {
         return RecoveredOrigin(dir: dir, segments: segments, active: active, tip: tip)
     }
 
-    /// Scans a whole segment from its header, building its index.
-    static func rebuildIndex(_ file: SegmentFile, dir: OriginDirectory, first: Seq) throws -> (SegmentIndex, ScanStop) {
-        let header: SegmentHeader
-        switch try file.header() {
-        case .success(let h): header = h
-        case .failure(let e): return (emptyIndex(dir, first, .zero), .bad(offset: 0, reason: e.message, claimed: nil))
-        }
-        guard header.origin == dir.origin, header.firstSeq == first else {
-            return (emptyIndex(dir, first, .zero), .bad(offset: 0, reason: "segment header names origin \(header.origin) seq \(header.firstSeq)", claimed: nil))
+    /// Scans a whole sealed segment from its header, building its index.
+    static func rebuildIndex(_ dir: OriginDirectory, first: Seq) throws -> (SegmentIndex, ScanVerdict) {
+        let (file, opened) = try SegmentScanner.open(dir, first: first, isNewest: false, committedOnly: false, continuing: nil, op: "recover")
+        guard case .success(let header) = opened else {
+            if case .failure(let verdict) = opened { return (emptyIndex(dir, first, .zero), verdict) }
+            preconditionFailure()
         }
         var idx = emptyIndex(dir, first, header.previousHash)
-        var chain = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero)
-        let stop = try scan(file, index: &idx, chain: &chain, commitOnly: false).stop
-        return (idx, stop)
+        var scanner = SegmentScanner(file: file, origin: dir.origin, isNewest: false, committedOnly: false, offset: SegmentHeader.size,
+                                     chain: ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: .zero))
+        while true {
+            switch try scanner.next() {
+            case .frame(let h, let hash, let at): idx.add(h, at: at, hash: hash)
+            case .stop(let verdict): return (idx, verdict)
+            }
+        }
     }
 
     static func emptyIndex(_ dir: OriginDirectory, _ first: Seq, _ prev: FrameHash) -> SegmentIndex {
         SegmentIndex(origin: dir.origin, firstSeq: first, coveredBytes: SegmentHeader.size,
                      lastSeq: Seq(first.rawValue - 1), lastHLC: .zero, lastHash: prev, entries: [])
-    }
-
-    struct ScanResult {
-        var stop: ScanStop
-        /// Seq of the last event seen in a whole, valid frame (committed or not).
-        var lastSeenSeq: Seq
-    }
-
-    /// Reads frames from `index.coveredBytes` to the end of the file, adding each valid frame to
-    /// `index`. With `commitOnly`, `index` is left at the last frame that ends an append.
-    static func scan(_ file: SegmentFile, index: inout SegmentIndex, chain: inout ChainState, commitOnly: Bool) throws -> ScanResult {
-        var offset = index.coveredBytes
-        var committed = (index.entries.count, index.coveredBytes, index.lastSeq, index.lastHLC, index.lastHash, chain)
-        var lastSeen = index.lastSeq
-        var stop = ScanStop.end
-        loop: while true {
-            switch try file.frame(at: offset, chain: &chain) {
-            case .end:
-                break loop
-            case .torn(let r, let h):
-                stop = .torn(offset: offset, reason: r, claimed: h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue })
-                break loop
-            case .bad(let r, let h):
-                let claimed = h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue }
-                stop = .bad(offset: offset, reason: r, claimed: claimed)
-                break loop
-            case .frame(let h, let hash):
-                index.add(h, at: offset, hash: hash)
-                offset += h.totalBytes
-                lastSeen = h.lastSeq
-                if !h.continues {
-                    committed = (index.entries.count, index.coveredBytes, index.lastSeq, index.lastHLC, index.lastHash, chain)
-                }
-            }
-        }
-        if commitOnly {
-            index.entries.removeLast(index.entries.count - committed.0)
-            index.coveredBytes = committed.1
-            index.lastSeq = committed.2
-            index.lastHLC = committed.3
-            index.lastHash = committed.4
-            chain = committed.5
-        }
-        return ScanResult(stop: stop, lastSeenSeq: lastSeen)
     }
 
     /// The newest frame an index covers is read again at every open: damage there (a write the
@@ -197,16 +147,14 @@ enum Recovery {
     static func recoverNewest(_ dir: OriginDirectory, first: Seq, report: inout RecoveryReport) throws -> SegmentIndex {
         let op = "recover"
         let path = dir.segmentPath(first)
-        let file = try SegmentFile(path: path, op: op)
+        let (file, opened) = try SegmentScanner.open(dir, first: first, isNewest: false, committedOnly: false, continuing: nil, op: op)
         let header: SegmentHeader
-        switch try file.header() {
+        switch opened {
         case .success(let h): header = h
-        case .failure(let e):
-            throw LogError(.corrupt, op, "segment header is damaged: \(e.message)", file: path, offset: 0,
-                           hint: "run `evctl verify`; restore this origin's log from a peer")
-        }
-        guard header.origin == dir.origin, header.firstSeq == first else {
-            throw LogError(.corrupt, op, "segment header names origin \(header.origin) and seq \(header.firstSeq), not its directory and name", file: path, offset: 0)
+        case .failure(let verdict):
+            // Recovery removed a newest segment shorter than its header before getting here.
+            guard case .damage(let at, let reason, _) = verdict else { preconditionFailure("a torn header is removed earlier") }
+            throw LogError(.corrupt, op, reason, file: path, offset: at, hint: "run `evctl verify`; restore this origin's log from a peer")
         }
         var idx: SegmentIndex
         var chain: ChainState
@@ -227,30 +175,28 @@ enum Recovery {
                 report.actions.append(.rebuiltIndex(file: dir.indexPath(first), reason: rebuildReason))
             }
         }
-        let result = try scan(file, index: &idx, chain: &chain, commitOnly: true)
-        var reason: String?
-        switch result.stop {
-        case .end:
-            if idx.coveredBytes < file.size { reason = "an append of several frames was cut off before its last frame" }
-        case .torn(_, let r, _):
-            reason = "torn write: \(r)"
-        case .bad(let offset, let r, _):
-            if try file.hasValidFrame(after: offset, origin: dir.origin) {
-                throw LogError(.corrupt, op, "damaged frame inside the log, followed by valid frames: \(r)", file: path, offset: offset,
-                               hint: "this is not a torn write; run `evctl verify` and restore this origin's log from a peer")
+        var scanner = SegmentScanner(file: file, origin: dir.origin, isNewest: true, committedOnly: false, offset: idx.coveredBytes, chain: chain)
+        var committed = idx
+        var verdict = ScanVerdict.end
+        scan: while true {
+            switch try scanner.next() {
+            case .frame(let h, let hash, let at):
+                idx.add(h, at: at, hash: hash)
+                if !h.continues { committed = idx }
+            case .stop(let v):
+                verdict = v
+                break scan
             }
-            reason = "damaged tail: \(r)"
         }
-        if let reason {
-            let cut = idx.coveredBytes
-            var droppedTop = result.lastSeenSeq.rawValue
-            switch result.stop {
-            case .bad(_, _, let claimed?), .torn(_, _, let claimed?):
-                if claimed.lowerBound == result.lastSeenSeq.rawValue + 1 { droppedTop = claimed.upperBound }
-            default: break
-            }
-            let firstDropped = idx.lastSeq.rawValue + 1
-            let seqs: ClosedRange<UInt64>? = droppedTop >= firstDropped ? firstDropped...droppedTop : nil
+        idx = committed
+        switch verdict {
+        case .end:
+            break
+        case let .damage(at, reason, _):
+            throw LogError(.corrupt, op, reason, file: path, offset: at,
+                           hint: "this is not a torn write; run `evctl verify` and restore this origin's log from a peer")
+        case let .tail(cut, _, reason, seqs):
+            precondition(cut == idx.coveredBytes, "a tail is cut where the last whole append ends")
             let fd = try FileIO.open(path, O_WRONLY, op: op)
             defer { FileIO.close(fd) }
             try FileIO.truncate(fd, to: cut, path: path, op: op)

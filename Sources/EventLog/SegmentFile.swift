@@ -102,15 +102,7 @@ final class SegmentFile {
             } catch {
                 return .bad((error as? FrameDecodeError)?.message ?? String(describing: error), header)
             }
-            if header.baseSeq != chain.nextSeq {
-                return .bad("seq gap: frame starts at seq \(header.baseSeq), expected \(chain.nextSeq)", header)
-            }
-            if let prev = chain.previousHash, prev != header.previousHash {
-                return .bad("hash chain broken: frame links to \(header.previousHash), previous frame hashes to \(prev)", header)
-            }
-            if header.firstHLC <= chain.lastHLC {
-                return .bad("hlc goes backwards: \(header.firstHLC) after \(chain.lastHLC)", header)
-            }
+            if let fault = chain.fault(of: header) { return .bad(fault.description, header) }
             if header.lastSeq < hashFrom {
                 chain = ChainState(nextSeq: header.lastSeq.next, previousHash: nil, lastHLC: header.lastHLC)
                 return .frame(header, hash: FrameHash.zero)

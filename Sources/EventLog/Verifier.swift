@@ -69,51 +69,42 @@ public struct Verifier: Sendable {
             for (i, first) in segs.enumerated() {
                 let path = dir.segmentPath(first)
                 report.segments += 1
-                let file = try SegmentFile(path: path, op: "verify")
+                let isNewest = i == segs.count - 1
+                let (file, opened) = try SegmentScanner.open(dir, first: first, isNewest: isNewest, committedOnly: false, continuing: chain, op: "verify")
                 report.bytes += file.size
                 defer { progress?(report.bytes, total) }
                 let header: SegmentHeader
-                switch try file.header() {
+                switch opened {
                 case .success(let h): header = h
-                case .failure(let e):
-                    report.problems.append(VerifyProblem(file: path, offset: 0, message: "segment header: \(e.message)"))
+                case .failure(let verdict):
+                    report.problems.append(Self.problem(verdict, path: path))
                     chain = nil
                     continue
                 }
-                if header.origin != dir.origin || header.firstSeq != first {
-                    report.problems.append(VerifyProblem(file: path, offset: 0, message: "segment header names origin \(header.origin) and seq \(header.firstSeq)"))
-                    chain = nil
-                    continue
-                }
-                if let c = chain {
-                    if c.nextSeq != first {
-                        report.problems.append(VerifyProblem(file: path, offset: 0, message: "seq gap: previous segment ends before seq \(c.nextSeq), this one starts at \(first)"))
-                    } else if c.previousHash != header.previousHash {
-                        report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: segment links to \(header.previousHash), previous frame hashes to \(c.previousHash.map(\.description) ?? "?")"))
-                    }
-                } else if i == 0, let floor, first == floor.lastSeq.next, header.previousHash != floor.lastHash {
+                if chain == nil, i == 0, let floor, first == floor.lastSeq.next, header.previousHash != floor.lastHash {
                     report.problems.append(VerifyProblem(file: path, offset: 0, message: "hash chain broken: the log does not link to its floor (the snapshot's last frame hash)"))
                 }
-                var state = ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero)
-                var offset = SegmentHeader.size
+                var scanner = SegmentScanner(file: file, origin: dir.origin, isNewest: isNewest, committedOnly: false, offset: SegmentHeader.size,
+                                             chain: ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero))
                 var index = Recovery.emptyIndex(dir, first, header.previousHash)
-                var lastContinues = false
-                var decodeFailure: (Int, String)?
+                var decodeFailure: String?
+                var verdict = ScanVerdict.end
                 scan: while true {
-                    let at = offset
-                    let step = try file.frame(at: offset, chain: &state) { h, bytes in
+                    let step = try scanner.next { h, bytes in
                         do {
                             report.events += try decoder.events(of: bytes, header: h).count
                         } catch {
-                            decodeFailure = (at, (error as? FrameDecodeError)?.message ?? "\(error)")
+                            decodeFailure = (error as? FrameDecodeError)?.message ?? "\(error)"
                         }
                     }
                     switch step {
-                    case .end:
+                    case .stop(let v):
+                        verdict = v
                         break scan
-                    case .frame(let h, let hash):
-                        if let (o, m) = decodeFailure {
-                            report.problems.append(VerifyProblem(file: path, offset: o, message: "frame of seq \(h.baseSeq)…\(h.lastSeq) does not decode: \(m)"))
+                    case .frame(let h, let hash, let offset):
+                        if let m = decodeFailure {
+                            report.problems.append(VerifyProblem(file: path, offset: offset, message: "frame of seq \(h.baseSeq)…\(h.lastSeq) does not decode: \(m)"))
+                            verdict = .damage(at: offset, reason: m, seqs: nil)
                             break scan
                         }
                         report.frames += 1
@@ -122,21 +113,10 @@ public struct Verifier: Sendable {
                             report.problems.append(VerifyProblem(file: path, offset: offset, message: "frame of seq \(h.baseSeq)…\(h.lastSeq) carries a clock \(h.lastHLC.wallMillis - now) ms ahead of this machine's (hlc \(h.lastHLC); the bound is \(clockDriftMaxMs) ms): a far-future clock, later frames of this origin not listed"))
                         }
                         index.add(h, at: offset, hash: hash)
-                        lastContinues = h.continues
-                        offset += h.totalBytes
-                    case .torn(let r, _):
-                        let tail = i == segs.count - 1 ? " (a torn tail: the next writer to open the store cuts it off)" : ""
-                        report.problems.append(VerifyProblem(file: path, offset: offset, message: "\(r)\(tail)"))
-                        break scan
-                    case .bad(let r, let h):
-                        let seqs = h.map { " (claims seq \($0.baseSeq)…\($0.lastSeq))" } ?? ""
-                        report.problems.append(VerifyProblem(file: path, offset: offset, message: "\(r)\(seqs)"))
-                        break scan
                     }
                 }
-                if offset == file.size && lastContinues {
-                    report.problems.append(VerifyProblem(file: path, offset: offset, message: "the last append is incomplete (its final frame is missing)"))
-                }
+                if verdict != .end, decodeFailure == nil { report.problems.append(Self.problem(verdict, path: path)) }
+                let offset = scanner.offset
                 if offset == file.size, FileIO.exists(dir.indexPath(first)) {
                     if let idx = dir.loadIndex(first, segmentSize: file.size) {
                         let rebuilt = Set(index.entries)
@@ -147,9 +127,22 @@ public struct Verifier: Sendable {
                         report.notes.append("\(dir.indexPath(first)): index is stale or damaged (rebuilt at next writer open)")
                     }
                 }
-                chain = offset == file.size ? state : nil
+                chain = verdict == .end ? scanner.chain : nil
             }
         }
         return report
+    }
+
+    /// A stop that is not the end of the segment, as a problem: where and what (a tail is named
+    /// as one, since the next writer cuts it off).
+    static func problem(_ verdict: ScanVerdict, path: String) -> VerifyProblem {
+        switch verdict {
+        case .end:
+            preconditionFailure("the end is not a problem")
+        case let .tail(_, at, reason, _):
+            VerifyProblem(file: path, offset: at, message: "\(reason) (a torn tail: the next writer to open the store cuts it off)")
+        case let .damage(at, reason, seqs):
+            VerifyProblem(file: path, offset: at, message: reason + (seqs.map { " (claims seq \($0.lowerBound)…\($0.upperBound))" } ?? ""))
+        }
     }
 }

@@ -94,4 +94,63 @@ import Testing
         writeBytes(sealed, original)
         #expect(try Verifier(store: store).run().isClean)
     }
+
+    /// One walk decides what damage means for every reader of segments: a multi-frame append
+    /// whose last frame is damaged, at the end of the newest segment, is a tail to the reader
+    /// (none of its frames is returned, not even the valid ones before the damage), to the
+    /// verifier (reported as a torn tail at the damaged frame) and to recovery (cut where the
+    /// append starts). The same damage in a sealed segment is an error to all three.
+    @Test func readerVerifierAndRecoveryAgreeOnADamagedMultiFrameAppend() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameEventsMax = 5
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        _ = try a.append(sampleMutations(4, seed: 1))
+        _ = try a.append(sampleMutations(12, seed: 2))  // three frames: 5, 5, 2
+        try a.close()
+        let seg = segmentFiles(store)[0]
+        let offsets = frameOffsets(seg)
+        #expect(offsets.count == 4)
+        var bytes = readBytes(seg)
+        bytes[bytes.count - 3] ^= 0x40  // inside the payload of the append's last frame
+        writeBytes(seg, bytes)
+
+        let events = try LogReader(store: store).events(origin: store.replicaID)
+        #expect(events.map(\.seq.rawValue) == Array(1...4), "the reader returns none of the damaged append")
+        let verify = try Verifier(store: store).run()
+        #expect(verify.problems.count == 1)
+        #expect(verify.problems.first?.offset == offsets[3])
+        #expect(verify.problems.first?.message.contains("torn tail") == true)
+
+        var report = RecoveryReport()
+        let r = try Recovery.recover(store.directory(store.replicaID), report: &report)
+        #expect(r.tip.lastSeq == Seq(4))
+        #expect(FileIO.size(of: seg) == offsets[1])
+        #expect(report.actions.contains { if case .truncatedTail(_, offsets[1], _, 5...16, _) = $0 { true } else { false } }, "\(report.actions)")
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    @Test func aDamagedSealedSegmentIsAnErrorToTheReaderAndAProblemToTheVerifier() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.segmentBytesMax = 1024
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        for k in 0..<6 { _ = try a.append(sampleMutations(8, seed: UInt64(k))) }
+        try a.close()
+        let segs = segmentFiles(store)
+        #expect(segs.count > 2)
+        var bytes = readBytes(segs[0])
+        bytes[bytes.count - 3] ^= 0x01
+        writeBytes(segs[0], bytes)
+        #expect(throws: LogError.self) { _ = try LogReader(store: store).events(origin: store.replicaID) }
+        let verify = try Verifier(store: store).run()
+        #expect(verify.problems.contains { $0.file == segs[0] && $0.message.contains("sealed segment") })
+        // Recovery reads a sealed segment only to rebuild its index.
+        try FileManager.default.removeItem(atPath: store.directory(store.replicaID).indexPath(Seq(1)))
+        var report = RecoveryReport()
+        _ = try Recovery.recover(store.directory(store.replicaID), report: &report)
+        #expect(report.actions.contains { if case .damagedSealedSegment(let f, _, _) = $0 { f == segs[0] } else { false } }, "\(report.actions)")
+    }
 }

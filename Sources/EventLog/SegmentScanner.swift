@@ -1,0 +1,204 @@
+/// Why a frame does not continue an origin's chain. The one rule for what "continues" means,
+/// used for frames read from a segment file and for frames received from a peer.
+enum ChainFault: Equatable, CustomStringConvertible {
+    case seqGap(expected: Seq, found: Seq)
+    case hashBroken(expected: FrameHash, found: FrameHash)
+    case clockBackwards(previous: HLC, found: HLC)
+
+    var description: String {
+        switch self {
+        case let .seqGap(e, f): "seq gap: frame starts at seq \(f), expected \(e)"
+        case let .hashBroken(e, f): "hash chain broken: frame links to \(f), previous frame hashes to \(e)"
+        case let .clockBackwards(p, f): "hlc goes backwards: \(f) after \(p)"
+        }
+    }
+}
+
+extension ChainState {
+    init(after tip: LogTip) {
+        self.init(nextSeq: tip.lastSeq.next, previousHash: tip.lastHash, lastHLC: tip.lastHLC)
+    }
+
+    /// nil when `h` continues the chain: it starts at the next seq, links to the previous frame's
+    /// hash (when known) and its clock moves forward.
+    func fault(of h: FrameHeader) -> ChainFault? {
+        if h.baseSeq != nextSeq { return .seqGap(expected: nextSeq, found: h.baseSeq) }
+        if let previousHash, previousHash != h.previousHash { return .hashBroken(expected: previousHash, found: h.previousHash) }
+        if h.firstHLC <= lastHLC { return .clockBackwards(previous: lastHLC, found: h.firstHLC) }
+        return nil
+    }
+
+    /// nil when a segment whose header is `h` continues the chain of the segment before it.
+    func fault(ofSegment h: SegmentHeader) -> ChainFault? {
+        if h.firstSeq != nextSeq { return .seqGap(expected: nextSeq, found: h.firstSeq) }
+        if let previousHash, previousHash != h.previousHash { return .hashBroken(expected: previousHash, found: h.previousHash) }
+        return nil
+    }
+}
+
+/// What the bytes where a scan stopped mean. Decided in one place (`SegmentScanner`) for
+/// recovery, the reader, the verifier and compaction, so that a damaged byte means the same to
+/// each of them.
+enum ScanVerdict: Error, Equatable {
+    /// The segment's frames end cleanly at the end of the file.
+    case end
+    /// The newest segment ends in bytes a writer had not finished: a torn frame, an append whose
+    /// last frame is missing (or still being written), or a damaged frame with nothing valid after
+    /// it. A reader stops at `cut` for now; the next writer to open the store cuts the file there.
+    /// `at` is where the scan stopped; `seqs` the seqs the bytes past `cut` hold or claim.
+    case tail(cut: Int, at: Int, reason: String, seqs: ClosedRange<UInt64>?)
+    /// Damage inside the log: anything wrong in a sealed segment, a damaged frame followed by
+    /// valid frames, or a segment header that is wrong. Never skipped; restored from a peer.
+    case damage(at: Int, reason: String, seqs: ClosedRange<UInt64>?)
+}
+
+/// One step of a scan.
+enum ScanStep {
+    case frame(FrameHeader, hash: FrameHash, offset: Int)
+    case stop(ScanVerdict)
+}
+
+/// The one walk over a segment's frames: every frame checked (header, checksum, seq, hash link,
+/// hlc order) through `SegmentFile.frame`, and where the walk stops judged by one rule
+/// (`ScanVerdict`). Recovery, `LogReader` and `Verifier` all read segments through it; `receive`
+/// checks frames from memory with the same `ChainState.fault`.
+///
+/// With `committedOnly`, a frame is returned only once the append it belongs to is known to be
+/// whole and valid: the frames of a multi-frame append are checked (checksums, seqs, clocks)
+/// before the first of them is returned, so a caller never sees part of an append.
+struct SegmentScanner {
+    let file: SegmentFile
+    let origin: ReplicaID
+    let isNewest: Bool
+    let committedOnly: Bool
+    private(set) var offset: Int
+    private(set) var chain: ChainState
+    /// End of the last whole append returned (where a tail would be cut).
+    private(set) var committedOffset: Int
+    /// The chain at `committedOffset`.
+    private(set) var committedChain: ChainState
+    /// Frames before this offset were checked ahead (committed-only mode).
+    private var checkedThrough: Int
+    private var openAppend = false
+    private var lastSeen: Seq
+
+    /// Opens a segment: its header must parse, name `dir`'s origin and `first`, and continue
+    /// `previous` (the chain where the segment before it ended) when given. A newest segment cut
+    /// off inside its header is a tail; any other header fault is damage.
+    static func open(_ dir: OriginDirectory, first: Seq, isNewest: Bool, committedOnly: Bool,
+                     continuing previous: ChainState?, op: String) throws -> (SegmentFile, Result<SegmentHeader, ScanVerdict>) {
+        let file = try SegmentFile(path: dir.segmentPath(first), op: op)
+        switch try file.header() {
+        case .failure(let e):
+            if isNewest, case .truncated = e {
+                return (file, .failure(.tail(cut: 0, at: 0, reason: "segment header is cut short: \(e.message)", seqs: nil)))
+            }
+            return (file, .failure(.damage(at: 0, reason: "segment header: \(e.message)", seqs: nil)))
+        case .success(let h):
+            guard h.origin == dir.origin, h.firstSeq == first else {
+                return (file, .failure(.damage(at: 0, reason: "segment header names origin \(h.origin) and seq \(h.firstSeq), not its directory and name", seqs: nil)))
+            }
+            if let previous, let fault = previous.fault(ofSegment: h) {
+                return (file, .failure(.damage(at: 0, reason: "segment does not continue the one before it: \(fault)", seqs: nil)))
+            }
+            return (file, .success(h))
+        }
+    }
+
+    init(file: SegmentFile, origin: ReplicaID, isNewest: Bool, committedOnly: Bool, offset: Int, chain: ChainState) {
+        self.file = file
+        self.origin = origin
+        self.isNewest = isNewest
+        self.committedOnly = committedOnly
+        self.offset = offset
+        self.chain = chain
+        committedOffset = offset
+        committedChain = chain
+        checkedThrough = offset
+        lastSeen = Seq(chain.nextSeq.rawValue &- 1)
+    }
+
+    /// The next frame, or why the scan stops here. `body` sees the frame's bytes while they are
+    /// buffered; frames ending before `hashFrom` are checksummed but not hashed (a reader seeking
+    /// to a later seq).
+    mutating func next(hashFrom: Seq = Seq(0), _ body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> ScanStep {
+        if committedOnly && offset >= checkedThrough {
+            if let stop = try checkAhead() { return .stop(stop) }
+        }
+        let at = offset
+        var next = chain
+        let step = try file.frame(at: at, chain: &next, hashFrom: hashFrom, body: body)
+        guard case .frame(let h, let hash) = step else { return .stop(try verdict(step, at: at)) }
+        chain = next
+        offset = at + h.totalBytes
+        lastSeen = h.lastSeq
+        openAppend = h.continues
+        if !h.continues {
+            committedOffset = offset
+            committedChain = chain
+        }
+        return .frame(h, hash: hash, offset: at)
+    }
+
+    /// Committed-only mode, at the start of an append: finds where it ends and checks its frames
+    /// (without hashing) before any is returned. nil when the append is whole and valid.
+    private mutating func checkAhead() throws -> ScanVerdict? {
+        let end = try file.commitEnd(from: offset)
+        var probe = chain
+        var at = offset
+        var continues = false
+        var seen = lastSeen
+        // A single-frame append is checked when it is read; longer ones (and an unfinished one,
+        // end == offset) are walked now.
+        if end > offset, let h = try file.peekHeader(at: offset), offset + h.totalBytes == end {
+            checkedThrough = end
+            return nil
+        }
+        while end == offset || at < end {
+            let step = try file.frame(at: at, chain: &probe, hashFrom: Seq.max)
+            guard case .frame(let h, _) = step else {
+                return try verdict(step, at: at, seen: seen, continues: continues)
+            }
+            at += h.totalBytes
+            seen = h.lastSeq
+            continues = h.continues
+        }
+        checkedThrough = end
+        return nil
+    }
+
+    private func verdict(_ step: FrameStep, at: Int) throws -> ScanVerdict {
+        try verdict(step, at: at, seen: lastSeen, continues: openAppend)
+    }
+
+    /// The one rule for what the bytes where a walk stopped mean.
+    private func verdict(_ step: FrameStep, at: Int, seen: Seq, continues: Bool) throws -> ScanVerdict {
+        let cut = committedOffset
+        func dropped(_ claimed: FrameHeader?) -> ClosedRange<UInt64>? {
+            var top = seen.rawValue
+            if let claimed, claimed.baseSeq.rawValue == seen.rawValue &+ 1 { top = claimed.lastSeq.rawValue }
+            let first = committedChain.nextSeq.rawValue
+            return top >= first ? first...top : nil
+        }
+        func claims(_ h: FrameHeader?) -> ClosedRange<UInt64>? { h.map { $0.baseSeq.rawValue...$0.lastSeq.rawValue } }
+        switch step {
+        case .frame:
+            preconditionFailure("a frame is not a stop")
+        case .end:
+            guard continues else { return .end }
+            return isNewest
+                ? .tail(cut: cut, at: at, reason: "an append of several frames was cut off before its last frame", seqs: dropped(nil))
+                : .damage(at: at, reason: "sealed segment ends inside an append", seqs: dropped(nil))
+        case .torn(let r, let h):
+            return isNewest
+                ? .tail(cut: cut, at: at, reason: "torn write: \(r)", seqs: dropped(h))
+                : .damage(at: at, reason: "sealed segment is cut short: \(r)", seqs: claims(h))
+        case .bad(let r, let h):
+            if isNewest, try !file.hasValidFrame(after: at, origin: origin) {
+                return .tail(cut: cut, at: at, reason: "damaged tail: \(r)", seqs: dropped(h))
+            }
+            let inner = isNewest ? "damaged frame inside the log, followed by valid frames" : "damaged frame in a sealed segment"
+            return .damage(at: at, reason: "\(inner): \(r)", seqs: claims(h))
+        }
+    }
+}
