@@ -13,7 +13,7 @@ extension Store {
     /// Removes `origin`'s oldest sealed segments whose frames all lie at or below `through`, and
     /// records the floor the log now starts after (its last seq, hlc and the hash the next
     /// frame links to). The newest segment is never removed. Call with the writer lock held, and
-    /// only once a snapshot covering `through` is kept (`Store.keptSnapshotPath`), or the events
+    /// only once a snapshot covering `through` is kept (`Snapshot.keep` in Projections), or the events
     /// removed are lost to rebuilds.
     ///
     /// The floor is written before any segment is removed; a compaction cut short leaves

@@ -24,6 +24,7 @@ final class EventIDIndex {
                 try db.execute(sql: """
                     CREATE TABLE IF NOT EXISTS event_ids (id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
                     CREATE TABLE IF NOT EXISTS indexed_through (origin BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE IF NOT EXISTS adopted_through (origin BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
                     """)
             }
         } catch {
@@ -104,48 +105,49 @@ final class EventIDIndex {
 
     var isInTransaction: Bool { inTransaction }
 
-    /// The table a snapshot carries the ids in: the columns of `event_ids`.
-    static let snapshotTable = "snapshot_event_ids"
-    /// Its columns, as `CREATE TABLE snapshot_event_ids` gives them (snapshots are checked against it).
-    static let snapshotTableColumns = "(id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID"
+    /// How far the ids of `origin`'s events before its floor were adopted (0 when never).
+    func adoptedThrough(_ origin: ReplicaID) throws -> Seq {
+        try run("read event-id index") { db in
+            Seq(UInt64(max(0, try Int64.fetchOne(db, sql: "SELECT seq FROM adopted_through WHERE origin = ?", arguments: [blob(origin.rawValue)]) ?? 0)))
+        }
+    }
 
-    /// Copies every indexed id into `snapshot_event_ids` of the SQLite file at `path` (a snapshot
-    /// being made), so a replica bootstrapped from it still recognises retries of events older
-    /// than its log.
-    func export(toSnapshot path: String) throws {
+    /// Adds ids of `origin`'s events at or below `through` that no segment here holds (they lie
+    /// before its floor), and records that they were adopted.
+    func adopt(_ entries: [(UUID, Seq)], origin: ReplicaID, through: Seq) throws {
         precondition(!inTransaction)
-        try run("export event ids to a snapshot") { db in
-            try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [path])
-            defer { try? db.execute(sql: "DETACH DATABASE snap") }
+        try run("adopt event ids") { db in
             try db.inTransaction {
-                try db.execute(sql: "CREATE TABLE snap.\(Self.snapshotTable) \(Self.snapshotTableColumns)")
-                try db.execute(sql: "INSERT INTO snap.\(Self.snapshotTable) SELECT id, origin, seq FROM event_ids")
+                let o = blob(origin.rawValue)
+                for (id, seq) in entries where seq.rawValue >= 1 && seq <= through {
+                    try db.execute(sql: "INSERT OR IGNORE INTO event_ids (id, origin, seq) VALUES (?, ?, ?)", arguments: [blob(id), o, Int64(seq.rawValue)])
+                }
+                try db.execute(sql: "INSERT INTO adopted_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq",
+                               arguments: [o, Int64(through.rawValue)])
                 return .commit
             }
         }
     }
 
-    /// Adds the ids the snapshot at `path` carries for `origin` at or below `through` (the part
-    /// of that origin's log this store does not hold, being past a floor). Returns false when the
-    /// snapshot carries no ids (made before they were included).
-    func adopt(fromSnapshot path: String, origin: ReplicaID, through: Seq) throws -> Bool {
+    /// Every indexed id, in id order, `batch` at a time.
+    func forEach(batch: Int = 10_000, _ body: ([(UUID, ReplicaID, Seq)]) throws -> Void) throws {
         precondition(!inTransaction)
-        return try run("adopt event ids from a snapshot") { db in
-            try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [path])
-            defer { try? db.execute(sql: "DETACH DATABASE snap") }
-            guard try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM snap.sqlite_master WHERE name = ?", arguments: [Self.snapshotTable]) == true else {
-                return false
+        var after = Data()
+        while true {
+            let rows = try run("read event-id index") { db in
+                try Row.fetchAll(db, sql: "SELECT id, origin, seq FROM event_ids WHERE id > ? ORDER BY id LIMIT ?", arguments: [after, batch])
             }
-            try db.inTransaction {
-                // Only well-formed rows: 16-byte ids, seqs in range (a snapshot is checked at install,
-                // but the index must never hold a value that its readers cannot decode).
-                try db.execute(sql: """
-                    INSERT OR IGNORE INTO event_ids SELECT id, origin, seq FROM snap.\(Self.snapshotTable)
-                    WHERE origin = ? AND typeof(id) = 'blob' AND length(id) = 16 AND typeof(seq) = 'integer' AND seq BETWEEN 1 AND ?
-                    """, arguments: [blob(origin.rawValue), Int64(through.rawValue)])
-                return .commit
+            guard !rows.isEmpty else { return }
+            var out: [(UUID, ReplicaID, Seq)] = []
+            out.reserveCapacity(rows.count)
+            for row in rows {
+                guard let id = row[0] as Data?, id.count == 16, let o = row[1] as Data?, o.count == 16, let s = row[2] as Int64?, s >= 1 else {
+                    throw LogError(.corrupt, "read event-id index", "a row of event_ids is malformed", hint: "the index is derived from the log: delete eventids.sqlite and reopen to rebuild it")
+                }
+                out.append((id.withUnsafeBytes { UUID(bytes: $0) }, ReplicaID(rawValue: o.withUnsafeBytes { UUID(bytes: $0) }), Seq(UInt64(s))))
+                after = id
             }
-            return true
+            try body(out)
         }
     }
 }

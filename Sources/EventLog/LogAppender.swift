@@ -303,14 +303,31 @@ public final class LogAppender {
 
     // MARK: Event-id index
 
-    /// The table of writer-supplied event ids in a snapshot file.
-    public static let snapshotEventIDsTable = EventIDIndex.snapshotTable
-    /// Its column definitions, as a snapshot's schema must give them.
-    public static let snapshotEventIDsColumns = EventIDIndex.snapshotTableColumns
+    /// Origins whose log starts after a floor and whose events before it have ids this store's
+    /// event-id index does not hold yet, with the floor's seq: the snapshot the store was
+    /// bootstrapped from (or compacted to) carries them, and `adoptEventIDs` takes them in.
+    /// Until then, retries of those events are not recognised.
+    public private(set) var eventIDsMissingBeforeFloor: [ReplicaID: Seq] = [:]
 
-    /// Copies the event-id index into the snapshot being made at `path` (`snapshot_event_ids`).
-    public func exportEventIDs(toSnapshot path: String) throws {
-        try ids.export(toSnapshot: path)
+    /// Takes in the writer-supplied ids of `origin`'s events at or below `through` (those before
+    /// its floor, which no segment here holds), e.g. from the snapshot at the floor.
+    /// - Parameter complete: false when `entries` is not every id there was (the snapshot carries
+    ///   none): recorded so it is not looked for again, but still reported by this open.
+    public func adoptEventIDs(_ entries: [(UUID, Seq)], origin: ReplicaID, through: Seq, complete: Bool = true) throws {
+        precondition(txn == nil, "adopting ids during an append")
+        try ids.adopt(entries, origin: origin, through: through)
+        if complete, let missing = eventIDsMissingBeforeFloor[origin], missing <= through {
+            eventIDsMissingBeforeFloor[origin] = nil
+            recovery.actions.removeAll { if case .eventIDIndexIncomplete(origin, _, _) = $0 { true } else { false } }
+        }
+    }
+
+    /// Calls `body` with every writer-supplied event id this store knows (origin, seq), in
+    /// batches: what a snapshot carries so that retries stay recognised on a replica bootstrapped
+    /// from it.
+    public func forEachEventID(_ body: ([(UUID, ReplicaID, Seq)]) throws -> Void) throws {
+        precondition(txn == nil, "reading ids during an append")
+        try ids.forEach(body)
     }
 
     private func catchUpIDs(_ tips: [ReplicaID: Seq]) throws {
@@ -319,23 +336,25 @@ public final class LogAppender {
             var through = try ids.indexedThrough(origin)
             let floor = try store.directory(origin).loadFloor()
             let tip = max(recoveredTip, floor?.lastSeq ?? Seq(0))
-            if let floor, through < floor.lastSeq {
-                // The log starts after a floor: the ids of the events before it come from the
-                // snapshot kept beside it (they are in no segment here).
-                let kept = store.keptSnapshotPath
-                if !(FileIO.exists(kept) ? try ids.adopt(fromSnapshot: kept, origin: origin, through: floor.lastSeq) : false) {
-                    recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: through.rawValue,
-                                                                    reason: "no kept snapshot carries the ids of its events through seq \(floor.lastSeq) (before its floor); retries of those are not recognised"))
+            if let floor {
+                // The log starts after a floor: the ids of the events before it are in no segment
+                // here; the snapshot at the floor carries them (see `adoptEventIDs`).
+                if try ids.adoptedThrough(origin) < floor.lastSeq {
+                    eventIDsMissingBeforeFloor[origin] = floor.lastSeq
+                    recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: floor.lastSeq.rawValue,
+                                                                    reason: "the ids of its events through seq \(floor.lastSeq) (before its floor) are not adopted from the snapshot at the floor yet; retries of those are not recognised"))
                 }
-                try ids.begin()
-                do {
-                    try ids.setIndexedThrough(origin, floor.lastSeq)
-                    try ids.commit()
-                } catch {
-                    ids.rollback()
-                    throw error
+                if through < floor.lastSeq {
+                    try ids.begin()
+                    do {
+                        try ids.setIndexedThrough(origin, floor.lastSeq)
+                        try ids.commit()
+                    } catch {
+                        ids.rollback()
+                        throw error
+                    }
+                    through = floor.lastSeq
                 }
-                through = floor.lastSeq
             }
             if through == tip {
                 if origin == self.origin { idMark = tip }

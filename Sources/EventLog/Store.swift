@@ -62,10 +62,6 @@ public struct Store: Sendable {
 
     func directory(_ origin: ReplicaID) -> OriginDirectory { OriginDirectory(storePath: path, origin: origin) }
 
-    /// The snapshot a store keeps once its logs start after floors (bootstrapped or compacted):
-    /// rebuilds of the projection and of the event-id index start from it.
-    public var keptSnapshotPath: String { path + "/snapshot.sqlite" }
-
     /// Records that `origin`'s log starts right after `tip` (a snapshot's anchor), for a store
     /// that holds nothing of that origin yet. Hold the writer lock while calling this.
     /// - Throws: `LogError` when the store already holds segments of `origin`.

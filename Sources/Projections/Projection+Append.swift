@@ -29,7 +29,7 @@ public final class ProjectedStore {
     public init(store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions(),
                 progress: ((Int, Int) -> Void)? = nil) throws {
         self.store = store
-        appender = try LogAppender(store: store, wallClock: wallClock, options: options)
+        appender = try LogAppender.opening(store, wallClock: wallClock, options: options)
         projection = try Projection(store: store)
         // The projection applies only committed events: if it has applied more of this
         // store's own log than the log now holds, committed frames were lost.

@@ -56,8 +56,14 @@ public enum Snapshot {
                                    arguments: [o.description, Int64(t.lastSeq.rawValue), Int64(bitPattern: t.lastHLC.rawValue), Data(t.lastHash.bytes)])
                 }
             }
+            try queue.write { db in
+                try db.execute(sql: SnapshotSchema.eventIDsTableSQL)
+                let insert = try db.makeStatement(sql: "INSERT INTO \(eventIDsTable) (id, origin, seq) VALUES (?, ?, ?)")
+                try projected.appender.forEachEventID { batch in
+                    for (id, o, seq) in batch { try insert.execute(arguments: [blob(id), blob(o.rawValue), Int64(seq.rawValue)]) }
+                }
+            }
             try queue.close()
-            try projected.appender.exportEventIDs(toSnapshot: tmp)
             try DurableFile.publish(tmp, as: path, op: "snapshot")
         } catch {
             try? FileManager.default.removeItem(atPath: tmp)
@@ -135,6 +141,82 @@ public enum Snapshot {
     }()
 }
 
+/// The snapshot a store keeps (`<store>/snapshot.sqlite`): what its logs' floors start after,
+/// once it was bootstrapped from a peer's snapshot or compacted. Rebuilds of the projection and
+/// of the event-id index start from it. Only `Snapshot` reads or writes this file: it is made
+/// here (`keep`), installed here (`install`), and its event ids are handed to the log's writer
+/// here (`LogAppender.opening`), so the log never opens an SQLite file that came from a peer.
+extension Snapshot {
+    /// Where `store` keeps its snapshot.
+    public static func keptPath(of store: Store) -> String { store.path + "/snapshot.sqlite" }
+
+    /// The table of writer-supplied event ids in a snapshot.
+    static let eventIDsTable = "snapshot_event_ids"
+    static let eventIDsColumns = "(id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID"
+
+    /// Makes the snapshot `store` keeps from its projection (before compacting: the events
+    /// removed stay in it). The writer of `projected` is open, so the log cannot move.
+    @discardableResult
+    public static func keep(_ projected: ProjectedStore) throws -> Info {
+        try make(projected, to: keptPath(of: projected.store))
+    }
+
+    /// The writer-supplied ids a snapshot carries for `origin` at or below `through`. Read on a
+    /// hardened connection; a malformed row is an error naming it, never a value.
+    /// nil when the snapshot carries no ids (made by an older build).
+    static func eventIDs(in path: String, origin: ReplicaID, through: Seq) throws -> [(UUID, Seq)]? {
+        let queue = try SnapshotSchema.openUntrusted(path)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            guard try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?", arguments: [eventIDsTable]) == true else {
+                return nil  // a snapshot made before ids were carried
+            }
+            var out: [(UUID, Seq)] = []
+            let rows = try Row.fetchCursor(db, sql: "SELECT id, seq FROM \(eventIDsTable) WHERE origin = ? AND seq <= ?",
+                                           arguments: [blob(origin.rawValue), Int64(through.rawValue)])
+            var n = 0
+            while let row = try rows.next() {
+                n += 1
+                guard let id = SnapshotSchema.blob(row[0]), id.count == 16, let seq = try row.decode(Int64?.self, atIndex: 1), seq >= 1 else {
+                    throw ProjectionError.database("\(path): \(eventIDsTable) row \(n) of origin \(origin) is malformed")
+                }
+                out.append((id.withUnsafeBytes { UUID(bytes: $0) }, Seq(UInt64(seq))))
+            }
+            return out
+        }
+    }
+
+    /// Hands `appender` the ids of events before its logs' floors that its event-id index lacks,
+    /// from the snapshot the store keeps. Without a kept snapshot they stay missing (reported).
+    static func restoreEventIDs(into appender: LogAppender, store: Store) throws {
+        let kept = keptPath(of: store)
+        for (origin, through) in appender.eventIDsMissingBeforeFloor.sorted(by: { $0.key < $1.key }) where FileManager.default.fileExists(atPath: kept) {
+            if let ids = try eventIDs(in: kept, origin: origin, through: through) {
+                try appender.adoptEventIDs(ids, origin: origin, through: through)
+            } else {
+                // Nothing more can be learned: reported by this open, not looked for again.
+                try appender.adoptEventIDs([], origin: origin, through: through, complete: false)
+            }
+        }
+    }
+}
+
+extension LogAppender {
+    /// Opens the writer of `store` (see `LogAppender.init`), and takes in the event ids the
+    /// snapshot it keeps carries for events before its logs' floors. Every writer Logbook opens
+    /// outside EventLog's tests is opened this way.
+    public static func opening(_ store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions()) throws -> LogAppender {
+        let appender = try LogAppender(store: store, wallClock: wallClock, options: options)
+        do {
+            try Snapshot.restoreEventIDs(into: appender, store: store)
+        } catch {
+            try? appender.close()
+            throw error
+        }
+        return appender
+    }
+}
+
 extension Snapshot {
 
     /// Bootstraps `store` from a snapshot: each origin the store holds nothing of gets a floor at
@@ -147,7 +229,7 @@ extension Snapshot {
     @discardableResult
     public static func install(_ path: String, into store: Store, lockWait: Double = 2) throws -> Info {
         let info = try read(path)
-        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender(store: store) }
+        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender.opening(store) }
         defer { try? appender.close() }
         let reader = LogReader(store: store)
         var floors: [(ReplicaID, LogTip)] = []
@@ -166,7 +248,7 @@ extension Snapshot {
             floors.append((o, anchor))
         }
         // The snapshot, kept for rebuilds, then the projection built from it, then the floors.
-        let kept = store.keptSnapshotPath
+        let kept = keptPath(of: store)
         try copyDurably(path, to: kept)
         let target = Projection.path(for: store)
         let temp = target + ".bootstrap"
@@ -186,6 +268,9 @@ extension Snapshot {
         try Projection.swapIn(temp, over: target)
         for (o, anchor) in floors {
             do { try store.writeFloor(anchor, origin: o) } catch { throw ProjectionError.database("cannot write the floor of origin \(o): \(error)") }
+            if let ids = try eventIDs(in: kept, origin: o, through: anchor.lastSeq) {
+                try appender.adoptEventIDs(ids, origin: o, through: anchor.lastSeq)
+            }  // else the next writer to open reports what is missing
         }
         return info
     }
@@ -237,11 +322,15 @@ extension Projection {
     static func seedFromSnapshot(_ store: Store, at path: String) throws -> Bool {
         let reader = LogReader(store: store)
         guard try store.origins().contains(where: { try reader.floor(origin: $0) != nil }) else { return false }
-        let kept = store.keptSnapshotPath
+        let kept = Snapshot.keptPath(of: store)
         guard FileManager.default.fileExists(atPath: kept) else {
             throw ProjectionError.database("this store's log starts after a snapshot, and the snapshot (\(kept)) is missing: a rebuild cannot recreate what came before it")
         }
         try Snapshot.copyAsProjection(kept, to: path).close()
         return true
     }
+}
+
+@inline(__always) private func blob(_ u: UUID) -> Data {
+    withUnsafeBytes(of: u.uuid) { Data($0) }
 }

@@ -13,7 +13,7 @@ enum SnapshotSchema {
         "CREATE TABLE snapshot_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         "CREATE TABLE snapshot_anchors (origin TEXT PRIMARY KEY, last_seq INTEGER NOT NULL, last_hlc INTEGER NOT NULL, last_hash BLOB NOT NULL)",
     ]
-    static var eventIDsTableSQL: String { "CREATE TABLE \(LogAppender.snapshotEventIDsTable) \(LogAppender.snapshotEventIDsColumns)" }
+    static var eventIDsTableSQL: String { "CREATE TABLE \(Snapshot.eventIDsTable) \(Snapshot.eventIDsColumns)" }
 
     /// One row of `sqlite_master`, compared as text.
     struct Entry: Hashable, Comparable {
@@ -67,7 +67,7 @@ enum SnapshotSchema {
     /// this build's own triggers as rows arrive), the migration log, and device-local settings.
     static func copiedTables() throws -> [(String, [String])] {
         let ref = try reference.get()
-        let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", LogAppender.snapshotEventIDsTable]
+        let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", Snapshot.eventIDsTable]
         return ref.entries.filter { $0.type == "table" && !skipped.contains($0.name) && !$0.name.hasPrefix("items_fts") && !$0.name.hasPrefix("sqlite_") }
             .map(\.name).sorted().map { ($0, ref.columns[$0]!.map(\.name)) }
     }
@@ -96,8 +96,8 @@ enum SnapshotSchema {
             throw ProjectionError.database("\(path) is not a snapshot (its schema cannot be read: \(error))")
         }
         var expected = ref.entries
-        if !found.contains(where: { $0.name == LogAppender.snapshotEventIDsTable }) {
-            expected = expected.filter { $0.name != LogAppender.snapshotEventIDsTable }
+        if !found.contains(where: { $0.name == Snapshot.eventIDsTable }) {
+            expected = expected.filter { $0.name != Snapshot.eventIDsTable }
         }
         if !found.contains(where: { $0.name == "snapshot_meta" }) {
             throw ProjectionError.database("\(path) is not a snapshot (no snapshot_meta or snapshot_anchors table)")

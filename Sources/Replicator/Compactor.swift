@@ -29,7 +29,7 @@ public enum Compactor {
         let projected = try ProjectedStore.open(store: store, waitingUpTo: lockWait)
         defer { try? projected.close() }
         var report = Report()
-        let info = try Snapshot.make(projected, to: store.keptSnapshotPath)
+        let info = try Snapshot.keep(projected)
         report.snapshot = info
         for (origin, anchor) in info.anchors.sorted(by: { $0.key < $1.key }) {
             var limit = anchor.lastSeq

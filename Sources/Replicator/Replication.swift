@@ -91,7 +91,7 @@ public enum Replication {
                 recovered?(p.appender.recovery)
                 return p.appender
             }
-            let a = try retryingWhileLocked(upTo: lockWait) { try LogAppender(store: store) }
+            let a = try retryingWhileLocked(upTo: lockWait) { try LogAppender.opening(store) }
             appender = a
             recovered?(a.recovery)
             return a

@@ -33,7 +33,7 @@ struct AppendCommand: StoreCommand {
             if fd < 0 { throw ValidationError("cannot open \(file): \(String(cString: strerror(errno)))") }
         }
         defer { if fd != 0 { close(fd) } }
-        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender(store: store) }
+        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender.opening(store) }
         defer { try? appender.close() }
         Terminal.reportRecovery(appender.recovery)
         var projection: Projection?

@@ -8,7 +8,7 @@ import Projections
 func openProjectionForReading(_ options: StoreOptions) throws -> Projection {
     let store = try options.open()
     do {
-        let appender = try LogAppender(store: store)
+        let appender = try LogAppender.opening(store)
         Terminal.reportRecovery(appender.recovery)
         let projection = try Projection(store: store)
         try projection.catchUp { done, total in Terminal.progress("projecting: \(done) of \(total) events") }

@@ -13,7 +13,7 @@ struct ReplayCommand: StoreCommand {
 
     func execute() throws {
         let store = try options.open()
-        let appender = try LogAppender(store: store)  // one writer: holds the lock throughout
+        let appender = try LogAppender.opening(store)  // one writer: holds the lock throughout
         defer { try? appender.close() }
         Terminal.reportRecovery(appender.recovery)
         let progress = ProjectionProgress()

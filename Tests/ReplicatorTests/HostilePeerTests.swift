@@ -44,7 +44,7 @@ import Testing
             defer { try? p.close() }
             let schema = try p.database.read { db in try String.fetchAll(db, sql: "SELECT type || ' ' || name || ' ' || coalesce(sql, '') FROM sqlite_master ORDER BY 1") }
             return try p.canonicalDump() + schema + [try p.setting("theme") ?? "-", "\(try r.cursor())",
-                                                     "\(FileManager.default.fileExists(atPath: r.keptSnapshotPath))"]
+                                                     "\(FileManager.default.fileExists(atPath: Snapshot.keptPath(of: r)))"]
         })
     }
 

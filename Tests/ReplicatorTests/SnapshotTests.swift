@@ -67,13 +67,36 @@ import Testing
         // A snapshot without the ids (an older one) still bootstraps, and says what is missing.
         try FileManager.default.copyItem(atPath: dir.path + "/snap.sqlite", toPath: dir.path + "/old.sqlite")
         let old = try DatabaseQueue(path: dir.path + "/old.sqlite")
-        try old.write { try $0.execute(sql: "DROP TABLE \(LogAppender.snapshotEventIDsTable)") }
+        try old.write { try $0.execute(sql: "DROP TABLE \("snapshot_event_ids")") }
         try old.close()
         try Snapshot.install(dir.path + "/old.sqlite", into: d)
-        let appender = try LogAppender(store: d)
+        let appender = try LogAppender.opening(d)
         #expect(appender.recovery.actions.contains { "\($0)".contains("retries of those are not recognised") })
         try appender.close()
-        #expect(try LogAppender(store: d).recovery.actions.isEmpty)  // reported once
+        #expect(try LogAppender.opening(d).recovery.actions.isEmpty)  // reported once
+    }
+}
+
+extension SnapshotTests {
+    /// Only `Snapshot` reads the kept snapshot: the log's writer never opens it, and the ids it
+    /// hands over are read on a hardened connection, a malformed row being an error that names it.
+    @Test func theKeptSnapshotIsReadOnlyBySnapshotAndMalformedIDsAreErrors() throws {
+        let dir = ShippingTests.Dir()
+        let a = try Store.create(at: dir.path + "/a"), c = try Store.create(at: dir.path + "/c")
+        let pa = try ProjectedStore(store: a)
+        _ = try pa.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("x"))], eventID: UUID())])
+        try Snapshot.make(pa, to: dir.path + "/snap.sqlite")
+        try pa.close()
+        try Snapshot.install(dir.path + "/snap.sqlite", into: c)
+        // The ids are lost (a derived file), and the kept snapshot now holds a malformed id.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: c.path + "/eventids.sqlite" + suffix) }
+        let kept = try DatabaseQueue(path: Snapshot.keptPath(of: c))
+        try kept.write { try $0.execute(sql: "UPDATE snapshot_event_ids SET id = x'0102'") }
+        try kept.close()
+        let plain = try LogAppender(store: c)  // EventLog alone: reports, never opens the file
+        #expect(plain.eventIDsMissingBeforeFloor[a.replicaID] == Seq(1))
+        try plain.close()
+        #expect { try LogAppender.opening(c) } throws: { "\($0)".contains("snapshot_event_ids row 1 of origin \(a.replicaID) is malformed") }
     }
 }
 
