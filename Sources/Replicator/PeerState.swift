@@ -25,14 +25,17 @@ public final class PeerState: Sendable {
         var config = SQLiteGuard.configuration()
         config.busyMode = .timeout(PeerState.busyWaitSeconds)
         db = try DatabaseQueue(path: store.path + "/peers.sqlite", configuration: config)
-        var m = DatabaseMigrator()
-        m.registerMigration("v1 peers") { db in
-            try db.execute(sql: """
-                CREATE TABLE peers (name TEXT PRIMARY KEY NOT NULL, cursor TEXT, last_sync_at TEXT, last_error TEXT,
-                                    pulled_events INTEGER NOT NULL DEFAULT 0, pushed_events INTEGER NOT NULL DEFAULT 0)
-                """)
+        // Created inside an immediate transaction: two processes opening a new store's peers
+        // file at once take turns (a migrator's check-then-create lets both try to create).
+        try db.writeWithoutTransaction { db in
+            try db.inTransaction(.immediate) {
+                try db.execute(sql: """
+                    CREATE TABLE IF NOT EXISTS peers (name TEXT PRIMARY KEY NOT NULL, cursor TEXT, last_sync_at TEXT, last_error TEXT,
+                                                      pulled_events INTEGER NOT NULL DEFAULT 0, pushed_events INTEGER NOT NULL DEFAULT 0)
+                    """)
+                return .commit
+            }
         }
-        try m.migrate(db)
     }
 
     /// Records a successful exchange with `name`. `cursor` is what the peer acknowledged holding

@@ -64,7 +64,7 @@ public enum Replication {
         while true {
             let outcome = try await pullOnce(from: peer, store: store, project: project, limits: limits, retry: retry,
                                              lockWait: lockWait, recovered: recovered, progress: progress)
-            if case .failure(TransferFailure.cursorExpired) = outcome, bootstrap, !bootstrapped {
+            if case .failure(let f as TransferFailure) = outcome, f.code == .cursorExpired, bootstrap, !bootstrapped {
                 let file = store.path + "/snapshot.incoming"
                 defer { try? FileManager.default.removeItem(atPath: file) }
                 try await peer.snapshot(to: file)
@@ -144,6 +144,8 @@ public enum Replication {
                     progress?(TransferProgress(pages: s.pages, frames: s.frames, events: s.events, bytes: s.bytes))
                 } catch let e as LogError where e.isLocked {
                     return .failure(e)
+                } catch let e as LogError {
+                    action = session.failed(.refused(e, by: "this store"))
                 } catch {
                     action = session.failed(.permanent("a page was refused: \(error)"))
                 }
@@ -196,7 +198,7 @@ public enum Replication {
 
     static func failure(_ error: any Error) -> TransferFailure {
         if let f = error as? TransferFailure { return f }
-        if error is CancellationError { return .permanent("cancelled") }
+        if error is CancellationError { return TransferFailure(.cancelled, "cancelled") }
         return .permanent(String(describing: error))
     }
 }
@@ -217,11 +219,11 @@ public struct StoreTransport: ReplicaTransport {
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
         let projected: ProjectedStore
         do { projected = try ProjectedStore(store: store) } catch let e as LogError where e.isLocked {
-            throw TransferFailure.transient(e.description)
+            throw TransferFailure.transient(e.description, code: .busy)
         }
         defer { try? projected.close() }
         let r: ReceiveResult
-        do { r = try projected.appender.receive(page.frames) } catch { throw TransferFailure.permanent("\(store.path) refused a page: \(error)") }
+        do { r = try projected.appender.receive(page.frames) } catch let e as LogError { throw TransferFailure.refused(e, by: store.path) }
         try projected.projection.catchUp()
         // An append left open here is dropped when the store is closed: the cursor says only
         // what is committed, so the next page starts at that append again.

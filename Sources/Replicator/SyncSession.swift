@@ -1,23 +1,6 @@
 import EventLog
 import Foundation
 
-/// Why one step of an exchange failed, as far as the session logic cares.
-public enum TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Worth another try after a pause: connection refused or reset, timeout, 429, 502, 503, 504.
-    case transient(String)
-    /// Retrying cannot help: 400, 401, 403, 413, a page that is not a page, a refused frame.
-    case permanent(String)
-    /// The peer no longer holds the log from the stated cursor (it was compacted away).
-    case cursorExpired(String)
-
-    public var description: String {
-        switch self {
-        case .transient(let m), .permanent(let m): m
-        case .cursorExpired(let m): "cursor expired: \(m)"
-        }
-    }
-}
-
 /// Exponential backoff with jitter: attempt n waits `base × 2^(n-1)`, at most `cap`, scaled by a
 /// random factor in [0.5, 1] so that replicas retrying together spread out.
 public struct RetryPolicy: Sendable, Equatable {
@@ -53,9 +36,13 @@ struct RetryBudget: Sendable {
 
     /// Seconds to wait before trying again, or the failure that ends the session.
     mutating func after(_ failure: TransferFailure) -> Result<Double, TransferFailure> {
-        guard case .transient(let message) = failure else { return .failure(failure) }
+        guard failure.retry == .transient else { return .failure(failure) }
         failures += 1
-        guard failures < policy.attempts else { return .failure(.transient("\(message) (gave up after \(failures) attempts)")) }
+        guard failures < policy.attempts else {
+            var last = failure
+            last.message += " (gave up after \(failures) attempts)"
+            return .failure(last)
+        }
         return .success(policy.delay(attempt: failures, jitter: jitter()))
     }
 }

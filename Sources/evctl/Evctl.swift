@@ -1,6 +1,7 @@
 import ArgumentParser
 import EventLog
 import Foundation
+import Replicator
 
 @main
 struct Evctl: AsyncParsableCommand {
@@ -87,6 +88,10 @@ enum Terminal {
         case let e as LogError:
             Terminal.error(e.description)
             return ExitCode(e.isLocked ? 3 : 1)
+        case let f as TransferFailure:
+            // The code is stable (docs/PROTOCOL.md, "Errors"); scripts match on it, not the text.
+            Terminal.error("\(f.description) [\(f.code.rawValue)]")
+            return ExitCode(f.code == .busy ? 3 : 1)
         default:
             Terminal.error(String(describing: error))
             return ExitCode(1)

@@ -335,7 +335,7 @@ struct SplitMix {
             #expect(url.hasPrefix("https://"))
             // Without trusting the certificate: a permanent TLS failure, not retried.
             let untrusted = try HTTPTransport(url: url)
-            await #expect { _ = try await untrusted.cursor() } throws: { ($0 as? TransferFailure).map { if case .permanent = $0 { true } else { false } } == true }
+            await #expect { _ = try await untrusted.cursor() } throws: { ($0 as? TransferFailure)?.code == .tls }
             await untrusted.shutdown()
             let t = try HTTPTransport(url: url, caCertificate: cert)
             let projected = try ProjectedStore(store: client)
@@ -364,8 +364,8 @@ struct SplitMix {
         flipped[123_456] ^= 0x10
         #expect { try run(flipped) } throws: { "\($0)".contains("does not match its SHA-256") }
         #expect { try run(Array(bytes.prefix(200_000))) } throws: {
-            if case .transient(let m) = $0 as? TransferFailure { return m.contains("cut off after 200000 of 300000") }
-            return false
+            guard let f = $0 as? TransferFailure else { return false }
+            return f.retry == .transient && f.message.contains("cut off after 200000 of 300000")
         }
         #expect { try run(bytes + [0]) } throws: { "\($0)".contains("runs past its announced 300000 bytes") }
     }
@@ -404,5 +404,43 @@ struct SplitMix {
         #expect(try Snapshot.read(dir.path + "/c.sqlite").anchors[other.replicaID]?.lastSeq == Seq(1))
         let tmpAfter = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("evctl-snapshot-") }
         #expect(Set(tmpAfter).isSubset(of: Set(tmpBefore)), "no snapshot directory left behind")
+    }
+
+    /// A refusal crosses the link as a typed value: the receiver's reason travels as a code (and
+    /// the seqs it names) in the error JSON, and the sender gets the same `TransferFailure` code
+    /// over HTTP as from a store reached by path, so callers decide by code, never by text.
+    @Test func refusalsCrossTheLinkAsTypedValues() async throws {
+        let dir = ShippingTests.Dir()
+        let a = try Store.create(at: dir.path + "/a"), b = try Store.create(at: dir.path + "/b"), c = try Store.create(at: dir.path + "/c")
+        try edit(a, 10, seed: 1)
+        try edit(a, 10, seed: 2)
+        let page = try FramePage.collect(from: a, since: .empty, limits: PageLimits())
+        #expect(page.frames.count == 2)
+        let gap = FramePage(frames: [page.frames[1]], next: page.next, more: false)
+        var damagedFrame = page.frames[0]
+        damagedFrame[damagedFrame.count - 2] ^= 0x20
+        let damaged = FramePage(frames: [damagedFrame], next: page.next, more: false)
+        let byPath = StoreTransport(store: c)
+        try await withServer(b) { url in
+            let overHTTP = try HTTPTransport(url: url)
+            defer { Task { await overHTTP.shutdown() } }
+            for (page, code, seqs) in [(gap, FailureCode.gap, Optional<ClosedRange<UInt64>>(11...20)), (damaged, .corrupt, nil)] {
+                var got: [TransferFailure] = []
+                for t in [overHTTP as any ReplicaTransport, byPath] {
+                    do { _ = try await t.push(page); Issue.record("\(code): the push was taken") } catch let f as TransferFailure { got.append(f) }
+                }
+                #expect(got.map(\.code) == [code, code], "\(got)")
+                #expect(got.allSatisfy { $0.retry == .permanent })
+                if let seqs { #expect(got.map(\.seqs) == [seqs, seqs], "\(got)") }
+                #expect(got.first?.status == 422)
+            }
+        }
+        #expect(try LogReader(store: b).events(origin: a.replicaID).isEmpty)
+        #expect(try LogReader(store: c).events(origin: a.replicaID).isEmpty)
+        // A server that sends no code (an older build) still gives the status's meaning.
+        #expect(HTTPTransport.failure(status: 503, body: "{\"error\":\"busy\"}", url: "u").retry == .transient)
+        #expect(HTTPTransport.failure(status: 410, body: "gone", url: "u").code == .cursorExpired)
+        #expect(HTTPTransport.failure(status: 422, body: "{\"error\":\"x\",\"code\":\"from_the_future\"}", url: "u").code == .invalidFrames)
+        #expect(HTTPTransport.failure(status: 422, body: "{\"error\":\"x\",\"code\":\"gap\",\"seqs\":[5,2]}", url: "u").seqs == nil)
     }
 }

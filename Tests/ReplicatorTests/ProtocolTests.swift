@@ -207,8 +207,8 @@ import Testing
         _ = s.start()
         var last = PullSession.Action.done(TransferSummary())
         for _ in 0..<3 { last = s.received(decoded(0, next: .empty, more: true), bytes: 20) }
-        guard case .fail(.permanent(let m)) = last else { Issue.record("expected a failure, got \(last)"); return }
-        #expect(m.contains("sent nothing new"))
+        guard case .fail(let f) = last, f.retry == .permanent else { Issue.record("expected a failure, got \(last)"); return }
+        #expect(f.message.contains("sent nothing new"))
     }
 
     @Test func pushSessionSendsPagesPastThePeersCursor() {

@@ -142,8 +142,8 @@ extension SnapshotTests {
             do {
                 // Without bootstrapping, the answer is "cursor expired".
                 await #expect { _ = try await Replication.pull(from: t, store: c, bootstrap: false) } throws: {
-                    if case .cursorExpired(let m) = $0 as? TransferFailure { return m.contains("starts after seq") }
-                    return false
+                    guard let f = $0 as? TransferFailure else { return false }
+                    return f.code == .cursorExpired && f.status == 410 && f.message.contains("starts after seq")
                 }
                 let first = try await Replication.pull(from: t, store: c)
                 #expect(first.bootstrapped)

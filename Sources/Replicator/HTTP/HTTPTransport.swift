@@ -92,9 +92,9 @@ public final class HTTPTransport: ReplicaTransport {
         let response = try await execute(request("v1/cursor"))
         let body = try await collect(response, max: 1 << 16)
         guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any], let token = obj["cursor"] as? String else {
-            throw TransferFailure.permanent("\(base)v1/cursor did not answer with a cursor")
+            throw TransferFailure.permanent("\(base)v1/cursor did not answer with a cursor", code: .invalidAnswer)
         }
-        do { return try ReplicationCursor(token: token) } catch { throw TransferFailure.permanent("the server's cursor is not valid: \(error)") }
+        do { return try ReplicationCursor(token: token) } catch { throw TransferFailure.permanent("the server's cursor is not valid: \(error)", code: .invalidAnswer) }
     }
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
@@ -106,7 +106,7 @@ public final class HTTPTransport: ReplicaTransport {
         do {
             for try await chunk in response.body {
                 guard body.count + chunk.readableBytes <= Self.pageBytesMax else {
-                    throw TransferFailure.permanent("the server sent a page larger than \(Self.pageBytesMax) bytes")
+                    throw TransferFailure.permanent("the server sent a page larger than \(Self.pageBytesMax) bytes", code: .tooLarge)
                 }
                 chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
             }
@@ -122,7 +122,7 @@ public final class HTTPTransport: ReplicaTransport {
             }
             return (decoded, body.count)
         } catch {
-            throw TransferFailure.permanent("the server's answer is not a page of frames: \(error)")
+            throw TransferFailure.permanent("the server's answer is not a page of frames: \(error)", code: .invalidAnswer)
         }
     }
 
@@ -135,7 +135,7 @@ public final class HTTPTransport: ReplicaTransport {
         let body = try await collect(response, max: 1 << 16)
         guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
               let token = obj["cursor"] as? String, let c = try? ReplicationCursor(token: token) else {
-            throw TransferFailure.permanent("\(base)v1/frames did not answer a push with a cursor")
+            throw TransferFailure.permanent("\(base)v1/frames did not answer a push with a cursor", code: .invalidAnswer)
         }
         var result = ReceiveResult()
         result.frames = obj["frames"] as? Int ?? 0
@@ -155,7 +155,7 @@ public final class HTTPTransport: ReplicaTransport {
     public func snapshot(to path: String) async throws {
         let response = try await execute(request("v1/snapshot"))
         guard let digest = response.headers.first(name: ReplicaServer.snapshotDigestHeader.rawName) else {
-            throw TransferFailure.permanent("\(base)v1/snapshot came without its digest (\(ReplicaServer.snapshotDigestHeader.rawName))")
+            throw TransferFailure.permanent("\(base)v1/snapshot came without its digest (\(ReplicaServer.snapshotDigestHeader.rawName))", code: .invalidAnswer)
         }
         guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
             throw TransferFailure.permanent("cannot write \(path)")
@@ -165,13 +165,13 @@ public final class HTTPTransport: ReplicaTransport {
         var bytesMax = Self.snapshotBytesMax
         if let claim = response.headers.first(name: ReplicaServer.snapshotCursorHeader.rawName) {
             guard let c = try? ReplicationCursor(token: claim) else {
-                throw TransferFailure.permanent("\(base)v1/snapshot announced a cursor that is not valid")
+                throw TransferFailure.permanent("\(base)v1/snapshot announced a cursor that is not valid", code: .invalidAnswer)
             }
             bytesMax = Snapshot.bytesMax(events: c.entries.values.reduce(0) { $0.addingReportingOverflow($1.rawValue).partialValue })
         }
         let length = response.headers.first(name: "Content-Length").flatMap { Int($0) }
         if let length, length > bytesMax {
-            throw TransferFailure.permanent("\(base)v1/snapshot is \(length) bytes, more than the \(bytesMax) a snapshot of what it covers may need; refused")
+            throw TransferFailure.permanent("\(base)v1/snapshot is \(length) bytes, more than the \(bytesMax) a snapshot of what it covers may need; refused", code: .tooLarge)
         }
         var check = SnapshotCheck(expectedLength: length, sha256: digest, bytesMax: bytesMax)
         do {
@@ -196,26 +196,37 @@ public final class HTTPTransport: ReplicaTransport {
         }
     }
 
-    /// An HTTP status other than 200 as a failure: the server's message, and whether to retry.
+    /// An HTTP status other than 200 as a failure: the server's code (or the one the status
+    /// stands for, from a server that sends none), its message, and the frames it names.
     static func failure(status: Int, body: String, url: String) -> TransferFailure {
         var message = body.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let obj = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], let m = obj["error"] as? String { message = m }
-        if message.count > 500 { message = String(message.prefix(500)) + "…" }
-        switch status {
-        case 401: return .permanent("\(url): 401 unauthorized: \(message)")
-        case 403: return .permanent("\(url): 403 forbidden: \(message)")
-        case 410: return .cursorExpired("\(url): \(message)")
-        case 413: return .permanent("\(url): 413 too large: \(message)")
-        case 415: return .permanent("\(url): 415 unsupported content type: \(message)")
-        case 408, 429, 500, 502, 503, 504: return .transient("\(url): \(status): \(message)")
-        default: return .permanent("\(url): \(status): \(message)")
+        var code = FailureCode(status: status)
+        var origin: ReplicaID?
+        var seqs: ClosedRange<UInt64>?
+        if let obj = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] {
+            if let m = obj["error"] as? String { message = m }
+            // An unknown code (a newer server) keeps the status's meaning.
+            if let c = obj["code"] as? String, let known = FailureCode(rawValue: c) { code = known }
+            if let o = obj["origin"] as? String { origin = ReplicaID(o) }
+            if let s = obj["seqs"] as? [NSNumber], s.count == 2, let lo = UInt64(exactly: s[0]), let hi = UInt64(exactly: s[1]), lo <= hi { seqs = lo...hi }
         }
+        if message.count > 500 { message = String(message.prefix(500)) + "…" }
+        let what: String = switch status {
+        case 401: "401 unauthorized"
+        case 403: "403 forbidden"
+        case 410: "410 gone"
+        case 413: "413 too large"
+        case 415: "415 unsupported content type"
+        default: String(status)
+        }
+        let text = code == .cursorExpired ? "\(url): \(message)" : "\(url): \(what): \(message)"
+        return TransferFailure(code, text, origin: origin, seqs: seqs, status: status)
     }
 
     static func classify(_ error: any Error, url: String) -> TransferFailure {
         if let f = error as? TransferFailure { return f }
         if error is NIOSSLError || error is BoringSSLError {
-            return .permanent("\(url): TLS failed: \(error)")
+            return TransferFailure(.tls, "\(url): TLS failed: \(error)")
         }
         return .transient("\(url): \(error)")
     }
@@ -238,10 +249,10 @@ struct SnapshotCheck {
     mutating func add(_ bytes: UnsafeRawBufferPointer) throws {
         received += bytes.count
         guard received <= bytesMax else {
-            throw TransferFailure.permanent("the server's snapshot is larger than \(bytesMax) bytes, the most one of what it covers may need")
+            throw TransferFailure.permanent("the server's snapshot is larger than \(bytesMax) bytes, the most one of what it covers may need", code: .tooLarge)
         }
         if let expectedLength, received > expectedLength {
-            throw TransferFailure.permanent("the server's snapshot runs past its announced \(expectedLength) bytes")
+            throw TransferFailure.permanent("the server's snapshot runs past its announced \(expectedLength) bytes", code: .invalidAnswer)
         }
         hasher.update(bufferPointer: bytes)
     }

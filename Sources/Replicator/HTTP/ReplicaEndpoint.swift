@@ -4,15 +4,23 @@ import Foundation
 import NIOCore
 import Projections
 
-/// An answer the HTTP layer sends as is: a status and a message or a body.
+/// An answer the HTTP layer sends as is: a status, a code (`FailureCode`), a message, and the
+/// frames it is about. Sent as `{"error": message, "code": code, "origin": …, "seqs": [first, last]}`.
 public struct EndpointError: Error, Sendable, CustomStringConvertible {
     public var status: Int
+    public var code: FailureCode
     public var message: String
     public var retryAfter: Int?
-    public init(_ status: Int, _ message: String, retryAfter: Int? = nil) {
+    public var origin: ReplicaID?
+    public var seqs: ClosedRange<UInt64>?
+    public init(_ status: Int, _ message: String, code: FailureCode? = nil, retryAfter: Int? = nil,
+                origin: ReplicaID? = nil, seqs: ClosedRange<UInt64>? = nil) {
         self.status = status
+        self.code = code ?? FailureCode(status: status)
         self.message = message
         self.retryAfter = retryAfter
+        self.origin = origin
+        self.seqs = seqs
     }
     public var description: String { "\(status): \(message)" }
 }
@@ -95,8 +103,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         let page: OutgoingPage, mine: ReplicationCursor
         do {
             (page, mine) = try await run(on: reads) { (try OutgoingPage(store: store, since: from, limits: clamped), try store.cursor()) }
-        } catch TransferFailure.cursorExpired(let why) {
-            throw EndpointError(410, "cursor expired: \(why) (GET /v1/snapshot)")
+        } catch let f as TransferFailure where f.code == .cursorExpired {
+            throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
         }
         metrics.served(frames: page.frames, bytes: page.frameBytes, cursor: mine)
         if let peer, let id = ReplicaID(peer) {
@@ -171,7 +179,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             let projected = try self.openWriter()
             let r: ReceiveResult
             do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput || e.isClockAhead {
-                throw EndpointError(422, "frames refused, nothing was written: \(e.description)")
+                throw EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs)
             } catch {
                 self.closeWriter()
                 throw error

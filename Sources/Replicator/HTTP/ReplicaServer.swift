@@ -205,14 +205,17 @@ public enum ReplicaServer {
     /// Runs a handler; an `EndpointError` becomes its status with `{"error":"…"}`, anything else a 500.
     static func answer(_ body: () async throws -> Response) async throws -> Response {
         do { return try await body() } catch let e as EndpointError {
-            var r = json(HTTPResponse.Status(code: e.status), "{\"error\":\(jsonString(e.message))}")
+            var fields = "\"error\":\(jsonString(e.message)),\"code\":\(jsonString(e.code.rawValue))"
+            if let o = e.origin { fields += ",\"origin\":\(jsonString(o.description))" }
+            if let s = e.seqs { fields += ",\"seqs\":[\(s.lowerBound),\(s.upperBound)]" }
+            var r = json(HTTPResponse.Status(code: e.status), "{\(fields)}")
             if e.status == 401 { r.headers[.wwwAuthenticate] = "Bearer realm=\"logbook\"" }
             if let s = e.retryAfter { r.headers[.retryAfter] = String(s) }
             return r
         } catch {
             // The details (paths, errno) stay in the server's log; the client learns that it failed.
             FileHandle.standardError.write(Data("evctl serve: request failed: \(error)\n".utf8))
-            return json(.internalServerError, "{\"error\":\"the server failed to answer; its log says why\"}")
+            return json(.internalServerError, "{\"error\":\"the server failed to answer; its log says why\",\"code\":\"server_error\"}")
         }
     }
 
