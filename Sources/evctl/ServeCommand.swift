@@ -22,6 +22,8 @@ struct ServeCommand: AsyncStoreCommand {
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; with --tls-key, serve https.") var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("max-push-bytes"), help: "The largest pushed page accepted, in bytes.") var maxPushBytes = 64 << 20
+    @Option(name: .customLong("max-memory"), help: "Bytes held at most in pages being sent and pushes being read, over all connections; requests wait their turn past it.")
+    var maxMemory = ServerConfiguration.defaultMemoryBytesMax
     @Option(name: .customLong("port-file"), help: "Write the port listened on to this file once serving (useful with port 0).") var portFile: String?
     @Flag(help: "Log every request.") var verbose = false
 
@@ -53,6 +55,7 @@ struct ServeCommand: AsyncStoreCommand {
         config.key = tlsKey
         guard maxPushBytes > 0 else { throw ValidationError("--max-push-bytes must be positive") }
         config.pushBytesMax = maxPushBytes
+        config.memoryBytesMax = maxMemory
         var logger = Logger(label: "evctl.serve")
         logger.logLevel = verbose ? .debug : .notice
         let scheme = tlsCert == nil ? "http" : "https"

@@ -42,6 +42,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     public let lockWait: Double
     public let idleClose: Double
     public let metrics: ServerMetrics
+    /// Bytes of pages being sent and pushed bodies being read, over every connection.
+    public let memory: MemoryBudget
     private let writes = DispatchQueue(label: "logbook.serve.writes")
     /// Touched only on `writes`.
     private var writer: ProjectedStore?
@@ -51,8 +53,10 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     private let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
 
     public init(store: Store, policy: AccessPolicy, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
-                lockWait: Double = 2, idleClose: Double = 0.25, metrics: ServerMetrics = ServerMetrics()) {
+                lockWait: Double = 2, idleClose: Double = 0.25, metrics: ServerMetrics = ServerMetrics(),
+                memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax) {
         self.store = store
+        memory = MemoryBudget(bytesMax: memoryBytesMax)
         self.policy = policy
         self.pageMax = pageMax
         self.pushBytesMax = pushBytesMax
@@ -82,6 +86,16 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     ///   - peer: the caller's replica id as it says (`Logbook-Replica`), for per-peer lag in metrics.
     public func page(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
                      peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor) {
+        let (page, mine, reservation) = try await reservedPage(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames, peer: peer)
+        reservation.release()
+        return (page, mine)
+    }
+
+    /// `page`, with the memory it holds reserved from `memory` (held until the caller has sent
+    /// it): the bound of a page (its byte limit and one more frame) is reserved before it is
+    /// built, then shrunk to what it holds.
+    public func reservedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                             peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor, reservation: MemoryBudget.Reservation) {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         var since = ReplicationCursor.empty
         if let token, !token.isEmpty {
@@ -101,8 +115,10 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         let store = self.store
         let from = since
         let page: OutgoingPage, mine: ReplicationCursor
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(clamped))
         do {
             (page, mine) = try await run(on: reads) { (try OutgoingPage(store: store, since: from, limits: clamped), try store.cursor()) }
+            reservation.shrink(to: page.frameBytes + 4 * page.frames + (1 << 16))
         } catch let f as TransferFailure where f.code == .cursorExpired {
             throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
         }
@@ -110,7 +126,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
         }
-        return (page, mine)
+        return (page, mine, reservation)
     }
 
     /// `GET /v1/snapshot`: a snapshot that sits at the end of every log (made with the writer
@@ -248,6 +264,12 @@ public struct OutgoingPage: Sendable {
     public var frames = 0
     public var frameBytes = 0
     public static let chunkBytes = 1 << 20
+
+    /// The most memory a page built under `limits` holds: its byte limit, one more frame (a page
+    /// always carries at least one), the chunks' slack and its head.
+    static func bytesBound(_ limits: PageLimits) -> Int {
+        limits.maxBytes + FrameHeader.size + FrameHeader.payloadBytesMax + 4 * limits.maxFrames + Self.chunkBytes + (1 << 16)
+    }
 
     init(store: Store, since: ReplicationCursor, limits: PageLimits) throws {
         let allocator = ByteBufferAllocator()

@@ -27,6 +27,10 @@ public struct ServerConfiguration: Sendable {
     public var key: String?
     public var pageMax = PageLimits.serverMax
     public var pushBytesMax = 64 << 20
+    /// Bytes the server may hold in pages being sent and pushes being read, over all connections
+    /// (see `MemoryBudget`); `evctl serve --max-memory`. 512 MiB by default.
+    public var memoryBytesMax = ServerConfiguration.defaultMemoryBytesMax
+    public static let defaultMemoryBytesMax = 512 << 20
     public var lockWait = 2.0
     /// Timeouts and the connection cap.
     public var limits = ConnectionLimits()
@@ -47,6 +51,10 @@ public struct ServerConfiguration: Sendable {
         }
         if (certificate == nil) != (key == nil) { throw ServerError("TLS needs both --tls-cert and --tls-key") }
         guard (1...65535).contains(port) || port == 0 else { throw ServerError("port \(port) is out of range") }
+        let need = max(2 * pushBytesMax, OutgoingPage.bytesBound(pageMax))
+        guard memoryBytesMax >= need else {
+            throw ServerError("--max-memory \(memoryBytesMax) is less than one request may hold (\(need) bytes: a pushed page of \(pushBytesMax) bytes twice, or a page of \(pageMax.maxBytes) bytes and one more frame)")
+        }
     }
 }
 
@@ -72,7 +80,8 @@ public enum ReplicaServer {
                                    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         try configuration.validate()
         let endpoint = ReplicaEndpoint(store: store, policy: configuration.policy, pageMax: configuration.pageMax,
-                                       pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait)
+                                       pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
+                                       memoryBytesMax: configuration.memoryBytesMax)
         let router = Router()
         router.add(middleware: Counting(metrics: endpoint.metrics))
         if configuration.policy.isOpen { router.add(middleware: LoopbackOnlyMiddleware()) }
@@ -83,7 +92,7 @@ public enum ReplicaServer {
                 if !endpoint.policy.isOpen, let d = AccessPolicy.checkPull(p) { throw EndpointError(d.status, d.message) }
                 let current = try? store.cursor()
                 return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                                body: .init(byteBuffer: ByteBuffer(string: endpoint.metrics.render(current: current))))
+                                body: .init(byteBuffer: ByteBuffer(string: endpoint.metrics.render(current: current, memory: endpoint.memory))))
             }
         }
         router.get("v1/cursor") { request, _ in
@@ -98,13 +107,20 @@ public enum ReplicaServer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 guard (request.uri.query?.utf8.count ?? 0) <= queryBytesMax else { throw EndpointError(414, "the query is longer than \(queryBytesMax) bytes") }
                 let q = request.uri.queryParameters
-                let (page, mine) = try await endpoint.page(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
-                                                           maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
+                let (page, mine, reservation) = try await endpoint.reservedPage(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
+                                                                                maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
                 var headers: HTTPFields = [.contentType: pageContentType]
                 headers[moreHeader] = page.more ? "true" : "false"
                 headers[nextHeader] = page.next.token
                 headers[cursorHeader] = mine.token
-                return Response(status: .ok, headers: headers, body: ResponseBody(contentsOf: page.buffers))
+                // The page's memory is given back once it is sent (or the client went away).
+                let buffers = page.buffers
+                let length = buffers.reduce(0) { $0 + $1.readableBytes }
+                return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: length) { writer in
+                    defer { reservation.release() }
+                    for b in buffers { try await writer.write(b) }
+                    try await writer.finish(nil)
+                })
             }
         }
         router.get("v1/snapshot") { request, _ in
@@ -133,8 +149,12 @@ public enum ReplicaServer {
                 if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > endpoint.pushBytesMax {
                     throw EndpointError(413, "the page is \(length) bytes; this server takes at most \(endpoint.pushBytesMax) per request")
                 }
+                // Reserved before a byte is read: the body, and the frames decoded from it.
+                let declared = request.headers[.contentLength].flatMap { Int($0) }
+                let reservation = try await endpoint.memory.reserve(2 * (declared ?? endpoint.pushBytesMax))
+                defer { reservation.release() }
                 var body: [UInt8] = []
-                if let length = request.headers[.contentLength].flatMap({ Int($0) }) { body.reserveCapacity(length) }
+                if let declared { body.reserveCapacity(declared) }
                 for try await chunk in request.body {
                     guard body.count + chunk.readableBytes <= endpoint.pushBytesMax else {
                         throw EndpointError(413, "the page is larger than \(endpoint.pushBytesMax) bytes, the most this server takes per request")

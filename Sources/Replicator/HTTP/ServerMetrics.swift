@@ -56,8 +56,9 @@ public final class ServerMetrics: @unchecked Sendable {
 
 
     /// The Prometheus text exposition of every metric; `current` is the store's cursor now.
-    public func render(current: ReplicationCursor?) -> String {
-        lock.withLock {
+    public func render(current: ReplicationCursor?, memory: MemoryBudget? = nil) -> String {
+        let mem = memory.map { ($0.usage, $0.waiting, $0.bytesMax) }
+        return lock.withLock {
             if let current { cursor = current }
             var out = ""
             func metric(_ name: String, _ type: String, _ help: String, _ samples: [(String, String)]) {
@@ -81,6 +82,12 @@ public final class ServerMetrics: @unchecked Sendable {
                    names.compactMap { n in peers[n]!.lag.map { ("{peer=\"\(Self.escape(n))\"}", "\($0)") } })
             metric("logbook_peer_last_seen_seconds", "gauge", "Unix time of a peer's last request (principal/replica).",
                    names.map { ("{peer=\"\(Self.escape($0))\"}", String(format: "%.3f", peers[$0]!.seen.timeIntervalSince1970)) })
+            if let ((reserved, peak), waiting, max) = mem {
+                metric("logbook_memory_reserved_bytes", "gauge", "Bytes reserved now by pages being sent and pushes being read.", [("", "\(reserved)")])
+                metric("logbook_memory_reserved_peak_bytes", "gauge", "The most bytes reserved at once since the start.", [("", "\(peak)")])
+                metric("logbook_memory_budget_bytes", "gauge", "The memory budget (--max-memory).", [("", "\(max)")])
+                metric("logbook_memory_waiting_requests", "gauge", "Requests waiting for memory.", [("", "\(waiting)")])
+            }
             return out
         }
     }
