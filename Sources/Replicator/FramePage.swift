@@ -25,12 +25,20 @@ public struct PageLimits: Sendable, Equatable {
 /// One page of an exchange: frames verbatim, the cursor a receiver holds after applying them on
 /// top of the cursor it asked from, and whether the sender has more. See docs/PROTOCOL.md, "Page".
 ///
-/// Layout (little-endian): `LBKP`, version 1, flags (bit 0: more), 2 reserved bytes, u16 length
-/// and ASCII of the next cursor token; then per frame a u32 length (> 0) and the frame; then a
-/// u32 zero and the u32 frame count. A page cut off anywhere still yields its whole frames.
+/// Layout (little-endian), version 1: `LBKP`, version 1, flags (bit 0: more), 2 reserved bytes,
+/// u16 length and ASCII of the next cursor token; then per frame a u32 length (> 0) and the
+/// frame; then a u32 zero and the u32 frame count.
+///
+/// Version 2 (a page streamed as it is read, so its end is known only at its end): `LBKP`,
+/// version 2, 3 reserved zero bytes; the frames as in version 1; then a u32 zero, the u32 frame
+/// count, a u8 more flag (0 or 1), the u16 length and ASCII of the next cursor token.
+///
+/// A page of either version cut off anywhere still yields its whole frames.
 public struct FramePage: Sendable, Equatable {
     public static let magic: [UInt8] = Array("LBKP".utf8)
     public static let version: UInt8 = 1
+    /// The version of a page streamed by a server (cursor and more flag in the trailer).
+    public static let streamedVersion: UInt8 = 2
     public var frames: [[UInt8]]
     public var next: ReplicationCursor
     public var more: Bool
@@ -49,6 +57,27 @@ public struct FramePage: Sendable, Equatable {
         for f in frames { f.withUnsafeBytes { FramePage.appendFrame($0, to: &out) } }
         out += FramePage.trailer(frames: frames.count)
         return out
+    }
+
+    /// The page in version 2 (as a server streams it).
+    public func encodedStreamed() -> [UInt8] {
+        var out = FramePage.streamedHead
+        for f in frames { f.withUnsafeBytes { FramePage.appendFrame($0, to: &out) } }
+        out += FramePage.streamedTrailer(frames: frames.count, next: next, more: more)
+        return out
+    }
+
+    /// The bytes before the frames of a version-2 page.
+    public static let streamedHead: [UInt8] = magic + [streamedVersion, 0, 0, 0]
+
+    /// The bytes after the frames of a version-2 page: a u32 zero, the frame count, the more
+    /// flag and the next cursor.
+    public static func streamedTrailer(frames: Int, next: ReplicationCursor, more: Bool) -> [UInt8] {
+        let token = Array(next.token.utf8)
+        var out = trailer(frames: frames)
+        out.append(more ? 1 : 0)
+        put16(&out, UInt16(token.count))
+        return out + token
     }
 
     /// The bytes before the frames: magic, version, flags, the next cursor.
@@ -107,36 +136,68 @@ public struct FramePage: Sendable, Equatable {
             return out
         }
         guard Array(b[0..<4]) == magic else { throw PageError("not a page of frames (bad magic at byte offset 0)") }
+        guard b.count >= 5 else { return out }
+        if b[4] == streamedVersion { return try decodeStreamed(b) }
         guard b.count >= 10 else { return out }
-        guard b[4] == version else { throw PageError("page version \(b[4]) is not supported (this build reads \(version))") }
+        guard b[4] == version else { throw PageError("page version \(b[4]) is not supported (this build reads \(version) and \(streamedVersion))") }
         guard b[5] <= 1, b[6] == 0, b[7] == 0 else { throw PageError("unknown page flags at byte offset 5") }
         let more = b[5] == 1
         let tokenLength = Int(get16(b, 8))
         guard tokenLength <= 1 << 14 else { throw PageError("cursor token length \(tokenLength) at byte offset 8 is out of range") }
-        var o = 10 + tokenLength
+        let o = 10 + tokenLength
         guard o <= b.count else { return out }
         let tokenText = String(decoding: b[10..<o], as: UTF8.self)
         let next: ReplicationCursor
         do { next = try ReplicationCursor(token: tokenText) } catch { throw PageError("the page's next cursor (byte offset 10) is not valid: \(error)") }
+        guard let t = try frames(b, from: o, into: &out) else { return out }
+        guard t + 8 == b.count else { throw PageError("\(b.count - t - 8) unexpected bytes after the page trailer at byte offset \(t + 8)") }
+        out.next = next
+        out.more = more
+        out.complete = true
+        return out
+    }
+
+    private static func decodeStreamed(_ b: [UInt8]) throws(PageError) -> Decoded {
+        var out = Decoded(frames: [], next: nil, more: true, complete: false)
+        guard b.count >= 8 else { return out }
+        guard b[5] == 0, b[6] == 0, b[7] == 0 else { throw PageError("unknown page flags at byte offset 5") }
+        guard let t = try frames(b, from: 8, into: &out) else { return out }
+        guard t + 11 <= b.count else { return out }
+        guard b[t + 8] <= 1 else { throw PageError("the more flag at byte offset \(t + 8) is \(b[t + 8]), not 0 or 1") }
+        let tokenLength = Int(get16(b, t + 9))
+        guard tokenLength <= 1 << 14 else { throw PageError("cursor token length \(tokenLength) at byte offset \(t + 9) is out of range") }
+        let end = t + 11 + tokenLength
+        guard end <= b.count else { return out }
+        let next: ReplicationCursor
+        do { next = try ReplicationCursor(token: String(decoding: b[(t + 11)..<end], as: UTF8.self)) } catch {
+            throw PageError("the page's next cursor (byte offset \(t + 11)) is not valid: \(error)")
+        }
+        guard end == b.count else { throw PageError("\(b.count - end) unexpected bytes after the page trailer at byte offset \(end)") }
+        out.next = next
+        out.more = b[t + 8] == 1
+        out.complete = true
+        return out
+    }
+
+    /// Reads frames from offset `o` into `out` up to the trailer; returns the trailer's offset
+    /// once its u32 zero and frame count are whole and agree, nil when the bytes end first.
+    private static func frames(_ b: [UInt8], from start: Int, into out: inout Decoded) throws(PageError) -> Int? {
+        var o = start
         while true {
-            guard o + 4 <= b.count else { return out }
+            guard o + 4 <= b.count else { return nil }
             let n = Int(get32(b, o))
             if n == 0 {
-                guard o + 8 <= b.count else { return out }
+                guard o + 8 <= b.count else { return nil }
                 let count = Int(get32(b, o + 4))
                 guard count == out.frames.count else {
                     throw PageError("page trailer at byte offset \(o) says \(count) frames, found \(out.frames.count)")
                 }
-                guard o + 8 == b.count else { throw PageError("\(b.count - o - 8) unexpected bytes after the page trailer at byte offset \(o + 8)") }
-                out.next = next
-                out.more = more
-                out.complete = true
-                return out
+                return o
             }
             guard n >= FrameHeader.size, n <= FrameHeader.size + FrameHeader.payloadBytesMax else {
                 throw PageError("frame length \(n) at byte offset \(o) is out of range")
             }
-            guard o + 4 + n <= b.count else { return out }
+            guard o + 4 + n <= b.count else { return nil }
             out.frames.append(Array(b[(o + 4)..<(o + 4 + n)]))
             o += 4 + n
         }

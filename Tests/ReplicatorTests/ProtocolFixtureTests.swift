@@ -29,6 +29,10 @@ import Testing
         let committed = [UInt8](FileManager.default.contents(atPath: Self.root + "/replication/page-golden-first.bin") ?? Data())
         let decoded = try FramePage.decode(committed)
         #expect(decoded.complete && decoded.frames == page.frames && decoded.next == page.next)
+        // The same page as a server streams it (version 2).
+        try pin(page.encodedStreamed(), "page-golden-first-v2.bin")
+        let streamed = try FramePage.decode([UInt8](FileManager.default.contents(atPath: Self.root + "/replication/page-golden-first-v2.bin") ?? Data()))
+        #expect(streamed.complete && streamed.frames == page.frames && streamed.next == page.next && streamed.more)
     }
 
     @Test func floorFile() throws {

@@ -60,6 +60,32 @@ import Testing
         }
     }
 
+    /// A streamed page (version 2: cursor and more flag in the trailer) decodes to the same page,
+    /// and cut off anywhere gives the whole frames before the cut, never a cursor it did not get.
+    @Test func streamedPagesRoundTripAndACutAnywhereKeepsTheWholeFrames() throws {
+        let dir = ShippingTests.Dir()
+        let s = try store(dir, appends: [3, 5, 2, 7])
+        let page = try FramePage.collect(from: s, since: .empty, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 3))
+        #expect(page.frames.count == 3 && page.more)
+        let bytes = page.encodedStreamed()
+        #expect(try FramePage.decode(bytes) == FramePage.Decoded(frames: page.frames, next: page.next, more: true, complete: true))
+        var ends: [Int] = []
+        var o = 8
+        for f in page.frames { o += 4 + f.count; ends.append(o) }
+        for cut in 0..<bytes.count {
+            let d = try FramePage.decode(Array(bytes[..<cut]))
+            #expect(!d.complete && d.next == nil)
+            #expect(d.frames == Array(page.frames.prefix(ends.filter { $0 <= cut }.count)), "cut at \(cut)")
+        }
+        var badMore = bytes
+        badMore[o + 8] = 2
+        #expect { try FramePage.decode(badMore) } throws: { ($0 as? PageError)?.message.contains("more flag at byte offset \(o + 8)") == true }
+        #expect { try FramePage.decode(bytes + [0]) } throws: { ($0 as? PageError)?.message.contains("unexpected bytes") == true }
+        var badFlags = bytes
+        badFlags[6] = 1
+        #expect(throws: PageError.self) { try FramePage.decode(badFlags) }
+    }
+
     @Test func malformedPagesAreRefusedWithTheOffset() throws {
         var bytes = FramePage(frames: [], next: .empty, more: false).encoded()
         #expect(throws: PageError.self) { try FramePage.decode(Array("HTTP".utf8)) }

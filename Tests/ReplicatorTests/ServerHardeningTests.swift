@@ -140,6 +140,35 @@ import Testing
         #expect(throws: ServerError.self) { try config.validate() }
     }
 
+    /// A page is streamed as it is read: the server reserves one slice of it, not the page, and
+    /// what arrives is the page `collect` makes (frames, cursor, more flag), for any page size.
+    @Test func pagesAreStreamedInSlices() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let a = try LogAppender(store: s)  // the log alone: pages do not need a projection
+        for k in 0..<12 { _ = try a.append(ShippingTests().mutations(10_000, seed: UInt64(k))) }
+        try a.close()
+        let big = PageLimits(maxBytes: 32 << 20, maxFrames: 1 << 16)
+        let all = try FramePage.collect(from: s, since: .empty, limits: big)
+        #expect(all.frameBytes > 2 * OutgoingPage.chunkBytes, "the page spans several slices")
+        try await withServer(s) { url in
+            let t = try HTTPTransport(url: url)
+            defer { Task { await t.shutdown() } }
+            let (whole, _) = try await t.page(since: .empty, limits: big)
+            #expect(whole == FramePage.Decoded(frames: all.frames, next: all.next, more: false, complete: true, holder: try s.cursor()))
+            // Pages that end mid-log: the same frames, cursor and more flag as `collect` gives.
+            for limits in [PageLimits(maxBytes: OutgoingPage.chunkBytes + 1, maxFrames: 1 << 16), PageLimits(maxBytes: 1 << 30, maxFrames: 7)] {
+                let expected = try FramePage.collect(from: s, since: .empty, limits: limits)
+                let (got, _) = try await t.page(since: .empty, limits: limits)
+                #expect(got.frames == expected.frames && got.next == expected.next && got.more == expected.more && got.complete)
+            }
+            let (_, metrics) = try await request(url + "/metrics")
+            let peak = metrics.split(separator: "\n").first { $0.hasPrefix("logbook_memory_reserved_peak_bytes ") }.flatMap { Int($0.split(separator: " ")[1]) }
+            let slice = OutgoingPage.bytesBound(PageLimits(maxBytes: OutgoingPage.chunkBytes, maxFrames: 1 << 16))
+            #expect(peak.map { $0 <= slice && $0 < OutgoingPage.bytesBound(big) } == true, "peak \(peak ?? -1)")
+        }
+    }
+
     /// The budget is first come, first served; a waiter that is cancelled leaves the queue.
     @Test func theMemoryBudgetQueuesAndReleases() async throws {
         let budget = MemoryBudget(bytesMax: 100)

@@ -98,7 +98,8 @@ public final class HTTPTransport: ReplicaTransport {
     }
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
-        let response = try await execute(request("v1/frames?since=\(since.token)&max_bytes=\(limits.maxBytes)&max_frames=\(limits.maxFrames)"))
+        // page_version=2: the server streams the page (an older server ignores it and sends version 1).
+        let response = try await execute(request("v1/frames?since=\(since.token)&max_bytes=\(limits.maxBytes)&max_frames=\(limits.maxFrames)&page_version=2"))
         var body: [UInt8] = []
         if let length = response.headers.first(name: "Content-Length").flatMap({ Int($0) }), length <= Self.pageBytesMax {
             body.reserveCapacity(length)

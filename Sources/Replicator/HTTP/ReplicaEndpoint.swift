@@ -50,7 +50,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     /// The last snapshot made. Touched only on `writes`.
     private var keptSnapshot: SnapshotData?
     private var lastPush = Date.distantPast
-    private let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
+    fileprivate let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
 
     public init(store: Store, policy: AccessPolicy, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
                 lockWait: Double = 2, idleClose: Double = 0.25, metrics: ServerMetrics = ServerMetrics(),
@@ -96,22 +96,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     /// built, then shrunk to what it holds.
     public func reservedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
                              peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor, reservation: MemoryBudget.Reservation) {
-        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
-        var since = ReplicationCursor.empty
-        if let token, !token.isEmpty {
-            guard token.utf8.count <= 1 << 14 else { throw EndpointError(400, "since: the cursor token is longer than \(1 << 14) bytes") }
-            do { since = try ReplicationCursor(token: token) } catch { throw EndpointError(400, "since: \(error)") }
-        }
-        var limits = PageLimits()
-        if let maxBytes {
-            guard let n = Int(maxBytes), n > 0 else { throw EndpointError(400, "max_bytes: expected a positive integer, got \"\(maxBytes.prefix(40))\"") }
-            limits.maxBytes = n
-        }
-        if let maxFrames {
-            guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
-            limits.maxFrames = n
-        }
-        let clamped = limits.clamped(to: pageMax)
+        let (since, clamped) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
         let store = self.store
         let from = since
         let page: OutgoingPage, mine: ReplicationCursor
@@ -127,6 +112,99 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
         }
         return (page, mine, reservation)
+    }
+
+    /// Checks a page request: the right to pull, the cursor, the limits (clamped to `pageMax`).
+    func pageRequest(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?) throws -> (ReplicationCursor, PageLimits) {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        var since = ReplicationCursor.empty
+        if let token, !token.isEmpty {
+            guard token.utf8.count <= 1 << 14 else { throw EndpointError(400, "since: the cursor token is longer than \(1 << 14) bytes") }
+            do { since = try ReplicationCursor(token: token) } catch { throw EndpointError(400, "since: \(error)") }
+        }
+        var limits = PageLimits()
+        if let maxBytes {
+            guard let n = Int(maxBytes), n > 0 else { throw EndpointError(400, "max_bytes: expected a positive integer, got \"\(maxBytes.prefix(40))\"") }
+            limits.maxBytes = n
+        }
+        if let maxFrames {
+            guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
+            limits.maxFrames = n
+        }
+        return (since, limits.clamped(to: pageMax))
+    }
+
+    /// `GET /v1/frames?page_version=2`: a page streamed as it is read (docs/PROTOCOL.md, "Page"),
+    /// in slices of about `OutgoingPage.chunkBytes`, each read from the log and written before the
+    /// next is read, so a page of any size holds one slice (and one more frame) in memory, reserved
+    /// from `memory`. Its cursor and more flag follow the frames, in the trailer.
+    ///
+    /// The request is checked, and whether the log still reaches `since` (else 410), before
+    /// anything is sent; `write` then sends the page. A failure while streaming (a compaction
+    /// meanwhile, a client gone) ends the body early: the client keeps the whole frames it got.
+    public struct StreamedPage: Sendable {
+        let endpoint: ReplicaEndpoint
+        let principal: String
+        let peer: String?
+        let since: ReplicationCursor
+        let limits: PageLimits
+        let reservation: MemoryBudget.Reservation
+        /// This store's cursor when the request was taken (`Logbook-Cursor`).
+        public let holder: ReplicationCursor
+
+        /// Sends the page through `write`; returns its frame count.
+        @discardableResult
+        public func write(_ write: (ByteBuffer) async throws -> Void) async throws -> Int {
+            defer { reservation.release() }
+            let store = endpoint.store
+            try await write(ByteBuffer(bytes: FramePage.streamedHead))
+            var at = since
+            var frames = 0, bytes = 0
+            var more = false
+            while true {
+                var slice = limits
+                slice.maxBytes = min(OutgoingPage.chunkBytes, limits.maxBytes - bytes)
+                slice.maxFrames = limits.maxFrames - frames
+                let (from, sliceLimits) = (at, slice)
+                let part = try await endpoint.run(on: endpoint.reads) { try OutgoingPage(store: store, since: from, limits: sliceLimits, framesOnly: true) }
+                for b in part.buffers where b.readableBytes > 0 { try await write(b) }
+                frames += part.frames
+                bytes += part.frameBytes
+                at = part.next
+                if !part.more { break }
+                if bytes >= limits.maxBytes || frames >= limits.maxFrames {
+                    more = true
+                    break
+                }
+            }
+            try await write(ByteBuffer(bytes: FramePage.streamedTrailer(frames: frames, next: at, more: more)))
+            let mine = try store.cursor()
+            endpoint.metrics.served(frames: frames, bytes: bytes, cursor: mine)
+            if let peer, let id = ReplicaID(peer) {
+                endpoint.metrics.peer("\(principal)/\(id)", lag: at.merged(with: since).lag(behind: mine))
+            }
+            return frames
+        }
+    }
+
+    public func streamedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                             peer: String?) async throws -> StreamedPage {
+        let (since, limits) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
+        let store = self.store
+        let holder: ReplicationCursor
+        do {
+            holder = try await run(on: reads) {
+                let reader = LogReader(store: store)
+                for origin in try store.origins() { try reader.requireHeld(origin: origin, past: since[origin]) }
+                return try store.cursor()
+            }
+        } catch let f as TransferFailure where f.code == .cursorExpired {
+            throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
+        }
+        var slice = limits
+        slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
+        return StreamedPage(endpoint: self, principal: principal.name, peer: peer, since: since, limits: limits, reservation: reservation, holder: holder)
     }
 
     /// `GET /v1/snapshot`: a snapshot that sits at the end of every log (made with the writer
@@ -247,7 +325,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         }
     }
 
-    private func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
+    fileprivate func run<T: Sendable>(on queue: DispatchQueue, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { c in
             queue.async { c.resume(with: Result { try body() }) }
         }
@@ -271,7 +349,9 @@ public struct OutgoingPage: Sendable {
         limits.maxBytes + FrameHeader.size + FrameHeader.payloadBytesMax + 4 * limits.maxFrames + Self.chunkBytes + (1 << 16)
     }
 
-    init(store: Store, since: ReplicationCursor, limits: PageLimits) throws {
+    /// - Parameter framesOnly: only the frames (a slice of a streamed page), without the page's
+    ///   head and trailer.
+    init(store: Store, since: ReplicationCursor, limits: PageLimits, framesOnly: Bool = false) throws {
         let allocator = ByteBufferAllocator()
         var chunks: [ByteBuffer] = []
         var current = allocator.buffer(capacity: Self.chunkBytes)
@@ -287,9 +367,9 @@ public struct OutgoingPage: Sendable {
             frames += 1
             frameBytes += f.count
         }
-        current.writeBytes(FramePage.trailer(frames: frames))
+        if !framesOnly { current.writeBytes(FramePage.trailer(frames: frames)) }
         chunks.append(current)
-        buffers = [ByteBuffer(bytes: FramePage.head(next: next, more: more))] + chunks
+        buffers = framesOnly ? chunks : [ByteBuffer(bytes: FramePage.head(next: next, more: more))] + chunks
         self.next = next
         self.more = more
         self.frames = frames

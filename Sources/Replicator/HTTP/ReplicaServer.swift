@@ -107,6 +107,16 @@ public enum ReplicaServer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 guard (request.uri.query?.utf8.count ?? 0) <= queryBytesMax else { throw EndpointError(414, "the query is longer than \(queryBytesMax) bytes") }
                 let q = request.uri.queryParameters
+                if q.get("page_version") == "2" {
+                    let page = try await endpoint.streamedPage(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
+                                                               maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
+                    var headers: HTTPFields = [.contentType: pageContentType]
+                    headers[cursorHeader] = page.holder.token
+                    return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                        try await page.write { try await writer.write($0) }
+                        try await writer.finish(nil)
+                    })
+                }
                 let (page, mine, reservation) = try await endpoint.reservedPage(principal: p, since: q.get("since"), maxBytes: q.get("max_bytes"),
                                                                                 maxFrames: q.get("max_frames"), peer: request.headers[replicaHeader])
                 var headers: HTTPFields = [.contentType: pageContentType]
