@@ -75,6 +75,9 @@ put("FuzzPageReceive", "empty", page([], empty))
 fixture_page = os.path.join(root, "fixtures/replication/page-golden-first.bin")
 if os.path.exists(fixture_page):
     put("FuzzPageReceive", "fixture", open(fixture_page, "rb").read())
+fixture_page2 = os.path.join(root, "fixtures/replication/page-golden-first-v2.bin")
+if os.path.exists(fixture_page2):
+    put("FuzzPageReceive", "fixture-v2", open(fixture_page2, "rb").read())
 put("FuzzBundle", "golden-all", bundle(frames))
 put("FuzzBundle", "golden-two", bundle(frames[:2]))
 put("FuzzBundle", "empty", bundle([]))
