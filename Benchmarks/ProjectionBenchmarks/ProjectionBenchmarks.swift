@@ -67,6 +67,53 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("max (us)"), Int(latencies.last! * 1e6))
     }
 
+    // Change notifications: from the start of a single append to the moment a subscriber holds
+    // the change, in process (Projection.changes) and through the files as another process sees
+    // them (ProjectionWatcher: inotify, its own database connection), beside the append alone.
+    Benchmark("append -> change notification, single appends", configuration: config(["append alone p50 (us)", "append alone p99 (us)", "in-process p50 (us)", "in-process p99 (us)", "watcher p50 (us)", "watcher p99 (us)"])) { benchmark in
+        let dir = Scratch()
+        let store = try Store.create(at: dir.path + "/s")
+        let projected = try ProjectedStore(store: store)
+        _ = try projected.append(Workload.mutations(10_000, seed: 3))
+        let stream = projected.projection.changes()
+        let received = LatencyBox()
+        let consumer = Task.detached {
+            for await _ in stream { received.mark() }
+        }
+        let watcher = try ProjectionWatcher(store: store)
+        watcher.pollInterval = 5  // only inotify wakes it in time
+        let watched = LatencyBox()
+        let watching = Thread {
+            while !watched.stopped {
+                if (try? watcher.next(until: Date().addingTimeInterval(0.2))) ?? nil != nil { watched.mark() }
+            }
+        }
+        watching.start()
+        var alone: [Double] = [], inProcess: [Double] = [], viaFiles: [Double] = []
+        let ms = Workload.mutations(600, seed: 78)
+        benchmark.startMeasurement()
+        for m in ms {
+            let before = (received.count, watched.count)
+            let t = Clock.now()
+            _ = try projected.append([m])
+            alone.append(Clock.now() - t)
+            while received.count == before.0 { usleep(20) }
+            inProcess.append(received.last - t)
+            let deadline = Clock.now() + 2
+            while watched.count == before.1 && Clock.now() < deadline { usleep(50) }
+            viaFiles.append((watched.count == before.1 ? Clock.now() : watched.last) - t)
+        }
+        benchmark.stopMeasurement()
+        watched.stop()
+        consumer.cancel()
+        try projected.close()
+        for (name, values) in [("append alone", alone), ("in-process", inProcess), ("watcher", viaFiles)] {
+            let sorted = values.sorted()
+            benchmark.measurement(metric("\(name) p50 (us)"), Int(sorted[sorted.count / 2] * 1e6))
+            benchmark.measurement(metric("\(name) p99 (us)"), Int(sorted[sorted.count * 99 / 100] * 1e6))
+        }
+    }
+
     Benchmark("FTS search and 10-level subtree, 100K items", configuration: config(["search p50 (us)", "search p99 (us)", "subtree p50 (us)", "subtree p99 (us)", "subtree rows"])) { benchmark in
         let projection = try Hierarchy.build()
         var rng = SplitMix64(seed: 9)
@@ -179,4 +226,17 @@ enum Hierarchy {
         try Projection.rebuild(store: store)
         return try Projection(store: store)
     }
+}
+
+/// When a notification arrived (Clock seconds), counted, for the benchmark's polling loop.
+final class LatencyBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    private var at = 0.0
+    private var done = false
+    func mark() { let t = Clock.now(); lock.withLock { n += 1; at = t } }
+    var count: Int { lock.withLock { n } }
+    var last: Double { lock.withLock { at } }
+    func stop() { lock.withLock { done = true } }
+    var stopped: Bool { lock.withLock { done } }
 }

@@ -19,6 +19,7 @@ public final class Projection: @unchecked Sendable {
     public let schema: ProjectionSchema
     public let path: String
     let pool: DatabasePool
+    let hub = ChangeHub()
 
     public static func path(for store: Store) -> String { store.path + "/projection.sqlite" }
 
@@ -77,8 +78,13 @@ public final class Projection: @unchecked Sendable {
     /// - Returns: the number of events applied.
     @discardableResult
     public func catchUp(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
-        try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress)
+        try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress, hub: hub.isEmpty ? nil : hub)
     }
+
+    /// Every commit this `Projection` makes from now on (`catchUp`, `apply`), as it is made: the
+    /// cursor after it and the events it applied. For commits made by other processes (or other
+    /// `Projection` values), use `ProjectionWatcher`. The stream ends when the projection is closed.
+    public func changes() -> AsyncStream<ProjectionChange> { hub.subscribe() }
 
     /// Events the projection has not applied yet, per origin.
     public func lag() throws -> [ReplicaID: UInt64] {
@@ -110,11 +116,12 @@ public final class Projection: @unchecked Sendable {
     }
 
     static func project(store: Store, into pool: some DatabaseWriter, schema: ProjectionSchema, fresh: Bool,
-                        progress: ((Int, Int) -> Void)?) throws -> Int {
+                        progress: ((Int, Int) -> Void)?, hub: ChangeHub? = nil) throws -> Int {
         let reader = LogReader(store: store)
         var applied = try pool.read(Projection.readCursor)
         // An empty projection (no cursor at all: rows and cursor commit together) is filled the way
         // a rebuild fills its new file: merged in memory, written once, indexes built afterwards.
+        let rebuilding = fresh
         let fresh = fresh || applied.isEmpty
         var todo: [(ReplicaID, Seq, Seq)] = []
         var total = 0
@@ -137,7 +144,11 @@ public final class Projection: @unchecked Sendable {
         progress?(0, total)
         if fresh {
             // A rebuild into a new file: one transaction, rows merged in memory and written once.
-            return try pool.write { db -> Int in
+            // Subscribers get the events of a first catch-up that is small enough to hand over;
+            // a rebuild, or a large first catch-up, is announced as such.
+            let listed = hub != nil && !rebuilding && total <= catchUpBatchEvents
+            var events: [Event] = []
+            let n = try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
                 p.reserve(rows: total / 4)  // entities get several events each
                 // Bulk load: secondary indexes and triggers are set aside while rows go in, then
@@ -150,6 +161,7 @@ public final class Projection: @unchecked Sendable {
                 for (origin, from, _) in todo {
                     try reader.forEachEvent(origin: origin, from: from) { e in
                         try p.apply(e, db: db)
+                        if listed { events.append(e) }
                         done += 1
                         if done % 50_000 == 0 { progress?(done, total) }
                         if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
@@ -162,6 +174,8 @@ public final class Projection: @unchecked Sendable {
                 progress?(done, total)
                 return p.eventsApplied
             }
+            if let hub { hub.publish(ProjectionChange(cursor: try pool.read(Projection.readCursor), events: events, rebuilt: !listed)) }
+            return n
         }
         for (origin, from, tip) in todo {
             var next = from
@@ -169,11 +183,13 @@ public final class Projection: @unchecked Sendable {
                 // One transaction per batch: rows and cursor commit together.
                 let batchEnd = Seq(min(tip.rawValue, next.rawValue + UInt64(catchUpBatchEvents) - 1))
                 var last = Seq(0)
+                var batch: [Event] = []
                 let n = try pool.write { db -> Int in
                     let p = try Projector(schema: schema, db: db, fresh: false)
                     try reader.forEachEvent(origin: origin, from: next) { e in
                         if e.seq > batchEnd { return false }
                         try p.apply(e, db: db)
+                        if hub != nil { batch.append(e) }
                         last = e.seq
                         return e.seq < batchEnd
                     }
@@ -181,9 +197,12 @@ public final class Projection: @unchecked Sendable {
                     try p.flush(db: db)
                     return p.eventsApplied
                 }
+                if n > 0 { applied[origin] = last }
+                if let hub, n > 0 {
+                    hub.publish(ProjectionChange(cursor: applied.filter { $0.value.rawValue > 0 }, events: batch))
+                }
                 if n > 0 && last < batchEnd && tip == Seq(UInt64.max) { done += n; break }
                 done += n
-                applied[origin] = batchEnd
                 next = batchEnd.next
                 progress?(done, total)
                 if n == 0 { break }
@@ -195,14 +214,16 @@ public final class Projection: @unchecked Sendable {
     /// Applies events directly (they must also be in the log for a later rebuild to agree).
     /// Used by tests and by embedders that project events as they receive them.
     public func apply(_ events: [Event]) throws {
-        try pool.write { db in
+        let cursor = try pool.write { db -> [ReplicaID: Seq] in
             let p = try Projector(schema: schema, db: db, fresh: false)
             for e in events {
                 try p.apply(e, db: db)
                 if p.pendingRows >= Projector.flushRowsMax { try p.flush(db: db) }
             }
             try p.flush(db: db)
+            return try Projection.readCursor(db)
         }
+        if !hub.isEmpty { hub.publish(ProjectionChange(cursor: cursor, events: events)) }
     }
 
     /// Applies events as a rebuild does (rows merged in memory, written once), into an empty
@@ -273,5 +294,8 @@ public final class Projection: @unchecked Sendable {
     }
 
     /// Closes the database connections.
-    public func close() throws { try pool.close() }
+    public func close() throws {
+        hub.finish()
+        try pool.close()
+    }
 }

@@ -1,0 +1,65 @@
+import EventLog
+import Foundation
+import Projections
+import Testing
+@testable import Replicator
+
+/// Change notifications: every projection commit, whatever made it, reaches subscribers.
+@Suite struct ChangeFeedTests {
+    typealias Dir = ShippingTests.Dir
+
+    /// The first change on `stream`, or nil after `seconds`.
+    func first(_ stream: AsyncStream<ProjectionChange>, seconds: Double = 10) async -> ProjectionChange? {
+        await withTaskGroup(of: ProjectionChange?.self) { group in
+            group.addTask { for await c in stream { return c }; return nil }
+            group.addTask { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)); return nil }
+            let r = await group.next() ?? nil
+            group.cancelAll()
+            return r
+        }
+    }
+
+    @Test func aLocalAppendAndAReceivedPageAreEachDeliveredWithWhatTheyApplied() async throws {
+        let dir = Dir()
+        let a = try Store.create(at: dir.path + "/a"), b = try Store.create(at: dir.path + "/b")
+        let pb = try ProjectedStore(store: b)
+        _ = try pb.append(ShippingTests().mutations(4, seed: 2))
+        try pb.close()
+
+        let pa = try ProjectedStore(store: a)
+        defer { try? pa.close() }
+        let changes = pa.projection.changes()
+        let ms = ShippingTests().mutations(3, seed: 1)
+        _ = try pa.append(ms)
+        let local = try #require(await first(changes))
+        #expect(local.events.map(\.seq.rawValue) == [1, 2, 3])
+        #expect(local.cursor == [a.replicaID: Seq(3)])
+        #expect(local.touched.values.reduce(0) { $0 + $1.count } == Set(ms.map(\.entityID)).count)
+
+        // A page received from a peer (here by path) is a commit like any other.
+        let page = try FramePage.collect(from: b, since: .empty, limits: PageLimits())
+        _ = try pa.appender.receive(page.frames)
+        try pa.projection.catchUp()
+        let received = try #require(await first(changes))
+        #expect(received.events.map(\.origin) == Array(repeating: b.replicaID, count: 4))
+        #expect(received.cursor == [a.replicaID: Seq(3), b.replicaID: Seq(4)])
+    }
+
+    /// A watcher in another "process" (its own Projection) sees the commit, and one started from
+    /// the cursor it last saw gets exactly what came after.
+    @Test func aWatcherResumesFromItsCursorMissingNothing() throws {
+        let dir = Dir()
+        let a = try Store.create(at: dir.path + "/a")
+        let pa = try ProjectedStore(store: a)
+        defer { try? pa.close() }
+        let watcher = try ProjectionWatcher(store: a)
+        #expect(try watcher.poll() == nil)
+        _ = try pa.append(ShippingTests().mutations(5, seed: 3))
+        let seen = try #require(try watcher.next(until: Date().addingTimeInterval(10)))
+        #expect(seen.events.map(\.seq.rawValue) == [1, 2, 3, 4, 5])
+        _ = try pa.append(ShippingTests().mutations(2, seed: 4))
+        let resumed = try ProjectionWatcher(store: a, from: [a.replicaID: Seq(5)])
+        #expect(try resumed.poll()?.events.map(\.seq.rawValue) == [6, 7])
+        #expect(try resumed.poll() == nil)
+    }
+}
