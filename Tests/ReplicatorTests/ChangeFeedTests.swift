@@ -62,4 +62,52 @@ import Testing
         #expect(try resumed.poll()?.events.map(\.seq.rawValue) == [6, 7])
         #expect(try resumed.poll() == nil)
     }
+
+    /// An observed items query is not re-run by a sync that touches only tags (10,000 events),
+    /// is re-run by an item event, and delivers only results that differ.
+    @Test func anObservedQueryRunsOnlyWhenACommitTouchesWhatItReads() async throws {
+        let dir = Dir()
+        let a = try Store.create(at: dir.path + "/a"), tags = try Store.create(at: dir.path + "/tags")
+        let pt = try ProjectedStore(store: tags)
+        _ = try pt.append((0..<10_000).map { Mutation(entity: .tag, op: .create, entityID: UUID(), fields: [Field("name", .text("tag \($0)"))]) })
+        try pt.close()
+
+        let pa = try ProjectedStore(store: a)
+        defer { try? pa.close() }
+        let root = UUID()
+        _ = try pa.append([Mutation(entity: .item, op: .create, entityID: root, fields: [Field("title", .text("root"))])])
+        let runs = Counter()
+        var results = pa.projection.observe(reading: [.item]) { p in
+            runs.add()
+            return try p.items(under: root.lowercasedString)
+        }.makeAsyncIterator()
+        #expect(try await results.next()?.count == 1)
+        #expect(runs.value == 1)
+
+        // A sync of 10,000 tag events: commits, but nothing the query reads.
+        let page = try FramePage.collect(from: tags, since: .empty, limits: PageLimits(maxBytes: 64 << 20, maxFrames: 1 << 16))
+        let changes = pa.projection.changes()
+        _ = try pa.appender.receive(page.frames)
+        try pa.projection.catchUp()
+        var seen = 0
+        for await c in changes {
+            seen += c.events.count
+            if seen >= 10_000 { break }
+        }
+        #expect(runs.value == 1, "the tag sync re-ran the items query")
+
+        // An item outside the subtree: re-run, same result, nothing delivered. One inside: delivered.
+        _ = try pa.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("elsewhere"))])])
+        _ = try pa.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("child")), Field("parent_id", .text(root.lowercasedString))])])
+        let next = try await results.next()
+        #expect(next?.map(\.title) == ["root", "child"])
+        #expect(runs.value == 3)
+    }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    func add() { lock.withLock { n += 1 } }
+    var value: Int { lock.withLock { n } }
 }
