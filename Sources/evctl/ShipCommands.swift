@@ -224,9 +224,19 @@ struct SyncCommand: AsyncStoreCommand {
     @OptionGroup var options: StoreOptions
     @OptionGroup var peer: PeerOptions
     @Argument(help: "The other replica: a URL or a path.") var source: String
+    @Flag(help: "Keep in sync until stopped: pull when the server says it has more, push each local commit, reconnect with backoff (a URL only).")
+    var follow = false
+
+    func validate() throws {
+        if follow && !PeerOptions.isURL(source) { throw ValidationError("--follow needs the URL of an `evctl serve`") }
+    }
 
     func execute() async throws {
         let mine = try options.open()
+        if follow {
+            try await Follow.run(mine, url: source, peer: peer, json: options.json)
+            return
+        }
         let pulled: Int, pushed: Int
         if PeerOptions.isURL(source) {
             let s = try await HTTPShip.exchange(mine, url: source, peer: peer, pull: true, push: true)

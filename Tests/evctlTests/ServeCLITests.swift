@@ -72,4 +72,57 @@ import Testing
         let down = try Evctl.run(["pull", "--store", a, "http://127.0.0.1:1", "--attempts", "2"])
         #expect(down.status == 1 && down.stderr.contains("gave up after 2 attempts"))
     }
+
+    /// `sync --follow`: an append on either side reaches the other without anyone running sync,
+    /// and a follower whose server goes away reconnects once it is back.
+    @Test func syncFollowKeepsBothSidesInSync() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", b = dir.path + "/b"
+        try Evctl.run(["init", "--store", a])
+        try Evctl.run(["init", "--store", b])
+        let (server, url) = try serve(["--store", a], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: Evctl.path)
+        follower.arguments = ["sync", "--follow", "--store", b, url]
+        follower.standardOutput = FileHandle.nullDevice
+        follower.standardError = FileHandle.nullDevice
+        try follower.run()
+        defer { follower.terminate(); follower.waitUntilExit() }
+
+        func events(_ store: String) throws -> [String] {
+            try Evctl.run(["log", "--store", store, "--json"]).stdout.split(separator: "\n").compactMap { json(String($0))["id"] as? String }
+        }
+        func eventually(_ what: String, seconds: Double = 20, _ check: () throws -> Bool) throws {
+            let deadline = Date().addingTimeInterval(seconds)
+            while Date() < deadline {
+                if try check() { return }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+            Issue.record("not within \(seconds) s: \(what)")
+        }
+        try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-00000000000a","fields":{"title":"from a"}}"# + "\n")
+        try eventually("a's append reaches b") { try events(b).contains("00000000-0000-4000-8000-00000000000a") }
+        try Evctl.run(["append", "--store", b], stdin: #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-00000000000b","fields":{"title":"from b"}}"# + "\n")
+        try eventually("b's append reaches a") { try events(a).contains("00000000-0000-4000-8000-00000000000b") }
+        #expect(follower.isRunning)
+        // Both projections show both items.
+        try eventually("the projections agree") {
+            try Evctl.run(["items", "--store", a]).stdout == Evctl.run(["items", "--store", b]).stdout
+        }
+        // The server goes away and comes back on the same port: the follower reconnects.
+        server.terminate()
+        server.waitUntilExit()
+        try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-00000000000c","fields":{"title":"while away"}}"# + "\n")
+        let port = url.split(separator: ":").last.map(String.init)!
+        let again = Process()
+        again.executableURL = URL(fileURLWithPath: Evctl.path)
+        again.arguments = ["serve", "--store", a, "--listen", "127.0.0.1:\(port)"]
+        again.standardOutput = FileHandle.nullDevice
+        again.standardError = FileHandle.nullDevice
+        try again.run()
+        defer { again.terminate(); again.waitUntilExit() }
+        try eventually("the follower reconnects and pulls", seconds: 40) { try events(b).contains("00000000-0000-4000-8000-00000000000c") }
+        #expect(follower.isRunning)
+    }
 }

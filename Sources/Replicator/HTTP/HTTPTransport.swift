@@ -127,6 +127,38 @@ public final class HTTPTransport: ReplicaTransport {
         }
     }
 
+    /// The server's durable cursor now and each time it moves (`GET /v1/watch`, Server-Sent
+    /// Events), until the stream ends (the server stops, the link breaks: it then throws).
+    public func watch() -> AsyncThrowingStream<ReplicationCursor, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    var r = request("v1/watch")
+                    r.headers.add(name: "Accept", value: "text/event-stream")
+                    let shown = base + "v1/watch"
+                    let response: HTTPClientResponse
+                    do { response = try await client.execute(r, timeout: .hours(24 * 365)) } catch { throw Self.classify(error, url: shown) }
+                    guard response.status == .ok else {
+                        let text = (try? await response.body.collect(upTo: 1 << 16)).map { String(buffer: $0) } ?? ""
+                        throw Self.failure(status: Int(response.status.code), body: text, url: shown)
+                    }
+                    var parser = ServerSentEvents()
+                    for try await chunk in response.body {
+                        for event in try parser.add(chunk.readableBytesView) where event.name == "cursor" {
+                            do { continuation.yield(try ReplicationCursor(token: event.data)) } catch {
+                                throw TransferFailure(.invalidAnswer, "\(shown) sent a cursor that is not valid: \(error)")
+                            }
+                        }
+                    }
+                    throw TransferFailure.transient("\(shown): the server ended the stream")
+                } catch {
+                    continuation.finish(throwing: Self.classify(error, url: base + "v1/watch"))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
         var r = request("v1/frames", method: .POST)
         r.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
@@ -278,4 +310,49 @@ func hex(_ digest: SHA256.Digest) -> String {
         out.append(digits[Int(b & 0x0F)])
     }
     return String(decoding: out, as: UTF8.self)
+}
+
+/// A Server-Sent Events parser (the subset `/v1/watch` uses: `event:` and `data:` fields, comment
+/// lines, events ended by a blank line). Bounded: a line over 64 KiB is an error, not memory.
+struct ServerSentEvents {
+    struct Event: Equatable {
+        var name = "message"
+        var data = ""
+    }
+    private var line: [UInt8] = []
+    private var current = Event()
+    private var hasData = false
+    static let lineBytesMax = 1 << 16
+
+    mutating func add(_ bytes: some Sequence<UInt8>) throws -> [Event] {
+        var out: [Event] = []
+        for b in bytes {
+            if b == 0x0A {
+                if line.last == 0x0D { line.removeLast() }
+                if line.isEmpty {
+                    if hasData { out.append(current) }
+                    current = Event()
+                    hasData = false
+                } else if line.first != UInt8(ascii: ":") {
+                    let text = String(decoding: line, as: UTF8.self)
+                    let (field, value) = text.firstIndex(of: ":").map { (String(text[..<$0]), String(text[text.index(after: $0)...]).drop { $0 == " " }) }
+                        .map { ($0.0, String($0.1)) } ?? (text, "")
+                    switch field {
+                    case "event": current.name = value
+                    case "data":
+                        current.data += hasData ? "\n" + value : value
+                        hasData = true
+                    default: break
+                    }
+                }
+                line.removeAll(keepingCapacity: true)
+            } else {
+                guard line.count < Self.lineBytesMax else {
+                    throw TransferFailure(.invalidAnswer, "an event stream line is longer than \(Self.lineBytesMax) bytes")
+                }
+                line.append(b)
+            }
+        }
+        return out
+    }
 }

@@ -42,6 +42,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     public let lockWait: Double
     public let idleClose: Double
     public let metrics: ServerMetrics
+    private let watcherLock = NSLock()
+    private var cursorWatcher: CursorWatcher?
     /// Bytes of pages being sent and pushed bodies being read, over every connection.
     public let memory: MemoryBudget
     private let writes = DispatchQueue(label: "logbook.serve.writes")
@@ -112,6 +114,24 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
         }
         return (page, mine, reservation)
+    }
+
+    /// `GET /v1/watch`: the store's durable cursor now and each time it moves (one watcher for
+    /// every connection, started by the first). The caller must be allowed to pull.
+    public func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        let w: CursorWatcher = try watcherLock.withLock {
+            if let w = cursorWatcher, !w.isStopped { return w }
+            let w = try CursorWatcher(store: store, stopsWhenUnused: true)
+            cursorWatcher = w
+            return w
+        }
+        return w.changes()
+    }
+
+    /// Stops what `watch` started (the server is shutting down).
+    public func stopWatching() {
+        watcherLock.withLock { cursorWatcher?.stop(); cursorWatcher = nil }
     }
 
     /// Checks a page request: the right to pull, the cursor, the limits (clamped to `pageMax`).

@@ -133,6 +133,41 @@ public enum ReplicaServer {
                 })
             }
         }
+        // Server-Sent Events: `event: cursor` with the store's durable cursor now and whenever it
+        // moves, and a comment every 15 s so that idle timeouts and proxies keep the stream open.
+        router.get("v1/watch") { request, _ in
+            try await answer {
+                let p = try endpoint.authenticate(request.headers[.authorization])
+                let cursors = try endpoint.watch(principal: p)
+                var headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
+                headers[.contentEncoding] = "identity"
+                return Response(status: .ok, headers: headers, body: ResponseBody { writer in
+                    let (lines, feed) = AsyncStream.makeStream(of: String.self)
+                    let forward = Task {
+                        for await c in cursors { feed.yield("event: cursor\ndata: \(c.token)\n\n") }
+                        feed.finish()
+                    }
+                    let ping = Task {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(nanoseconds: 15_000_000_000)
+                            feed.yield(": ping\n\n")
+                        }
+                    }
+                    defer {
+                        forward.cancel()
+                        ping.cancel()
+                    }
+                    try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
+                    // A server shutting down ends the stream (clients reconnect elsewhere or later).
+                    try await withGracefulShutdownHandler {
+                        for await line in lines { try await writer.write(ByteBuffer(string: line)) }
+                    } onGracefulShutdown: {
+                        feed.finish()
+                    }
+                    try await writer.finish(nil)
+                })
+            }
+        }
         router.get("v1/snapshot") { request, _ in
             try await answer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
