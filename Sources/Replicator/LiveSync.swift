@@ -1,0 +1,114 @@
+import EventLog
+import Foundation
+
+/// Keeps a store in sync with an `evctl serve` until cancelled (`evctl sync --follow`): catches
+/// up both ways, then pulls each time the server says its durable cursor moved (`/v1/watch`) and
+/// pushes each time this store's durable cursor moves (`CursorWatcher`: any process's append), and
+/// reconnects with backoff (0.5 s doubling to `backoffMax`) when the link breaks. A permanent
+/// failure (a refused token, refused frames) ends it with that failure.
+public struct LiveSync: Sendable {
+    /// One exchange: what a pull and a push moved (nil for the half not run).
+    public struct Exchange: Sendable {
+        public var pulled: TransferSummary?
+        public var pushed: TransferSummary?
+        public init(pulled: TransferSummary?, pushed: TransferSummary?) {
+            self.pulled = pulled
+            self.pushed = pushed
+        }
+    }
+
+    public enum State: Sendable, Equatable {
+        case inSync(ReplicationCursor)
+        case retrying(after: Double, because: String)
+    }
+
+    public let store: Store
+    /// A new client for the server (one per connection attempt).
+    public let connect: @Sendable () throws -> HTTPTransport
+    public var project = true
+    public var limits = PageLimits()
+    public var retry = RetryPolicy()
+    public var backoffMax = 30.0
+    /// Runs each exchange: a pull and/or a push (`known`: the server's cursor, if known). nil: the
+    /// plain `Replication.pull` and `push` with `project`, `limits` and `retry`. Set it to record
+    /// peer state around them.
+    public var exchange: (@Sendable (_ t: HTTPTransport, _ pull: Bool, _ push: Bool, _ known: ReplicationCursor?) async throws -> Exchange)?
+    public var onExchange: @Sendable (Exchange) -> Void = { _ in }
+    public var onState: @Sendable (State) -> Void = { _ in }
+
+    public init(store: Store, connect: @escaping @Sendable () throws -> HTTPTransport) {
+        self.store = store
+        self.connect = connect
+    }
+
+    private enum Trigger: Sendable {
+        case remote(ReplicationCursor)
+        case local(ReplicationCursor)
+        case ended(String)
+    }
+
+    /// Runs until the task is cancelled (returns) or a permanent failure (throws).
+    public func run() async throws {
+        let (store, project, limits, retry) = (self.store, self.project, self.limits, self.retry)
+        let exchange = self.exchange ?? { t, pull, push, known in
+            let a = pull ? try await Replication.pull(from: t, store: store, project: project, limits: limits, retry: retry) : nil
+            let b = push ? try await Replication.push(from: store, to: t, known: a?.peerHolds ?? known, limits: limits, retry: retry) : nil
+            return Exchange(pulled: a, pushed: b)
+        }
+        let local = try CursorWatcher(store: store)
+        defer { local.stop() }
+        var backoff = 0.5
+        while !Task.isCancelled {
+            let t: HTTPTransport
+            do { t = try connect() } catch { throw error }
+            do {
+                defer { Task { await t.shutdown() } }
+                let first = try await exchange(t, true, true, nil)
+                onExchange(first)
+                var server = first.pushed?.peerCursor ?? first.pulled?.peerHolds ?? .empty
+                onState(.inSync(try store.cursor()))
+                backoff = 0.5
+                let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
+                let remote = Task {
+                    do {
+                        for try await c in t.watch() { feed.yield(.remote(c)) }
+                        feed.yield(.ended("the server ended the stream"))
+                    } catch {
+                        feed.yield(.ended(String(describing: error)))
+                    }
+                }
+                let changes = local.changes()
+                let mine = Task { for await c in changes { feed.yield(.local(c)) } }
+                defer {
+                    remote.cancel()
+                    mine.cancel()
+                }
+                for await trigger in triggers {
+                    try Task.checkCancellation()
+                    switch trigger {
+                    case .remote(let c):
+                        server = c
+                        if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil)) }
+                    case .local(let c):
+                        if !server.includes(c) {
+                            let e = try await exchange(t, false, true, server)
+                            if let holds = e.pushed?.peerCursor { server = server.merged(with: holds) }
+                            onExchange(e)
+                        }
+                    case .ended(let why):
+                        throw TransferFailure.transient(why)
+                    }
+                }
+            } catch is CancellationError {
+                return
+            } catch let f as TransferFailure where f.retry == .permanent {
+                throw f
+            } catch {
+                if Task.isCancelled { return }
+                onState(.retrying(after: backoff, because: String(describing: error)))
+                do { try await Task.sleep(nanoseconds: UInt64(backoff * 1e9)) } catch { return }
+                backoff = min(backoffMax, backoff * 2)
+            }
+        }
+    }
+}
