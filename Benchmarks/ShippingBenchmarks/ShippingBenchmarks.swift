@@ -156,4 +156,70 @@ let benchmarks: @Sendable () -> Void = {
             benchmark.measurement(metric("1 new on client p99 (us)"), f)
         }
     }
+
+    // Live sync: replica A and k followers each run LiveSync against one server (all in this
+    // process); an append on A travels A -> server (A's watcher pushes it) -> followers (the
+    // server's /v1/watch event, then a pull that projects). Timed from the append's start to the
+    // moment each follower's pull has committed it to that follower's projection. CPU is this
+    // whole process's (server, A and every follower) per event delivered to one follower.
+    for followers in [1, 50] {
+        Benchmark("live sync: append on A -> in a follower's projection, \(followers) follower\(followers == 1 ? "" : "s")",
+                  configuration: config(["p50 (us)", "p99 (us)", "max (us)", "CPU per delivered event (us)"], iterations: 1)) { benchmark in
+            let dir = Scratch()
+            let server = try Store.create(at: dir.path + "/server"), a = try Store.create(at: dir.path + "/a")
+            let bs = try (0..<followers).map { try Store.create(at: dir.path + "/b\($0)") }
+            try await serving(server) { url in
+                let arrivals = Arrivals()
+                var tasks: [Task<Void, any Error>] = []
+                for (i, b) in ([a] + bs).enumerated() {
+                    var live = LiveSync(store: b) { try HTTPTransport(url: url, replica: b.replicaID) }
+                    live.onExchange = { e in if i > 0, let n = e.pulled?.events, n > 0 { arrivals.add(i, Clock.now()) } }
+                    tasks.append(Task { try await live.run() })
+                }
+                // Every follower connected and caught up (nothing yet): wait until the server has
+                // served each one a watch stream, then a settle.
+                try await Task.sleep(nanoseconds: 1_500_000_000)
+                let pa = try ProjectedStore(store: a)
+                let rounds = followers == 1 ? 200 : 40
+                let ms = Workload.mutations(rounds, seed: 123)
+                var latencies: [Double] = []
+                let cpu0 = processCPUSeconds()
+                benchmark.startMeasurement()
+                for k in 0..<rounds {
+                    let before = arrivals.count
+                    let t0 = Clock.now()
+                    _ = try pa.append([ms[k]])
+                    let deadline = Clock.now() + 10
+                    while arrivals.count < before + followers && Clock.now() < deadline { try await Task.sleep(nanoseconds: 200_000) }
+                    latencies += arrivals.since(before).map { $0 - t0 }
+                    latencies += Array(repeating: 10, count: max(0, before + followers - arrivals.count))  // missed: counted as 10 s
+                }
+                benchmark.stopMeasurement()
+                let cpu = processCPUSeconds() - cpu0
+                for t in tasks { t.cancel() }
+                for t in tasks { _ = await t.result }
+                try pa.close()
+                let (p50, p99) = percentiles(latencies)
+                benchmark.measurement(metric("p50 (us)"), p50)
+                benchmark.measurement(metric("p99 (us)"), p99)
+                benchmark.measurement(metric("max (us)"), Int((latencies.max() ?? 0) * 1e6))
+                benchmark.measurement(metric("CPU per delivered event (us)"), Int(cpu / Double(rounds * followers) * 1e6))
+            }
+        }
+    }
+}
+
+/// When each follower received something, in order.
+final class Arrivals: @unchecked Sendable {
+    private let lock = NSLock()
+    private var times: [Double] = []
+    func add(_ follower: Int, _ t: Double) { lock.withLock { times.append(t) } }
+    var count: Int { lock.withLock { times.count } }
+    func since(_ i: Int) -> [Double] { lock.withLock { Array(times[min(i, times.count)...]) } }
+}
+
+func processCPUSeconds() -> Double {
+    var u = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &u)
+    return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
 }
