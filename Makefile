@@ -69,7 +69,7 @@ demo: deps
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
 bench: deps
-	$(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress
+	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress
 	$(MAKE) bench-cli
 
 bench-cli: deps

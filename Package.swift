@@ -22,7 +22,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
-        .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
         .systemLibrary(
@@ -106,39 +105,6 @@ let package = Package(
             name: "evctlTests",
             dependencies: ["EventLog", "Projections"]
         ),
-        .target(
-            name: "BenchmarkSupport",
-            dependencies: ["EventLog", "CLZ4"],
-            path: "Benchmarks/BenchmarkSupport"
-        ),
-        .executableTarget(
-            name: "LogBenchmarks",
-            dependencies: [
-                "EventLog", "BenchmarkSupport",
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/LogBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(
-            name: "ProjectionBenchmarks",
-            dependencies: [
-                "EventLog", "Projections", "BenchmarkSupport",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/ProjectionBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
-        .executableTarget(
-            name: "ShippingBenchmarks",
-            dependencies: [
-                "EventLog", "Projections", "Replicator", "BenchmarkSupport",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "Benchmarks/ShippingBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        // The benchmarks are a package of their own (Benchmarks/Package.swift); the fuzz targets too (Fuzz/).
     ]
 )

@@ -1,4 +1,4 @@
-import CLZ4
+import CLZ4Bench
 import EventLog
 import Foundation
 
