@@ -1,8 +1,5 @@
 import EventLog
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// What one projection commit applied (or, seen from another process, what the projection
 /// applied since the watcher last looked).
@@ -81,27 +78,17 @@ public final class ProjectionWatcher: @unchecked Sendable {
     public var pollInterval: Double = 1
     private var last: [ReplicaID: Seq]
     private let projection: Projection
-    private var inotifyFD: Int32 = -1
+    private let files = DirectoryWatch()
 
     /// Starts at `from` (what the consumer has seen), or at the projection's cursor now.
     public init(store: Store, from: [ReplicaID: Seq]? = nil) throws {
         self.store = store
         projection = try Projection(store: store)
         last = try from ?? projection.cursor()
-        inotifyFD = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        if inotifyFD >= 0 {
-            let mask = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
-            if inotify_add_watch(inotifyFD, store.path, mask) < 0 {
-                close(inotifyFD)
-                inotifyFD = -1
-            }
-        }
+        files.add(store.path)
     }
 
-    deinit {
-        if inotifyFD >= 0 { close(inotifyFD) }
-        try? projection.close()
-    }
+    deinit { try? projection.close() }
 
     /// Where the watcher stands: per origin, the last seq handed over.
     public var cursor: [ReplicaID: Seq] { last }
@@ -136,20 +123,7 @@ public final class ProjectionWatcher: @unchecked Sendable {
             if let change = try poll() { return change }
             let left = deadline.timeIntervalSinceNow
             if left <= 0 { return nil }
-            waitForFiles(seconds: min(left, pollInterval))
+            files.wait(seconds: min(left, pollInterval))
         }
-    }
-
-    /// Sleeps until a file of the store directory changes, or `seconds` pass.
-    private func waitForFiles(seconds: Double) {
-        guard inotifyFD >= 0 else {
-            usleep(useconds_t(max(1000, seconds * 1_000_000)))
-            return
-        }
-        var p = pollfd(fd: inotifyFD, events: Int16(POLLIN), revents: 0)
-        _ = Glibc.poll(&p, 1, Int32(max(1, seconds * 1000)))
-        // Drain the queued events: which file changed does not matter, the cursor says what did.
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while buffer.withUnsafeMutableBytes({ read(inotifyFD, $0.baseAddress, $0.count) }) > 0 {}
     }
 }

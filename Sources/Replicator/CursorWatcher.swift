@@ -1,8 +1,5 @@
 import EventLog
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// Tells subscribers when what a store durably holds moves, whichever process moved it (an
 /// append, a pull, a push received by `serve`): the store's durable cursor, per origin the last
@@ -86,22 +83,12 @@ public final class CursorWatcher: @unchecked Sendable {
     }
 
     private func run() {
-        let fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
-        defer { if fd >= 0 { close(fd) } }
-        var watched = Set<String>()
-        let mask = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)
-        func watchDirectories() {
-            guard fd >= 0 else { return }
-            let log = store.path + "/log"
-            var dirs = [log]
-            if let names = try? FileManager.default.contentsOfDirectory(atPath: log) { dirs += names.map { log + "/" + $0 } }
-            for d in dirs where !watched.contains(d) {
-                if inotify_add_watch(fd, d, mask) >= 0 { watched.insert(d) }
-            }
-        }
-        var buffer = [UInt8](repeating: 0, count: 4096)
+        let files = DirectoryWatch()
         while !lock.withLock({ stopped }) {
-            watchDirectories()
+            // The log directory, and each origin's (a new origin makes a new one).
+            let log = store.path + "/log"
+            files.add(log)
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: log)) ?? [] { files.add(log + "/" + name) }
             if let now = try? CursorWatcher.durableCursor(store) {
                 let conts: [AsyncStream<ReplicationCursor>.Continuation] = lock.withLock {
                     guard now != current else { return [] }
@@ -110,13 +97,7 @@ public final class CursorWatcher: @unchecked Sendable {
                 }
                 for c in conts { c.yield(now) }
             }
-            if fd >= 0 {
-                var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = Glibc.poll(&p, 1, Int32(max(1, pollInterval * 1000)))
-                while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
-            } else {
-                usleep(useconds_t(pollInterval * 1_000_000))
-            }
+            files.wait(seconds: pollInterval)
         }
     }
 }

@@ -59,8 +59,7 @@ public struct LiveSync: Sendable {
         defer { local.stop() }
         var backoff = 0.5
         while !Task.isCancelled {
-            let t: HTTPTransport
-            do { t = try connect() } catch { throw error }
+            let t = try connect()
             do {
                 defer { Task { await t.shutdown() } }
                 let first = try await exchange(t, true, true, nil)

@@ -146,18 +146,24 @@ final class Output {
     }
     func flush() {
         guard !buffer.isEmpty else { return }
-        buffer.withUnsafeBytes { p in
+        Output.write(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+    deinit { flush() }
+
+    /// Writes `bytes` to standard output at once, straight to the descriptor (no buffering: a
+    /// consumer reading a pipe sees them now).
+    static func write(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { p in
             var done = 0
             while done < p.count {
-                let n = write(1, p.baseAddress! + done, p.count - done)
+                let n = Glibc.write(1, p.baseAddress! + done, p.count - done)
                 if n <= 0 {
                     if n < 0 && errno == EINTR { continue }
-                    break
+                    return
                 }
                 done += n
             }
         }
-        buffer.removeAll(keepingCapacity: true)
     }
-    deinit { flush() }
 }

@@ -27,7 +27,7 @@ enum Follow {
             let line = json
                 ? JSON.object([("pulled_events", String(pulled)), ("pushed_events", String(pushed)), ("time", JSON.string(ISO8601DateFormatter().string(from: Date())))])
                 : "pulled \(pulled) events, pushed \(pushed) events"
-            WatchCommand.writeAll(Array((line + "\n").utf8))
+            Output.write(Array((line + "\n").utf8))
         }
         live.onState = { state in
             switch state {

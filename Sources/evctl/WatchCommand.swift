@@ -75,23 +75,8 @@ struct WatchCommand: StoreCommand {
                 if let stopAfter, printed >= stopAfter { break }
             }
             cursor = cursor.merged(with: ReplicationCursor(change.cursor))
-            Self.writeAll(out)
+            Output.write(out)
             if let stopAfter, printed >= stopAfter { return }
-        }
-    }
-
-    /// Writes straight to the descriptor: a consumer reading a pipe sees each line at once.
-    static func writeAll(_ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { p in
-            var done = 0
-            while done < p.count {
-                let n = write(1, p.baseAddress! + done, p.count - done)
-                if n <= 0 {
-                    if n < 0 && errno == EINTR { continue }
-                    return
-                }
-                done += n
-            }
         }
     }
 }
