@@ -6,6 +6,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "Domain", targets: ["Domain"]),
         .library(name: "Projections", targets: ["Projections"]),
         .library(name: "Replicator", targets: ["Replicator"]),
         .executable(name: "evctl", targets: ["evctl"]),
@@ -42,10 +43,15 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // The task-manager domain: entities and fields described once, and the NDJSON input.
+        .target(
+            name: "Domain",
+            dependencies: ["EventLog", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .target(
             name: "Projections",
             dependencies: [
-                "EventLog",
+                "EventLog", "Domain",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
@@ -74,6 +80,7 @@ let package = Package(
             name: "evctl",
             dependencies: [
                 "EventLog",
+                "Domain",
                 "Projections",
                 "Replicator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -82,13 +89,13 @@ let package = Package(
         ),
         .testTarget(
             name: "EventLogTests",
-            dependencies: ["EventLog", "CLZ4"],
+            dependencies: ["EventLog", "Domain", "CLZ4"],
             resources: []
         ),
         .testTarget(
             name: "ReplicatorTests",
             dependencies: [
-                "Replicator", "EventLog", "Projections",
+                "Replicator", "EventLog", "Projections", "Domain",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -99,11 +106,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ProjectionsTests",
-            dependencies: ["Projections", "EventLog", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["Projections", "EventLog", "Domain", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "evctlTests",
-            dependencies: ["EventLog", "Projections"]
+            dependencies: ["EventLog", "Projections", "Domain"]
         ),
         // The benchmarks are a package of their own (Benchmarks/Package.swift); the fuzz targets too (Fuzz/).
     ]

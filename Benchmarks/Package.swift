@@ -21,14 +21,14 @@ let package = Package(
         .systemLibrary(name: "CLZ4Bench", path: "CLZ4Bench", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .target(
             name: "BenchmarkSupport",
-            dependencies: ["CLZ4Bench", .product(name: "EventLog", package: root)],
+            dependencies: ["CLZ4Bench", .product(name: "EventLog", package: root), .product(name: "Domain", package: root)],
             path: "BenchmarkSupport"
         ),
         .executableTarget(
             name: "LogBenchmarks",
             dependencies: [
                 "BenchmarkSupport",
-                .product(name: "EventLog", package: root),
+                .product(name: "EventLog", package: root), .product(name: "Domain", package: root),
                 .product(name: "Benchmark", package: "benchmark"),
             ],
             path: "LogBenchmarks",
@@ -38,7 +38,7 @@ let package = Package(
             name: "ProjectionBenchmarks",
             dependencies: [
                 "BenchmarkSupport",
-                .product(name: "EventLog", package: root),
+                .product(name: "EventLog", package: root), .product(name: "Domain", package: root),
                 .product(name: "Projections", package: root),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Benchmark", package: "benchmark"),
@@ -50,7 +50,7 @@ let package = Package(
             name: "ShippingBenchmarks",
             dependencies: [
                 "BenchmarkSupport",
-                .product(name: "EventLog", package: root),
+                .product(name: "EventLog", package: root), .product(name: "Domain", package: root),
                 .product(name: "Projections", package: root),
                 .product(name: "Replicator", package: root),
                 .product(name: "Logging", package: "swift-log"),

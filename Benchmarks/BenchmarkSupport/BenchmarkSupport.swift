@@ -1,5 +1,6 @@
 // What both benchmark suites share: a clock, scratch folders, and the seeded sample stores
 // (built once into .build/bench-data and reused across runs).
+import Domain
 import EventLog
 import Foundation
 

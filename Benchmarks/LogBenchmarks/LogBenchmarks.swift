@@ -1,3 +1,4 @@
+import Domain
 import Benchmark
 import BenchmarkSupport
 import EventLog

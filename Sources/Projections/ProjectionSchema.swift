@@ -1,3 +1,4 @@
+import Domain
 import EventLog
 import GRDB
 
@@ -27,22 +28,9 @@ public struct ProjectionSchema: Sendable {
 
     /// The schema this build ships.
     public static let current = ProjectionSchema(
-        tables: [
-            ProjectedTable(name: "items", entity: .item, columns: [
-                "parent_id", "title", "notes", "status", "item_type", "sort_order", "due_at",
-                "earliest_start_at", "completed_at", "recurrence_rule",
-            ]),
-            ProjectedTable(name: "tags", entity: .tag, columns: ["name", "color"]),
-            ProjectedTable(name: "item_tags", entity: .itemTag, columns: ["item_id", "tag_id"]),
-            ProjectedTable(name: "time_entries", entity: .timeEntry, columns: ["item_id", "started_at", "ended_at", "duration_seconds"]),
-            ProjectedTable(name: "saved_searches", entity: .savedSearch, columns: ["name", "query", "sort_order"]),
-            ProjectedTable(name: "completion_history", entity: .completion, columns: [
-                "item_id", "original_occurrence_date", "occurrence_date", "completed_at", "notes",
-            ]),
-            ProjectedTable(name: "recurrence_exceptions", entity: .recurrenceException, columns: [
-                "item_id", "original_occurrence_date", "kind", "rescheduled_to", "due_at", "notes",
-            ]),
-        ],
+        // The columns come from the domain's one description; the migrations below create them
+        // (ProjectionSchemaTests checks that every declared column exists).
+        tables: DomainSchema.entities.map { ProjectedTable(name: $0.table, entity: $0.entity, columns: $0.columns) },
         migrations: [
             ("v1 entity tables", """
                 CREATE TABLE items (

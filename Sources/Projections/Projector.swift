@@ -71,7 +71,7 @@ final class Projector {
         for (i, t) in schema.tables.enumerated() {
             tableByEntity[Int(t.entity.rawValue)] = i
             columnIndex.append(Dictionary(uniqueKeysWithValues: t.columns.enumerated().map { ($1, $0) }))
-            columnByCode.append(FieldRules.codedFieldNames.map { name in t.columns.firstIndex(of: name) ?? -1 })
+            columnByCode.append(FieldCodes.names.map { name in t.columns.firstIndex(of: name) ?? -1 })
         }
         for row in try Row.fetchAll(db, sql: "SELECT idx, origin FROM projection_origins ORDER BY idx") {
             let idx: Int = try row.decode(atIndex: 0)
@@ -197,7 +197,7 @@ final class Projector {
         }
         let byCode = columnByCode[key.table]
         for f in e.fields {
-            let code = FieldRules.fieldCode(f.name)
+            let code = FieldCodes.code(f.name)
             let column = code != 0 ? byCode[code] : (columnIndex[key.table][f.name] ?? -1)
             guard column >= 0 else { continue }  // not a column of this schema: stays in the log
             let c = column

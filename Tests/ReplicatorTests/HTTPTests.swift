@@ -1,3 +1,4 @@
+import Domain
 import AsyncHTTPClient
 import Crypto
 import EventLog

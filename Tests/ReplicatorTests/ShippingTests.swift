@@ -1,3 +1,4 @@
+import Domain
 import EventLog
 import Foundation
 import Projections

@@ -173,7 +173,7 @@ func isValidUTF8(_ p: UnsafeRawBufferPointer) -> Bool {
 /// Makes a String from bytes that must be valid UTF-8 (nil otherwise). ASCII, the common case,
 /// takes a fast path that avoids the standard library's generic validation.
 @inline(__always)
-func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
+public func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
     let u = p.assumingMemoryBound(to: UInt8.self)
     if isASCII(p) { return String(decoding: u, as: UTF8.self) }
     return String(validating: u, as: UTF8.self)

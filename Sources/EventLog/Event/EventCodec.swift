@@ -253,3 +253,13 @@ enum EventCodec {
         }
     }
 }
+
+/// The field names format version 1 writes as one-byte codes (docs/FORMAT.md, "Event record").
+public enum FieldCodes {
+    /// Field names with a code (index = code; index 0 is unused: the name follows as text).
+    public static var names: [String] { EventCodec.knownFieldNames }
+
+    /// The code of a field name, or 0 when it has none. Fast (no hashing).
+    @inline(__always)
+    public static func code(_ name: String) -> Int { EventCodec.knownCode(name) }
+}

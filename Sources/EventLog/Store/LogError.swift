@@ -37,6 +37,11 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
         self.errno = errno
     }
 
+    /// A read or write failed: `operation` on `file` at `offset`, with the system's `errno`.
+    public static func io(_ operation: String, _ message: String, file: String?, offset: Int? = nil, errno: Int32?) -> LogError {
+        LogError(.io, operation, message, file: file, offset: offset, errno: errno)
+    }
+
     /// Damaged bytes were found in a log file.
     public var isCorruption: Bool { kind == .corrupt }
     /// Another process holds the store's writer lock.

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 
 /// Appends NDJSON mutations from a file descriptor as one atomic append, streaming: a reader

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 
 /// A refused input line: which line, where in it, which field, and what is wrong.

@@ -1,9 +1,10 @@
 import Crypto
+import EventLog
 import Foundation
 
 /// What a known field may hold. Fields without a rule may hold any scalar: they are kept in the
 /// log and surface once a projection knows them.
-public enum FieldKind: Sendable {
+public enum FieldKind: Sendable, Equatable {
     case text, uuid, integer, number, boolean, timestamp, date
 
     var expected: String {
@@ -30,34 +31,17 @@ public enum FieldRules {
     /// Actor ids at most this many bytes.
     public static let actorBytesMax = 256
 
-    /// Known fields: (kind, whether null is allowed).
-    public static let known: [String: (FieldKind, Bool)] = [
-        "title": (.text, true), "notes": (.text, true), "status": (.text, true), "item_type": (.text, true),
-        "parent_id": (.uuid, true), "sort_order": (.number, true), "due_at": (.timestamp, true),
-        "earliest_start_at": (.timestamp, true), "completed_at": (.timestamp, true), "recurrence_rule": (.text, true),
-        "name": (.text, true), "color": (.text, true), "item_id": (.uuid, false), "tag_id": (.uuid, false),
-        "started_at": (.timestamp, true), "ended_at": (.timestamp, true), "duration_seconds": (.number, true),
-        "query": (.text, true), "occurrence_date": (.date, true), "original_occurrence_date": (.date, false),
-        "rescheduled_to": (.date, true),
-        "kind": (.text, true), "user_id": (.text, true), "created_at": (.timestamp, true), "is_pinned": (.boolean, true),
-        "note": (.text, true),
-    ]
+    /// Known fields: (kind, whether null is allowed), from `DomainSchema`.
+    public static let known: [String: (FieldKind, Bool)] = DomainSchema.fieldRules.mapValues { ($0.kind, $0.nullable) }
 
-    static let kindsByCode: [(FieldKind, Bool)?] = EventCodec.knownFieldNames.map { known[$0] }
-
-    /// Field names the format gives a one-byte code (index = code; index 0 is unused).
-    public static var codedFieldNames: [String] { EventCodec.knownFieldNames }
-
-    /// The format's one-byte code of a field name, or 0 when it has none. Fast (no hashing).
-    @inline(__always)
-    public static func fieldCode(_ name: String) -> Int { EventCodec.knownCode(name) }
+    static let kindsByCode: [(FieldKind, Bool)?] = FieldCodes.names.map { known[$0] }
 
     /// Checks a field against its rule; returns a message naming what is wrong, or nil.
     public static func check(_ name: String, _ value: FieldValue) -> String? {
         if case .text(let s) = value, s.utf8.count > textBytesMax {
             return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)"
         }
-        let code = EventCodec.knownCode(name)
+        let code = FieldCodes.code(name)
         guard code != 0, let (kind, nullable) = kindsByCode[code] else { return nil }
         let ok: Bool
         switch (kind, value) {
@@ -115,83 +99,6 @@ public enum UUIDv5 {
         bytes[6] = (bytes[6] & 0x0F) | 0x50
         bytes[8] = (bytes[8] & 0x3F) | 0x80
         return bytes.withUnsafeBytes { UUID(bytes: $0) }
-    }
-}
-
-/// Fast parsing of UUID text (36 characters, hex digits in either case).
-enum UUIDText {
-    static func parse(_ b: ArraySlice<UInt8>) -> UUID? {
-        b.withUnsafeBytes { parse($0) }
-    }
-
-    /// Parses 36 bytes of UUID text; with `lowercaseOnly`, only the canonical lowercase form.
-    @inline(__always)
-    static func parse(_ b: UnsafeRawBufferPointer, lowercaseOnly: Bool = false) -> UUID? {
-        guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
-        var tuple: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        let ok = hexValues.withUnsafeBufferPointer { table in
-            withUnsafeMutableBytes(of: &tuple) { out -> Bool in
-                var i = 0
-                var bad: UInt8 = 0
-                var upper: UInt8 = 0
-                for o in 0..<16 {
-                    if i == 8 || i == 13 || i == 18 || i == 23 { i += 1 }
-                    let h = b[i], l = b[i + 1]
-                    let hi = table[Int(h)], lo = table[Int(l)]
-                    bad |= hi | lo
-                    // Bit 0x20 clear on a letter means uppercase.
-                    upper |= (h >= 0x41 && h <= 0x46 ? 1 : 0) | (l >= 0x41 && l <= 0x46 ? 1 : 0)
-                    out[o] = hi << 4 | (lo & 0x0F)
-                    i += 2
-                }
-                return bad & 0xF0 == 0 && !(lowercaseOnly && upper != 0)
-            }
-        }
-        return ok ? UUID(uuid: tuple) : nil
-    }
-
-    @inline(__always) static func lowerHex(_ c: UInt8) -> UInt8? {
-        switch c {
-        case 0x30...0x39: c - 0x30
-        case 0x61...0x66: c - 0x61 + 10
-        default: nil
-        }
-    }
-
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-
-    /// Canonical lowercase text of a UUID, without Foundation's formatting.
-    static func format(_ u: UUID) -> String {
-        withUnsafeBytes(of: u.uuid) { src in
-            String(unsafeUninitializedCapacity: 36) { out in
-                var o = 0
-                for i in 0..<16 {
-                    if i == 4 || i == 6 || i == 8 || i == 10 {
-                        out[o] = 0x2D
-                        o += 1
-                    }
-                    out[o] = digits[Int(src[i] >> 4)]
-                    out[o + 1] = digits[Int(src[i] & 0x0F)]
-                    o += 2
-                }
-                return 36
-            }
-        }
-    }
-
-    /// Hex digit values; 0xFF for bytes that are not hex digits.
-    static let hexValues: [UInt8] = (0..<256).map { c -> UInt8 in
-        switch c {
-        case 0x30...0x39: UInt8(c - 0x30)
-        case 0x61...0x66: UInt8(c - 0x61 + 10)
-        case 0x41...0x46: UInt8(c - 0x41 + 10)
-        default: 0xFF
-        }
-    }
-
-    @inline(__always) static func hex(_ c: UInt8) -> UInt8? {
-        let v = hexValues.withUnsafeBufferPointer { $0[Int(c)] }
-        return v == 0xFF ? nil : v
     }
 }
 

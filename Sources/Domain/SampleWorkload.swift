@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 
 /// A deterministic, seeded generator of task-manager mutations as NDJSON lines: mostly item

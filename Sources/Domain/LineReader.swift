@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 #if canImport(Glibc)
 import Glibc
@@ -65,7 +66,7 @@ public final class LineReader {
             let n = buffer.withUnsafeMutableBytes { p in read(fd, p.baseAddress! + end, p.count - end) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw LogError(.io, "read input", "read failed", file: name, offset: bytesRead, errno: errno)
+                throw LogError.io("read input", "read failed", file: name, offset: bytesRead, errno: errno)
             }
             if n == 0 { eof = true }
             end += n

@@ -1,0 +1,78 @@
+import Foundation
+
+/// Fast parsing of UUID text (36 characters, hex digits in either case).
+public enum UUIDText {
+    public static func parse(_ b: ArraySlice<UInt8>) -> UUID? {
+        b.withUnsafeBytes { parse($0) }
+    }
+
+    /// Parses 36 bytes of UUID text; with `lowercaseOnly`, only the canonical lowercase form.
+    @inline(__always)
+    public static func parse(_ b: UnsafeRawBufferPointer, lowercaseOnly: Bool = false) -> UUID? {
+        guard b.count == 36, b[8] == 0x2D, b[13] == 0x2D, b[18] == 0x2D, b[23] == 0x2D else { return nil }
+        var tuple: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        let ok = hexValues.withUnsafeBufferPointer { table in
+            withUnsafeMutableBytes(of: &tuple) { out -> Bool in
+                var i = 0
+                var bad: UInt8 = 0
+                var upper: UInt8 = 0
+                for o in 0..<16 {
+                    if i == 8 || i == 13 || i == 18 || i == 23 { i += 1 }
+                    let h = b[i], l = b[i + 1]
+                    let hi = table[Int(h)], lo = table[Int(l)]
+                    bad |= hi | lo
+                    // Bit 0x20 clear on a letter means uppercase.
+                    upper |= (h >= 0x41 && h <= 0x46 ? 1 : 0) | (l >= 0x41 && l <= 0x46 ? 1 : 0)
+                    out[o] = hi << 4 | (lo & 0x0F)
+                    i += 2
+                }
+                return bad & 0xF0 == 0 && !(lowercaseOnly && upper != 0)
+            }
+        }
+        return ok ? UUID(uuid: tuple) : nil
+    }
+
+    @inline(__always) static func lowerHex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
+
+    /// Canonical lowercase text of a UUID, without Foundation's formatting.
+    public static func format(_ u: UUID) -> String {
+        withUnsafeBytes(of: u.uuid) { src in
+            String(unsafeUninitializedCapacity: 36) { out in
+                var o = 0
+                for i in 0..<16 {
+                    if i == 4 || i == 6 || i == 8 || i == 10 {
+                        out[o] = 0x2D
+                        o += 1
+                    }
+                    out[o] = digits[Int(src[i] >> 4)]
+                    out[o + 1] = digits[Int(src[i] & 0x0F)]
+                    o += 2
+                }
+                return 36
+            }
+        }
+    }
+
+    /// Hex digit values; 0xFF for bytes that are not hex digits.
+    public static let hexValues: [UInt8] = (0..<256).map { c -> UInt8 in
+        switch c {
+        case 0x30...0x39: UInt8(c - 0x30)
+        case 0x61...0x66: UInt8(c - 0x61 + 10)
+        case 0x41...0x46: UInt8(c - 0x41 + 10)
+        default: 0xFF
+        }
+    }
+
+    @inline(__always) public static func hex(_ c: UInt8) -> UInt8? {
+        let v = hexValues.withUnsafeBufferPointer { $0[Int(c)] }
+        return v == 0xFF ? nil : v
+    }
+}
