@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "Domain", targets: ["Domain"]),
         .library(name: "Projections", targets: ["Projections"]),
         .library(name: "Replicator", targets: ["Replicator"]),
+        .library(name: "Logbook", targets: ["Logbook"]),
         .executable(name: "evctl", targets: ["evctl"]),
     ],
     dependencies: [
@@ -76,9 +77,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The store an app opens: append, query, observe, sync (above Projections and Replicator).
+        .target(
+            name: "Logbook",
+            dependencies: ["EventLog", "Domain", "Projections", "Replicator"]
+        ),
         .executableTarget(
             name: "evctl",
             dependencies: [
+                "Logbook",
                 "EventLog",
                 "Domain",
                 "Projections",

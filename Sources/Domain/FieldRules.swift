@@ -89,6 +89,34 @@ public enum FieldRules {
     public static let itemTagNamespace = UUID(uuidString: "6b1a7e0c-3f55-4c8e-9d2b-52a4f0e1c9d7")!
 }
 
+extension FieldRules {
+    /// Checks a mutation built in code (not parsed from NDJSON) against the rules input lines
+    /// obey: field names, their number, each value against its field's rule, the actor's size,
+    /// an item_tag create naming its pair.
+    /// - Parameter position: the mutation's 1-based place in its list, named by the error.
+    public static func validate(_ m: Mutation, position: Int) throws(InputError) {
+        func fail(_ message: String, field: String? = nil) -> InputError {
+            InputError(line: position, field: field, message: message, unit: "mutation")
+        }
+        guard m.fields.count <= fieldsMax else { throw fail("more than \(fieldsMax) fields") }
+        var names = Set<String>()
+        for f in m.fields {
+            guard isValidName(Array(f.name.utf8)) else {
+                throw fail("field name \"\(f.name.prefix(70))\" must be a lowercase letter followed by lowercase letters, digits or _ (at most \(nameBytesMax) bytes)")
+            }
+            guard names.insert(f.name).inserted else { throw fail("field appears twice", field: f.name) }
+            if case .real(let d) = f.value, !d.isFinite { throw fail("a number must be finite", field: f.name) }
+            if let problem = check(f.name, f.value) { throw fail(problem, field: f.name) }
+        }
+        if let a = m.actor, a.isEmpty || a.utf8.count > actorBytesMax {
+            throw fail("actor must be 1 to \(actorBytesMax) bytes", field: "actor")
+        }
+        if m.entity == .itemTag && m.op == .create && !(names.contains("item_id") && names.contains("tag_id")) {
+            throw fail("an item_tag create names its pair in fields item_id and tag_id", field: names.contains("item_id") ? "tag_id" : "item_id")
+        }
+    }
+}
+
 /// Name-based UUIDs (RFC 9562 version 5, SHA-1).
 public enum UUIDv5 {
     public static func make(namespace: UUID, name: [UInt8]) -> UUID {

@@ -10,9 +10,19 @@ public struct InputError: Error, CustomStringConvertible, Sendable, Equatable {
     /// The field or key concerned, when there is one.
     public var field: String?
     public var message: String
+    /// What `line` counts: "line" for NDJSON input, "mutation" for a list of mutations built in code.
+    public var unit = "line"
+
+    public init(line: Int, column: Int? = nil, field: String? = nil, message: String, unit: String = "line") {
+        self.line = line
+        self.column = column
+        self.field = field
+        self.message = message
+        self.unit = unit
+    }
 
     public var description: String {
-        var s = "line \(line)"
+        var s = "\(unit) \(line)"
         if let column { s += ", column \(column)" }
         if let field { s += ", field \"\(field)\"" }
         return s + ": " + message

@@ -18,17 +18,24 @@ extension Projection {
 /// A store opened for writing with its projection: appends fill in `base`, and the projection
 /// catches up after every append (in the same process, DESIGN "Projection").
 ///
-/// Not thread-safe: use from one thread (the appender is not shareable).
-public final class ProjectedStore {
+/// Thread-safe: `append`, `receive` and `catchUp` take one lock; code that uses `appender` or
+/// `projection` for writing directly runs inside `exclusive`.
+public final class ProjectedStore: @unchecked Sendable {
     public let store: Store
     public let appender: LogAppender
     public let projection: Projection
+    /// Whether appends and receives are projected at once (false: the projection is brought up
+    /// to date later, e.g. by `evctl replay`).
+    public let projects: Bool
+    private let lock = NSRecursiveLock()
 
     /// Opens for writing (takes the lock, recovers the log) and brings the projection up to date,
     /// repairing the window between a log fsync and a projection commit that a crash may leave.
+    /// With `project` false the projection is left as it is, now and after appends.
     public init(store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions(),
-                progress: ((Int, Int) -> Void)? = nil) throws {
+                project: Bool = true, progress: ((Int, Int) -> Void)? = nil) throws {
         self.store = store
+        projects = project
         appender = try LogAppender.opening(store, wallClock: wallClock, options: options)
         projection = try Projection(store: store)
         // The projection applies only committed events: if it has applied more of this
@@ -36,27 +43,50 @@ public final class ProjectedStore {
         if let applied = try projection.cursor()[store.replicaID] {
             appender.noteCommitted(ownThrough: applied, evidence: "the projection has applied it")
         }
-        try projection.catchUp(progress: progress)
+        if project { try projection.catchUp(progress: progress) }
     }
 
     /// Opens for writing like `init`, waiting up to `seconds` while another process holds the
     /// writer lock (a server between pushes, another `evctl` command).
     /// - Throws: the `LogError` that says the store is locked, once the wait is over.
-    public static func open(store: Store, waitingUpTo seconds: Double) throws -> ProjectedStore {
-        try retryingWhileLocked(upTo: seconds) { try ProjectedStore(store: store) }
+    public static func open(store: Store, waitingUpTo seconds: Double, project: Bool = true,
+                            progress: ((Int, Int) -> Void)? = nil) throws -> ProjectedStore {
+        try retryingWhileLocked(upTo: seconds) { try ProjectedStore(store: store, project: project, progress: progress) }
+    }
+
+    /// Runs `body` while no other thread writes through this store.
+    public func exclusive<T>(_ body: () throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body()
     }
 
     /// Appends atomically, then projects the new events.
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
-        var ms = mutations
-        try projection.fillBases(&ms)
-        let r = try appender.append(ms)
-        try projection.catchUp()
-        return r
+        try exclusive {
+            var ms = mutations
+            try projection.fillBases(&ms)
+            let r = try appender.append(ms)
+            if projects { try projection.catchUp() }
+            return r
+        }
+    }
+
+    /// Appends frames received from another replica (`LogAppender.receive`); projected later by `catchUp`.
+    public func receive(_ frames: [[UInt8]]) throws -> ReceiveResult {
+        try exclusive { try appender.receive(frames) }
+    }
+
+    /// Applies what the log holds past the projection's cursor.
+    @discardableResult
+    public func catchUp(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        try exclusive { try projection.catchUp(progress: progress) }
     }
 
     public func close() throws {
-        try appender.close()
-        try projection.close()
+        try exclusive {
+            try appender.close()
+            try projection.close()
+        }
     }
 }

@@ -19,12 +19,17 @@ public final class PeerState: Sendable {
     /// How long a write waits for another process's transaction on peers.sqlite.
     static let busyWaitSeconds: TimeInterval = 30
 
+    /// Whether `store` has exchanged with any peer yet (its peers file exists).
+    public static func exists(in store: Store) -> Bool { FileManager.default.fileExists(atPath: path(of: store)) }
+
+    static func path(of store: Store) -> String { store.path + "/peers.sqlite" }
+
     public init(store: Store) throws {
         // Several processes may sync the same store at once (two `evctl sync` runs, a server and a
         // client): each waits its turn for the file's lock instead of failing with SQLITE_BUSY.
         var config = SQLiteGuard.configuration()
         config.busyMode = .timeout(PeerState.busyWaitSeconds)
-        db = try DatabaseQueue(path: store.path + "/peers.sqlite", configuration: config)
+        db = try DatabaseQueue(path: PeerState.path(of: store), configuration: config)
         // Created inside an immediate transaction: two processes opening a new store's peers
         // file at once take turns (a migrator's check-then-create lets both try to create).
         try db.writeWithoutTransaction { db in

@@ -41,11 +41,11 @@ public enum Replication {
         var received = false
         let outcome = await runPull(peer, local: try projected.store.cursor(), limits: limits, retry: retry, progress: progress,
                                     receive: { frames in
-                                        let r = try projected.appender.receive(frames)
+                                        let r = try projected.receive(frames)
                                         if r.frames > 0 { received = true }
                                         return r
-                                    }, cursor: { try projected.appender.receivePosition() })
-        if received { try projected.projection.catchUp() }
+                                    }, cursor: { try projected.exclusive { try projected.appender.receivePosition() } })
+        if received && projected.projects { try projected.catchUp() }
         return try outcome.get()
     }
 

@@ -1,8 +1,6 @@
-import Domain
 import ArgumentParser
-import EventLog
 import Foundation
-import Projections
+import Logbook
 
 struct AppendCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -25,7 +23,6 @@ struct AppendCommand: StoreCommand {
     var noProject = false
 
     func execute() throws {
-        let store = try options.open()
         let fd: Int32
         if file == "-" {
             fd = 0
@@ -34,24 +31,11 @@ struct AppendCommand: StoreCommand {
             if fd < 0 { throw ValidationError("cannot open \(file): \(String(cString: strerror(errno)))") }
         }
         defer { if fd != 0 { close(fd) } }
-        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender.opening(store) }
-        defer { try? appender.close() }
-        Terminal.reportRecovery(appender.recovery)
-        var projection: Projection?
-        if !noProject {
-            let p = try Projection(store: store)
-            let progress = ProjectionProgress()
-            try p.catchUp(progress: progress.report)
-            Terminal.endProgress()
-            projection = p
-        }
-        let r: AppendResult
+        let book = try options.book(.readWrite, project: !noProject)
+        defer { try? book.close() }
+        let (r, projectionError): (AppendResult, (any Error)?)
         do {
-            var fill: (@Sendable (inout [Mutation]) throws -> Void)?
-            if let p = projection {
-                fill = { (batch: inout [Mutation]) throws -> Void in try p.fillBases(&batch) }
-            }
-            r = try NDJSONAppend.append(from: fd, name: file == "-" ? "standard input" : file, to: appender, prepare: fill) { lines, bytes in
+            (r, projectionError) = try book.appendNDJSON(from: fd, name: file == "-" ? "standard input" : file) { lines, bytes in
                 Terminal.progress("appending: \(lines) lines, \(bytes >> 20) MiB read")
             }
         } catch {
@@ -59,27 +43,18 @@ struct AppendCommand: StoreCommand {
             throw error
         }
         Terminal.endProgress()
-        // The append is durable from here: a failure to project must not read as "nothing
-        // happened", or a retry would append the same mutations twice.
-        var projectionFailure: String?
-        if let projection {
-            let progress = ProjectionProgress()
-            do { try projection.catchUp(progress: progress.report) } catch { projectionFailure = String(describing: error) }
-            Terminal.endProgress()
-        }
         defer {
-            if let projectionFailure {
-                Terminal.error("the events were appended (durably) but not projected: \(projectionFailure)\nhint: do not append them again; `evctl replay` completes the projection")
+            if let projectionError {
+                Terminal.error("the events were appended (durably) but not projected: \(projectionError)\nhint: do not append them again; `evctl replay` completes the projection")
             }
         }
         if options.json {
-            var pairs: [(String, String)] = [("appended", String(r.appended)),
-                                             ("first_seq", r.firstSeq.map { String($0.rawValue) } ?? "null"),
-                                             ("last_seq", r.lastSeq.map { String($0.rawValue) } ?? "null"),
-                                             ("duplicates", String(r.duplicateCount))]
-            pairs.append(("origin", JSON.string(store.replicaID.description)))
-            pairs.append(("projected", projectionFailure == nil && !noProject ? "true" : "false"))
-            print(JSON.object(pairs))
+            print(JSON.object([("appended", String(r.appended)),
+                               ("first_seq", r.firstSeq.map { String($0.rawValue) } ?? "null"),
+                               ("last_seq", r.lastSeq.map { String($0.rawValue) } ?? "null"),
+                               ("duplicates", String(r.duplicateCount)),
+                               ("origin", JSON.string(book.replicaID.description)),
+                               ("projected", projectionError == nil && !noProject ? "true" : "false")]))
         } else {
             if let f = r.firstSeq, let l = r.lastSeq {
                 print("appended \(r.appended) events (seq \(f)…\(l))")
@@ -93,6 +68,6 @@ struct AppendCommand: StoreCommand {
                 }
             }
         }
-        if projectionFailure != nil { throw ExitCode(Evctl.appendedNotProjected) }
+        if projectionError != nil { throw ExitCode(Evctl.appendedNotProjected) }
     }
 }

@@ -1,7 +1,6 @@
 import ArgumentParser
-import EventLog
 import Foundation
-import Replicator
+import Logbook
 
 struct CompactCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -17,7 +16,7 @@ struct CompactCommand: StoreCommand {
     @Flag(name: .customLong("without-peers"), help: "Compact even when no peer is known (up to the snapshot).") var withoutPeers = false
 
     func execute() throws {
-        let r = try Compactor.run(store: try options.open(), withoutPeers: withoutPeers, lockWait: lockWait)
+        let r = try options.book(.inspect).compact(withoutPeers: withoutPeers)
         if options.json {
             let per = r.origins.sorted { $0.key < $1.key }.map {
                 JSON.string($0.key.description) + ":" + JSON.object([("segments", String($0.value.segments)), ("bytes", String($0.value.bytes)),

@@ -1,8 +1,6 @@
-import Domain
 import ArgumentParser
-import EventLog
 import Foundation
-import Projections
+import Logbook
 
 struct ConflictsCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -14,8 +12,8 @@ struct ConflictsCommand: StoreCommand {
     @Flag(help: "Include conflicts already resolved.") var all = false
 
     func execute() throws {
-        let projection = try openProjectionForReading(options)
-        let rows = try projection.conflicts(includeResolved: all)
+        let book = try options.book(.readOnly)
+        let rows = try book.conflicts(includeResolved: all)
         for c in rows {
             if options.json {
                 print(JSON.object([
@@ -42,8 +40,8 @@ struct AnomaliesCommand: StoreCommand {
     @OptionGroup var options: StoreOptions
 
     func execute() throws {
-        let projection = try openProjectionForReading(options)
-        let rows = try projection.anomalies()
+        let book = try options.book(.readOnly)
+        let rows = try book.anomalies()
         for a in rows {
             if options.json {
                 print(JSON.object([
@@ -74,28 +72,20 @@ struct ResolveCommand: StoreCommand {
     @Option(help: "local or remote.") var keep: String
 
     func execute() throws {
-        guard keep == "local" || keep == "remote" else { throw ValidationError("--keep must be local or remote") }
-        let store = try options.open()
-        let projected = try ProjectedStore.open(store: store, waitingUpTo: lockWait)
-        defer { try? projected.close() }
-        guard let c = try projected.projection.conflict(conflictID) else {
-            throw ValidationError("no conflict #\(conflictID) (see `evctl conflicts --all`)")
+        guard let side = Logbook.Side(rawValue: keep) else { throw ValidationError("--keep must be local or remote") }
+        let book = try options.book(.readWrite)
+        defer { try? book.close() }
+        let resolution: Logbook.Resolution
+        do {
+            resolution = try book.resolve(conflict: conflictID, keep: side)
+        } catch let e as LogbookError where e.kind == .notFound || e.kind == .invalid {
+            throw ValidationError(e.message + (e.kind == .notFound ? " (see `evctl conflicts --all`)" : ""))
         }
-        if let by = c.resolvedBy { throw ValidationError("conflict #\(conflictID) is already resolved by event \(by)") }
-        let me = store.replicaID.description
-        let localIsWinner = c.winnerOrigin == me || c.loserOrigin != me
-        let keepWinner = (keep == "local") == localIsWinner
-        let valueJSON = keepWinner ? c.winnerValue : c.loserValue
-        guard let entity = Entity(name: c.entity), let id = UUID(uuidString: c.entityID) else {
-            throw ValidationError("conflict #\(conflictID) names an unknown entity")
-        }
-        let line = "{\"entity\":\"\(entity.name)\",\"op\":\"update\",\"id\":\"\(id.lowercasedString)\",\"fields\":{\(JSON.string(c.field)):\(valueJSON)}}"
-        let m = try MutationParser.parse(line)
-        let r = try projected.append([m])
+        let (valueJSON, r) = (resolution.keptValue, resolution.append)
         if options.json {
             print(JSON.object([("conflict", String(conflictID)), ("kept", valueJSON), ("seq", r.firstSeq.map { String($0.rawValue) } ?? "null")]))
         } else {
-            print("conflict #\(conflictID): kept \(valueJSON) for \(c.field) (appended seq \(r.firstSeq.map { String($0.rawValue) } ?? "-"))")
+            print("conflict #\(conflictID): kept \(valueJSON) for \(resolution.field) (appended seq \(r.firstSeq.map { String($0.rawValue) } ?? "-"))")
         }
     }
 }

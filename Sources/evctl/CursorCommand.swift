@@ -1,6 +1,5 @@
 import ArgumentParser
-import EventLog
-import Replicator
+import Logbook
 
 struct CursorCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -11,7 +10,7 @@ struct CursorCommand: StoreCommand {
     @OptionGroup var options: StoreOptions
 
     func execute() throws {
-        let cursor = try options.open().cursor()
+        let cursor = try options.book(.inspect).cursor()
         if options.json {
             let origins = cursor.origins.map { JSON.string($0.description) + ":" + String(cursor[$0].rawValue) }.joined(separator: ",")
             print(JSON.object([("token", JSON.string(cursor.token)), ("origins", "{" + origins + "}")]))

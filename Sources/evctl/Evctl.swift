@@ -1,8 +1,6 @@
-import Domain
 import ArgumentParser
-import EventLog
 import Foundation
-import Replicator
+import Logbook
 
 @main
 struct Evctl: AsyncParsableCommand {
@@ -29,7 +27,7 @@ extension Evctl {
 
 /// Seconds a writing command waits while another process holds the store's writer lock (a
 /// server holds it for a moment after each push) before it gives up with exit status 3.
-let lockWait = 2.0
+let writerLockWait = 2.0
 
 /// Options every store command takes.
 struct StoreOptions: ParsableArguments {
@@ -45,7 +43,16 @@ struct StoreOptions: ParsableArguments {
         return "./evstore"
     }
 
-    func open() throws -> Store { try Store.open(at: path) }
+    /// Opens the store through the Logbook, reporting on stderr what recovery repaired, how far
+    /// behind a read-only projection is, and projection progress on a terminal.
+    func book(_ access: Logbook.Access, project: Bool = true, lockWait: Double = writerLockWait) throws -> Logbook {
+        let progress = ProjectionProgress()
+        let book = try Logbook.open(at: path, access: access, options: Logbook.Options(
+            lockWait: lockWait, project: project, progress: { progress.report($0, $1) }, recovered: { Terminal.reportRecovery($0) }))
+        Terminal.endProgress()
+        if book.behindAtOpen > 0 { Terminal.note("another process is writing; the projection is \(book.behindAtOpen) events behind the log") }
+        return book
+    }
 }
 
 /// A command whose failures print one clear message on stderr and exit with a status that says what kind.
@@ -89,6 +96,9 @@ enum Terminal {
         case let e as LogError:
             Terminal.error(e.description)
             return ExitCode(e.isLocked ? 3 : 1)
+        case let e as LogbookError:
+            Terminal.error(e.description)
+            return ExitCode(1)
         case let f as TransferFailure:
             // The code is stable (docs/PROTOCOL.md, "Errors"); scripts match on it, not the text.
             Terminal.error("\(f.description) [\(f.code.rawValue)]")

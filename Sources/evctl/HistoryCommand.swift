@@ -1,7 +1,6 @@
 import ArgumentParser
-import EventLog
 import Foundation
-import Projections
+import Logbook
 
 struct HistoryCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -18,11 +17,10 @@ struct HistoryCommand: StoreCommand {
             throw ValidationError("\(entity) is not one of \(Entity.allCases.map(\.name).joined(separator: ", "))")
         }
         guard let uuid = UUID(uuidString: id) else { throw ValidationError("\(id) is not an id (a UUID)") }
-        let projection = try openProjectionForReading(options)
-        let events = try projection.history(entity: kind, id: uuid)
-        let sources = try projection.fieldSources(entity: kind, id: uuid)
+        let history = try options.book(.readOnly).history(of: kind, id: uuid)
+        let events = history.entries.map(\.event)
         var holds: [UUID: [String]] = [:]
-        for (field, s) in sources.sorted(by: { $0.key < $1.key }) { holds[s.eventID, default: []].append(field) }
+        for e in history.entries where !e.holds.isEmpty { holds[e.event.eventID] = e.holds }
         if events.isEmpty && !options.json {
             print("no events for \(kind.name) \(uuid.lowercasedString)")
             return

@@ -1,6 +1,5 @@
 import ArgumentParser
-import EventLog
-import Projections
+import Logbook
 
 struct ItemsCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -15,9 +14,13 @@ struct ItemsCommand: StoreCommand {
     @Option(help: "Print at most this many items.") var limit: Int = 1000
 
     func execute() throws {
-        if let under, UUID(uuidString: under) == nil { throw ValidationError("--under \(under) is not an item id (a UUID)") }
-        let projection = try openProjectionForReading(options)
-        let items = try projection.items(search: search, under: under, includeDeleted: includeDeleted, limit: limit)
+        var root: UUID?
+        if let under {
+            guard let u = UUID(uuidString: under) else { throw ValidationError("--under \(under) is not an item id (a UUID)") }
+            root = u
+        }
+        let book = try options.book(.readOnly)
+        let items = try book.items(Logbook.ItemQuery(search: search, under: root, includeDeleted: includeDeleted, limit: limit))
         let out = Output()
         for i in items {
             if options.json {

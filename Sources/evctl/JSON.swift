@@ -1,4 +1,4 @@
-import EventLog
+import Logbook
 import Foundation
 
 /// Appends JSON to a byte buffer directly: no intermediate Strings for long listings.

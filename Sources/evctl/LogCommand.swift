@@ -1,6 +1,6 @@
 import ArgumentParser
-import EventLog
 import Foundation
+import Logbook
 
 struct LogCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -21,46 +21,36 @@ struct LogCommand: StoreCommand {
     @Option(help: "Print at most this many events.") var limit: Int?
 
     func execute() throws {
-        let store = try options.open()
-        let origins: [ReplicaID]
+        var filter = Logbook.EventFilter(fromSeq: fromSeq)
         if let origin {
             guard let o = ReplicaID(origin) else { throw ValidationError("--origin \(origin) is not a replica id (a UUID)") }
-            origins = [o]
-        } else {
-            origins = try store.origins()
+            filter.origin = o
         }
-        var entityFilter: Entity?
         if let entity {
             guard let e = Entity(name: entity) else {
                 throw ValidationError("--entity \(entity) is not one of \(Entity.allCases.map(\.name).joined(separator: ", "))")
             }
-            entityFilter = e
+            filter.entity = e
         }
-        var idFilter: UUID?
         if let id {
             guard let u = UUID(uuidString: id) else { throw ValidationError("--id \(id) is not a UUID") }
-            idFilter = u
+            filter.id = u
         }
-        func millis(_ s: String?, _ name: String) throws -> UInt64? {
+        func time(_ s: String?, _ name: String) throws -> Date? {
             guard let s else { return nil }
             guard let d = TimeArgument.parse(s) else { throw ValidationError("--\(name) \(s) is not an ISO 8601 date or timestamp") }
-            return UInt64(Swift.max(0, d.timeIntervalSince1970 * 1000))
+            return d
         }
-        let sinceMs = try millis(since, "since")
-        let untilMs = try millis(until, "until")
+        filter.since = try time(since, "since")
+        filter.until = try time(until, "until")
         if let limit, limit < 0 { throw ValidationError("--limit must be at least 0") }
-        let reader = LogReader(store: store)
+        let book = try options.book(.inspect)
         let out = Output()
         var printed = 0
         var json = JSONBytes()
         let max = limit ?? .max
         guard max > 0 else { return }
-        for o in origins {
-            try reader.forEachEvent(origin: o, from: Seq(Swift.max(1, fromSeq))) { e in
-                if let untilMs, e.hlc.wallMillis >= untilMs { return false }
-                if let sinceMs, e.hlc.wallMillis < sinceMs { return true }
-                if let entityFilter, e.entity != entityFilter { return true }
-                if let idFilter, e.entityID != idFilter { return true }
+        try book.forEachEvent(filter) { e in
                 if options.json {
                     json.bytes.removeAll(keepingCapacity: true)
                     Self.json(e, into: &json)
@@ -70,8 +60,6 @@ struct LogCommand: StoreCommand {
                 }
                 printed += 1
                 return printed < max
-            }
-            if printed >= max { break }
         }
         out.flush()
     }

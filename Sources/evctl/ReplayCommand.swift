@@ -1,6 +1,5 @@
 import ArgumentParser
-import EventLog
-import Projections
+import Logbook
 
 struct ReplayCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -12,17 +11,15 @@ struct ReplayCommand: StoreCommand {
     @Flag(help: "Rebuild the projection from the whole log.") var rebuild = false
 
     func execute() throws {
-        let store = try options.open()
-        let appender = try LogAppender.opening(store)  // one writer: holds the lock throughout
-        defer { try? appender.close() }
-        Terminal.reportRecovery(appender.recovery)
         let progress = ProjectionProgress()
         let start = Date()
         let n: Int
         if rebuild {
-            n = try Projection.rebuild(store: store, progress: progress.report)
+            n = try Logbook.rebuildProjection(at: options.path, lockWait: 0, recovered: Terminal.reportRecovery, progress: progress.report)
         } else {
-            n = try Projection(store: store).catchUp(progress: progress.report)
+            let book = try options.book(.readWrite, project: false, lockWait: 0)
+            defer { try? book.close() }
+            n = try book.replay(progress: progress.report)
         }
         Terminal.endProgress()
         let seconds = Date().timeIntervalSince(start)

@@ -1,6 +1,5 @@
-import Domain
+import Logbook
 import ArgumentParser
-import EventLog
 
 struct SampleCommand: StoreCommand {
     static let configuration = CommandConfiguration(

@@ -1,8 +1,7 @@
 import ArgumentParser
-import EventLog
 import Foundation
+import Logbook
 import Logging
-import Replicator
 
 struct ServeCommand: AsyncStoreCommand {
     static let configuration = CommandConfiguration(
@@ -47,7 +46,7 @@ struct ServeCommand: AsyncStoreCommand {
     }
 
     func execute() async throws {
-        let store = try options.open()
+        let store = try options.book(.inspect).store
         var config = ServerConfiguration()
         (config.host, config.port) = try Self.parseListen(listen)
         if let tokens { config.policy = try AccessPolicy.load(path: tokens) }

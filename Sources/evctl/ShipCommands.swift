@@ -1,8 +1,6 @@
 import ArgumentParser
-import EventLog
 import Foundation
-import Projections
-import Replicator
+import Logbook
 
 /// Options of the commands that talk to another replica.
 struct PeerOptions: ParsableArguments {
@@ -19,55 +17,16 @@ struct PeerOptions: ParsableArguments {
         return nil
     }
 
-    var limits: PageLimits { PageLimits(maxBytes: max(1, pageBytes)) }
-    var retry: RetryPolicy { RetryPolicy(attempts: max(1, attempts)) }
-
-    static func isURL(_ s: String) -> Bool {
-        let l = s.lowercased()
-        return l.hasPrefix("http://") || l.hasPrefix("https://")
+    /// The peer at `address` with these options.
+    func peer(_ address: String) -> Peer {
+        Peer(address, token: resolvedToken, caCertificate: caCert, insecureHTTP: insecureHTTP,
+             limits: PageLimits(maxBytes: max(1, pageBytes)), retry: RetryPolicy(attempts: max(1, attempts)))
     }
 
-    /// Runs `body` with a client for `url`, shut down afterwards whatever happens.
-    func withTransport<T>(_ url: String, replica: ReplicaID, _ body: (HTTPTransport) async throws -> T) async throws -> T {
-        let t = try HTTPTransport(url: url, token: resolvedToken, caCertificate: caCert, replica: replica, insecureHTTP: insecureHTTP)
-        do {
-            let r = try await body(t)
-            await t.shutdown()
-            return r
-        } catch {
-            await t.shutdown()
-            throw error
-        }
-    }
-}
-
-/// The name a peer is remembered by in peers.sqlite: a URL as given (without credentials), a path made absolute.
-func peerName(_ peer: String) -> String {
-    if PeerOptions.isURL(peer) {
-        if var c = URLComponents(string: peer) {
-            c.user = nil
-            c.password = nil
-            c.query = nil
-            return c.string ?? peer
-        }
-        return peer
-    }
-    return peer.hasPrefix("/") ? peer : FileManager.default.currentDirectoryPath + "/" + peer
-}
-
-/// Runs one exchange with a peer and remembers its outcome (time, error, and the peer's cursor
-/// when the peer acknowledged what it holds; nil keeps the cursor remembered before) in
-/// peers.sqlite. `compact` trusts these cursors, so only a peer's own word goes in them.
-func remembering<T>(_ store: Store, peer: String, _ body: () async throws -> (T, pulled: Int, pushed: Int, cursor: ReplicationCursor?)) async throws -> T {
-    let state = try PeerState(store: store)
-    let name = peerName(peer)
-    do {
-        let (value, pulled, pushed, cursor) = try await body()
-        try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed)
-        return value
-    } catch {
-        try? state.recordFailure(name, error: String(describing: error))
-        throw error
+    /// The store opened for a transfer: nothing is taken at open (a pull with nothing new takes
+    /// no lock and touches no file); receiving waits up to 10 s for another writer.
+    func book(_ options: StoreOptions) throws -> Logbook {
+        try options.book(.inspect, project: !noProject, lockWait: StoreSync.lockWaitSeconds)
     }
 }
 
@@ -78,36 +37,6 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
         let secs = max(0.001, Date().timeIntervalSince(start))
         Terminal.progress(String(format: "%@: %d events in %d frames, %.1f MiB, %.1f MiB/s", verb, p.events, p.frames,
                                  Double(p.bytes) / 1048576, Double(p.bytes) / 1048576 / secs))
-    }
-}
-
-enum Ship {
-    /// A pull session from any transport into `mine`, bootstrapping from the peer's snapshot when
-    /// the peer no longer holds the log from this store's cursor; progress shown on a terminal.
-    static func pull(_ mine: Store, from t: any ReplicaTransport, peer: PeerOptions) async throws -> TransferSummary {
-        defer { Terminal.endProgress() }
-        return try await Replication.pull(from: t, store: mine, project: !peer.noProject, limits: peer.limits, retry: peer.retry,
-                                          lockWait: StoreSync.lockWaitSeconds, recovered: Terminal.reportRecovery, progress: transferProgress("pulling"))
-    }
-}
-
-/// Pull and push over HTTP, with the sessions' retries; both ends project what they receive.
-enum HTTPShip {
-    /// One exchange with `evctl serve` at `url`: a pull, a push, or both (the push then starts
-    /// from the server cursor the pull learned), remembered in peers.sqlite.
-    static func exchange(_ mine: Store, url: String, peer: PeerOptions, pull: Bool, push: Bool) async throws
-        -> (pulled: TransferSummary?, pushed: TransferSummary?) {
-        try await peer.withTransport(url, replica: mine.replicaID) { t in
-            try await remembering(mine, peer: url) {
-                defer { Terminal.endProgress() }
-                let a = pull ? try await Ship.pull(mine, from: t, peer: peer) : nil
-                let b = push ? try await Replication.push(from: mine, to: t, known: a?.peerHolds, limits: peer.limits, retry: peer.retry,
-                                                          progress: transferProgress("pushing")) : nil
-                // What the server holds by its own word: its answer to the push, or the cursor it
-                // sent with the pull's pages (never the pull's next cursor, which is this store's).
-                return ((a, b), a?.events ?? 0, b?.events ?? 0, b?.peerCursor ?? a?.peerHolds)
-            }
-        }
     }
 }
 
@@ -142,12 +71,11 @@ struct ExportCommand: StoreCommand {
     @Option(help: "The bundle file to write.") var out: String
 
     func execute() throws {
-        let store = try options.open()
         var cursor = ReplicationCursor.empty
         if let since {
             do { cursor = try ReplicationCursor(token: since) } catch { throw ValidationError("--since: \(error)") }
         }
-        let r = try FrameBundle.export(store: store, since: cursor, to: out)
+        let r = try options.book(.inspect).exportBundle(to: out, since: cursor)
         if options.json {
             print(JSON.object([("frames", String(r.frames)), ("events", String(r.events)), ("bytes", String(r.bytes)), ("cursor", JSON.string(r.cursor.token))]))
         } else {
@@ -165,7 +93,7 @@ struct ImportCommand: StoreCommand {
     @Argument(help: "The bundle file.") var file: String
 
     func execute() throws {
-        let r = try StoreSync.importBundle(file, to: try options.open(), recovered: Terminal.reportRecovery, progress: ProjectionProgress().report)
+        let r = try options.book(.inspect, lockWait: StoreSync.lockWaitSeconds).importBundle(file, progress: ProjectionProgress().report)
         Terminal.endProgress()
         printReceive(r, json: options.json, verb: "imported")
     }
@@ -180,17 +108,9 @@ struct PullCommand: AsyncStoreCommand {
     @Argument(help: "The other replica: a URL or a path.") var source: String
 
     func execute() async throws {
-        let mine = try options.open()
-        if PeerOptions.isURL(source) {
-            let s = try await HTTPShip.exchange(mine, url: source, peer: peer, pull: true, push: false)
-            return printSummary(s.pulled!, json: options.json, verb: "pulled")
-        }
-        let other = try Store.open(at: source)
-        let s = try await remembering(mine, peer: source) {
-            let s = try await Ship.pull(mine, from: StoreTransport(store: other), peer: peer)
-            return (s, s.events, 0, try other.cursor())
-        }
-        printSummary(s, json: options.json, verb: "pulled")
+        let e = try await peer.book(options).pull(from: peer.peer(source), progress: transferProgress("pulling"))
+        Terminal.endProgress()
+        printSummary(e.pulled ?? TransferSummary(), json: options.json, verb: "pulled")
     }
 }
 
@@ -203,17 +123,10 @@ struct PushCommand: AsyncStoreCommand {
     @Argument(help: "The other replica: a URL or a path.") var target: String
 
     func execute() async throws {
-        let mine = try options.open()
-        if PeerOptions.isURL(target) {
-            let s = try await HTTPShip.exchange(mine, url: target, peer: peer, pull: false, push: true)
-            return printSummary(s.pushed!, json: options.json, verb: "pushed")
-        }
-        let other = try Store.open(at: target)
-        let r = try await remembering(mine, peer: target) {
-            let r = try StoreSync.ship(from: mine, to: other, recovered: Terminal.reportRecovery)
-            return (r, 0, r.events, try other.cursor())
-        }
-        printReceive(r, json: options.json, verb: "pushed")
+        let e = try await peer.book(options).push(to: peer.peer(target), progress: transferProgress("pushing"))
+        Terminal.endProgress()
+        if let r = e.received { return printReceive(r, json: options.json, verb: "pushed") }
+        printSummary(e.pushed ?? TransferSummary(), json: options.json, verb: "pushed")
     }
 }
 
@@ -228,31 +141,21 @@ struct SyncCommand: AsyncStoreCommand {
     var follow = false
 
     func validate() throws {
-        if follow && !PeerOptions.isURL(source) { throw ValidationError("--follow needs the URL of an `evctl serve`") }
+        if follow && !Peer.isURL(source) { throw ValidationError("--follow needs the URL of an `evctl serve`") }
     }
 
     func execute() async throws {
-        let mine = try options.open()
+        let book = try peer.book(options)
         if follow {
-            try await Follow.run(mine, url: source, peer: peer, json: options.json)
+            try await Follow.run(book, peer: peer.peer(source), json: options.json)
             return
         }
-        let pulled: Int, pushed: Int
-        if PeerOptions.isURL(source) {
-            let s = try await HTTPShip.exchange(mine, url: source, peer: peer, pull: true, push: true)
-            (pulled, pushed) = (s.pulled?.events ?? 0, s.pushed?.events ?? 0)
-        } else {
-            let other = try Store.open(at: source)
-            (pulled, pushed) = try await remembering(mine, peer: source) {
-                let a = try await Ship.pull(mine, from: StoreTransport(store: other), peer: peer)
-                let b = try StoreSync.ship(from: mine, to: other, recovered: Terminal.reportRecovery)
-                return ((a.events, b.events), a.events, b.events, try other.cursor())
-            }
-        }
+        let e = try await book.sync(with: peer.peer(source), progress: transferProgress("syncing"))
+        Terminal.endProgress()
         if options.json {
-            print(JSON.object([("pulled_events", String(pulled)), ("pushed_events", String(pushed)), ("cursor", JSON.string(try mine.cursor().token))]))
+            print(JSON.object([("pulled_events", String(e.pulledEvents)), ("pushed_events", String(e.pushedEvents)), ("cursor", JSON.string(try book.cursor().token))]))
         } else {
-            print("pulled \(pulled) events, pushed \(pushed) events; now at \(try mine.cursor().token)")
+            print("pulled \(e.pulledEvents) events, pushed \(e.pushedEvents) events; now at \(try book.cursor().token)")
         }
     }
 }

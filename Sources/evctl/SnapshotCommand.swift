@@ -1,8 +1,6 @@
 import ArgumentParser
-import EventLog
 import Foundation
-import Projections
-import Replicator
+import Logbook
 
 struct SnapshotCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -14,10 +12,9 @@ struct SnapshotCommand: StoreCommand {
     @Option(help: "The snapshot file to write.") var out: String
 
     func execute() throws {
-        let projected = try ProjectedStore.open(store: try options.open(), waitingUpTo: lockWait)
-        defer { try? projected.close() }
-        Terminal.reportRecovery(projected.appender.recovery)
-        let info = try Snapshot.make(projected, to: out)
+        let book = try options.book(.readWrite)
+        defer { try? book.close() }
+        let info = try book.snapshot(to: out)
         let cursor = ReplicationCursor(info.anchors.mapValues(\.lastSeq))
         if options.json {
             print(JSON.object([("file", JSON.string(out)), ("bytes", String(info.bytes)), ("cursor", JSON.string(cursor.token)),

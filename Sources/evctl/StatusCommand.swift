@@ -1,15 +1,14 @@
 import ArgumentParser
-import EventLog
-import Replicator
+import Logbook
 
 struct StatusCommand: StoreCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "What the store holds: origins, events, segments, bytes.")
     @OptionGroup var options: StoreOptions
 
     func execute() throws {
-        let store = try options.open()
-        let s = try store.status()
-        let peers = FileManager.default.fileExists(atPath: store.path + "/peers.sqlite") ? try PeerState(store: store).peers() : []
+        let book = try options.book(.inspect)
+        let status = try book.status()
+        let (s, peers) = (status.log, status.peers)
         if options.json {
             let origins = s.origins.map {
                 JSON.object([("origin", JSON.string($0.origin.description)), ("last_seq", String($0.lastSeq.rawValue)),
@@ -17,7 +16,7 @@ struct StatusCommand: StoreCommand {
                              ("segments", String($0.segments)), ("bytes", String($0.bytes))])
             }
             print(JSON.object([
-                ("replica_id", JSON.string(s.replicaID.description)), ("store", JSON.string(store.path)),
+                ("replica_id", JSON.string(s.replicaID.description)), ("store", JSON.string(book.path)),
                 ("total_events", String(s.totalEvents)), ("segments", String(s.segments)),
                 ("log_bytes", String(s.logBytes)), ("bytes_on_disk", String(s.bytesOnDisk)),
                 ("origins", "[" + origins.joined(separator: ",") + "]"),
@@ -28,7 +27,7 @@ struct StatusCommand: StoreCommand {
                 }.joined(separator: ",") + "]"),
             ]))
         } else {
-            print("store       \(store.path)")
+            print("store       \(book.path)")
             print("replica id  \(s.replicaID)")
             print("events      \(s.totalEvents) in \(s.segments) segments, \(s.logBytes) bytes of log, \(s.bytesOnDisk) bytes on disk")
             for o in s.origins {

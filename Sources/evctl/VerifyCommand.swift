@@ -1,6 +1,5 @@
 import ArgumentParser
-import EventLog
-import Projections
+import Logbook
 
 struct VerifyCommand: StoreCommand {
     static let configuration = CommandConfiguration(
@@ -16,18 +15,12 @@ struct VerifyCommand: StoreCommand {
     @Flag(help: "Also rebuild the projection aside and compare it with the live one.") var deep = false
 
     func execute() throws {
-        let store = try options.open()
-        let report = try Verifier(store: store).run { done, total in
+        let book = try options.book(.inspect)
+        let progress = ProjectionProgress()
+        let (report, deepProblem) = try book.verify(deep: deep, progress: { done, total in
             Terminal.progress("verifying: \(done >> 20) of \(total >> 20) MiB")
-        }
+        }, projectionProgress: progress.report)
         Terminal.endProgress()
-        var deepProblem: String?
-        if deep && report.isClean {
-            let projection = try openProjectionForReading(options)
-            let progress = ProjectionProgress()
-            deepProblem = try projection.verifyDeep(progress: progress.report)
-            Terminal.endProgress()
-        }
         if options.json {
             let problems = report.problems.map {
                 JSON.object([("file", JSON.string($0.file)), ("offset", String($0.offset)), ("message", JSON.string($0.message))])

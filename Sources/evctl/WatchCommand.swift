@@ -1,8 +1,6 @@
 import ArgumentParser
-import EventLog
 import Foundation
-import Projections
-import Replicator
+import Logbook
 
 /// `evctl watch`: one line per event applied to the projection, as it is applied, until stopped.
 struct WatchCommand: StoreCommand {
@@ -45,8 +43,7 @@ struct WatchCommand: StoreCommand {
         let kind = entity.flatMap { Entity(name: $0) }
         let entityID = id.flatMap { UUID(uuidString: $0) }
         let start = try since.map { try ReplicationCursor(token: $0) }
-        let store = try options.open()
-        let watcher = try ProjectionWatcher(store: store, from: start?.entries)
+        let watcher = try options.book(.inspect).watch(from: start)
         watcher.pollInterval = poll
         // The cursor each line carries: where the consumer stands once it has processed that line.
         var cursor = ReplicationCursor(watcher.cursor)

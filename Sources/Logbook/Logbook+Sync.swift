@@ -1,0 +1,228 @@
+import EventLog
+import Foundation
+import Projections
+import Replicator
+
+/// Another replica to sync with: an `evctl serve` reached by URL, or a store reached by path.
+public struct Peer: Sendable {
+    /// Where the other replica is.
+    public enum Location: Sendable, Equatable {
+        /// An `evctl serve` at an http(s) URL.
+        case url(String)
+        /// A store directory on this machine (or a mounted volume); its writer lock is taken for a push.
+        case path(String)
+    }
+
+    public var location: Location
+    /// The bearer token for an HTTP peer.
+    public var token: String?
+    /// PEM file of the certificate authority to trust for an https peer.
+    public var caCertificate: String?
+    /// Allow sending the token over plain http to a host other than this machine.
+    public var insecureHTTP = false
+    /// Page sizes asked of the peer.
+    public var limits = PageLimits()
+    /// Attempts and backoff on transient failures (connection refused, 503…).
+    public var retry = RetryPolicy()
+
+    /// A peer at `address`: an http:// or https:// URL, else a path to a store.
+    public init(_ address: String, token: String? = nil, caCertificate: String? = nil, insecureHTTP: Bool = false,
+                limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy()) {
+        location = Peer.isURL(address) ? .url(address) : .path(address)
+        self.token = token
+        self.caCertificate = caCertificate
+        self.insecureHTTP = insecureHTTP
+        self.limits = limits
+        self.retry = retry
+    }
+
+    /// Whether `address` is an http(s) URL rather than a path.
+    public static func isURL(_ address: String) -> Bool {
+        let l = address.lowercased()
+        return l.hasPrefix("http://") || l.hasPrefix("https://")
+    }
+
+    /// The name the peer is remembered by (`Logbook.peers()`): a URL without credentials or
+    /// query, a path made absolute.
+    public var name: String {
+        switch location {
+        case .url(let u):
+            guard var c = URLComponents(string: u) else { return u }
+            c.user = nil
+            c.password = nil
+            c.query = nil
+            return c.string ?? u
+        case .path(let p):
+            return p.hasPrefix("/") ? p : FileManager.default.currentDirectoryPath + "/" + p
+        }
+    }
+
+    func transport(for replica: ReplicaID) throws -> HTTPTransport {
+        guard case .url(let u) = location else { throw LogbookError(.invalid, "\(name) is a path, not the URL of an `evctl serve`") }
+        return try HTTPTransport(url: u, token: token, caCertificate: caCertificate, replica: replica, insecureHTTP: insecureHTTP)
+    }
+}
+
+/// What one exchange with a peer moved.
+public struct Exchange: Sendable {
+    /// What was pulled (nil when not asked).
+    public var pulled: TransferSummary?
+    /// What was pushed to an HTTP peer (nil when not asked, or the peer is a path).
+    public var pushed: TransferSummary?
+    /// What a store reached by path received from a push.
+    public var received: ReceiveResult?
+
+    /// Events pulled.
+    public var pulledEvents: Int { pulled?.events ?? 0 }
+    /// Events pushed.
+    public var pushedEvents: Int { pushed?.events ?? received?.events ?? 0 }
+}
+
+extension Logbook {
+    /// Fetches what `peer` holds past this store's cursor, verifying every frame, and projects
+    /// it. When the peer no longer holds the log from this store's cursor (it compacted), the
+    /// store is bootstrapped from the peer's snapshot — opened read-only only, since it needs
+    /// the store to itself; opened for writing, that case is the `TransferFailure` `cursor_expired`.
+    /// The outcome is remembered in the peer bookkeeping (`peers()`).
+    @discardableResult
+    public func pull(from peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
+        try await exchange(with: peer, pull: true, push: false, progress: progress)
+    }
+
+    /// Sends `peer` what this store holds past the peer's cursor.
+    @discardableResult
+    public func push(to peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
+        try await exchange(with: peer, pull: false, push: true, progress: progress)
+    }
+
+    /// Pulls from `peer`, then pushes to it: afterwards both hold the same logs.
+    @discardableResult
+    public func sync(with peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
+        try await exchange(with: peer, pull: true, push: true, progress: progress)
+    }
+
+    /// The peers this store exchanged with, their last cursor, time and error.
+    public func peers() throws -> [PeerState.Peer] {
+        guard PeerState.exists(in: store) else { return [] }
+        return try PeerState(store: store).peers()
+    }
+
+    /// One exchange, remembered: the outcome (time, error, and the peer's cursor when the peer
+    /// acknowledged what it holds; `compact` trusts these cursors, so only a peer's own word
+    /// goes in them).
+    func exchange(with peer: Peer, pull: Bool, push: Bool, progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Exchange {
+        switch peer.location {
+        case .url:
+            let t = try peer.transport(for: store.replicaID)
+            do {
+                let e = try await exchange(t, peer: peer, pull: pull, push: push, known: nil, progress: progress)
+                await t.shutdown()
+                return e
+            } catch {
+                await t.shutdown()
+                throw error
+            }
+        case .path(let path):
+            let other = try Store.open(at: path)
+            return try await remembering(peer) {
+                var e = Exchange()
+                if pull { e.pulled = try await self.pullFrom(StoreTransport(store: other), peer: peer, progress: progress) }
+                if push { e.received = try StoreSync.ship(from: self.store, to: other, recovered: self.options.recovered) }
+                return (e, try other.cursor())
+            }
+        }
+    }
+
+    /// One exchange over an open HTTP link (also the step of `follow`).
+    func exchange(_ t: HTTPTransport, peer: Peer, pull: Bool, push: Bool, known: ReplicationCursor?,
+                  progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Exchange {
+        try await remembering(peer) {
+            var e = Exchange()
+            if pull { e.pulled = try await self.pullFrom(t, peer: peer, progress: progress) }
+            if push {
+                e.pushed = try await Replication.push(from: self.store, to: t, known: e.pulled?.peerHolds ?? known, limits: peer.limits,
+                                                      retry: peer.retry, progress: progress)
+            }
+            // What the server holds by its own word: its answer to the push, or the cursor it
+            // sent with the pull's pages (never the pull's next cursor, which is this store's).
+            return (e, e.pushed?.peerCursor ?? e.pulled?.peerHolds)
+        }
+    }
+
+    func pullFrom(_ t: any ReplicaTransport, peer: Peer, progress: (@Sendable (TransferProgress) -> Void)?) async throws -> TransferSummary {
+        if let w = try? requireWriter("pull") {
+            return try await Replication.pull(from: t, into: w, limits: peer.limits, retry: peer.retry, progress: progress)
+        }
+        let outcome = try await Replication.pull(from: t, store: store, project: options.project, limits: peer.limits, retry: peer.retry,
+                                                 lockWait: options.lockWait, recovered: options.recovered, progress: progress)
+        return outcome
+    }
+
+    func remembering<T>(_ peer: Peer, _ body: () async throws -> (T, cursor: ReplicationCursor?)) async throws -> T {
+        let state = try PeerState(store: store)
+        do {
+            let (value, cursor) = try await body()
+            let e = value as? Exchange
+            try state.recordSuccess(peer.name, cursor: cursor, pulled: e?.pulledEvents ?? 0, pushed: e?.pushedEvents ?? 0)
+            return value
+        } catch {
+            try? state.recordFailure(peer.name, error: String(describing: error))
+            throw error
+        }
+    }
+
+    /// Keeps this store and the `evctl serve` at `peer` in sync until the task is cancelled:
+    /// catches up both ways, then pulls the moment the server's cursor moves (its event stream)
+    /// and pushes the moment this store's does (any process's append), reconnecting with
+    /// backoff. Each exchange is remembered like a `sync`.
+    /// - Parameters:
+    ///   - onExchange: told of every exchange (also those that moved nothing).
+    ///   - onState: told when the follower is in sync, and when it retries and why.
+    /// - Throws: a permanent `TransferFailure` (refused token, a peer that is not a Logbook…).
+    public func follow(_ peer: Peer, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in },
+                       onState: @escaping @Sendable (LiveSync.State) -> Void = { _ in }) async throws {
+        guard case .url = peer.location else { throw LogbookError(.invalid, "following needs the URL of an `evctl serve`, not a path") }
+        let replica = store.replicaID
+        var live = LiveSync(store: store) { try peer.transport(for: replica) }
+        live.project = options.project
+        live.limits = peer.limits
+        live.retry = peer.retry
+        live.exchange = { [self] t, pull, push, known in
+            let e = try await self.exchange(t, peer: peer, pull: pull, push: push, known: known, progress: nil)
+            return LiveSync.Exchange(pulled: e.pulled, pushed: e.pushed)
+        }
+        live.onExchange = { e in onExchange(Exchange(pulled: e.pulled, pushed: e.pushed)) }
+        live.onState = onState
+        try await live.run()
+    }
+
+    // MARK: Bundles and compaction
+
+    /// Writes the frames past `since` (everything by default) to a bundle file, verbatim.
+    public func exportBundle(to file: String, since: ReplicationCursor = .empty) throws -> FrameBundle.ExportResult {
+        try FrameBundle.export(store: store, since: since, to: file)
+    }
+
+    /// Appends the frames of a bundle file (every frame verified first; importing twice changes
+    /// nothing), then projects them.
+    public func importBundle(_ file: String, progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
+        if let w = try? requireWriter("import") {
+            return try w.exclusive {
+                let r = try StoreSync.importBundle(file, into: w.appender)
+                if w.projects { try w.projection.catchUp(progress: progress) }
+                return r
+            }
+        }
+        return try StoreSync.importBundle(file, to: store, recovered: options.recovered, progress: progress)
+    }
+
+    /// Drops old sealed segments every known peer already holds, keeping a snapshot that covers
+    /// them (`withoutPeers`: compact up to the snapshot even when no peer is known). Needs the
+    /// writer lock: opened for writing, close first or use a read-only Logbook.
+    public func compact(withoutPeers: Bool = false) throws -> Compactor.Report {
+        guard writer == nil else {
+            throw LogbookError(.invalid, "compaction takes the store's writer lock itself", hint: "run it from a Logbook opened read-only")
+        }
+        return try Compactor.run(store: store, withoutPeers: withoutPeers, lockWait: options.lockWait)
+    }
+}

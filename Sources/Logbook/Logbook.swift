@@ -1,0 +1,576 @@
+import Domain
+import EventLog
+import Foundation
+import Projections
+import Replicator
+
+/// A Logbook store, opened by an app: the one type to append, query, observe and sync through.
+///
+/// ```swift
+/// let book = try Logbook.open(at: "todo.evstore", creating: true)
+/// let milk = try book.create(ItemValues(title: "Buy milk", status: "inbox"))
+/// for try await inbox in book.observeItems(search: "milk") { render(inbox) }
+/// try await book.sync(with: Peer("https://hub.example:8427", token: token))
+/// ```
+///
+/// Opened `.readWrite`, it holds the store's writer lock until `close()` (one writer per store,
+/// across processes; `evctl serve` on the same store waits for it). Opened `.readOnly`, it takes
+/// no lock: it reads the projection as the writer left it and follows the writer's commits
+/// (`changes()`, within milliseconds through inotify on the store).
+///
+/// Thread-safe: appends and syncs from several threads or tasks are serialized; queries run
+/// concurrently with them.
+public final class Logbook: @unchecked Sendable {
+    /// How a store is opened.
+    public enum Access: Sendable, Equatable {
+        /// Take the writer lock (waiting up to `Options.lockWait` for another process to let it
+        /// go), recover the log, bring the projection up to date; appends are allowed.
+        case readWrite
+        /// Take no lock. When no other process writes, the lock is taken for a moment to recover
+        /// the log and catch the projection up; when one does, the projection is read as it is
+        /// (`behindAtOpen` says how far behind the log it was).
+        case readOnly
+        /// Touch nothing: no lock, no recovery, no catching up. The log and the projection are
+        /// read exactly as they are on disk (what `verify`, `log` and `status` want); the
+        /// projection is opened on first use.
+        case inspect
+    }
+
+    /// How to open a store.
+    public struct Options: Sendable {
+        /// Seconds to wait while another process holds the writer lock (a server between pushes,
+        /// a command line tool) before giving up with the `LogError` that says it is locked.
+        public var lockWait: Double = 2
+        /// Whether appends and received frames are projected at once. False leaves the
+        /// projection behind until `replay()` (for bulk loads).
+        public var project = true
+        /// Told how projecting goes while opening and after large appends: (events done, events to do).
+        public var progress: (@Sendable (Int, Int) -> Void)?
+        /// Told what recovery repaired each time the store is opened for writing (at open, and
+        /// by a pull or push that takes the lock for a moment).
+        public var recovered: (@Sendable (RecoveryReport) -> Void)?
+        /// Options with the defaults.
+        public init(lockWait: Double = 2, project: Bool = true, progress: (@Sendable (Int, Int) -> Void)? = nil,
+                    recovered: (@Sendable (RecoveryReport) -> Void)? = nil) {
+            self.lockWait = lockWait
+            self.project = project
+            self.progress = progress
+            self.recovered = recovered
+        }
+    }
+
+    /// The store underneath (its path, replica id, log).
+    public let store: Store
+    /// How this store was opened.
+    public let access: Access
+    /// The projection: the tables the log projects to, readable from any thread.
+    public var projection: Projection {
+        get throws {
+            try state.withLock {
+                if let p = opened { return p }
+                let p = try Projection(store: store)
+                opened = p
+                return p
+            }
+        }
+    }
+    private var opened: Projection?
+    /// What recovery repaired when the store was opened for writing (a torn tail cut, an index
+    /// rebuilt); empty when nothing was wrong or nothing was recovered.
+    public let recovery: RecoveryReport?
+    /// Events the log held that the projection had not applied when the store was opened
+    /// read-only while another process was writing.
+    public let behindAtOpen: UInt64
+    let options: Options
+    let writer: ProjectedStore?
+    private let state = NSLock()
+    private var closed = false
+
+    init(store: Store, access: Access, options: Options, projection: Projection?, writer: ProjectedStore?, recovery: RecoveryReport?, behind: UInt64) {
+        self.store = store
+        self.access = access
+        self.options = options
+        opened = projection
+        self.writer = writer
+        self.recovery = recovery
+        behindAtOpen = behind
+    }
+
+    /// Opens the store at `path`.
+    /// - Parameters:
+    ///   - creating: create the store (with a new replica id) when there is none at `path`.
+    /// - Throws: `LogError` when the path holds no store (and `creating` is false), the store is
+    ///   locked past `options.lockWait`, or its files are damaged beyond recovery.
+    public static func open(at path: String, access: Access = .readWrite, creating: Bool = false, options: Options = Options()) throws -> Logbook {
+        let store: Store
+        do {
+            store = try Store.open(at: path)
+        } catch let e as LogError where creating && e.isNotAStore {
+            store = try Store.create(at: path)
+        }
+        return try open(store, access: access, options: options)
+    }
+
+    /// Creates a new store at `path` (a new replica id) and opens it for writing.
+    /// - Throws: `LogError` when `path` already holds a store or cannot be written.
+    public static func create(at path: String, options: Options = Options()) throws -> Logbook {
+        try open(try Store.create(at: path), access: .readWrite, options: options)
+    }
+
+    /// Opens an already opened `Store`.
+    public static func open(_ store: Store, access: Access = .readWrite, options: Options = Options()) throws -> Logbook {
+        let progress = options.progress
+        switch access {
+        case .readWrite:
+            let w = try ProjectedStore.open(store: store, waitingUpTo: options.lockWait, project: options.project,
+                                            progress: progress.map { p in { p($0, $1) } })
+            options.recovered?(w.appender.recovery)
+            return Logbook(store: store, access: access, options: options, projection: w.projection, writer: w,
+                           recovery: w.appender.recovery, behind: 0)
+        case .readOnly:
+            do {
+                let appender = try LogAppender.opening(store)
+                defer { try? appender.close() }
+                options.recovered?(appender.recovery)
+                let projection = try Projection(store: store)
+                try projection.catchUp(progress: progress.map { p in { p($0, $1) } })
+                return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
+                               recovery: appender.recovery, behind: 0)
+            } catch let e as LogError where e.isLocked {
+                let projection = try Projection(store: store)
+                let behind = try projection.lag().values.reduce(0, +)
+                return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
+                               recovery: nil, behind: behind)
+            }
+        case .inspect:
+            return Logbook(store: store, access: access, options: options, projection: nil, writer: nil, recovery: nil, behind: 0)
+        }
+    }
+
+    /// This store's replica id: the origin of the events it appends.
+    public var replicaID: ReplicaID { store.replicaID }
+
+    /// The store's directory.
+    public var path: String { store.path }
+
+    /// Lets the writer lock go and closes the files. Further calls throw.
+    public func close() throws {
+        let (first, p) = state.withLock { () -> (Bool, Projection?) in
+            defer { closed = true }
+            return (!closed, opened)
+        }
+        guard first else { return }
+        if let writer { try writer.close() } else { try p?.close() }
+    }
+
+    deinit { try? close() }
+
+    // MARK: Writing
+
+    /// The writer, or the error that says why there is none.
+    func requireWriter(_ operation: String) throws -> ProjectedStore {
+        guard state.withLock({ !closed }) else { throw LogbookError(.closed, "\(operation): the Logbook is closed") }
+        guard let writer else {
+            throw LogbookError(.readOnly, "\(operation): the store \(store.path) is opened read-only", hint: "open it with access .readWrite")
+        }
+        return writer
+    }
+
+    /// Appends `changes` atomically (all land or none do), then projects them. Each change's
+    /// fields are checked first, like NDJSON input: nothing is appended when one is refused.
+    /// - Returns: the seqs assigned, and the changes skipped because their event id was already in the log.
+    /// - Throws: `InputError` naming the change (1-based) and field refused; `LogError` when the log
+    ///   cannot be written (it is then unchanged); `LogbookError` when opened read-only.
+    @discardableResult
+    public func append(_ changes: [Change]) throws -> AppendResult {
+        try append(mutations: changes.map(\.mutation))
+    }
+
+    /// Appends mutations built by hand, checked like `append(_:)`.
+    @discardableResult
+    public func append(mutations: [Mutation]) throws -> AppendResult {
+        let w = try requireWriter("append")
+        for (i, m) in mutations.enumerated() { try FieldRules.validate(m, position: i + 1) }
+        return try w.append(mutations)
+    }
+
+    /// Appends NDJSON mutations (one JSON object per line, see `MutationParser`) given as text.
+    @discardableResult
+    public func append(ndjson text: String) throws -> AppendResult {
+        var ms: [Mutation] = []
+        var n = 0
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            n += 1
+            if line.allSatisfy(\.isWhitespace) { continue }
+            ms.append(try MutationParser.parse(String(line), lineNumber: n))
+        }
+        return try requireWriter("append").append(ms)
+    }
+
+    /// Streams NDJSON mutations from a file descriptor (a file, a pipe) into one atomic append:
+    /// every line lands or none does. Lines are parsed on another thread while batches are written.
+    /// - Parameters:
+    ///   - name: how errors name the input (a file name, "standard input").
+    ///   - progress: lines and bytes read so far.
+    /// - Returns: the append, and the projection's failure when the events were appended
+    ///   (durably) but not projected: do not append them again; `replay()` completes it.
+    /// - Throws: `InputError` (with the line) when a line is refused; nothing is appended.
+    public func appendNDJSON(from fd: Int32, name: String, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
+        let w = try requireWriter("append")
+        return try w.exclusive {
+            var fill: (@Sendable (inout [Mutation]) throws -> Void)?
+            if w.projects {
+                let p = w.projection
+                fill = { (batch: inout [Mutation]) throws -> Void in try p.fillBases(&batch) }
+            }
+            let r = try NDJSONAppend.append(from: fd, name: name, to: w.appender, prepare: fill, progress: progress)
+            // The append is durable from here: a failure to project must not read as "nothing
+            // happened", or a retry would append the same mutations twice.
+            guard w.projects else { return (r, nil) }
+            do {
+                try w.projection.catchUp(progress: options.progress.map { p in { p($0, $1) } })
+                return (r, nil)
+            } catch {
+                return (r, error)
+            }
+        }
+    }
+
+    /// Creates an entity and returns its id: `id` (a new random one by default), or the id
+    /// derived from the values for item_tags and occurrences.
+    @discardableResult
+    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) throws -> UUID {
+        let c = Change.create(values, id: id)
+        try append([c])
+        return c.mutation.entityID
+    }
+
+    /// Sets the fields `values` holds on entity `id`.
+    public func update<V: EntityValues>(_ id: UUID, _ values: V) throws {
+        try append([.update(id, values)])
+    }
+
+    /// Soft-deletes entity `id` of kind `entity`.
+    public func delete(_ entity: Entity, _ id: UUID) throws {
+        try append([.delete(entity, id)])
+    }
+
+    /// Restores soft-deleted entity `id` of kind `entity`.
+    public func restore(_ entity: Entity, _ id: UUID) throws {
+        try append([.restore(entity, id)])
+    }
+
+    /// Which side of a conflict to keep.
+    public enum Side: String, Sendable {
+        /// The value written by this replica (or, when neither side is this replica's, the value shown now).
+        case local
+        /// The other value.
+        case remote
+    }
+
+    /// What resolving a conflict appended.
+    public struct Resolution: Sendable {
+        /// The value kept, as JSON text.
+        public var keptValue: String
+        /// The field set again.
+        public var field: String
+        /// The event appended: it has seen both sides, so the conflict is marked resolved by it.
+        public var append: AppendResult
+    }
+
+    /// Settles conflict `id` (see `conflicts()`) by appending an update that re-asserts the kept value.
+    /// - Throws: `LogbookError` `.notFound` when there is no such conflict, `.invalid` when it is
+    ///   already resolved.
+    @discardableResult
+    public func resolve(conflict id: Int64, keep side: Side) throws -> Resolution {
+        let w = try requireWriter("resolve")
+        return try w.exclusive {
+            guard let c = try projection.conflict(id) else {
+                throw LogbookError(.notFound, "no conflict #\(id)", hint: "`evctl conflicts --all` lists them")
+            }
+            if let by = c.resolvedBy { throw LogbookError(.invalid, "conflict #\(id) is already resolved by event \(by)") }
+            let me = store.replicaID.description
+            let localIsWinner = c.winnerOrigin == me || c.loserOrigin != me
+            let keepWinner = (side == .local) == localIsWinner
+            let valueJSON = keepWinner ? c.winnerValue : c.loserValue
+            guard let entity = Entity(name: c.entity), let entityID = UUID(uuidString: c.entityID) else {
+                throw LogbookError(.invalid, "conflict #\(id) names an unknown entity \(printable(c.entity, limit: 40))")
+            }
+            let value = try Self.fieldValue(json: valueJSON, field: c.field)
+            let m = Mutation(entity: entity, op: .update, entityID: entityID, fields: [Field(c.field, value)])
+            try FieldRules.validate(m, position: 1)
+            return Resolution(keptValue: valueJSON, field: c.field, append: try w.append([m]))
+        }
+    }
+
+    /// A field value from the JSON text the conflicts table keeps, read by the NDJSON parser so
+    /// both agree on every value.
+    static func fieldValue(json: String, field: String) throws -> FieldValue {
+        let line = "{\"entity\":\"tag\",\"op\":\"update\",\"id\":\"00000000-0000-0000-0000-000000000000\",\"fields\":{\"v\":\(json)}}"
+        guard let v = try? MutationParser.parse(line).fields.first?.value else {
+            throw LogbookError(.invalid, "the kept value of field \(field) is not a JSON scalar: \(printable(json, limit: 80))")
+        }
+        return v
+    }
+
+    /// Brings the projection up to date with the log (what a Logbook opened with
+    /// `Options.project` false leaves behind).
+    /// - Returns: the events applied.
+    @discardableResult
+    public func replay(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        let w = try requireWriter("replay")
+        return try w.exclusive { try w.projection.catchUp(progress: progress) }
+    }
+
+    /// Rebuilds the projection of the store at `path` from the whole log: a new file written
+    /// beside the old one and swapped in atomically (a crash mid-rebuild leaves the old one
+    /// usable). Takes the writer lock for the whole rebuild, so no Logbook may have the store
+    /// open for writing. Device-local settings (`app_settings`) are carried over.
+    /// - Returns: the events applied.
+    @discardableResult
+    public static func rebuildProjection(at path: String, lockWait: Double = 2, recovered: ((RecoveryReport) -> Void)? = nil,
+                                         progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        let store = try Store.open(at: path)
+        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender.opening(store) }  // one writer throughout
+        defer { try? appender.close() }
+        recovered?(appender.recovery)
+        return try Projection.rebuild(store: store, progress: progress)
+    }
+
+    /// Writes a consistent copy of the projection and the log position it covers to `file`.
+    public func snapshot(to file: String) throws -> Snapshot.Info {
+        let w = try requireWriter("snapshot")
+        return try w.exclusive { try Snapshot.make(w, to: file) }
+    }
+
+    // MARK: Reading
+
+    /// What to list of the items.
+    public struct ItemQuery: Sendable, Equatable {
+        /// Full-text search over titles and notes (prefix match, accents ignored).
+        public var search: String?
+        /// Only the subtree under this item (the item included), in depth order.
+        public var under: UUID?
+        /// Include soft-deleted items.
+        public var includeDeleted = false
+        /// At most this many items.
+        public var limit = 1000
+        /// A query; every item by default.
+        public init(search: String? = nil, under: UUID? = nil, includeDeleted: Bool = false, limit: Int = 1000) {
+            self.search = search
+            self.under = under
+            self.includeDeleted = includeDeleted
+            self.limit = limit
+        }
+    }
+
+    /// Items from the projection.
+    public func items(_ query: ItemQuery = ItemQuery()) throws -> [ItemRow] {
+        try projection.items(search: query.search, under: query.under?.lowercasedString, includeDeleted: query.includeDeleted, limit: query.limit)
+    }
+
+    /// One item, deleted or not; nil when the projection has none with that id.
+    public func item(_ id: UUID) throws -> ItemRow? {
+        try projection.items(under: id.lowercasedString, includeDeleted: true, limit: 1).first { $0.id == id.lowercasedString }
+    }
+
+    /// Every event of one entity in merge order, with the fields whose current value each set.
+    public struct History: Sendable {
+        /// One event, and the fields whose value now comes from it.
+        public struct Entry: Sendable {
+            public var event: Event
+            public var holds: [String]
+        }
+        public var entity: Entity
+        public var id: UUID
+        public var entries: [Entry]
+    }
+
+    /// The history of entity `id`: its events in merge order (hlc, origin, seq).
+    public func history(of entity: Entity, id: UUID) throws -> History {
+        let events = try projection.history(entity: entity, id: id)
+        var holds: [UUID: [String]] = [:]
+        for (field, s) in try projection.fieldSources(entity: entity, id: id).sorted(by: { $0.key < $1.key }) {
+            holds[s.eventID, default: []].append(field)
+        }
+        return History(entity: entity, id: id, entries: events.map { History.Entry(event: $0, holds: holds[$0.eventID] ?? []) })
+    }
+
+    /// Concurrent edits the merge settled, both values and the winner.
+    public func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] {
+        try projection.conflicts(includeResolved: includeResolved)
+    }
+
+    /// Writes a domain rule set aside (a skip or reschedule of a completed occurrence).
+    public func anomalies() throws -> [AnomalyRow] { try projection.anomalies() }
+
+    /// The store's cursor: the last seq held of every origin.
+    public func cursor() throws -> ReplicationCursor { try store.cursor() }
+
+    /// What to list of the log.
+    public struct EventFilter: Sendable {
+        /// Only this origin.
+        public var origin: ReplicaID?
+        public var entity: Entity?
+        public var id: UUID?
+        /// Only events at or after this time.
+        public var since: Date?
+        /// Only events before this time.
+        public var until: Date?
+        /// Start at this seq in each origin.
+        public var fromSeq: UInt64 = 1
+        /// A filter; every event by default.
+        public init(origin: ReplicaID? = nil, entity: Entity? = nil, id: UUID? = nil, since: Date? = nil, until: Date? = nil, fromSeq: UInt64 = 1) {
+            self.origin = origin
+            self.entity = entity
+            self.id = id
+            self.since = since
+            self.until = until
+            self.fromSeq = fromSeq
+        }
+    }
+
+    /// Calls `body` with each event the filter lets through, per origin in seq order, until it
+    /// returns false. Reads the log itself (checked frame by frame), not the projection.
+    public func forEachEvent(_ filter: EventFilter = EventFilter(), _ body: (Event) throws -> Bool) throws {
+        let origins = try filter.origin.map { [$0] } ?? store.origins()
+        let sinceMs = filter.since.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
+        let untilMs = filter.until.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
+        let reader = LogReader(store: store)
+        var going = true
+        for o in origins where going {
+            try reader.forEachEvent(origin: o, from: Seq(max(1, filter.fromSeq))) { e in
+                if let untilMs, e.hlc.wallMillis >= untilMs { return false }
+                if let sinceMs, e.hlc.wallMillis < sinceMs { return true }
+                if let entity = filter.entity, e.entity != entity { return true }
+                if let id = filter.id, e.entityID != id { return true }
+                going = try body(e)
+                return going
+            }
+        }
+    }
+
+    /// Checks every frame (checksums, hash chain, seq contiguity, decodability); with `deep`,
+    /// also rebuilds the projection aside and compares it with the live one.
+    /// - Returns: the report, and with `deep` the first difference found (nil: identical).
+    public func verify(deep: Bool = false, progress: ((Int, Int) -> Void)? = nil,
+                       projectionProgress: ((Int, Int) -> Void)? = nil) throws -> (VerifyReport, projectionDifference: String?) {
+        let report = try Verifier(store: store).run(progress: progress)
+        guard deep, report.isClean else { return (report, nil) }
+        return (report, try projection.verifyDeep(progress: projectionProgress))
+    }
+
+    // MARK: Live
+
+    /// Every commit of the projection, as it happens, whatever made it: an append, a sync, a
+    /// replay here, or — opened read-only — another process writing this store (seen through
+    /// inotify on the store within milliseconds, or within `pollInterval` seconds where the
+    /// filesystem gives no events). The stream ends when the consumer stops iterating.
+    public func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> {
+        if let writer { return writer.projection.changes() }
+        let (stream, continuation) = AsyncStream.makeStream(of: ProjectionChange.self)
+        let store = self.store
+        let stop = StopFlag()
+        continuation.onTermination = { _ in stop.set() }
+        Thread.detachNewThread {
+            do {
+                let watcher = try ProjectionWatcher(store: store)
+                watcher.pollInterval = min(pollInterval, 0.5)
+                while !stop.isSet {
+                    if let change = try watcher.next(until: Date().addingTimeInterval(0.5)) { continuation.yield(change) }
+                }
+            } catch {}
+            continuation.finish()
+        }
+        return stream
+    }
+
+    /// Follows the projection from `cursor` (what a consumer saw last, e.g. a `watch` line's):
+    /// first what was applied past it, then each change as it is applied. Blocking; run it on
+    /// a thread of its own.
+    public func watch(from cursor: ReplicationCursor? = nil) throws -> ProjectionWatcher {
+        try ProjectionWatcher(store: store, from: cursor?.entries)
+    }
+
+    /// A query kept up to date: its result now, then again after every commit touching one of
+    /// `entities`, delivered only when it differs from the last result delivered.
+    public func observe<T: Equatable & Sendable>(reading entities: Set<Entity>,
+                                                 _ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: T.self)
+        do {
+            let forward = try projection.observe(reading: entities, changes: changes()) { [self] _ in try query(self) }
+            let task = Task {
+                do {
+                    for try await v in forward { continuation.yield(v) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        } catch {
+            continuation.finish(throwing: error)
+        }
+        return stream
+    }
+
+    /// `items(_:)`, kept up to date (see `observe`).
+    public func observeItems(_ query: ItemQuery = ItemQuery()) -> AsyncThrowingStream<[ItemRow], any Error> {
+        observe(reading: [.item]) { try $0.items(query) }
+    }
+
+    /// `items(_:)` with a search, kept up to date.
+    public func observeItems(search: String) -> AsyncThrowingStream<[ItemRow], any Error> {
+        observeItems(ItemQuery(search: search))
+    }
+}
+
+/// A flag set once, read from any thread.
+final class StopFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
+
+/// Why the Logbook refused an operation (input errors are `InputError`, log failures `LogError`).
+public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable {
+    /// What kind of refusal.
+    public enum Kind: Sendable, Equatable {
+        /// The store is opened read-only.
+        case readOnly
+        /// The Logbook was closed.
+        case closed
+        /// What was named does not exist (a conflict, a peer).
+        case notFound
+        /// The request cannot be carried out as asked.
+        case invalid
+    }
+    public var kind: Kind
+    public var message: String
+    /// What to do about it.
+    public var hint: String?
+
+    public init(_ kind: Kind, _ message: String, hint: String? = nil) {
+        self.kind = kind
+        self.message = message
+        self.hint = hint
+    }
+
+    public var description: String { message + (hint.map { "\nhint: \($0)" } ?? "") }
+}
+
+/// What a store holds and whom it syncs with.
+public struct LogbookStatus: Sendable {
+    /// Origins, events, segments and bytes of the log.
+    public var log: StoreStatus
+    /// The peers this store exchanged with.
+    public var peers: [PeerState.Peer]
+}
+
+extension Logbook {
+    /// What the store holds (origins, events, segments, bytes) and its peers.
+    public func status() throws -> LogbookStatus {
+        LogbookStatus(log: try store.status(), peers: try peers())
+    }
+}
