@@ -94,6 +94,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Examples/: a to-do core an app developer can copy, and a command line over it.
+        .target(name: "TodoCore", dependencies: ["Logbook"], path: "Examples/TodoCore/Sources/TodoCore"),
+        .executableTarget(name: "todo", dependencies: ["TodoCore"], path: "Examples/TodoCore/Sources/todo"),
+        .testTarget(
+            name: "LogbookTests",
+            dependencies: ["Logbook", "TodoCore", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "EventLogTests",
             dependencies: ["EventLog", "Domain", "CLZ4"],

@@ -374,6 +374,12 @@ public final class Logbook: @unchecked Sendable {
         try projection.items(under: id.lowercasedString, includeDeleted: true, limit: 1).first { $0.id == id.lowercasedString }
     }
 
+    /// Tags by name.
+    public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try projection.tags(includeDeleted: includeDeleted) }
+
+    /// The tags each of `items` carries now, by item id (lowercase text, as `ItemRow.id`).
+    public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try projection.tags(of: items.map(\.id)) }
+
     /// Every event of one entity in merge order, with the fields whose current value each set.
     public struct History: Sendable {
         /// One event, and the fields whose value now comes from it.

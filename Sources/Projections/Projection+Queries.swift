@@ -42,6 +42,25 @@ public struct ItemRow: Sendable, Equatable, Codable, FetchableRecord {
     }
 }
 
+/// A row of the `tags` table.
+public struct TagRow: Sendable, Equatable, FetchableRecord {
+    public var id: String
+    public var name: String?
+    public var color: String?
+    public var version: Int64
+    public var modifiedAt: String
+    public var deletedAt: String?
+
+    public init(row: Row) throws {
+        id = try row.decode(forColumn: "id")
+        name = try row.decode(forColumn: "name")
+        color = try row.decode(forColumn: "color")
+        version = try row.decode(forColumn: "version")
+        modifiedAt = try row.decode(forColumn: "modified_at")
+        deletedAt = try row.decode(forColumn: "deleted_at")
+    }
+}
+
 /// A row of the `conflicts` table.
 public struct ConflictRow: Sendable, Equatable, FetchableRecord {
     public var id: Int64
@@ -144,6 +163,33 @@ extension Projection {
             }
             sql += " LIMIT \(max(0, limit))"
             return try ItemRow.fetchAll(db, sql: sql, arguments: StatementArguments(args))
+        }
+    }
+
+    /// Tags by name (deleted ones only when asked for).
+    public func tags(includeDeleted: Bool = false) throws -> [TagRow] {
+        try pool.read { db in
+            try TagRow.fetchAll(db, sql: "SELECT * FROM tags" + (includeDeleted ? "" : " WHERE deleted_at IS NULL") + " ORDER BY name, id")
+        }
+    }
+
+    /// The tags each of `items` carries now (a live link to a live tag), by item id.
+    public func tags(of items: [String]) throws -> [String: [TagRow]] {
+        guard !items.isEmpty else { return [:] }
+        return try pool.read { db in
+            var out: [String: [TagRow]] = [:]
+            // In chunks: SQLite bounds the number of parameters of one statement.
+            for start in stride(from: 0, to: items.count, by: 500) {
+                let chunk = items[start..<min(items.count, start + 500)].map { $0.lowercased() }
+                let rows = try Row.fetchAll(db, sql: """
+                    SELECT it.item_id AS _item, t.* FROM item_tags it JOIN tags t ON t.id = it.tag_id
+                    WHERE it.deleted_at IS NULL AND t.deleted_at IS NULL
+                      AND it.item_id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))
+                    ORDER BY t.name, t.id
+                    """, arguments: StatementArguments(chunk))
+                for r in rows { out[r["_item"], default: []].append(try TagRow(row: r)) }
+            }
+            return out
         }
     }
 

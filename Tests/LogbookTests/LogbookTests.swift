@@ -1,0 +1,200 @@
+import Foundation
+import Logbook
+import Testing
+
+final class TempDir: @unchecked Sendable {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "/logbook-\(UUID().uuidString.prefix(8))"
+        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Waits for the first element of `stream` that satisfies `ok`, or fails after `seconds`.
+func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seconds: Double, where ok: @escaping @Sendable (T) -> Bool) async throws -> T? {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask {
+            for try await v in stream where ok(v) { return v }
+            return nil
+        }
+        group.addTask {
+            try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+            return nil
+        }
+        let r = try await group.next()!
+        group.cancelAll()
+        return r
+    }
+}
+
+@Suite struct LogbookTests {
+    @Test func typedChangesAppendQueryAndExplainThemselves() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let project = try book.create(ItemValues(title: "Garden", itemType: "project"))
+        let seeds = try book.create(ItemValues(parentID: .set(project), title: "Buy seeds", status: "inbox", sortOrder: 2,
+                                               dueAt: .set(Date(timeIntervalSince1970: 1_790_000_000))))
+        let tag = try book.create(TagValues(name: "errands", color: "#30a46c"))
+        let link = try book.create(ItemTagValues(item: seeds, tag: tag))
+        #expect(link == FieldRules.itemTagID(item: seeds, tag: tag))
+        try book.update(seeds, ItemValues(status: "done", dueAt: .clear))
+
+        let found = try book.items(Logbook.ItemQuery(search: "seed"))
+        #expect(found.map(\.id) == [seeds.lowercasedString])
+        #expect(found[0].status == "done" && found[0].dueAt == nil && found[0].sortOrder == 2)
+        #expect(found[0].parentID == project.lowercasedString)
+        #expect(try book.items(Logbook.ItemQuery(under: project)).map(\.id) == [project, seeds].map(\.lowercasedString))
+        #expect(try book.tags(of: found)[seeds.lowercasedString]?.map(\.name) == ["errands"])
+
+        let history = try book.history(of: .item, id: seeds)
+        #expect(history.entries.map(\.event.op) == [.create, .update])
+        #expect(history.entries[1].holds == ["due_at", "status"])
+        #expect(history.entries[0].holds.contains("title"))
+
+        try book.delete(.item, seeds)
+        #expect(try book.items(Logbook.ItemQuery(search: "seed")).isEmpty)
+        try book.restore(.item, seeds)
+        #expect(try book.items(Logbook.ItemQuery(search: "seed")).count == 1)
+        #expect(try book.status().log.totalEvents == 7)
+    }
+
+    @Test func aRefusedChangeAppendsNothingAndSaysWhichAndWhere() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let before = try book.cursor()
+        let tooLong = String(repeating: "x", count: FieldRules.textBytesMax + 1)
+        let changes: [Change] = [.create(ItemValues(title: "fine")), .create(ItemValues(title: .set(tooLong)))]
+        #expect {
+            try book.append(changes)
+        } throws: { e in
+            guard let e = e as? InputError else { return false }
+            return e.line == 2 && e.field == "title" && e.description.hasPrefix("mutation 2")
+        }
+        // A field the schema types, given the wrong type through `extra`, and a bad name.
+        #expect(throws: InputError.self) { try book.append([.create(ItemValues(extra: [Field("parent_id", .integer(3))]))]) }
+        #expect(throws: InputError.self) { try book.append([.create(ItemValues(extra: [Field("Bad Name", .integer(3))]))]) }
+        #expect(throws: InputError.self) { try book.append([.create(ItemValues(title: "x")).by("")]) }
+        #expect(try book.cursor() == before)
+        #expect(try book.items().isEmpty)
+    }
+
+    @Test func ndjsonAndTypedChangesMeetInOneLog() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let id = UUID()
+        try book.append(ndjson: #"{"entity":"item","op":"create","id":"\#(id.uuidString)","fields":{"title":"From a script"}}"# + "\n")
+        try book.update(id, ItemValues(notes: "and from the app"))
+        let item = try #require(try book.item(id))
+        #expect(item.title == "From a script" && item.notes == "and from the app")
+        #expect(throws: InputError.self) { try book.append(ndjson: "{\"entity\":\"item\"}\n") }
+    }
+
+    @Test func readOnlyRefusesWritesAndFollowsAnotherWriter() async throws {
+        let dir = TempDir()
+        let path = dir.path + "/a"
+        let writer = try Logbook.open(at: path, creating: true)
+        try writer.create(ItemValues(title: "first"))
+        let reader = try Logbook.open(at: path, access: .readOnly)
+        #expect(reader.behindAtOpen == 0)
+        #expect {
+            try reader.create(ItemValues(title: "nope"))
+        } throws: { ($0 as? LogbookError)?.kind == .readOnly }
+        // A second writer waits for the lock, then gives up with the error that says so.
+        #expect {
+            _ = try Logbook.open(at: path, options: Logbook.Options(lockWait: 0.1))
+        } throws: { ($0 as? LogError)?.isLocked == true }
+
+        let seen = reader.observeItems(search: "second")
+        try await Task.sleep(nanoseconds: 50_000_000)
+        let wait = Task { try await first(seen, within: 20) { !$0.isEmpty } }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        try writer.create(ItemValues(title: "second"))
+        let items = try await wait.value
+        #expect(items?.map(\.title) == ["second"])
+        try writer.close()
+        try reader.close()
+    }
+
+    @Test func observingRunsTheQueryOnlyWhenItCanChange() async throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let runs = Counter()
+        let stream = book.observe(reading: [.item]) { b -> [String] in
+            runs.add()
+            return try b.items().compactMap(\.title)
+        }
+        var it = stream.makeAsyncIterator()
+        #expect(try await it.next() == [])
+        try book.create(TagValues(name: "home"))  // another kind: the query does not run
+        try book.create(ItemValues(title: "milk"))
+        #expect(try await it.next() == ["milk"])
+        #expect(runs.value == 2)
+    }
+
+    @Test func concurrentAppendsFromManyTasksAllLand() async throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for t in 0..<8 {
+                group.addTask {
+                    for k in 0..<25 { try book.create(ItemValues(title: .set("task \(t)-\(k)"))) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try book.items().count == 200)
+        #expect(try book.status().log.totalEvents == 200)
+    }
+
+    @Test func syncWithAPathPeerConvergesResolvesAndRemembersThePeer() async throws {
+        let dir = TempDir()
+        let a = try Logbook.open(at: dir.path + "/a", creating: true)
+        let b = try Logbook.open(at: dir.path + "/b", access: .readOnly, creating: true)
+        try b.close()
+        let id = try a.create(ItemValues(title: "shared"))
+        let bPeer = Peer(dir.path + "/b")
+        let e = try await a.sync(with: bPeer)
+        #expect(e.pushedEvents == 1 && e.pulledEvents == 0)
+        let remembered = try #require(try a.peers().first)
+        #expect(remembered.name == dir.path + "/b" && remembered.pushedEvents == 1 && remembered.cursor != nil)
+
+        // Both edit the title at once; after syncing both ways, one conflict, resolved from A.
+        let bw = try Logbook.open(at: dir.path + "/b")
+        #expect(try bw.item(id)?.title == "shared")
+        try bw.update(id, ItemValues(title: "from b"))
+        try bw.close()
+        try a.update(id, ItemValues(title: "from a"))
+        try await a.sync(with: bPeer)
+        let conflict = try #require(try a.conflicts().first)
+        #expect(conflict.field == "title")
+        let r = try a.resolve(conflict: conflict.id, keep: .local)
+        #expect(r.keptValue == "\"from a\"")
+        #expect(try a.item(id)?.title == "from a")
+        #expect(try a.conflicts().isEmpty)
+        #expect {
+            try a.resolve(conflict: conflict.id, keep: .remote)
+        } throws: { ($0 as? LogbookError)?.kind == .invalid }
+        try await a.sync(with: bPeer)
+        let bAgain = try Logbook.open(at: dir.path + "/b", access: .readOnly)
+        #expect(try bAgain.item(id)?.title == "from a")
+    }
+
+    @Test func changesCarryTheEventsAndTheCursor() async throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        var changes = book.changes().makeAsyncIterator()
+        let id = try book.create(ItemValues(title: "watched"))
+        let change = try #require(await changes.next())
+        #expect(change.events.map(\.entityID) == [id])
+        #expect(change.cursor[book.replicaID] == Seq(1))
+        #expect(change.touched[.item] == [id])
+    }
+}
+
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    func add() { lock.withLock { n += 1 } }
+    var value: Int { lock.withLock { n } }
+}
