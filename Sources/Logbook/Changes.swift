@@ -56,6 +56,7 @@ public protocol EntityValues: Sendable {
 }
 
 extension EntityValues {
+    /// No derived id: the entity has its own.
     public var derivedID: UUID? { nil }
 }
 
@@ -122,18 +123,25 @@ public enum Timestamps {
 
 /// An item (a task, project, folder…): `items` in the projection.
 public struct ItemValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.item
     /// The parent item (an item's place in the tree).
     public var parentID: Edit<UUID>?
+    /// The `title` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var title: Edit<String>?
+    /// The `notes` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var notes: Edit<String>?
     /// Free text such as `inbox`, `next`, `done`.
     public var status: Edit<String>?
     /// Free text such as `task`, `project`, `folder`.
     public var itemType: Edit<String>?
+    /// The `sort_order` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var sortOrder: Edit<Double>?
+    /// The `due_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var dueAt: Edit<Date>?
+    /// The `earliest_start_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var earliestStartAt: Edit<Date>?
+    /// The `completed_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var completedAt: Edit<Date>?
     /// An RFC 5545 RRULE.
     public var recurrenceRule: Edit<String>?
@@ -158,6 +166,7 @@ public struct ItemValues: EntityValues, Equatable {
         self.extra = extra
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.add("parent_id", parentID); l.add("title", title); l.add("notes", notes); l.add("status", status)
@@ -169,7 +178,9 @@ public struct ItemValues: EntityValues, Equatable {
 
 /// A tag: `tags` in the projection.
 public struct TagValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.tag
+    /// The `name` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var name: Edit<String>?
     /// Free text such as `#30a46c`.
     public var color: Edit<String>?
@@ -180,6 +191,7 @@ public struct TagValues: EntityValues, Equatable {
         self.color = color
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.add("name", name); l.add("color", color)
@@ -190,8 +202,11 @@ public struct TagValues: EntityValues, Equatable {
 /// An item carrying a tag: `item_tags`. Its id is derived from the pair, so every replica that
 /// tags the same item with the same tag names the same entity.
 public struct ItemTagValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.itemTag
+    /// The `item_i_d` field (required; part of the entity's identity).
     public var itemID: UUID
+    /// The `tag_i_d` field (required; part of the entity's identity).
     public var tagID: UUID
 
     /// The pair (item, tag).
@@ -200,21 +215,28 @@ public struct ItemTagValues: EntityValues, Equatable {
         tagID = tag
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.require("item_id", itemID); l.require("tag_id", tagID)
         return l.fields
     }
 
+    /// The id every replica derives from these values.
     public var derivedID: UUID? { FieldRules.itemTagID(item: itemID, tag: tagID) }
 }
 
 /// Time spent on an item: `time_entries`.
 public struct TimeEntryValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.timeEntry
+    /// The `item_i_d` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var itemID: Edit<UUID>?
+    /// The `started_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var startedAt: Edit<Date>?
+    /// The `ended_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var endedAt: Edit<Date>?
+    /// The `duration_seconds` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var durationSeconds: Edit<Double>?
 
     /// Values with the given fields set (a create names its item).
@@ -225,6 +247,7 @@ public struct TimeEntryValues: EntityValues, Equatable {
         self.durationSeconds = durationSeconds
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.add("item_id", itemID); l.add("started_at", startedAt); l.add("ended_at", endedAt); l.add("duration_seconds", durationSeconds)
@@ -234,9 +257,13 @@ public struct TimeEntryValues: EntityValues, Equatable {
 
 /// A saved search: `saved_searches`.
 public struct SavedSearchValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.savedSearch
+    /// The `name` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var name: Edit<String>?
+    /// The `query` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var query: Edit<String>?
+    /// The `sort_order` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var sortOrder: Edit<Double>?
 
     /// Values with the given fields set.
@@ -246,6 +273,7 @@ public struct SavedSearchValues: EntityValues, Equatable {
         self.sortOrder = sortOrder
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.add("name", name); l.add("query", query); l.add("sort_order", sortOrder)
@@ -256,13 +284,17 @@ public struct SavedSearchValues: EntityValues, Equatable {
 /// One completed occurrence of a recurring item: `completion_history`. Named by (item, original
 /// occurrence date), like every replica names it.
 public struct CompletionValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.completion
+    /// The `item_i_d` field: the item this belongs to (required).
     public var itemID: UUID
     /// The occurrence's scheduled day (`YYYY-MM-DD`), its identity.
     public var originalOccurrenceDate: Day
     /// The day it was done on, when it differs.
     public var occurrenceDate: Edit<Day>?
+    /// The `completed_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var completedAt: Edit<Date>?
+    /// The `notes` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var notes: Edit<String>?
 
     /// The occurrence of `item` scheduled on `originalOccurrenceDate`.
@@ -275,6 +307,7 @@ public struct CompletionValues: EntityValues, Equatable {
         self.notes = notes
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.require("item_id", itemID); l.require("original_occurrence_date", originalOccurrenceDate)
@@ -282,18 +315,25 @@ public struct CompletionValues: EntityValues, Equatable {
         return l.fields
     }
 
+    /// The id every replica derives from these values.
     public var derivedID: UUID? { FieldRules.occurrenceID(.completion, item: itemID, originalDate: originalOccurrenceDate) }
 }
 
 /// A skipped or rescheduled occurrence of a recurring item: `recurrence_exceptions`.
 public struct RecurrenceExceptionValues: EntityValues, Equatable {
+    /// The entity kind of these values.
     public static let entity = Entity.recurrenceException
+    /// The `item_i_d` field: the item this belongs to (required).
     public var itemID: UUID
+    /// The occurrence's scheduled day (`YYYY-MM-DD`), part of its identity.
     public var originalOccurrenceDate: Day
     /// `skip` or `reschedule`.
     public var kind: Edit<String>?
+    /// The `rescheduled_to` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var rescheduledTo: Edit<Day>?
+    /// The `due_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var dueAt: Edit<Date>?
+    /// The `notes` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var notes: Edit<String>?
 
     /// The exception for the occurrence of `item` scheduled on `originalOccurrenceDate`.
@@ -307,6 +347,7 @@ public struct RecurrenceExceptionValues: EntityValues, Equatable {
         self.notes = notes
     }
 
+    /// The fields set, as the log stores them.
     public var fields: [Field] {
         var l = FieldList()
         l.require("item_id", itemID); l.require("original_occurrence_date", originalOccurrenceDate)
@@ -314,6 +355,7 @@ public struct RecurrenceExceptionValues: EntityValues, Equatable {
         return l.fields
     }
 
+    /// The id every replica derives from these values.
     public var derivedID: UUID? { FieldRules.occurrenceID(.recurrenceException, item: itemID, originalDate: originalOccurrenceDate) }
 }
 

@@ -13,6 +13,7 @@ public struct Peer: Sendable {
         case path(String)
     }
 
+    /// Where the peer is.
     public var location: Location
     /// The bearer token for an HTTP peer.
     public var token: String?

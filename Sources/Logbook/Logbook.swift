@@ -384,11 +384,16 @@ public final class Logbook: @unchecked Sendable {
     public struct History: Sendable {
         /// One event, and the fields whose value now comes from it.
         public struct Entry: Sendable {
+            /// The event.
             public var event: Event
+            /// The fields whose current value this event set.
             public var holds: [String]
         }
+        /// The entity kind.
         public var entity: Entity
+        /// The entity's id.
         public var id: UUID
+        /// Its events in merge order (hlc, origin, seq).
         public var entries: [Entry]
     }
 
@@ -417,7 +422,9 @@ public final class Logbook: @unchecked Sendable {
     public struct EventFilter: Sendable {
         /// Only this origin.
         public var origin: ReplicaID?
+        /// Only events of this entity kind.
         public var entity: Entity?
+        /// Only events of this entity id.
         public var id: UUID?
         /// Only events at or after this time.
         public var since: Date?
@@ -552,17 +559,21 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         /// The request cannot be carried out as asked.
         case invalid
     }
+    /// What kind of refusal.
     public var kind: Kind
+    /// What was refused and why.
     public var message: String
     /// What to do about it.
     public var hint: String?
 
+    /// A refusal of `kind`.
     public init(_ kind: Kind, _ message: String, hint: String? = nil) {
         self.kind = kind
         self.message = message
         self.hint = hint
     }
 
+    /// The message, and the hint on its own line.
     public var description: String { message + (hint.map { "\nhint: \($0)" } ?? "") }
 }
 
