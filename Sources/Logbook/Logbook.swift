@@ -67,9 +67,13 @@ public final class Logbook: @unchecked Sendable {
     public var projection: Projection {
         get throws {
             try state.withLock {
-                if let p = opened { return p }
+                // A reader follows a projection file renamed in by a rebuild or a snapshot install.
+                if let p = opened, writer != nil || p.isCurrentFile { return p }
+                let stale = opened
                 let p = try Projection(store: store)
                 opened = p
+                // Closing the old file's pool ends its change streams; a writer's own is never replaced.
+                try? stale?.close()
                 return p
             }
         }

@@ -33,6 +33,24 @@ public final class Projection: @unchecked Sendable {
         } catch {
             throw ProjectionError.database("cannot open \(self.path): \(error)")
         }
+        fileID = Projection.identity(self.path)
+    }
+
+    /// The file's identity (device, inode) when it was opened.
+    private let fileID: (UInt64, UInt64)?
+
+    static func identity(_ path: String) -> (UInt64, UInt64)? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return (UInt64(st.st_dev), UInt64(st.st_ino))
+    }
+
+    /// False once another file has been renamed over the one this value opened (a rebuild, a
+    /// snapshot installed, by this process or another): reads then see the old file, and a
+    /// reader opens the projection again.
+    public var isCurrentFile: Bool {
+        guard let now = Projection.identity(path), let fileID else { return false }
+        return now == fileID
     }
 
     static func configuration() -> Configuration {

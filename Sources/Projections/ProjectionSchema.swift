@@ -96,6 +96,13 @@ public struct ProjectionSchema: Sendable {
                     INSERT INTO items_fts(rowid, title, notes) VALUES (new.rowid, new.title, new.notes);
                 END;
                 """),
+            // The order commits applied events in, for watchers in other processes (ProjectionWatcher):
+            // one row per run of consecutive seqs of one origin, in the order applied. Local to this
+            // file (never carried by a snapshot), pruned to the last `Projector.journalRowsMax` rows.
+            ("v2 commit journal", """
+                CREATE TABLE projection_commits (
+                    id INTEGER PRIMARY KEY, origin TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL);
+                """),
         ]
     )
 

@@ -58,6 +58,10 @@ final class Projector {
     private var occurrenceChecks = Set<Key>()
     private(set) var openConflicts = 0
     private(set) var eventsApplied = 0
+    /// Runs of consecutive new seqs of one origin, in the order applied: the commit journal's rows.
+    private var runs: [(origin: Int, first: UInt64, last: UInt64)] = []
+    /// Rows the commit journal keeps (older ones are pruned now and then).
+    static let journalRowsMax: Int64 = 100_000
 
     init(schema: ProjectionSchema, db: Database, fresh: Bool) throws {
         self.schema = schema
@@ -145,6 +149,11 @@ final class Projector {
         if e.seq.rawValue > appliedSeq[originIdx] {
             appliedSeq[originIdx] = e.seq.rawValue
             cursorMoved[originIdx] = true
+            if let r = runs.last, r.origin == originIdx, r.last &+ 1 == e.seq.rawValue {
+                runs[runs.count - 1].last = e.seq.rawValue
+            } else {
+                runs.append((originIdx, e.seq.rawValue, e.seq.rawValue))
+            }
         }
         eventsApplied += 1
         let t = tableByEntity[Int(e.entity.rawValue)]
@@ -275,6 +284,18 @@ final class Projector {
             try db.cachedStatement(sql: "INSERT INTO projection_cursor (origin, last_seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET last_seq = excluded.last_seq")
                 .execute(arguments: [origins[i].description, Int64(appliedSeq[i])])
             cursorMoved[i] = false
+        }
+        if !runs.isEmpty {
+            let insert = try db.cachedStatement(sql: "INSERT INTO projection_commits (origin, first_seq, last_seq) VALUES (?, ?, ?)")
+            for r in runs {
+                try insert.execute(arguments: [origins[r.origin].description, Int64(clamping: r.first), Int64(clamping: r.last)])
+            }
+            let last = db.lastInsertedRowID, n = Int64(runs.count)
+            runs.removeAll()
+            // Pruned whenever the ids pass a multiple of 1024: a delete per thousand commits.
+            if last / 1024 != (last - n) / 1024 {
+                try db.execute(sql: "DELETE FROM projection_commits WHERE id <= ?", arguments: [last - Self.journalRowsMax])
+            }
         }
         openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
         fresh = false

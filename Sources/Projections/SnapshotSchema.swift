@@ -67,7 +67,7 @@ enum SnapshotSchema {
     /// this build's own triggers as rows arrive), the migration log, and device-local settings.
     static func copiedTables() throws -> [(String, [String])] {
         let ref = try reference.get()
-        let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", Snapshot.eventIDsTable]
+        let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", Snapshot.eventIDsTable, "projection_commits"]
         return ref.entries.filter { $0.type == "table" && !skipped.contains($0.name) && !$0.name.hasPrefix("items_fts") && !$0.name.hasPrefix("sqlite_") }
             .map(\.name).sorted().map { ($0, ref.columns[$0]!.map(\.name)) }
     }
@@ -87,7 +87,7 @@ enum SnapshotSchema {
     }
 
     /// Refuses a snapshot whose schema is not exactly this build's (an older snapshot without
-    /// `snapshot_event_ids` is accepted), or whose rows hold values of other types than their
+    /// `snapshot_event_ids` or `projection_commits` is accepted), or whose rows hold values of other types than their
     /// columns declare.
     static func check(_ db: Database, path: String) throws {
         let ref = try reference.get()
@@ -98,6 +98,10 @@ enum SnapshotSchema {
         var expected = ref.entries
         if !found.contains(where: { $0.name == Snapshot.eventIDsTable }) {
             expected = expected.filter { $0.name != Snapshot.eventIDsTable }
+        }
+        // A snapshot made before the commit journal existed lacks it (it is never copied anyway).
+        if !found.contains(where: { $0.name == "projection_commits" }) {
+            expected = expected.filter { $0.name != "projection_commits" }
         }
         if !found.contains(where: { $0.name == "snapshot_meta" }) {
             throw ProjectionError.database("\(path) is not a snapshot (no snapshot_meta or snapshot_anchors table)")

@@ -63,6 +63,38 @@ import Testing
         #expect(try resumed.poll() == nil)
     }
 
+    /// Several commits of several origins between two looks come in the order they were applied
+    /// (the commit journal), not grouped by origin; a watcher resumed from an older cursor gets
+    /// the same order; a rebuild (a new projection file, a new journal) repeats nothing.
+    @Test func aWatcherHandsOverCommitsAcrossOriginsInTheOrderApplied() throws {
+        let dir = Dir()
+        let a = try Store.create(at: dir.path + "/a"), b = try Store.create(at: dir.path + "/b")
+        let pb = try ProjectedStore(store: b)
+        _ = try pb.append(ShippingTests().mutations(2, seed: 7))
+        try pb.close()
+        let pa = try ProjectedStore(store: a)
+        let watcher = try ProjectionWatcher(store: a)
+        _ = try pa.append(ShippingTests().mutations(1, seed: 8))         // a1
+        let page = try FramePage.collect(from: b, since: .empty, limits: PageLimits())
+        _ = try pa.receive(page.frames)
+        try pa.catchUp()                                                 // b1 b2
+        _ = try pa.append(ShippingTests().mutations(1, seed: 9))         // a2
+        let expected = [(a.replicaID, 1), (b.replicaID, 1), (b.replicaID, 2), (a.replicaID, 2)].map { "\($0.0) \($0.1)" }
+        let seen = try #require(try watcher.poll())
+        #expect(seen.events.map { "\($0.origin) \($0.seq.rawValue)" } == expected)
+        #expect(try watcher.poll() == nil)
+        let resumed = try ProjectionWatcher(store: a, from: [:])
+        #expect(try resumed.poll()?.events.map { "\($0.origin) \($0.seq.rawValue)" } == expected)
+        try pa.close()
+
+        _ = try Projection.rebuild(store: a)
+        #expect(try watcher.poll() == nil)
+        let pa2 = try ProjectedStore(store: a)
+        _ = try pa2.append(ShippingTests().mutations(1, seed: 10))
+        #expect(try watcher.poll()?.events.map(\.seq.rawValue) == [3])
+        try pa2.close()
+    }
+
     /// An observed items query is not re-run by a sync that touches only tags (10,000 events),
     /// is re-run by an item event, and delivers only results that differ.
     @Test func anObservedQueryRunsOnlyWhenACommitTouchesWhatItReads() async throws {
