@@ -197,6 +197,12 @@ final class Projector {
         switch e.op {
         case .create:
             row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc)
+            // A create asserts existence: like a restore, it takes part in the delete/restore
+            // lifecycle, so tagging again after untagging (the same pair id), or re-inserting a
+            // deleted id, brings the entity back when it is the later event (docs/PROJECTION.md).
+            if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
+                row.lifecycle = (row.intern(stamp), false)
+            }
         case .delete, .restore:
             if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
                 row.lifecycle = (row.intern(stamp), e.op == .delete)
@@ -224,7 +230,11 @@ final class Projector {
                 row.values[c] = f.value
                 row.columnStamp[c] = row.intern(stamp)
             }
-            if openConflicts > 0, let base = stamp.base { resolutions.append((key, c, base, eventID(stamp).lowercasedString)) }
+            // A write that has seen both sides of an open conflict resolves it; conflicts found
+            // since the last flush count too (a rebuild flushes once, at the end).
+            if openConflicts > 0 || !conflicts.isEmpty, let base = stamp.base {
+                resolutions.append((key, c, base, eventID(stamp).lowercasedString))
+            }
         }
         row.compact()
     }

@@ -1,5 +1,6 @@
 import Domain
 import Foundation
+import GRDB
 import Testing
 @testable import EventLog
 @testable import Projections
@@ -85,6 +86,29 @@ import Testing
                 let first = zip(got, expected).first { $0 != $1 }
                 Issue.record("seed \(seed) trial \(trial): first difference \(String(describing: first))")
             }
+        }
+    }
+
+    /// The lifecycle rule as a property: whether each entity ends deleted is decided by its latest
+    /// create, delete or restore in merge order (hlc, origin, seq); a create counts as a restore.
+    @Test(arguments: 0..<25)
+    func theLatestCreateDeleteOrRestoreDecidesWhetherAnEntityIsDeleted(seed: Int) throws {
+        let events = Self.randomEvents(seed: UInt64(seed) &* 7919 &+ 17)
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var rng = SplitMix64(seed: UInt64(seed) + 77)
+        try p.apply(events.shuffled(using: &rng))
+        var latest: [UUID: Event] = [:]
+        for e in events where e.op != .update {
+            if let l = latest[e.entityID], (l.hlc.rawValue, l.origin.description, l.seq.rawValue) >= (e.hlc.rawValue, e.origin.description, e.seq.rawValue) { continue }
+            latest[e.entityID] = e
+        }
+        for (id, e) in latest {
+            let table = ProjectionSchema.current.table(for: e.entity)!.name
+            let deletedAt = try p.database.read { db in
+                try Row.fetchOne(db, sql: "SELECT deleted_at FROM \(table) WHERE id = ?", arguments: [id.lowercasedString])?["deleted_at"] as String?
+            }
+            #expect((deletedAt != nil) == (e.op == .delete), "seed \(seed): \(e.entity) \(id) ends with \(e.op)")
         }
     }
 

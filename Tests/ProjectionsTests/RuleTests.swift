@@ -76,6 +76,67 @@ import Testing
         #expect(try row(p, item)?["deleted_at"] as String? == nil)
     }
 
+    /// Issue 11 §4: a create asserts existence and takes part in the delete/restore lifecycle by
+    /// (hlc, origin, seq): untag then tag again leaves the pair tagged; delete then re-insert the
+    /// same id brings the row back; a create older than the delete does not. In every order, and
+    /// a rebuild agrees.
+    @Test func aCreateAfterADeleteBringsTheEntityBack() throws {
+        var f = EventFactory()
+        let pair = FieldRules.itemTagID(item: item, tag: tag)
+        let pairFields = [Field("item_id", text(item.lowercasedString)), Field("tag_id", text(tag.lowercasedString))]
+        let tagged = f.make(originA, hlc: hlc(1), .itemTag, .create, pair, pairFields)
+        let untagged = f.make(originA, hlc: hlc(2), .itemTag, .delete, pair)
+        let taggedAgain = f.make(originB, hlc: hlc(3), .itemTag, .create, pair, pairFields)
+        let created = f.make(originA, hlc: hlc(4), .item, .create, item, [Field("title", text("one"))])
+        let deleted = f.make(originA, hlc: hlc(6), .item, .delete, item)
+        let staleCreate = f.make(originB, hlc: hlc(5), .item, .create, item, [Field("title", text("two"))])
+        let events = [tagged, untagged, taggedAgain, created, deleted, staleCreate]
+        var results: [[String?]] = []
+        for order in [events, events.reversed(), [taggedAgain, deleted, tagged, staleCreate, untagged, created]] {
+            let dir = TempDir()
+            let (_, p) = try makeProjection(dir)
+            for e in order { try p.apply([e]) }
+            results.append([try row(p, "item_tags", pair)?["deleted_at"] as String?, try row(p, item)?["deleted_at"] as String?])
+            let reference = try makeProjection(dir, name: "ref").1
+            try reference.applyFresh(order)
+            #expect(try reference.canonicalDump() == p.canonicalDump())
+        }
+        #expect(results.allSatisfy { $0 == results[0] })
+        #expect(results[0][0] == nil, "tagged again after untagging: the pair is tagged")
+        #expect(results[0][1] != nil, "a create older than the delete does not bring the item back")
+
+        // And a re-insert newer than the delete does.
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        try p.apply([created, deleted, f.make(originB, hlc: hlc(7), .item, .create, item, [Field("title", text("three"))])])
+        #expect(try row(p, item)?["deleted_at"] as String? == nil)
+        #expect(try row(p, item)?["title"] as String? == "three")
+    }
+
+    /// A conflict resolved by a later write that saw both sides stays resolved after a rebuild
+    /// (the rebuild used to clear `resolved_by`).
+    @Test func aResolutionSurvivesARebuild() throws {
+        let dir = TempDir()
+        let (store, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let create = f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("x"))])
+        let a = f.make(originA, hlc: hlc(3), .item, .update, item, [Field("title", text("a"))], base: hlc(1))
+        let b = f.make(originB, hlc: hlc(4), .item, .update, item, [Field("title", text("b"))], base: hlc(1))
+        let resolve = f.make(originA, hlc: hlc(5), .item, .update, item, [Field("title", text("a"))], base: hlc(4))
+        try p.apply([create, a, b])
+        #expect(try p.conflicts().count == 1)
+        try p.apply([resolve])
+        #expect(try p.conflicts().isEmpty)
+        let resolved = try #require(try p.conflicts(includeResolved: true).first)
+        #expect(resolved.resolvedBy == resolve.eventID.lowercasedString)
+
+        let reference = try makeProjection(dir, name: "ref").1
+        try reference.applyFresh([create, a, b, resolve])
+        #expect(try reference.conflicts().isEmpty)
+        #expect(try reference.conflicts(includeResolved: true).first?.resolvedBy == resolve.eventID.lowercasedString)
+        _ = store
+    }
+
     @Test func orphanChildBeforeParentAndLinkBeforeTag() throws {
         let dir = TempDir()
         let (_, p) = try makeProjection(dir)
