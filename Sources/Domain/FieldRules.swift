@@ -58,6 +58,21 @@ public enum FieldRules {
         return ok ? nil : "expected \(kind.expected), got \(describe(value))"
     }
 
+    /// A value as the log keeps it: UUID fields lowercase (every UUID Logbook takes in is stored
+    /// lowercase, so Swift's uppercase `uuidString` finds the same rows).
+    @inline(__always)
+    public static func normalized(_ name: String, _ value: FieldValue) -> FieldValue {
+        guard case .text(let s) = value, s.utf8.count == 36, s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 }) else { return value }
+        let code = FieldCodes.code(name)
+        guard code != 0, let (kind, _) = kindsByCode[code], kind == .uuid else { return value }
+        return .text(s.lowercased())
+    }
+
+    /// `normalized` over a mutation's fields.
+    public static func normalize(_ m: inout Mutation) {
+        for i in m.fields.indices { m.fields[i].value = normalized(m.fields[i].name, m.fields[i].value) }
+    }
+
     static func describe(_ v: FieldValue) -> String {
         switch v {
         case .null: "null"
@@ -71,6 +86,14 @@ public enum FieldRules {
     static func isValidName<C: Collection>(_ bytes: C) -> Bool where C.Element == UInt8 {
         guard let first = bytes.first, first >= 0x61, first <= 0x7A, bytes.count <= nameBytesMax else { return false }
         return bytes.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x5F }
+    }
+
+    /// The id the pair in `fields` (item_id, tag_id) derives, or nil when they do not name one.
+    public static func pairID(_ fields: [Field]) -> UUID? {
+        guard case .text(let i)? = fields.first(where: { $0.name == "item_id" })?.value,
+              case .text(let t)? = fields.first(where: { $0.name == "tag_id" })?.value,
+              let iu = UUIDText.parse(Array(i.utf8)[...]), let tu = UUIDText.parse(Array(t.utf8)[...]) else { return nil }
+        return itemTagID(item: iu, tag: tu)
     }
 
     /// The id of an item_tag entity: a UUIDv5 of its (item, tag) pair, so every replica that links
@@ -111,8 +134,15 @@ extension FieldRules {
         if let a = m.actor, a.isEmpty || a.utf8.count > actorBytesMax {
             throw fail("actor must be 1 to \(actorBytesMax) bytes", field: "actor")
         }
-        if m.entity == .itemTag && m.op == .create && !(names.contains("item_id") && names.contains("tag_id")) {
-            throw fail("an item_tag create names its pair in fields item_id and tag_id", field: names.contains("item_id") ? "tag_id" : "item_id")
+        if m.entity == .itemTag {
+            if m.op == .create && !(names.contains("item_id") && names.contains("tag_id")) {
+                throw fail("an item_tag create names its pair in fields item_id and tag_id", field: names.contains("item_id") ? "tag_id" : "item_id")
+            }
+            if names.contains("item_id") || names.contains("tag_id") {
+                guard let pair = pairID(m.fields), pair == m.entityID else {
+                    throw fail("an item_tag is the pair it was created with: fields item_id and tag_id must both name it (a pair cannot change)", field: "item_id")
+                }
+            }
         }
     }
 }

@@ -349,9 +349,18 @@ private struct JSONScanner {
                 throw InputError(line: line, column: nil, field: item == nil ? "item_id" : "tag_id",
                                  message: "an item_tag create names its pair in fields item_id and tag_id")
             }
-            if entityID == nil, case .text(let it)? = item?.value, case .text(let tg)? = tag?.value,
+            if case .text(let it)? = item?.value, case .text(let tg)? = tag?.value,
                let iu = UUIDText.parse(Array(it.utf8)[...]), let tu = UUIDText.parse(Array(tg.utf8)[...]) {  // once per link
-                entityID = FieldRules.itemTagID(item: iu, tag: tu)
+                let pairID = FieldRules.itemTagID(item: iu, tag: tu)
+                // The pair is the item_tag's identity (seed 000): it never changes after creation.
+                if let entityID, entityID != pairID {
+                    throw InputError(line: line, column: nil, field: "item_id",
+                                     message: "item_tag \(entityID.lowercasedString) is the pair it was created with; fields item_id and tag_id name another pair (\(pairID.lowercasedString)): a pair cannot change, delete this one and tag the other")
+                }
+                entityID = pairID
+            } else if op != .create && (item != nil || tag != nil) {
+                throw InputError(line: line, column: nil, field: item != nil ? "item_id" : "tag_id",
+                                 message: "an item_tag names its pair with both item_id and tag_id, or with neither (a pair cannot change)")
             }
         }
         if entityID == nil, entity == .completion || entity == .recurrenceException {
@@ -392,7 +401,7 @@ private struct JSONScanner {
             let value = try scalar(field: name)
             if let problem = FieldRules.check(name, value) { throw fail(problem, field: name, at: valueAt) }
             if out.contains(where: { $0.name == name }) { throw fail("field appears twice", field: name, at: nameAt) }
-            out.append(Field(name, value))
+            out.append(Field(name, FieldRules.normalized(name, value)))
             guard out.count <= FieldRules.fieldsMax else { throw fail("more than \(FieldRules.fieldsMax) fields", at: nameAt) }
             guard let c = peek() else { throw fail("fields object is not closed, line ends") }
             i += 1

@@ -194,8 +194,12 @@ public final class Logbook: @unchecked Sendable {
     @discardableResult
     public func append(mutations: [Mutation]) throws -> AppendResult {
         let w = try requireWriter("append")
-        for (i, m) in mutations.enumerated() { try FieldRules.validate(m, position: i + 1) }
-        return try w.append(mutations)
+        var ms = mutations
+        for i in ms.indices {
+            try FieldRules.validate(ms[i], position: i + 1)
+            FieldRules.normalize(&ms[i])
+        }
+        return try w.append(ms)
     }
 
     /// Appends NDJSON mutations (one JSON object per line, see `MutationParser`) given as text.

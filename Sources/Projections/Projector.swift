@@ -1,3 +1,4 @@
+import Domain
 import EventLog
 import Foundation
 import GRDB
@@ -211,10 +212,17 @@ final class Projector {
             break
         }
         let byCode = columnByCode[key.table]
-        for f in e.fields {
+        // An item_tag is the pair it was created with: pair fields that name another pair (a
+        // peer's bad event) are not applied; they stay in the log.
+        let foreignPair = e.entity == .itemTag && e.fields.contains { $0.name == "item_id" || $0.name == "tag_id" }
+            && FieldRules.pairID(e.fields) != e.entityID
+        for var f in e.fields {
             let code = FieldCodes.code(f.name)
             let column = code != 0 ? byCode[code] : (columnIndex[key.table][f.name] ?? -1)
             guard column >= 0 else { continue }  // not a column of this schema: stays in the log
+            if foreignPair && (f.name == "item_id" || f.name == "tag_id") { continue }
+            // UUIDs are kept lowercase, whoever wrote them (an older build kept them as given).
+            f.value = FieldRules.normalized(f.name, f.value)
             let c = column
             if let current = row.columnStamp[c] {
                 let w = row.stamps[current]

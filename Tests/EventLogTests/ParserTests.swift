@@ -25,6 +25,36 @@ import Testing
         #expect(m.fields.first { $0.name == "flag" }?.value == .boolean(true))
     }
 
+    /// Swift's `uuidString` is uppercase: UUID fields are stored lowercase, so `items --under`
+    /// and every join find them (issue 11 §5).
+    @Test func uuidFieldsAreLowercasedOnTheWayIn() throws {
+        let upper = id.uppercased()
+        let m = try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(upper)","fields":{"parent_id":"\#(upper)","title":"\#(upper)"}}"#)
+        #expect(m.fields.first { $0.name == "parent_id" }?.value == .text(id))
+        #expect(m.fields.first { $0.name == "title" }?.value == .text(upper), "text fields keep their case")
+        var built = Mutation(entity: .timeEntry, op: .create, entityID: UUID(), fields: [Field("item_id", .text(upper))])
+        FieldRules.normalize(&built)
+        #expect(built.fields[0].value == .text(id))
+    }
+
+    /// An item_tag is its pair: an event naming another pair for it, or half a pair, is refused.
+    @Test func anItemTagsPairCannotChange() throws {
+        let tag = "0b331645-445b-4d27-bf6c-67e81909778a", other = "7d7d1c8e-23c5-4f55-9a57-3b1f0b0c9d11"
+        let pairID = FieldRules.itemTagID(item: UUID(uuidString: id)!, tag: UUID(uuidString: tag)!).lowercasedString
+        #expect(throws: InputError.self) {
+            try MutationParser.parse(#"{"entity":"item_tag","op":"update","id":"\#(pairID)","fields":{"item_id":"\#(id)","tag_id":"\#(other)"}}"#)
+        }
+        #expect(throws: InputError.self) {
+            try MutationParser.parse(#"{"entity":"item_tag","op":"update","id":"\#(pairID)","fields":{"tag_id":"\#(other)"}}"#)
+        }
+        // Naming its own pair is fine, in any case.
+        let same = try MutationParser.parse(#"{"entity":"item_tag","op":"delete","id":"\#(pairID)","fields":{"item_id":"\#(id.uppercased())","tag_id":"\#(tag)"}}"#)
+        #expect(same.entityID.lowercasedString == pairID)
+        let built = Mutation(entity: .itemTag, op: .update, entityID: UUID(uuidString: pairID)!,
+                             fields: [Field("item_id", .text(id)), Field("tag_id", .text(other))])
+        #expect(throws: InputError.self) { try FieldRules.validate(built, position: 1) }
+    }
+
     @Test func itemTagIDComesFromThePair() throws {
         let tag = "0b331645-445b-4d27-bf6c-67e81909778a"
         let a = try MutationParser.parse(#"{"entity":"item_tag","op":"create","fields":{"item_id":"\#(id)","tag_id":"\#(tag)"}}"#)

@@ -113,6 +113,25 @@ import Testing
         #expect(try row(p, item)?["title"] as String? == "three")
     }
 
+    /// A peer's item_tag event whose fields name another pair than its id is not applied to the
+    /// pair columns (the log keeps it); a peer's uppercase UUID is projected lowercase.
+    @Test func aForeignPairIsNotAppliedAndUUIDsAreProjectedLowercase() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let pair = FieldRules.itemTagID(item: item, tag: tag)
+        let other = UUID()
+        try p.apply([
+            f.make(originA, hlc: hlc(1), .itemTag, .create, pair, [Field("item_id", text(item.lowercasedString)), Field("tag_id", text(tag.lowercasedString))]),
+            f.make(originB, hlc: hlc(2), .itemTag, .update, pair, [Field("item_id", text(item.lowercasedString)), Field("tag_id", text(other.lowercasedString))]),
+            f.make(originB, hlc: hlc(3), .item, .create, item, [Field("parent_id", text(parent.uuidString))]),
+        ])
+        #expect(try row(p, "item_tags", pair)?["tag_id"] as String? == tag.lowercasedString)
+        #expect(try row(p, item)?["parent_id"] as String? == parent.lowercasedString)
+        try p.apply([f.make(originA, hlc: hlc(4), .item, .create, parent, [Field("title", text("parent"))])])
+        #expect(try p.items(under: parent.uuidString).map(\.id) == [parent, item].map(\.lowercasedString))
+    }
+
     /// A conflict resolved by a later write that saw both sides stays resolved after a rebuild
     /// (the rebuild used to clear `resolved_by`).
     @Test func aResolutionSurvivesARebuild() throws {
