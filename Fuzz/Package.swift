@@ -18,7 +18,7 @@ let logbook: [Target.Dependency] = [
 let package = Package(
     name: "LogbookFuzz",
     dependencies: [.package(path: "..")],
-    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore"].map {
+    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream"].map {
         .executableTarget(name: $0, dependencies: logbook, path: "Sources/\($0)")
     }
 )

@@ -314,17 +314,25 @@ func hex(_ digest: SHA256.Digest) -> String {
 
 /// A Server-Sent Events parser (the subset `/v1/watch` uses: `event:` and `data:` fields, comment
 /// lines, events ended by a blank line). Bounded: a line over 64 KiB is an error, not memory.
-struct ServerSentEvents {
-    struct Event: Equatable {
-        var name = "message"
-        var data = ""
+/// Total over any bytes (a fuzz target, FuzzEventStream, holds it to that).
+public struct ServerSentEvents: Sendable {
+    /// One event: its name (`message` unless the stream says) and its data lines joined by `\n`.
+    public struct Event: Equatable, Sendable {
+        public var name = "message"
+        public var data = ""
     }
+
+    /// A parser at the start of a stream.
+    public init() {}
     private var line: [UInt8] = []
     private var current = Event()
     private var hasData = false
-    static let lineBytesMax = 1 << 16
+    /// The longest line accepted, in bytes.
+    public static let lineBytesMax = 1 << 16
 
-    mutating func add(_ bytes: some Sequence<UInt8>) throws -> [Event] {
+    /// Feeds the next bytes of the stream (split anywhere) and returns the events they complete.
+    /// - Throws: `TransferFailure` `invalid_answer` for a line longer than `lineBytesMax`.
+    public mutating func add(_ bytes: some Sequence<UInt8>) throws -> [Event] {
         var out: [Event] = []
         for b in bytes {
             if b == 0x0A {

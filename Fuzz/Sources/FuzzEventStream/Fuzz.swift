@@ -1,0 +1,29 @@
+import CFuzzDriver
+import Replicator
+
+/// The event stream a server sends to `sync --follow` (`/v1/watch`): any bytes, split anywhere,
+/// parse to the same events or the same error, and every event's data is a cursor or an error.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: data, count: count))
+    var whole = ServerSentEvents()
+    let all = try? whole.add(bytes)
+    // The same bytes in two pieces, cut where the first byte says.
+    let cut = bytes.isEmpty ? 0 : Int(bytes[0]) % (bytes.count + 1)
+    var split = ServerSentEvents()
+    let pieces: [ServerSentEvents.Event]? = {
+        guard let a = try? split.add(bytes[..<cut]), let b = try? split.add(bytes[cut...]) else { return nil }
+        return a + b
+    }()
+    precondition(all == pieces, "an event stream parses differently when split")
+    for e in all ?? [] where e.name == "cursor" {
+        _ = try? ReplicationCursor(token: e.data)
+    }
+    return 0
+}
+
+/// The executable's entry (SwiftPM links `main` to `FuzzEventStream_main`): libFuzzer's driver.
+@_cdecl("FuzzEventStream_main")
+public func fuzzerMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>) -> CInt {
+    logbook_fuzz_main(argc, argv) { data, count in data.map { fuzz($0, count) } ?? 0 }
+}
