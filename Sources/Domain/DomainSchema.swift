@@ -53,6 +53,9 @@ public enum DomainSchema {
             FieldSpec("parent_id", .uuid), FieldSpec("title", .text), FieldSpec("notes", .text), FieldSpec("status", .text),
             FieldSpec("item_type", .text), FieldSpec("sort_order", .number), FieldSpec("due_at", .timestamp),
             FieldSpec("earliest_start_at", .timestamp), FieldSpec("completed_at", .timestamp), FieldSpec("recurrence_rule", .text),
+            // Since projection migration "v3 priority, place, query indexes" (seed 001's LATCH fields).
+            FieldSpec("priority", .integer), FieldSpec("importance", .integer), FieldSpec("location_name", .text),
+            FieldSpec("location_address", .text), FieldSpec("latitude", .number), FieldSpec("longitude", .number),
         ]),
         EntitySpec(entity: .tag, table: "tags", fields: [FieldSpec("name", .text), FieldSpec("color", .text)]),
         EntitySpec(entity: .itemTag, table: "item_tags", fields: [

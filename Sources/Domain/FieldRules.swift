@@ -42,7 +42,8 @@ public enum FieldRules {
             return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)"
         }
         let code = FieldCodes.code(name)
-        guard code != 0, let (kind, nullable) = kindsByCode[code] else { return nil }
+        // Fields added after format version 1 have no one-byte code: looked up by name.
+        guard let (kind, nullable) = code != 0 ? kindsByCode[code] : known[name] else { return nil }
         let ok: Bool
         switch (kind, value) {
         case (_, .null): return nullable ? nil : "must not be null (expected \(kind.expected))"

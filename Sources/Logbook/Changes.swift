@@ -91,6 +91,14 @@ struct FieldList {
         }
     }
 
+    mutating func add(_ name: String, _ edit: Edit<Int>?) {
+        guard let edit else { return }
+        switch edit {
+        case .set(let v): fields.append(Field(name, .integer(Int64(v))))
+        case .clear: fields.append(Field(name, .null))
+        }
+    }
+
     mutating func add(_ name: String, _ edit: Edit<Bool>?) {
         guard let edit else { return }
         switch edit {
@@ -145,6 +153,18 @@ public struct ItemValues: EntityValues, Equatable {
     public var completedAt: Edit<Date>?
     /// An RFC 5545 RRULE.
     public var recurrenceRule: Edit<String>?
+    /// The `priority` field (an integer; larger is more urgent).
+    public var priority: Edit<Int>?
+    /// The `importance` field (an integer; larger matters more).
+    public var importance: Edit<Int>?
+    /// The `location_name` field: a place's name.
+    public var locationName: Edit<String>?
+    /// The `location_address` field: a place's address.
+    public var locationAddress: Edit<String>?
+    /// The `latitude` field, in degrees.
+    public var latitude: Edit<Double>?
+    /// The `longitude` field, in degrees.
+    public var longitude: Edit<Double>?
     /// Fields the schema does not describe: kept in the log, surfaced once a projection knows them.
     public var extra: [Field] = []
 
@@ -152,6 +172,8 @@ public struct ItemValues: EntityValues, Equatable {
     public init(parentID: Edit<UUID>? = nil, title: Edit<String>? = nil, notes: Edit<String>? = nil, status: Edit<String>? = nil,
                 itemType: Edit<String>? = nil, sortOrder: Edit<Double>? = nil, dueAt: Edit<Date>? = nil,
                 earliestStartAt: Edit<Date>? = nil, completedAt: Edit<Date>? = nil, recurrenceRule: Edit<String>? = nil,
+                priority: Edit<Int>? = nil, importance: Edit<Int>? = nil, locationName: Edit<String>? = nil,
+                locationAddress: Edit<String>? = nil, latitude: Edit<Double>? = nil, longitude: Edit<Double>? = nil,
                 extra: [Field] = []) {
         self.parentID = parentID
         self.title = title
@@ -163,6 +185,12 @@ public struct ItemValues: EntityValues, Equatable {
         self.earliestStartAt = earliestStartAt
         self.completedAt = completedAt
         self.recurrenceRule = recurrenceRule
+        self.priority = priority
+        self.importance = importance
+        self.locationName = locationName
+        self.locationAddress = locationAddress
+        self.latitude = latitude
+        self.longitude = longitude
         self.extra = extra
     }
 
@@ -172,6 +200,8 @@ public struct ItemValues: EntityValues, Equatable {
         l.add("parent_id", parentID); l.add("title", title); l.add("notes", notes); l.add("status", status)
         l.add("item_type", itemType); l.add("sort_order", sortOrder); l.add("due_at", dueAt)
         l.add("earliest_start_at", earliestStartAt); l.add("completed_at", completedAt); l.add("recurrence_rule", recurrenceRule)
+        l.add("priority", priority); l.add("importance", importance); l.add("location_name", locationName)
+        l.add("location_address", locationAddress); l.add("latitude", latitude); l.add("longitude", longitude)
         return l.fields + extra
     }
 }

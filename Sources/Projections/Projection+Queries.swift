@@ -15,6 +15,14 @@ public struct ItemRow: Sendable, Equatable, Codable, FetchableRecord {
     public var earliestStartAt: String?
     public var completedAt: String?
     public var recurrenceRule: String?
+    /// Seed 001's priority and importance (numbers; larger is more).
+    public var priority: Double?
+    public var importance: Double?
+    /// A place: its name, address and coordinates.
+    public var locationName: String?
+    public var locationAddress: String?
+    public var latitude: Double?
+    public var longitude: Double?
     public var version: Int64
     public var createdAt: String?
     public var modifiedAt: String
@@ -34,6 +42,12 @@ public struct ItemRow: Sendable, Equatable, Codable, FetchableRecord {
         earliestStartAt = try row.decode(forColumn: "earliest_start_at")
         completedAt = try row.decode(forColumn: "completed_at")
         recurrenceRule = try row.decode(forColumn: "recurrence_rule")
+        priority = try row.decode(forColumn: "priority")
+        importance = try row.decode(forColumn: "importance")
+        locationName = try row.decode(forColumn: "location_name")
+        locationAddress = try row.decode(forColumn: "location_address")
+        latitude = try row.decode(forColumn: "latitude")
+        longitude = try row.decode(forColumn: "longitude")
         version = try row.decode(forColumn: "version")
         createdAt = try row.decode(forColumn: "created_at")
         modifiedAt = try row.decode(forColumn: "modified_at")

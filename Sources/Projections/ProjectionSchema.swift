@@ -103,13 +103,29 @@ public struct ProjectionSchema: Sendable {
                 CREATE TABLE projection_commits (
                     id INTEGER PRIMARY KEY, origin TEXT NOT NULL, first_seq INTEGER NOT NULL, last_seq INTEGER NOT NULL);
                 """),
+            // Seed 001's item fields (priority, importance, a place) and indexes for the seeds'
+            // common queries: what is due, what was completed, what changed since.
+            ("v3 priority, place, query indexes", """
+                ALTER TABLE items ADD COLUMN priority NUMERIC;
+                ALTER TABLE items ADD COLUMN importance NUMERIC;
+                ALTER TABLE items ADD COLUMN location_name TEXT;
+                ALTER TABLE items ADD COLUMN location_address TEXT;
+                ALTER TABLE items ADD COLUMN latitude NUMERIC;
+                ALTER TABLE items ADD COLUMN longitude NUMERIC;
+                CREATE INDEX items_due ON items(due_at) WHERE due_at IS NOT NULL AND deleted_at IS NULL;
+                CREATE INDEX items_completed ON items(completed_at) WHERE completed_at IS NOT NULL;
+                CREATE INDEX items_modified ON items(modified_at);
+                """),
         ]
     )
 
     /// A migrator with every migration of this schema.
-    public func migrator() -> DatabaseMigrator {
+    public func migrator() -> DatabaseMigrator { migrator(upTo: migrations.count) }
+
+    /// A migrator with the first `count` migrations: the schema an older build made.
+    public func migrator(upTo count: Int) -> DatabaseMigrator {
         var m = DatabaseMigrator()
-        for (name, sql) in migrations {
+        for (name, sql) in migrations.prefix(count) {
             m.registerMigration(name) { db in try db.execute(sql: sql) }
         }
         return m

@@ -42,6 +42,8 @@ final class Projector {
     private var columnIndex: [[String: Int]] = []
     /// Per table: column of each known field code (the event codec's one-byte names), or -1.
     private var columnByCode: [[Int]] = []
+    /// Per table: what each column may hold (DomainSchema), or nil when anything goes.
+    private var columnKinds: [[FieldKind?]] = []
     private var lastOrigin: (ReplicaID, Int)?
     private(set) var origins: [ReplicaID] = []
     private var originIndex: [ReplicaID: Int] = [:]
@@ -77,6 +79,7 @@ final class Projector {
             tableByEntity[Int(t.entity.rawValue)] = i
             columnIndex.append(Dictionary(uniqueKeysWithValues: t.columns.enumerated().map { ($1, $0) }))
             columnByCode.append(FieldCodes.names.map { name in t.columns.firstIndex(of: name) ?? -1 })
+            columnKinds.append(t.columns.map { DomainSchema.fieldRules[$0]?.kind })
         }
         for row in try Row.fetchAll(db, sql: "SELECT idx, origin FROM projection_origins ORDER BY idx") {
             let idx: Int = try row.decode(atIndex: 0)
@@ -168,6 +171,17 @@ final class Projector {
         if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
     }
 
+    /// Whether a value's type is one `kind` holds (null always is): the storage class only.
+    @inline(__always)
+    static func fits(_ v: FieldValue, _ kind: FieldKind) -> Bool {
+        switch (kind, v) {
+        case (_, .null): true
+        case (.text, .text), (.uuid, .text), (.timestamp, .text), (.date, .text): true
+        case (.integer, .integer), (.number, .integer), (.number, .real), (.boolean, .boolean): true
+        default: false
+        }
+    }
+
     private func load(_ key: Key, db: Database) throws -> RowState {
         let table = schema.tables[key.table]
         var row = RowState(columns: table.columns.count)
@@ -221,6 +235,9 @@ final class Projector {
             let column = code != 0 ? byCode[code] : (columnIndex[key.table][f.name] ?? -1)
             guard column >= 0 else { continue }  // not a column of this schema: stays in the log
             if foreignPair && (f.name == "item_id" || f.name == "tag_id") { continue }
+            // A value of another type than its column holds (a peer's event; input is checked on
+            // the way in) is not applied: it stays in the log, and the column stays readable.
+            if let kind = columnKinds[key.table][column], !Self.fits(f.value, kind) { continue }
             // UUIDs are kept lowercase, whoever wrote them (an older build kept them as given).
             f.value = FieldRules.normalized(f.name, f.value)
             let c = column

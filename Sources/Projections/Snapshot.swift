@@ -282,6 +282,15 @@ extension Snapshot {
     /// - Parameter checked: `from` was just checked by `read` (a second full scan is skipped).
     static func copyAsProjection(_ from: String, to: String, checked: Bool = false) throws -> DatabaseQueue {
         if !checked { _ = try read(from) }
+        // The snapshot's own schema (an older build's is copied as far as it goes).
+        let snapshotSchema: SnapshotSchema.Reference
+        do {
+            let untrusted = try SnapshotSchema.openUntrusted(from)
+            defer { try? untrusted.close() }
+            snapshotSchema = try untrusted.read { db in
+                try SnapshotSchema.reference(migrations: try SnapshotSchema.migrationCount(db, path: from)).get()
+            }
+        }
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: to + s) }
         let queue = try Projection.openRebuildQueue(to, schema: .current)
         do {
@@ -289,7 +298,7 @@ extension Snapshot {
                 try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [from])
                 defer { try? db.execute(sql: "DETACH DATABASE snap") }
                 try db.inTransaction {
-                    for (table, columns) in try SnapshotSchema.copiedTables() {
+                    for (table, columns) in try SnapshotSchema.copiedTables(from: snapshotSchema) {
                         let list = columns.map(SnapshotSchema.quote).joined(separator: ", ")
                         let name = SnapshotSchema.quote(table)
                         try db.execute(sql: "INSERT INTO main.\(name) (\(list)) SELECT \(list) FROM snap.\(name)")

@@ -31,9 +31,26 @@ enum SnapshotSchema {
         var columns: [String: [Column]]
     }
 
-    static let reference: Result<Reference, any Error> = Result {
+    /// This build's schema.
+    static var reference: Result<Reference, any Error> { reference(migrations: ProjectionSchema.current.migrations.count) }
+
+    private static let references = NSLock()
+    nonisolated(unsafe) private static var built: [Int: Result<Reference, any Error>] = [:]
+
+    /// The schema a build that had the first `count` of this build's migrations gave its
+    /// snapshots (older snapshots are accepted: their tables are copied as far as they go).
+    static func reference(migrations count: Int) -> Result<Reference, any Error> {
+        references.withLock {
+            if let r = built[count] { return r }
+            let r = Result { try makeReference(migrations: count) }
+            built[count] = r
+            return r
+        }
+    }
+
+    private static func makeReference(migrations count: Int) throws -> Reference {
         let queue = try DatabaseQueue(configuration: SQLiteGuard.configuration())
-        try ProjectionSchema.current.migrator().migrate(queue)
+        try ProjectionSchema.current.migrator(upTo: count).migrate(queue)
         return try queue.write { db in
             for sql in snapshotTablesSQL + [eventIDsTableSQL] { try db.execute(sql: sql) }
             let entries = try entriesOf(db)
@@ -64,12 +81,39 @@ enum SnapshotSchema {
 
     /// The projection tables whose rows a snapshot carries into a new projection, with their
     /// columns: every table this build's projection has, except the full-text index (rebuilt by
-    /// this build's own triggers as rows arrive), the migration log, and device-local settings.
-    static func copiedTables() throws -> [(String, [String])] {
+    /// this build's own triggers as rows arrive), the migration log, the commit journal (local to
+    /// a file) and device-local settings; for a snapshot of an older schema (`from`), only the
+    /// tables and columns it has (a column it lacks starts null).
+    static func copiedTables(from snapshot: Reference? = nil) throws -> [(String, [String])] {
         let ref = try reference.get()
         let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", Snapshot.eventIDsTable, "projection_commits"]
         return ref.entries.filter { $0.type == "table" && !skipped.contains($0.name) && !$0.name.hasPrefix("items_fts") && !$0.name.hasPrefix("sqlite_") }
-            .map(\.name).sorted().map { ($0, ref.columns[$0]!.map(\.name)) }
+            .map(\.name).sorted().compactMap { table in
+                let mine = ref.columns[table]!.map(\.name)
+                guard let snapshot else { return (table, mine) }
+                guard let theirs = snapshot.columns[table].map({ Set($0.map(\.name)) }) else { return nil }
+                return (table, mine.filter(theirs.contains))
+            }
+    }
+
+    /// Which of this build's migrations the snapshot's projection had: its `grdb_migrations`
+    /// must name exactly the first few of them (a snapshot from a newer build, or one naming
+    /// migrations this build never had, is refused).
+    static func migrationCount(_ db: Database, path: String) throws -> Int {
+        let names = ProjectionSchema.current.migrations.map(\.name)
+        let found: [String]
+        do {
+            found = try Row.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations").map { text($0[0]) ?? "\u{0}" }
+        } catch {
+            throw ProjectionError.invalid("\(path): refused: the snapshot has no readable migration log (grdb_migrations); nothing was installed")
+        }
+        guard found.count <= names.count, Set(found) == Set(names.prefix(found.count)), found.count == Set(found).count else {
+            let unknown = found.first { !names.contains($0) }
+            throw ProjectionError.invalid("\(path): refused: the snapshot was made by a build with other projection migrations" +
+                                          (unknown.map { " (\(printable($0, limit: 80)) is not one of this build's)" } ?? "") +
+                                          "; nothing was installed")
+        }
+        return found.count
     }
 
     /// Opens a snapshot that came from elsewhere, read-only, on a connection that cannot run
@@ -86,11 +130,12 @@ enum SnapshotSchema {
         }
     }
 
-    /// Refuses a snapshot whose schema is not exactly this build's (an older snapshot without
-    /// `snapshot_event_ids` or `projection_commits` is accepted), or whose rows hold values of other types than their
+    /// Refuses a snapshot whose schema is not exactly the one this build's migrations made at the
+    /// point its migration log names (an older snapshot without `snapshot_event_ids` is accepted), or whose rows hold values of other types than their
     /// columns declare.
-    static func check(_ db: Database, path: String) throws {
-        let ref = try reference.get()
+    @discardableResult
+    static func check(_ db: Database, path: String) throws -> Reference {
+        let ref = try reference(migrations: try migrationCount(db, path: path)).get()
         let found: Set<Entry>
         do { found = try entriesOf(db) } catch {
             throw ProjectionError.database("\(path) is not a snapshot (its schema cannot be read: \(error))")
@@ -98,10 +143,6 @@ enum SnapshotSchema {
         var expected = ref.entries
         if !found.contains(where: { $0.name == Snapshot.eventIDsTable }) {
             expected = expected.filter { $0.name != Snapshot.eventIDsTable }
-        }
-        // A snapshot made before the commit journal existed lacks it (it is never copied anyway).
-        if !found.contains(where: { $0.name == "projection_commits" }) {
-            expected = expected.filter { $0.name != "projection_commits" }
         }
         if !found.contains(where: { $0.name == "snapshot_meta" }) {
             throw ProjectionError.database("\(path) is not a snapshot (no snapshot_meta or snapshot_anchors table)")
@@ -125,6 +166,7 @@ enum SnapshotSchema {
                 throw ProjectionError.invalid("\(path): refused: table \(table), column \(bad?.name ?? "?") holds a \(row[columns.firstIndex { $0.name == bad?.name } ?? 0] as String? ?? "?") value where this build stores \(bad.map { $0.allowed.sorted().joined(separator: " or ") } ?? "?"); nothing was installed")
             }
         }
+        return ref
     }
 
     /// An SQL identifier, quoted (names reach SQL only this way).

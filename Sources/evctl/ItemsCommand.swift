@@ -5,7 +5,7 @@ struct ItemsCommand: StoreCommand {
     static let configuration = CommandConfiguration(
         commandName: "items",
         abstract: "List items from the projection: full-text search, a subtree, deleted items.",
-        discussion: "--json prints one object per line: id, parent_id, title, notes, status, item_type, sort_order, due_at, earliest_start_at, completed_at, recurrence_rule, version, created_at, modified_at, deleted_at, depth."
+        discussion: "--json prints one object per line: id, parent_id, title, notes, status, item_type, sort_order, due_at, earliest_start_at, completed_at, recurrence_rule, priority, importance, location_name, location_address, latitude, longitude, version, created_at, modified_at, deleted_at, depth."
     )
     @OptionGroup var options: StoreOptions
     @Option(help: "Full-text search over titles and notes (prefix match, accents ignored).") var search: String?
@@ -35,6 +35,13 @@ struct ItemsCommand: StoreCommand {
                 j.raw(",\"sort_order\":"); j.raw(i.sortOrder.map { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int64($0)) : "\($0)" } ?? "null")
                 field("\"due_at\"", i.dueAt); field("\"earliest_start_at\"", i.earliestStartAt); field("\"completed_at\"", i.completedAt)
                 field("\"recurrence_rule\"", i.recurrenceRule)
+                func number(_ name: StaticString, _ v: Double?) {
+                    j.raw(","); j.raw(name); j.raw(":")
+                    j.raw(v.map { $0 == $0.rounded() && abs($0) < 1e15 ? String(Int64($0)) : "\($0)" } ?? "null")
+                }
+                number("\"priority\"", i.priority); number("\"importance\"", i.importance)
+                field("\"location_name\"", i.locationName); field("\"location_address\"", i.locationAddress)
+                number("\"latitude\"", i.latitude); number("\"longitude\"", i.longitude)
                 j.raw(",\"version\":"); j.int(i.version)
                 field("\"created_at\"", i.createdAt); field("\"modified_at\"", i.modifiedAt); field("\"deleted_at\"", i.deletedAt)
                 j.raw(",\"depth\":"); j.int(i.depth)

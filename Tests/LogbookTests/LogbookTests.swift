@@ -59,6 +59,19 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         #expect(try book.status().log.totalEvents == 7)
     }
 
+    /// Seed 001's priority, importance and place, typed in and read back (they have no one-byte
+    /// code in the format: they travel by name).
+    @Test func priorityImportanceAndPlace() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let id = try book.create(ItemValues(title: "Dentist", priority: .set(3), importance: .set(1), locationName: "Clinic",
+                                            locationAddress: "1 Main St", latitude: 48.8566, longitude: 2.3522))
+        let row = try #require(try book.item(id))
+        #expect(row.priority == 3 && row.importance == 1 && row.locationName == "Clinic" && row.locationAddress == "1 Main St")
+        #expect(row.latitude == 48.8566 && row.longitude == 2.3522)
+        #expect(throws: InputError.self) { try book.append(ndjson: #"{"entity":"item","op":"update","id":"\#(id)","fields":{"priority":"high"}}"#) }
+    }
+
     @Test func aRefusedChangeAppendsNothingAndSaysWhichAndWhere() throws {
         let dir = TempDir()
         let book = try Logbook.open(at: dir.path + "/a", creating: true)

@@ -132,6 +132,23 @@ import Testing
         #expect(try p.items(under: parent.uuidString).map(\.id) == [parent, item].map(\.lowercasedString))
     }
 
+    /// A peer's value of the wrong type for its column (input is checked on the way in, a peer's
+    /// frames are not re-checked field by field) is not applied: the log keeps it, the column
+    /// keeps its last good value, and every query still reads the table.
+    @Test func aValueOfTheWrongTypeFromAPeerIsNotApplied() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        try p.apply([
+            f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("ok")), Field("sort_order", .integer(3)), Field("priority", .integer(2))]),
+            f.make(originB, hlc: hlc(2), .item, .update, item, [Field("sort_order", text("abc")), Field("priority", text("high")),
+                                                               Field("title", .integer(5)), Field("latitude", .real(48.85))]),
+        ])
+        let items = try p.items()
+        #expect(items.count == 1)
+        #expect(items[0].title == "ok" && items[0].sortOrder == 3 && items[0].priority == 2 && items[0].latitude == 48.85)
+    }
+
     /// A conflict resolved by a later write that saw both sides stays resolved after a rebuild
     /// (the rebuild used to clear `resolved_by`).
     @Test func aResolutionSurvivesARebuild() throws {

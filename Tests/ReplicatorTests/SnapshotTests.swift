@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 import GRDB
-import Projections
+@testable import Projections
 import Testing
 @testable import Replicator
 
@@ -78,6 +78,48 @@ import Testing
 }
 
 extension SnapshotTests {
+    /// A snapshot made by an older build (fewer projection migrations: no commit journal, no
+    /// priority or place columns) is accepted and installed, its tables copied as far as they go;
+    /// one naming a migration this build does not have is refused.
+    @Test func aSnapshotOfAnOlderSchemaIsInstalledAndANewerOneRefused() throws {
+        let dir = ShippingTests.Dir()
+        let a = try Store.create(at: dir.path + "/a"), c = try Store.create(at: dir.path + "/c")
+        let pa = try ProjectedStore(store: a)
+        _ = try pa.append(ShippingTests().mutations(40, seed: 6))
+        try Snapshot.make(pa, to: dir.path + "/new.sqlite")
+        let expected = try pa.projection.canonicalDump()
+        try pa.close()
+
+        // The same snapshot as a build with only the v1 migrations made it.
+        let v1 = ProjectionSchema.current.migrations.filter { $0.name.hasPrefix("v1 ") }.count
+        let old = try DatabaseQueue(path: dir.path + "/old.sqlite")
+        try ProjectionSchema.current.migrator(upTo: v1).migrate(old)
+        try old.writeWithoutTransaction { db in
+            for sql in SnapshotSchema.snapshotTablesSQL + [SnapshotSchema.eventIDsTableSQL] { try db.execute(sql: sql) }
+            try db.execute(sql: "ATTACH DATABASE ? AS new", arguments: [dir.path + "/new.sqlite"])
+            let tables = try String.fetchAll(db, sql: "SELECT name FROM main.sqlite_master WHERE type = 'table' AND name NOT LIKE 'items_fts%' AND name NOT IN ('grdb_migrations', 'sqlite_sequence')")
+            for t in tables {
+                let cols = try String.fetchAll(db, sql: "SELECT name FROM pragma_table_info(?)", arguments: [t]).joined(separator: ", ")
+                try db.execute(sql: "INSERT INTO main.\(t) (\(cols)) SELECT \(cols) FROM new.\(t)")
+            }
+            try db.execute(sql: "DETACH DATABASE new")
+        }
+        try old.close()
+        let info = try Snapshot.install(dir.path + "/old.sqlite", into: c)
+        #expect(info.anchors[a.replicaID]?.lastSeq == Seq(40))
+        let pc = try ProjectedStore(store: c)
+        #expect(try pc.projection.canonicalDump() == expected)
+        try pc.close()
+
+        // A newer build's snapshot (a migration this build never had) is refused, by name.
+        let newer = try DatabaseQueue(path: dir.path + "/new.sqlite")
+        try newer.write { try $0.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v9 from the future')") }
+        try newer.close()
+        #expect {
+            try Snapshot.read(dir.path + "/new.sqlite")
+        } throws: { String(describing: $0).contains("v9 from the future") }
+    }
+
     /// Only `Snapshot` reads the kept snapshot: the log's writer never opens it, and the ids it
     /// hands over are read on a hardened connection, a malformed row being an error that names it.
     @Test func theKeptSnapshotIsReadOnlyBySnapshotAndMalformedIDsAreErrors() throws {
