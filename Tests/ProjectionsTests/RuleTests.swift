@@ -410,14 +410,14 @@ import Testing
         #expect(try tables(q) == fresh)
         #expect(try q.read { try schema.migrator().appliedIdentifiers($0) }.count == schema.migrations.count)
         // A new migration is applied once.
-        schema.migrations.append(("v2 add item priority", "ALTER TABLE items ADD COLUMN priority INTEGER"))
+        schema.migrations.append(("test: add item effort", "ALTER TABLE items ADD COLUMN effort INTEGER"))
         try schema.migrator().migrate(q)
-        #expect(try q.read { db in try db.columns(in: "items").map(\.name) }.contains("priority"))
+        #expect(try q.read { db in try db.columns(in: "items").map(\.name) }.contains("effort"))
         // A failing migration rolls back whole: neither its table nor its record remains.
-        schema.migrations.append(("v3 broken", "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);"))
+        schema.migrations.append(("test: broken", "CREATE TABLE half_done (x INTEGER); INSERT INTO no_such_table VALUES (1);"))
         #expect(throws: (any Error).self) { try schema.migrator().migrate(q) }
         #expect(try !tables(q).contains("half_done"))
-        #expect(try q.read { try schema.migrator().appliedIdentifiers($0) }.contains("v3 broken") == false)
+        #expect(try q.read { try schema.migrator().appliedIdentifiers($0) }.contains("test: broken") == false)
     }
 
     @Test func projectionFileOpensReadOnlyInAnySQLiteClient() throws {
