@@ -18,6 +18,19 @@ public enum FieldKind: Sendable, Equatable {
         case .date: "an ISO 8601 date string (YYYY-MM-DD)"
         }
     }
+
+    /// Whether `value` has a storage type this kind holds (null always does); formats (a UUID's
+    /// or a timestamp's text) are `FieldRules.check`'s concern. The projection applies only
+    /// values that pass, whoever wrote them.
+    @inline(__always)
+    public func holds(_ value: FieldValue) -> Bool {
+        switch (self, value) {
+        case (_, .null): true
+        case (.text, .text), (.uuid, .text), (.timestamp, .text), (.date, .text): true
+        case (.integer, .integer), (.number, .integer), (.number, .real), (.boolean, .boolean): true
+        default: false
+        }
+    }
 }
 
 /// The input rules for mutations: field kinds, name syntax and size bounds.
@@ -44,17 +57,13 @@ public enum FieldRules {
         let code = FieldCodes.code(name)
         // Fields added after format version 1 have no one-byte code: looked up by name.
         guard let (kind, nullable) = code != 0 ? kindsByCode[code] : known[name] else { return nil }
+        if case .null = value { return nullable ? nil : "must not be null (expected \(kind.expected))" }
         let ok: Bool
         switch (kind, value) {
-        case (_, .null): return nullable ? nil : "must not be null (expected \(kind.expected))"
-        case (.text, .text): ok = true
         case (.uuid, .text(var s)): ok = s.withUTF8 { UUIDText.parse(UnsafeRawBufferPointer($0)) } != nil
-        case (.integer, .integer): ok = true
-        case (.number, .integer), (.number, .real): ok = true
-        case (.boolean, .boolean): ok = true
         case (.timestamp, .text(let s)): ok = Timestamp.isValid(s, dateOnly: false)
         case (.date, .text(let s)): ok = Timestamp.isValid(s, dateOnly: true)
-        default: ok = false
+        default: ok = kind.holds(value)
         }
         return ok ? nil : "expected \(kind.expected), got \(describe(value))"
     }
@@ -63,9 +72,16 @@ public enum FieldRules {
     /// lowercase, so Swift's uppercase `uuidString` finds the same rows).
     @inline(__always)
     public static func normalized(_ name: String, _ value: FieldValue) -> FieldValue {
-        guard case .text(let s) = value, s.utf8.count == 36, s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 }) else { return value }
+        guard case .text(let s) = value, s.utf8.count == 36 else { return value }
         let code = FieldCodes.code(name)
         guard code != 0, let (kind, _) = kindsByCode[code], kind == .uuid else { return value }
+        return lowercasingUUID(value)
+    }
+
+    /// A UUID field's value with its hex digits lowercase (unchanged when they already are).
+    @inline(__always)
+    public static func lowercasingUUID(_ value: FieldValue) -> FieldValue {
+        guard case .text(let s) = value, s.utf8.count == 36, s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 }) else { return value }
         return .text(s.lowercased())
     }
 

@@ -349,9 +349,7 @@ private struct JSONScanner {
                 throw InputError(line: line, column: nil, field: item == nil ? "item_id" : "tag_id",
                                  message: "an item_tag create names its pair in fields item_id and tag_id")
             }
-            if case .text(let it)? = item?.value, case .text(let tg)? = tag?.value,
-               let iu = UUIDText.parse(Array(it.utf8)[...]), let tu = UUIDText.parse(Array(tg.utf8)[...]) {  // once per link
-                let pairID = FieldRules.itemTagID(item: iu, tag: tu)
+            if let pairID = FieldRules.pairID(fs) {
                 // The pair is the item_tag's identity (seed 000): it never changes after creation.
                 if let entityID, entityID != pairID {
                     throw InputError(line: line, column: nil, field: "item_id",

@@ -105,7 +105,7 @@ extension Logbook {
     /// The peers this store exchanged with, their last cursor, time and error.
     public func peers() throws -> [PeerState.Peer] {
         guard PeerState.exists(in: store) else { return [] }
-        return try PeerState(store: store).peers()
+        return try peerState().peers()
     }
 
     /// One exchange, remembered: the outcome (time, error, and the peer's cursor when the peer
@@ -151,21 +151,19 @@ extension Logbook {
     }
 
     func pullFrom(_ t: any ReplicaTransport, peer: Peer, progress: (@Sendable (TransferProgress) -> Void)?) async throws -> TransferSummary {
-        if let w = try? requireWriter("pull") {
-            return try await Replication.pull(from: t, into: w, limits: peer.limits, retry: peer.retry, progress: progress)
+        if writer != nil {
+            return try await Replication.pull(from: t, into: try requireWriter("pull"), limits: peer.limits, retry: peer.retry, progress: progress)
         }
-        let outcome = try await Replication.pull(from: t, store: store, project: options.project, limits: peer.limits, retry: peer.retry,
-                                                 lockWait: options.lockWait, recovered: options.recovered, progress: progress)
-        return outcome
+        return try await Replication.pull(from: t, store: store, project: options.project, limits: peer.limits, retry: peer.retry,
+                                          lockWait: options.lockWait, recovered: options.recovered, progress: progress)
     }
 
-    func remembering<T>(_ peer: Peer, _ body: () async throws -> (T, cursor: ReplicationCursor?)) async throws -> T {
-        let state = try PeerState(store: store)
+    func remembering(_ peer: Peer, _ body: () async throws -> (Exchange, cursor: ReplicationCursor?)) async throws -> Exchange {
+        let state = try peerState()
         do {
-            let (value, cursor) = try await body()
-            let e = value as? Exchange
-            try state.recordSuccess(peer.name, cursor: cursor, pulled: e?.pulledEvents ?? 0, pushed: e?.pushedEvents ?? 0)
-            return value
+            let (e, cursor) = try await body()
+            try state.recordSuccess(peer.name, cursor: cursor, pulled: e.pulledEvents, pushed: e.pushedEvents)
+            return e
         } catch {
             try? state.recordFailure(peer.name, error: String(describing: error))
             throw error
@@ -207,7 +205,8 @@ extension Logbook {
     /// Appends the frames of a bundle file (every frame verified first; importing twice changes
     /// nothing), then projects them.
     public func importBundle(_ file: String, progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
-        if let w = try? requireWriter("import") {
+        if writer != nil {
+            let w = try requireWriter("import")
             return try w.exclusive {
                 let r = try StoreSync.importBundle(file, into: w.appender)
                 if w.projects { try w.projection.catchUp(progress: progress) }

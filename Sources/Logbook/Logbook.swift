@@ -67,6 +67,7 @@ public final class Logbook: @unchecked Sendable {
     public var projection: Projection {
         get throws {
             try state.withLock {
+                guard !closed else { throw LogbookError(.closed, "the Logbook is closed") }
                 // A reader follows a projection file renamed in by a rebuild or a snapshot install.
                 if let p = opened, writer != nil || p.isCurrentFile { return p }
                 let stale = opened
@@ -79,6 +80,18 @@ public final class Logbook: @unchecked Sendable {
         }
     }
     private var opened: Projection?
+    /// The peer bookkeeping, opened at the first exchange.
+    private var peerBook: PeerState?
+
+    /// The peer bookkeeping file, opened once.
+    func peerState() throws -> PeerState {
+        try state.withLock {
+            if let p = peerBook { return p }
+            let p = try PeerState(store: store)
+            peerBook = p
+            return p
+        }
+    }
     /// What recovery repaired when the store was opened for writing (a torn tail cut, an index
     /// rebuilt); empty when nothing was wrong or nothing was recovered.
     public let recovery: RecoveryReport?
@@ -127,7 +140,7 @@ public final class Logbook: @unchecked Sendable {
         switch access {
         case .readWrite:
             let w = try ProjectedStore.open(store: store, waitingUpTo: options.lockWait, project: options.project,
-                                            progress: progress.map { p in { p($0, $1) } })
+                                            progress: progress)
             options.recovered?(w.appender.recovery)
             return Logbook(store: store, access: access, options: options, projection: w.projection, writer: w,
                            recovery: w.appender.recovery, behind: 0)
@@ -137,7 +150,7 @@ public final class Logbook: @unchecked Sendable {
                 defer { try? appender.close() }
                 options.recovered?(appender.recovery)
                 let projection = try Projection(store: store)
-                try projection.catchUp(progress: progress.map { p in { p($0, $1) } })
+                try projection.catchUp(progress: progress)
                 return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
                                recovery: appender.recovery, behind: 0)
             } catch let e as LogError where e.isLocked {
@@ -236,7 +249,7 @@ public final class Logbook: @unchecked Sendable {
             // happened", or a retry would append the same mutations twice.
             guard w.projects else { return (r, nil) }
             do {
-                try w.projection.catchUp(progress: options.progress.map { p in { p($0, $1) } })
+                try w.projection.catchUp(progress: options.progress)
                 return (r, nil)
             } catch {
                 return (r, error)
@@ -489,21 +502,9 @@ public final class Logbook: @unchecked Sendable {
     /// filesystem gives no events). The stream ends when the consumer stops iterating.
     public func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> {
         if let writer { return writer.projection.changes() }
-        let (stream, continuation) = AsyncStream.makeStream(of: ProjectionChange.self)
-        let store = self.store
-        let stop = StopFlag()
-        continuation.onTermination = { _ in stop.set() }
-        Thread.detachNewThread {
-            do {
-                let watcher = try ProjectionWatcher(store: store)
-                watcher.pollInterval = min(pollInterval, 0.5)
-                while !stop.isSet {
-                    if let change = try watcher.next(until: Date().addingTimeInterval(0.5)) { continuation.yield(change) }
-                }
-            } catch {}
-            continuation.finish()
-        }
-        return stream
+        guard let watcher = try? ProjectionWatcher(store: store) else { return AsyncStream { $0.finish() } }
+        watcher.pollInterval = pollInterval
+        return watcher.changes()
     }
 
     /// Follows the projection from `cursor` (what a consumer saw last, e.g. a `watch` line's):
@@ -517,22 +518,11 @@ public final class Logbook: @unchecked Sendable {
     /// `entities`, delivered only when it differs from the last result delivered.
     public func observe<T: Equatable & Sendable>(reading entities: Set<Entity>,
                                                  _ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: T.self)
         do {
-            let forward = try projection.observe(reading: entities, changes: changes()) { [self] _ in try query(self) }
-            let task = Task {
-                do {
-                    for try await v in forward { continuation.yield(v) }
-                    continuation.finish()
-                } catch {
-                    continuation.finish(throwing: error)
-                }
-            }
-            continuation.onTermination = { _ in task.cancel() }
+            return try projection.observe(reading: entities, changes: changes()) { [self] _ in try query(self) }
         } catch {
-            continuation.finish(throwing: error)
+            return AsyncThrowingStream { $0.finish(throwing: error) }
         }
-        return stream
     }
 
     /// `items(_:)`, kept up to date (see `observe`).
@@ -544,14 +534,6 @@ public final class Logbook: @unchecked Sendable {
     public func observeItems(search: String) -> AsyncThrowingStream<[ItemRow], any Error> {
         observeItems(ItemQuery(search: search))
     }
-}
-
-/// A flag set once, read from any thread.
-final class StopFlag: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
 }
 
 /// Why the Logbook refused an operation (input errors are `InputError`, log failures `LogError`).

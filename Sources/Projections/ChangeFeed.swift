@@ -82,6 +82,8 @@ public final class ProjectionWatcher: @unchecked Sendable {
     /// The last journal row handed over.
     private var journalID: Int64 = 0
     private var projection: Projection
+    private let stopLock = NSLock()
+    private var stopRequested = false
     private let files = DirectoryWatch()
 
     /// Starts at `from` (what the consumer has seen), or at the projection's cursor now.
@@ -166,6 +168,23 @@ public final class ProjectionWatcher: @unchecked Sendable {
             last[r.origin] = r.last
         }
         return ProjectionChange(cursor: last, events: events)
+    }
+
+    /// Every change from now on, as a stream fed by `next` on a thread of its own, which looks
+    /// at least every half second whether the consumer stopped iterating. The stream ends then,
+    /// or at the first error (a cursor below a log's floor). Use either this or `next`, not both.
+    public func changes() -> AsyncStream<ProjectionChange> {
+        let (stream, continuation) = AsyncStream.makeStream(of: ProjectionChange.self)
+        continuation.onTermination = { [self] _ in stopLock.withLock { stopRequested = true } }
+        Thread.detachNewThread { [self] in
+            do {
+                while !stopLock.withLock({ stopRequested }) {
+                    if let change = try next(until: Date().addingTimeInterval(0.5)) { continuation.yield(change) }
+                }
+            } catch {}
+            continuation.finish()
+        }
+        return stream
     }
 
     /// Waits for the next change (blocking this thread; run it off the cooperative pool) and

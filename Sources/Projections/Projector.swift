@@ -171,17 +171,6 @@ final class Projector {
         if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
     }
 
-    /// Whether a value's type is one `kind` holds (null always is): the storage class only.
-    @inline(__always)
-    static func fits(_ v: FieldValue, _ kind: FieldKind) -> Bool {
-        switch (kind, v) {
-        case (_, .null): true
-        case (.text, .text), (.uuid, .text), (.timestamp, .text), (.date, .text): true
-        case (.integer, .integer), (.number, .integer), (.number, .real), (.boolean, .boolean): true
-        default: false
-        }
-    }
-
     private func load(_ key: Key, db: Database) throws -> RowState {
         let table = schema.tables[key.table]
         var row = RowState(columns: table.columns.count)
@@ -210,15 +199,11 @@ final class Projector {
     private func merge(_ row: inout RowState, key: Key, event e: Event, stamp: Stamp) {
         row.version = max(row.version, stamp.hlc)
         switch e.op {
-        case .create:
-            row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc)
+        case .create, .delete, .restore:
             // A create asserts existence: like a restore, it takes part in the delete/restore
             // lifecycle, so tagging again after untagging (the same pair id), or re-inserting a
             // deleted id, brings the entity back when it is the later event (docs/PROJECTION.md).
-            if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
-                row.lifecycle = (row.intern(stamp), false)
-            }
-        case .delete, .restore:
+            if e.op == .create { row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc) }
             if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
                 row.lifecycle = (row.intern(stamp), e.op == .delete)
             }
@@ -237,9 +222,11 @@ final class Projector {
             if foreignPair && (f.name == "item_id" || f.name == "tag_id") { continue }
             // A value of another type than its column holds (a peer's event; input is checked on
             // the way in) is not applied: it stays in the log, and the column stays readable.
-            if let kind = columnKinds[key.table][column], !Self.fits(f.value, kind) { continue }
-            // UUIDs are kept lowercase, whoever wrote them (an older build kept them as given).
-            f.value = FieldRules.normalized(f.name, f.value)
+            if let kind = columnKinds[key.table][column] {
+                guard kind.holds(f.value) else { continue }
+                // UUIDs are kept lowercase, whoever wrote them (an older build kept them as given).
+                if kind == .uuid { f.value = FieldRules.lowercasingUUID(f.value) }
+            }
             let c = column
             if let current = row.columnStamp[c] {
                 let w = row.stamps[current]
