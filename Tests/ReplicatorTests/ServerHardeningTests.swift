@@ -128,7 +128,9 @@ import Testing
                     if frames >= 0 { #expect(frames == expected || frames == 2 * expected) }
                 }
             }
-            let (_, metrics) = try await request(url + "/metrics")
+            // A generous deadline: in a full run, heavy synchronous suites can hold the shared
+            // cooperative threads for tens of seconds.
+            let (_, metrics) = try await Self.request(url + "/metrics", timeout: 120)
             let peak = metrics.split(separator: "\n").first { $0.hasPrefix("logbook_memory_reserved_peak_bytes ") }.flatMap { Int($0.split(separator: " ")[1]) }
             #expect(peak.map { $0 > 0 && $0 <= budget } == true, "peak \(peak ?? -1), budget \(budget)")
             #expect(metrics.contains("logbook_memory_reserved_bytes 0"))
@@ -162,7 +164,9 @@ import Testing
                 let (got, _) = try await t.page(since: .empty, limits: limits)
                 #expect(got.frames == expected.frames && got.next == expected.next && got.more == expected.more && got.complete)
             }
-            let (_, metrics) = try await request(url + "/metrics")
+            // A generous deadline: in a full run, heavy synchronous suites can hold the shared
+            // cooperative threads for tens of seconds.
+            let (_, metrics) = try await Self.request(url + "/metrics", timeout: 120)
             let peak = metrics.split(separator: "\n").first { $0.hasPrefix("logbook_memory_reserved_peak_bytes ") }.flatMap { Int($0.split(separator: " ")[1]) }
             let slice = OutgoingPage.bytesBound(PageLimits(maxBytes: OutgoingPage.chunkBytes, maxFrames: 1 << 16))
             #expect(peak.map { $0 <= slice && $0 < OutgoingPage.bytesBound(big) } == true, "peak \(peak ?? -1)")
