@@ -115,6 +115,33 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
+    Benchmark("links depth 3, 100K-link graph", configuration: config(["depth-3 p50 (us)", "depth-3 p99 (us)", "depth-1 p99 (us)", "items reached at depth 3 (mean)", "depth-3 both ways p99 (us)"])) { benchmark in
+        let projection = try LinkGraph.build()
+        var rng = SplitMix64(seed: 12)
+        var three: [Double] = [], one: [Double] = [], both: [Double] = []
+        var reached = 0
+        benchmark.startMeasurement()
+        for _ in 0..<500 {
+            let start = LinkGraph.items[Int(rng.next() % UInt64(LinkGraph.items.count))]
+            var t = Clock.now()
+            reached += try projection.linked(from: start, depth: 3).count
+            three.append(Clock.now() - t)
+            t = Clock.now()
+            _ = try projection.linked(from: start, depth: 1)
+            one.append(Clock.now() - t)
+            t = Clock.now()
+            _ = try projection.linked(from: start, depth: 3, direction: .both)
+            both.append(Clock.now() - t)
+        }
+        benchmark.stopMeasurement()
+        three.sort(); one.sort(); both.sort()
+        benchmark.measurement(metric("depth-3 p50 (us)"), Int(three[three.count / 2] * 1e6))
+        benchmark.measurement(metric("depth-3 p99 (us)"), Int(three[three.count * 99 / 100] * 1e6))
+        benchmark.measurement(metric("depth-1 p99 (us)"), Int(one[one.count * 99 / 100] * 1e6))
+        benchmark.measurement(metric("items reached at depth 3 (mean)"), reached / 500)
+        benchmark.measurement(metric("depth-3 both ways p99 (us)"), Int(both[both.count * 99 / 100] * 1e6))
+    }
+
     Benchmark("FTS search and 10-level subtree, 100K items", configuration: config(["search p50 (us)", "search p99 (us)", "subtree p50 (us)", "subtree p99 (us)", "subtree rows"])) { benchmark in
         let projection = try Hierarchy.build()
         var rng = SplitMix64(seed: 9)
@@ -143,6 +170,38 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("subtree p50 (us)"), Int(subtree[subtree.count / 2] * 1e6))
         benchmark.measurement(metric("subtree p99 (us)"), Int(subtree[subtree.count * 99 / 100] * 1e6))
         benchmark.measurement(metric("subtree rows"), rows)
+    }
+}
+
+enum LinkGraph {
+    nonisolated(unsafe) static var items: [String] = []
+
+    /// 10K items and 100K links between them (random ends, three kinds, 2% deleted): seed 001's
+    /// 100K-edge graph. Average out-degree 10, so depth 3 reaches about a thousand items.
+    static func build() throws -> Projection {
+        let path = Workload.root + "/links"
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: Workload.root, withIntermediateDirectories: true)
+        let store = try Store.create(at: path)
+        let appender = try LogAppender(store: store)
+        var rng = SplitMix64(seed: 11)
+        let ids = (0..<10_000).map { _ in UUID() }
+        items = ids.map(\.lowercasedString)
+        var batch: [Mutation] = ids.map { Mutation(entity: .item, op: .create, entityID: $0, fields: [Field("title", .text("item"))]) }
+        let kinds = ["LINK", "SEQUENCE", "AFFINITY"]
+        for k in 0..<100_000 {
+            let id = UUID()
+            batch.append(Mutation(entity: .link, op: .create, entityID: id, fields: [
+                Field("from_id", .text(items[Int(rng.next() % 10_000)])), Field("kind", .text(kinds[k % 3])),
+                Field("to_id", .text(items[Int(rng.next() % 10_000)])), Field("weight", .real(Double(rng.next() % 10) / 10)),
+            ]))
+            if rng.next() % 50 == 0 { batch.append(Mutation(entity: .link, op: .delete, entityID: id)) }
+            if batch.count >= 1000 { _ = try appender.append(batch); batch.removeAll() }
+        }
+        if !batch.isEmpty { _ = try appender.append(batch) }
+        try appender.close()
+        try Projection.rebuild(store: store)
+        return try Projection(store: store)
     }
 }
 

@@ -79,6 +79,12 @@ public enum DomainSchema {
             FieldSpec("kind", .text), FieldSpec("rescheduled_to", .date), FieldSpec("due_at", .timestamp), FieldSpec("notes", .text),
             FieldSpec("user_id", .text, column: false),
         ]),
+        // Event schema version 2: a directed link between two items (seed 001's edges). `kind` is
+        // open (LINK, NEST, SEQUENCE, AFFINITY, …); traversals follow links that are not deleted.
+        EntitySpec(entity: .link, table: "links", fields: [
+            FieldSpec("from_id", .uuid, nullable: false), FieldSpec("to_id", .uuid, nullable: false), FieldSpec("kind", .text),
+            FieldSpec("weight", .number), FieldSpec("label", .text),
+        ]),
     ]
 
     /// Fields every entity may carry: the time the app says the entity was created.

@@ -151,6 +151,11 @@ extension FieldRules {
         if let a = m.actor, a.isEmpty || a.utf8.count > actorBytesMax {
             throw fail("actor must be 1 to \(actorBytesMax) bytes", field: "actor")
         }
+        guard m.entity.isKnown else { throw fail("unknown entity code \(m.entity.rawValue)", field: "entity") }
+        guard m.op.isKnown else { throw fail("unknown op code \(m.op.rawValue)", field: "op") }
+        if m.entity == .link, m.op == .create, let missing = missingLinkEnd(m.fields) {
+            throw fail("a link create names both ends in fields from_id and to_id", field: missing)
+        }
         if m.entity == .itemTag {
             if m.op == .create && !(names.contains("item_id") && names.contains("tag_id")) {
                 throw fail("an item_tag create names its pair in fields item_id and tag_id", field: names.contains("item_id") ? "tag_id" : "item_id")
@@ -161,6 +166,15 @@ extension FieldRules {
                 }
             }
         }
+    }
+}
+
+extension FieldRules {
+    /// The end a link create leaves out (`from_id` or `to_id`), or nil when it names both.
+    public static func missingLinkEnd(_ fields: [Field]) -> String? {
+        if !fields.contains(where: { $0.name == "from_id" }) { return "from_id" }
+        if !fields.contains(where: { $0.name == "to_id" }) { return "to_id" }
+        return nil
     }
 }
 

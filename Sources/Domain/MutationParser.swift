@@ -361,6 +361,9 @@ private struct JSONScanner {
                                  message: "an item_tag names its pair with both item_id and tag_id, or with neither (a pair cannot change)")
             }
         }
+        if entity == .link, op == .create, let missing = FieldRules.missingLinkEnd(fs) {
+            throw InputError(line: line, column: nil, field: missing, message: "a link create names both ends in fields from_id and to_id")
+        }
         if entityID == nil, entity == .completion || entity == .recurrenceException {
             guard case .text(let it)? = fs.first(where: { $0.name == "item_id" })?.value,
                   case .text(let date)? = fs.first(where: { $0.name == "original_occurrence_date" })?.value,

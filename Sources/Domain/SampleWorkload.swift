@@ -35,6 +35,7 @@ public struct SampleWorkload: Sequence, IteratorProtocol {
         return String(c[0..<8]) + "-" + String(c[8..<12]) + "-" + String(c[12..<16]) + "-" + String(c[16..<20]) + "-" + String(c[20..<32])
     }
 
+    static let linkKinds = ["LINK", "SEQUENCE", "AFFINITY"]
     private mutating func pick<T>(_ a: [T]) -> T { a[Int(rng.next() % UInt64(a.count))] }
 
     private mutating func title() -> String {
@@ -82,6 +83,10 @@ public struct SampleWorkload: Sequence, IteratorProtocol {
         }
         if roll < 27, !deleted.isEmpty {
             return "{\"entity\":\"item\",\"op\":\"restore\",\"id\":\"\(pick(deleted))\"}"
+        }
+        if roll < 30 {
+            // Links between items (seed 001's edges), since event schema version 2.
+            return "{\"entity\":\"link\",\"op\":\"create\",\"id\":\"\(uuid())\",\"fields\":{\"from_id\":\"\(pick(items))\",\"to_id\":\"\(pick(items))\",\"kind\":\"\(pick(Self.linkKinds))\"}}"
         }
         let id = pick(items)
         switch rng.next() % 5 {

@@ -234,9 +234,9 @@ public struct TagValues: EntityValues, Equatable {
 public struct ItemTagValues: EntityValues, Equatable {
     /// The entity kind of these values.
     public static let entity = Entity.itemTag
-    /// The `item_i_d` field (required; part of the entity's identity).
+    /// The `item_id` field (required; part of the entity's identity).
     public var itemID: UUID
-    /// The `tag_i_d` field (required; part of the entity's identity).
+    /// The `tag_id` field (required; part of the entity's identity).
     public var tagID: UUID
 
     /// The pair (item, tag).
@@ -256,11 +256,51 @@ public struct ItemTagValues: EntityValues, Equatable {
     public var derivedID: UUID? { FieldRules.itemTagID(item: itemID, tag: tagID) }
 }
 
+/// A directed link between two items: `links` in the projection (seed 001's edges). Follow links
+/// with `Logbook.linked(from:depth:kinds:direction:)`.
+public struct LinkValues: EntityValues, Equatable {
+    /// The entity kind of these values.
+    public static let entity = Entity.link
+    /// The `from_id` field: the item the link starts at (required when the link is created).
+    public var from: Edit<UUID>?
+    /// The `to_id` field: the item the link points to (required when the link is created).
+    public var to: Edit<UUID>?
+    /// The `kind` field: LINK, NEST, SEQUENCE, AFFINITY or any text of your own.
+    public var kind: Edit<String>?
+    /// The `weight` field.
+    public var weight: Edit<Double>?
+    /// The `label` field.
+    public var label: Edit<String>?
+
+    /// A link from one item to another.
+    public init(from: UUID, to: UUID, kind: Edit<String>? = nil, weight: Edit<Double>? = nil, label: Edit<String>? = nil) {
+        self.from = .set(from)
+        self.to = .set(to)
+        self.kind = kind
+        self.weight = weight
+        self.label = label
+    }
+
+    /// Values for an update: only the fields given.
+    public init(kind: Edit<String>? = nil, weight: Edit<Double>? = nil, label: Edit<String>? = nil) {
+        self.kind = kind
+        self.weight = weight
+        self.label = label
+    }
+
+    /// The fields set, as the log stores them.
+    public var fields: [Field] {
+        var l = FieldList()
+        l.add("from_id", from); l.add("to_id", to); l.add("kind", kind); l.add("weight", weight); l.add("label", label)
+        return l.fields
+    }
+}
+
 /// Time spent on an item: `time_entries`.
 public struct TimeEntryValues: EntityValues, Equatable {
     /// The entity kind of these values.
     public static let entity = Entity.timeEntry
-    /// The `item_i_d` field: nil leaves it out of the mutation, `.clear` sets it to null.
+    /// The `item_id` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var itemID: Edit<UUID>?
     /// The `started_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
     public var startedAt: Edit<Date>?
@@ -316,7 +356,7 @@ public struct SavedSearchValues: EntityValues, Equatable {
 public struct CompletionValues: EntityValues, Equatable {
     /// The entity kind of these values.
     public static let entity = Entity.completion
-    /// The `item_i_d` field: the item this belongs to (required).
+    /// The `item_id` field: the item this belongs to (required).
     public var itemID: UUID
     /// The occurrence's scheduled day (`YYYY-MM-DD`), its identity.
     public var originalOccurrenceDate: Day
@@ -353,7 +393,7 @@ public struct CompletionValues: EntityValues, Equatable {
 public struct RecurrenceExceptionValues: EntityValues, Equatable {
     /// The entity kind of these values.
     public static let entity = Entity.recurrenceException
-    /// The `item_i_d` field: the item this belongs to (required).
+    /// The `item_id` field: the item this belongs to (required).
     public var itemID: UUID
     /// The occurrence's scheduled day (`YYYY-MM-DD`), part of its identity.
     public var originalOccurrenceDate: Day

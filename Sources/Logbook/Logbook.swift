@@ -401,6 +401,33 @@ public final class Logbook: @unchecked Sendable {
     /// The tags each of `items` carries now, by item id (lowercase text, as `ItemRow.id`).
     public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try projection.tags(of: items.map(\.id)) }
 
+    /// The items reachable from `item` by links that are not deleted, each once with its least
+    /// depth (breadth first; cycle-safe). Deleted items are skipped; an item not in the
+    /// projection (an orphan link) is returned with `exists` false.
+    /// - Parameters:
+    ///   - depth: the most links to follow, at least 1.
+    ///   - kinds: follow only links of these kinds (nil: all).
+    ///   - direction: outgoing (what `item` links to), incoming, or both.
+    public func linked(from item: UUID, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
+                       limit: Int = 100_000) throws -> [LinkedItem] {
+        do {
+            return try projection.linked(from: item.lowercasedString, depth: depth, kinds: kinds, direction: direction, limit: limit)
+        } catch let e as ProjectionError {
+            if case .invalid(let m) = e { throw LogbookError(.invalid, m) }
+            throw e
+        }
+    }
+
+    /// The links that start or end at `item`.
+    public func links(of item: UUID, includeDeleted: Bool = false) throws -> [LinkRow] {
+        try projection.links(of: item.lowercasedString, includeDeleted: includeDeleted)
+    }
+
+    /// Events in the log that this build did not understand entirely when it projected them
+    /// (written by a newer build): kept, shipped, and projected as far as understood. Opening
+    /// for writing with a build that understands them rebuilds the projection.
+    public func unreadEvents() throws -> [UnreadEvents] { try projection.unreadEvents() }
+
     /// Every event of one entity in merge order, with the fields whose current value each set.
     public struct History: Sendable {
         /// One event, and the fields whose value now comes from it.
@@ -573,11 +600,16 @@ public struct LogbookStatus: Sendable {
     public var log: StoreStatus
     /// The peers this store exchanged with.
     public var peers: [PeerState.Peer]
+    /// Events the projection could not apply entirely because a newer build wrote them (empty
+    /// when there is no projection yet, or it cannot be read).
+    public var unread: [UnreadEvents]
 }
 
 extension Logbook {
-    /// What the store holds (origins, events, segments, bytes) and its peers.
+    /// What the store holds (origins, events, segments, bytes), its peers, and the events the
+    /// projection did not understand. Reads the projection file without writing to it.
     public func status() throws -> LogbookStatus {
-        LogbookStatus(log: try store.status(), peers: try peers())
+        LogbookStatus(log: try store.status(), peers: try peers(),
+                      unread: (try? Projection.unreadEvents(at: Projection.path(for: store))) ?? [])
     }
 }

@@ -37,7 +37,15 @@ public final class ProjectedStore: @unchecked Sendable {
         self.store = store
         projects = project
         appender = try LogAppender.opening(store, wallClock: wallClock, options: options)
-        projection = try Projection(store: store)
+        var p = try Projection(store: store)
+        // Events a newer build wrote that this build now understands (it was upgraded) were
+        // applied in part, or skipped, by the build before: the projection is made again from the log.
+        if project, try p.unreadEvents().contains(where: \.understoodNow) {
+            try p.close()
+            try Projection.rebuild(store: store, progress: progress)
+            p = try Projection(store: store)
+        }
+        projection = p
         // The projection applies only committed events: if it has applied more of this
         // store's own log than the log now holds, committed frames were lost.
         if let applied = try projection.cursor()[store.replicaID] {

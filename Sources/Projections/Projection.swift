@@ -2,6 +2,18 @@ import EventLog
 import Foundation
 import GRDB
 
+/// Events of one kind that a projection applied only in part, or not at all, because the build
+/// that applied them did not know their entity, op or schema version (docs/FORMAT.md, "Evolution").
+public struct UnreadEvents: Sendable, Equatable {
+    public var entity: Entity
+    public var op: Op
+    public var schemaVersion: UInt8
+    /// How many events of this kind.
+    public var events: Int
+    /// True when this build understands them: a rebuild projects them entirely.
+    public var understoodNow: Bool { entity.isKnown && op.isKnown && schemaVersion <= Event.currentSchemaVersion }
+}
+
 /// The projection of a store's log into SQLite tables (`<store>/projection.sqlite`): items,
 /// tags, item_tags, time_entries, saved_searches, completion_history, recurrence_exceptions,
 /// plus conflicts, sync_anomalies, the projection cursor, an FTS5 index over items and the
@@ -115,6 +127,32 @@ public final class Projection: @unchecked Sendable {
             if tip > a { out[o] = tip - a }
         }
         return out
+    }
+
+    /// Events the projection holds in the log but did not understand entirely when it applied
+    /// them (a newer build's entity, op or schema version), counted by kind.
+    public func unreadEvents() throws -> [UnreadEvents] {
+        try pool.read(Projection.unreadEvents)
+    }
+
+    /// `unreadEvents()` of the projection file at `path`, opened read-only (nothing is migrated
+    /// or written): empty when the file or the table does not exist.
+    public static func unreadEvents(at path: String) throws -> [UnreadEvents] {
+        guard FileManager.default.fileExists(atPath: path) else { return [] }
+        var c = SQLiteGuard.configuration()
+        c.readonly = true
+        let q = try DatabaseQueue(path: path, configuration: c)
+        defer { try? q.close() }
+        return try q.read { db in try db.tableExists("projection_unread") ? try unreadEvents(db) : [] }
+    }
+
+    static func unreadEvents(_ db: Database) throws -> [UnreadEvents] {
+            try Row.fetchAll(db, sql: "SELECT entity, op, schema_version, events FROM projection_unread ORDER BY entity, op, schema_version").map { r in
+                let e: Int64 = try r.decode(atIndex: 0), o: Int64 = try r.decode(atIndex: 1), v: Int64 = try r.decode(atIndex: 2)
+                let n: Int64 = try r.decode(atIndex: 3)
+                return UnreadEvents(entity: Entity(rawValue: UInt8(clamping: e)), op: Op(rawValue: UInt8(clamping: o)),
+                                    schemaVersion: UInt8(clamping: v), events: Int(clamping: n))
+            }
     }
 
     /// The projection's cursor: the last seq applied per origin.

@@ -116,6 +116,19 @@ public struct ProjectionSchema: Sendable {
                 CREATE INDEX items_completed ON items(completed_at) WHERE completed_at IS NOT NULL;
                 CREATE INDEX items_modified ON items(modified_at);
                 """),
+            // Event schema version 2: links between items, with an index for each direction (the
+            // traversal reads links that are not deleted), and the count of events this build
+            // did not understand entirely (a newer build's), so an upgraded build rebuilds.
+            ("v4 links, unread events", """
+                CREATE TABLE links (
+                    id TEXT PRIMARY KEY NOT NULL, from_id TEXT, to_id TEXT, kind TEXT, weight NUMERIC, label TEXT,
+                    version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
+                CREATE INDEX links_from ON links(from_id, kind, to_id) WHERE deleted_at IS NULL;
+                CREATE INDEX links_to ON links(to_id, kind, from_id) WHERE deleted_at IS NULL;
+                CREATE TABLE projection_unread (
+                    entity INTEGER NOT NULL, op INTEGER NOT NULL, schema_version INTEGER NOT NULL, events INTEGER NOT NULL,
+                    PRIMARY KEY (entity, op, schema_version)) WITHOUT ROWID;
+                """),
         ]
     )
 

@@ -60,6 +60,9 @@ final class Projector {
     private var resolutions: [(Key, Int, UInt64, String)] = []
     private var occurrenceChecks = Set<Key>()
     private(set) var openConflicts = 0
+    /// Events this build did not understand entirely, since the last flush.
+    struct UnreadKey: Hashable { var entity: UInt8, op: UInt8, version: UInt8 }
+    private var unread: [UnreadKey: Int] = [:]
     private(set) var eventsApplied = 0
     /// Runs of consecutive new seqs of one origin, in the order applied: the commit journal's rows.
     private var runs: [(origin: Int, first: UInt64, last: UInt64)] = []
@@ -150,7 +153,8 @@ final class Projector {
             originIdx = addOrigin(e.origin)
             lastOrigin = (e.origin, originIdx)
         }
-        if e.seq.rawValue > appliedSeq[originIdx] {
+        let isNew = e.seq.rawValue > appliedSeq[originIdx]
+        if isNew {
             appliedSeq[originIdx] = e.seq.rawValue
             cursorMoved[originIdx] = true
             if let r = runs.last, r.origin == originIdx, r.last &+ 1 == e.seq.rawValue {
@@ -160,6 +164,15 @@ final class Projector {
             }
         }
         eventsApplied += 1
+        if !e.isUnderstood {
+            // A newer build's event: kept in the log, projected as far as this build understands
+            // (the fields it knows of a known entity and op), and counted (once: a redelivery is
+            // not past the cursor) so an upgraded build knows to rebuild (docs/FORMAT.md, "Evolution").
+            if isNew {
+                unread[UnreadKey(entity: e.entity.rawValue, op: e.op.rawValue, version: e.schemaVersion), default: 0] += 1
+            }
+            guard e.entity.isKnown && e.op.isKnown else { return }
+        }
         let t = tableByEntity[Int(e.entity.rawValue)]
         guard t >= 0 else { return }
         let key = Key(table: t, id: e.entityID)
@@ -207,8 +220,8 @@ final class Projector {
             if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
                 row.lifecycle = (row.intern(stamp), e.op == .delete)
             }
-        case .update:
-            break
+        default:
+            break  // .update; an unknown op never gets here (`apply`)
         }
         let byCode = columnByCode[key.table]
         // An item_tag is the pair it was created with: pair fields that name another pair (a
@@ -301,6 +314,13 @@ final class Projector {
         }
         resolutions.removeAll()
         if !occurrenceChecks.isEmpty { try checkOccurrences(db: db) }
+        for (k, n) in unread {
+            try db.cachedStatement(sql: """
+                INSERT INTO projection_unread (entity, op, schema_version, events) VALUES (?, ?, ?, ?)
+                ON CONFLICT(entity, op, schema_version) DO UPDATE SET events = events + excluded.events
+                """).execute(arguments: [Int(k.entity), Int(k.op), Int(k.version), n])
+        }
+        unread.removeAll()
         for i in cursorMoved.indices where cursorMoved[i] {
             cursor[origins[i]] = Seq(appliedSeq[i])
             try db.cachedStatement(sql: "INSERT INTO projection_cursor (origin, last_seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET last_seq = excluded.last_seq")

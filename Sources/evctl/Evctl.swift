@@ -13,7 +13,7 @@ struct Evctl: AsyncParsableCommand {
             4 the input was refused (nothing was appended); 5 appended durably but not projected (do not retry the
             append: `evctl replay` completes it); 64 bad usage.
             """,
-        subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self,
+        subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self, LinksCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
                       StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, PullCommand.self,
                       PushCommand.self, SyncCommand.self, ServeCommand.self, SnapshotCommand.self, CompactCommand.self, SampleCommand.self, WatchCommand.self]

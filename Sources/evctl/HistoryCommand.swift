@@ -9,7 +9,7 @@ struct HistoryCommand: StoreCommand {
         discussion: "--json prints {\"entity\",\"id\",\"events\":[…as `log --json`, plus \"holds\":[fields whose current value it set]]}."
     )
     @OptionGroup var options: StoreOptions
-    @Argument(help: "Entity kind: item, tag, item_tag, time_entry, saved_search, completion, recurrence_exception.") var entity: String
+    @Argument(help: "Entity kind: item, tag, item_tag, time_entry, saved_search, completion, recurrence_exception, link.") var entity: String
     @Argument(help: "Entity id (a UUID).") var id: String
 
     func execute() throws {

@@ -25,6 +25,10 @@ struct StatusCommand: StoreCommand {
                                  ("last_sync_at", p.lastSyncAt.map(JSON.string) ?? "null"), ("last_error", p.lastError.map(JSON.string) ?? "null"),
                                  ("pulled_events", String(p.pulledEvents)), ("pushed_events", String(p.pushedEvents))])
                 }.joined(separator: ",") + "]"),
+                ("unread", "[" + status.unread.map { u in
+                    JSON.object([("entity", JSON.string(u.entity.name)), ("op", JSON.string(u.op.name)),
+                                 ("schema_version", String(u.schemaVersion)), ("events", String(u.events))])
+                }.joined(separator: ",") + "]"),
             ]))
         } else {
             print("store       \(book.path)")
@@ -38,6 +42,11 @@ struct StatusCommand: StoreCommand {
             for p in peers {
                 let when = p.lastSyncAt.map { "last synced \($0)" } ?? "never synced"
                 print("peer        \(printable(p.name)): \(when), \(p.pulledEvents) events pulled, \(p.pushedEvents) pushed" + (p.lastError.map { "; last error: \(printable($0, limit: 300))" } ?? ""))
+            }
+            for u in status.unread {
+                let what = u.understoodNow ? "understood by this build: rebuilt when the store is next opened for writing"
+                    : "written by a newer build: kept and shipped, projected as far as this build understands"
+                print("unread      \(u.events) \(u.entity.name) \(u.op.name) events of schema version \(u.schemaVersion) (\(what))")
             }
         }
     }

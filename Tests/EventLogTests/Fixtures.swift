@@ -35,6 +35,24 @@ enum Fixtures {
             clock.advance(1500)
             i += size
         }
+        // Event schema version 2: links (a cycle, a kind, a weight, a label, one deleted) and
+        // seed 001's typed item fields.
+        let items = ms.filter { $0.entity == .item && $0.op == .create }.map(\.entityID)
+        func link(_ n: Int, _ from: UUID, _ to: UUID, _ extra: [Field]) -> Mutation {
+            Mutation(entity: .link, op: .create, entityID: UUID(uuidString: String(format: "11a0c000-0000-4000-8000-%012d", n))!,
+                     fields: [Field("from_id", .text(from.lowercasedString)), Field("to_id", .text(to.lowercasedString))] + extra)
+        }
+        _ = try appender.append([
+            link(1, items[0], items[1], [Field("kind", .text("LINK")), Field("weight", .real(0.5))]),
+            link(2, items[1], items[2], [Field("kind", .text("SEQUENCE")), Field("label", .text("then"))]),
+            link(3, items[2], items[0], [Field("kind", .text("LINK"))]),
+            Mutation(entity: .item, op: .update, entityID: items[0], fields: [
+                Field("importance", .integer(2)), Field("latitude", .real(48.8566)), Field("location_name", .text("Paris")),
+                Field("longitude", .real(2.3522)), Field("priority", .integer(3)),
+            ]),
+        ])
+        clock.advance(1500)
+        _ = try appender.append([Mutation(entity: .link, op: .delete, entityID: UUID(uuidString: "11a0c000-0000-4000-8000-000000000003")!)])
         try appender.close()
         // The event-id index and the lock are not part of the fixture.
         for f in ["eventids.sqlite", "eventids.sqlite-wal", "eventids.sqlite-shm", "LOCK"] {
@@ -132,14 +150,16 @@ enum Fixtures {
 
     /// Writes the golden store and every failure case under `root`.
     static func writeAll(to root: String) throws {
-        try? FileManager.default.removeItem(atPath: root + "/log")
+        // `golden-v1` (written by the build before event schema version 2) is never rewritten.
+        // The damaged copies are made from it too, so their expectations (seqs, segments) hold.
+        for name in ["golden", "golden-events.txt"] + cases.map(\.name) { try? FileManager.default.removeItem(atPath: root + "/log/" + name) }
         try FileManager.default.createDirectory(atPath: root + "/log", withIntermediateDirectories: true)
         let golden = try buildGolden(at: root + "/log/golden")
         let events = try LogReader(store: golden).events(origin: golden.replicaID)
         try (events.map(describe).joined(separator: "\n") + "\n").write(toFile: root + "/log/golden-events.txt", atomically: true, encoding: .utf8)
         for c in cases {
             let path = root + "/log/" + c.name
-            copyTree(golden.path, path)
+            copyTree(root + "/log/golden-v1", path)
             try c.damage(try Store.open(at: path))
         }
     }

@@ -72,6 +72,26 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         #expect(throws: InputError.self) { try book.append(ndjson: #"{"entity":"item","op":"update","id":"\#(id)","fields":{"priority":"high"}}"#) }
     }
 
+    @Test func linksAreWrittenTypedAndFollowed() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let a = try book.create(ItemValues(title: "Plan")), b = try book.create(ItemValues(title: "Book")), c = try book.create(ItemValues(title: "Go"))
+        let ab = try book.create(LinkValues(from: a, to: b, kind: "SEQUENCE", weight: 1.5))
+        _ = try book.create(LinkValues(from: b, to: c, kind: "SEQUENCE", label: "then"))
+        _ = try book.create(LinkValues(from: c, to: a, kind: "LINK"))
+        let reached = try book.linked(from: a, depth: 3)
+        #expect(reached.map(\.id) == [b, c].map(\.lowercasedString) && reached.map(\.depth) == [1, 2])
+        #expect(try book.linked(from: a, depth: 3, kinds: ["LINK"]).isEmpty)
+        #expect(try book.linked(from: a, direction: .incoming).map(\.title) == ["Go"])
+        try book.update(ab, LinkValues(weight: 2))
+        #expect(try book.links(of: a).first { $0.id == ab.lowercasedString }?.weight == 2)
+        try book.delete(.link, ab)
+        #expect(try book.linked(from: a, depth: 3).isEmpty)
+        #expect(throws: LogbookError.self) { try book.linked(from: a, depth: 0) }
+        #expect(throws: InputError.self) { try book.create(LinkValues(kind: "LINK")) }  // a create names both ends
+        #expect(try book.status().unread.isEmpty)
+    }
+
     @Test func aRefusedChangeAppendsNothingAndSaysWhichAndWhere() throws {
         let dir = TempDir()
         let book = try Logbook.open(at: dir.path + "/a", creating: true)

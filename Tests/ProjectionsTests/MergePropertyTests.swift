@@ -13,6 +13,7 @@ import Testing
         func pick<T>(_ a: [T]) -> T { a[Int(rng.next() % UInt64(a.count))] }
         let items = (0..<6).map { _ in UUID() }
         let tags = (0..<3).map { _ in UUID() }
+        let links = (0..<4).map { _ in UUID() }
         let dates = ["2026-03-01", "2026-03-08"]
         var f = EventFactory()
         var clocks: [ReplicaID: UInt64] = [originA: 0, originB: 0, originC: 0]
@@ -23,7 +24,7 @@ import Testing
             clocks[o]! += 1 + rng.next() % 3
             let t = hlc(clocks[o]! * 10)
             let base: UInt64? = rng.next() % 3 == 0 ? nil : hlc((clocks[o]! - min(clocks[o]!, rng.next() % 6)) * 10)
-            let kind = rng.next() % 10
+            let kind = rng.next() % 12
             let e: Event
             if kind < 6 {
                 let op = pick([Op.create, .update, .update, .update, .delete, .restore])
@@ -45,6 +46,26 @@ import Testing
                 let i = pick(items), g = pick(tags)
                 e = f.make(o, hlc: t, .itemTag, pick([.create, .create, .delete, .restore]), FieldRules.itemTagID(item: i, tag: g),
                            [Field("item_id", .text(i.lowercasedString)), Field("tag_id", .text(g.lowercasedString))], base: base)
+            } else if kind == 10 {
+                // Links between items, with cycles; from and to fixed by the create.
+                let id = pick(links)
+                var fields: [Field] = []
+                let op = pick([Op.create, .update, .delete, .restore])
+                if op == .create { fields = [Field("from_id", .text(pick(items).lowercasedString)), Field("to_id", .text(pick(items).lowercasedString))] }
+                if op != .delete && rng.next() % 2 == 0 { fields.append(Field("kind", .text(pick(["LINK", "SEQUENCE"])))) }
+                if op == .update { fields.append(Field("weight", .real(Double(rng.next() % 8) / 2))) }
+                e = f.make(o, hlc: t, .link, op, id, fields.sorted { $0.name < $1.name }, base: base)
+            } else if kind == 11 {
+                // A newer build's events: an entity and an op this build does not know, and an item
+                // event of a later schema version with a field code it does not know.
+                switch rng.next() % 3 {
+                case 0: e = f.make(o, hlc: t, Entity(rawValue: 42), .create, pick(items), [Field("title", .text("x"))], base: base)
+                case 1: e = f.make(o, hlc: t, .item, Op(rawValue: 9), pick(items), [Field("title", .text("moved"))], base: base)
+                default:
+                    var n = f.make(o, hlc: t, .item, .update, pick(items), [Field("#200", .integer(1)), Field("title", .text("v9 \(rng.next() % 3)"))], base: base)
+                    n.schemaVersion = 9
+                    e = n
+                }
             } else {
                 let entity = pick([Entity.completion, .recurrenceException])
                 let d = pick(dates)
@@ -99,7 +120,7 @@ import Testing
         var rng = SplitMix64(seed: UInt64(seed) + 77)
         try p.apply(events.shuffled(using: &rng))
         var latest: [UUID: Event] = [:]
-        for e in events where e.op != .update {
+        for e in events where e.op != .update && e.entity.isKnown && e.op.isKnown {  // a newer build's entity or op is not applied
             if let l = latest[e.entityID], (l.hlc.rawValue, l.origin.description, l.seq.rawValue) >= (e.hlc.rawValue, e.origin.description, e.seq.rawValue) { continue }
             latest[e.entityID] = e
         }

@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func pageOfTheGoldenLog() throws {
-        let golden = try Store.open(at: Self.root + "/log/golden")
+        let golden = try Store.open(at: Self.root + "/log/golden-v1")
         let page = try FramePage.collect(from: golden, since: .empty, limits: PageLimits(maxBytes: 2000, maxFrames: 100))
         #expect(page.more && !page.frames.isEmpty)
         try pin(page.encoded(), "page-golden-first.bin")

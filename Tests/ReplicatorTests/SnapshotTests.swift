@@ -85,7 +85,8 @@ extension SnapshotTests {
         let dir = ShippingTests.Dir()
         let a = try Store.create(at: dir.path + "/a"), c = try Store.create(at: dir.path + "/c")
         let pa = try ProjectedStore(store: a)
-        _ = try pa.append(ShippingTests().mutations(40, seed: 6))
+        // No links: a build before migration v4 refused link events, so its snapshots never cover one.
+        _ = try pa.append(ShippingTests().mutations(40, seed: 6).filter { $0.entity != .link })
         try Snapshot.make(pa, to: dir.path + "/new.sqlite")
         let expected = try pa.projection.canonicalDump()
         try pa.close()
@@ -106,7 +107,8 @@ extension SnapshotTests {
         }
         try old.close()
         let info = try Snapshot.install(dir.path + "/old.sqlite", into: c)
-        #expect(info.anchors[a.replicaID]?.lastSeq == Seq(40))
+        let held = try LogReader(store: a).tip(origin: a.replicaID).lastSeq
+        #expect(info.anchors[a.replicaID]?.lastSeq == held)
         let pc = try ProjectedStore(store: c)
         #expect(try pc.projection.canonicalDump() == expected)
         try pc.close()

@@ -35,6 +35,43 @@ import Projections
         #expect(deep.status == 0 && deep.stdout.contains("identical"))
     }
 
+    @Test func linksFollowsItemsAndStatusNamesANewerBuildsEvents() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        let a = "11111111-1111-4111-8111-111111111111", b = "22222222-2222-4222-8222-222222222222", c = "33333333-3333-4333-8333-333333333333"
+        let input = """
+            {"entity":"item","op":"create","id":"\(a)","fields":{"title":"A"}}
+            {"entity":"item","op":"create","id":"\(b)","fields":{"title":"B \\u001b[2J"}}
+            {"entity":"link","op":"create","id":"aaaaaaaa-0000-4000-8000-000000000001","fields":{"from_id":"\(a)","to_id":"\(b)","kind":"LINK"}}
+            {"entity":"link","op":"create","id":"aaaaaaaa-0000-4000-8000-000000000002","fields":{"from_id":"\(b)","to_id":"\(c)","kind":"SEQUENCE"}}
+            {"entity":"link","op":"create","id":"aaaaaaaa-0000-4000-8000-000000000003","fields":{"from_id":"\(c)","to_id":"\(a)"}}
+            """
+        #expect(try Evctl.run(["append", "--store", store, "-"], stdin: input).status == 0)
+        let json = try Evctl.run(["links", "--store", store, a.uppercased(), "--depth", "3", "--json"])
+        #expect(json.status == 0)
+        let lines = json.stdout.split(separator: "\n").map { try! JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        #expect(lines.map { $0["id"] as? String } == [b, c])
+        #expect(lines.map { $0["depth"] as? Int } == [1, 2])
+        #expect(lines[1]["exists"] as? Bool == false && lines[1]["kind"] as? String == "SEQUENCE")
+        let text = try Evctl.run(["links", "--store", store, a, "--depth", "3", "--kind", "LINK"])
+        #expect(text.stdout.contains("\\u{1b}[2J") && !text.stdout.contains("\u{1b}"))  // a hostile title reaches no terminal raw
+        #expect(!text.stdout.contains(c))
+        let bad = try Evctl.run(["links", "--store", store, a, "--depth", "0"])
+        #expect(bad.status == 64 && bad.stderr.contains("--depth"))
+        #expect(try Evctl.run(["links", "--store", store, "nope"]).stderr.contains("not an item id"))
+
+        // A newer build's event, recorded as unread by the projection, is named by status.
+        let projection = try Projection(store: try Store.open(at: store))
+        try projection.database.write { try $0.execute(sql: "INSERT INTO projection_unread VALUES (42, 1, 3, 7)") }
+        try projection.close()
+        let status = try Evctl.run(["status", "--store", store, "--json"])
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as! [String: Any]
+        let unread = try #require(object["unread"] as? [[String: Any]])
+        #expect(unread.first?["entity"] as? String == "entity#42" && unread.first?["events"] as? Int == 7)
+        #expect(try Evctl.run(["status", "--store", store]).stdout.contains("unread      7 entity#42 create events of schema version 3"))
+    }
+
     @Test func replayRebuildAndDeepVerifyCatchATamperedProjection() throws {
         let dir = TempDir()
         let store = dir.path + "/s"

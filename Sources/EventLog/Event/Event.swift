@@ -1,64 +1,67 @@
 import Foundation
 
 /// The kinds of entity a task manager keeps. Codes are part of the on-disk format.
-public enum Entity: UInt8, CaseIterable, Sendable, CustomStringConvertible {
-    case item = 1
-    case tag = 2
-    case itemTag = 3
-    case timeEntry = 4
-    case savedSearch = 5
-    case completion = 6
-    case recurrenceException = 7
+///
+/// A value may hold a code this build does not know: a newer build's entity, read from the log
+/// or received from a peer. Such events are kept and shipped like any other; the projection
+/// skips them and records that it did (`isKnown`, docs/FORMAT.md "Evolution").
+public struct Entity: RawRepresentable, Hashable, Sendable, CustomStringConvertible, CaseIterable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
 
-    public var name: String {
-        switch self {
-        case .item: "item"
-        case .tag: "tag"
-        case .itemTag: "item_tag"
-        case .timeEntry: "time_entry"
-        case .savedSearch: "saved_search"
-        case .completion: "completion"
-        case .recurrenceException: "recurrence_exception"
-        }
-    }
+    public static let item = Entity(rawValue: 1)
+    public static let tag = Entity(rawValue: 2)
+    public static let itemTag = Entity(rawValue: 3)
+    public static let timeEntry = Entity(rawValue: 4)
+    public static let savedSearch = Entity(rawValue: 5)
+    public static let completion = Entity(rawValue: 6)
+    public static let recurrenceException = Entity(rawValue: 7)
+    /// A directed link between two items (since event schema version 2).
+    public static let link = Entity(rawValue: 8)
+
+    /// The entities this build knows, in code order.
+    public static let allCases: [Entity] = (1...8).map { Entity(rawValue: $0) }
+    private static let names = ["item", "tag", "item_tag", "time_entry", "saved_search", "completion", "recurrence_exception", "link"]
+
+    /// True when this build knows the entity.
+    public var isKnown: Bool { rawValue >= 1 && Int(rawValue) <= Entity.names.count }
+
+    /// The entity's name in NDJSON and outputs; `entity#N` for a code this build does not know.
+    public var name: String { isKnown ? Entity.names[Int(rawValue) - 1] : "entity#\(rawValue)" }
+
+    /// The known entity of that name.
     public init?(name: String) {
-        switch name {
-        case "item": self = .item
-        case "tag": self = .tag
-        case "item_tag": self = .itemTag
-        case "time_entry": self = .timeEntry
-        case "saved_search": self = .savedSearch
-        case "completion": self = .completion
-        case "recurrence_exception": self = .recurrenceException
-        default: return nil
-        }
+        guard let i = Entity.names.firstIndex(of: name) else { return nil }
+        self.rawValue = UInt8(i + 1)
     }
     public var description: String { name }
 }
 
-/// What an event does to its entity. Codes are part of the on-disk format.
-public enum Op: UInt8, CaseIterable, Sendable, CustomStringConvertible {
-    case create = 1
-    case update = 2
-    case delete = 3
-    case restore = 4
+/// What an event does to its entity. Codes are part of the on-disk format. Like `Entity`, a
+/// value may hold a newer build's code; the projection does not apply such an event.
+public struct Op: RawRepresentable, Hashable, Sendable, CustomStringConvertible, CaseIterable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
 
-    public var name: String {
-        switch self {
-        case .create: "create"
-        case .update: "update"
-        case .delete: "delete"
-        case .restore: "restore"
-        }
-    }
+    public static let create = Op(rawValue: 1)
+    public static let update = Op(rawValue: 2)
+    public static let delete = Op(rawValue: 3)
+    public static let restore = Op(rawValue: 4)
+
+    /// The ops this build knows, in code order.
+    public static let allCases: [Op] = (1...4).map { Op(rawValue: $0) }
+    private static let names = ["create", "update", "delete", "restore"]
+
+    /// True when this build knows the op.
+    public var isKnown: Bool { rawValue >= 1 && Int(rawValue) <= Op.names.count }
+
+    /// The op's name; `op#N` for a code this build does not know.
+    public var name: String { isKnown ? Op.names[Int(rawValue) - 1] : "op#\(rawValue)" }
+
+    /// The known op of that name.
     public init?(name: String) {
-        switch name {
-        case "create": self = .create
-        case "update": self = .update
-        case "delete": self = .delete
-        case "restore": self = .restore
-        default: return nil
-        }
+        guard let i = Op.names.firstIndex(of: name) else { return nil }
+        self.rawValue = UInt8(i + 1)
     }
     public var description: String { name }
 }
@@ -109,8 +112,10 @@ public struct Mutation: Sendable, Equatable {
 
 /// An event in the log: a mutation with its origin, position and clock.
 public struct Event: Sendable, Equatable {
-    /// The format's schema version for event records written by this code.
-    public static let currentSchemaVersion: UInt8 = 1
+    /// The event schema version this code writes and reads events into (docs/FORMAT.md,
+    /// "Evolution"). Events written in an older version are turned into this shape when read
+    /// (`EventUpcasters`); events of a newer version are kept as written.
+    public static let currentSchemaVersion: UInt8 = 2
 
     /// The writer-supplied event id, if any.
     public var explicitEventID: UUID?
@@ -127,7 +132,14 @@ public struct Event: Sendable, Equatable {
     public var fields: [Field]
     public var base: HLC?
     public var actor: String?
+    /// The schema version of the event's shape: the current one for every event written in an
+    /// older version (the reader upcasts it), the written one for an event of a newer version.
     public var schemaVersion: UInt8
+
+    /// True when this build understands the event entirely: its entity, its op and its schema
+    /// version. The projection applies the fields it knows of any event of a known entity and
+    /// op (a field name never changes meaning), and records the rest (`projection_unread`).
+    public var isUnderstood: Bool { entity.isKnown && op.isKnown && schemaVersion <= Event.currentSchemaVersion }
 
     public init(origin: ReplicaID, seq: Seq, hlc: HLC, mutation m: Mutation, schemaVersion: UInt8 = Event.currentSchemaVersion) {
         self.origin = origin

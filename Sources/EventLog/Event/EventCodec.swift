@@ -7,13 +7,28 @@ import Foundation
 /// same bytes.
 enum EventCodec {
     /// Field names with a one-byte code. Part of format version 1: append only, never reorder.
+    /// Codes 27 to 36 came with event schema version 2; a reader that meets a code it does not
+    /// know keeps the field under the name `#N` (docs/FORMAT.md, "Evolution").
     static let knownFieldNames: [String] = [
         "",  // 0: the name follows as text
         "title", "notes", "status", "item_type", "parent_id", "sort_order", "due_at",
         "earliest_start_at", "completed_at", "recurrence_rule", "name", "color", "item_id",
         "tag_id", "started_at", "ended_at", "duration_seconds", "query", "occurrence_date",
         "rescheduled_to", "kind", "user_id", "created_at", "is_pinned", "note", "original_occurrence_date",
+        // Event schema version 2: links, and seed 001's item fields.
+        "from_id", "to_id", "weight", "label", "priority", "importance", "location_name", "location_address",
+        "latitude", "longitude",
     ]
+
+    /// The name a field with an unknown code is kept under: `#` and the code (a name no input
+    /// may use: names start with a lowercase letter), written back as the same code.
+    static func unknownCodeName(_ code: Int) -> String { "#\(code)" }
+
+    /// The code an `unknownCodeName` stands for, or 0.
+    static func unknownCode(_ name: String) -> Int {
+        guard name.utf8.first == UInt8(ascii: "#"), let n = Int(name.dropFirst()), n >= knownFieldNames.count, n <= 255 else { return 0 }
+        return n
+    }
     /// Candidate codes by (name length, first letter), so finding a name's code costs one or
     /// two byte comparisons instead of hashing.
     static let codeTable: [[UInt8]] = {
@@ -82,7 +97,8 @@ enum EventCodec {
         }
         scratch.varint(UInt64(fields.count))
         for f in fields {
-            let code = knownCode(f.name)
+            var code = knownCode(f.name)
+            if code == 0 && f.name.utf8.first == UInt8(ascii: "#") { code = unknownCode(f.name) }
             if code != 0 {
                 scratch.varint(UInt64(code))
             } else {
@@ -139,14 +155,19 @@ enum EventCodec {
     /// the frame's first).
     @inline(__always)
     static func head(_ rr: inout ByteReader, firstHLC: HLC) throws -> (UInt8, UInt8, Entity, Op, HLC) {
+        // Any version from 1 on: the record's layout is the same in every version (a newer one
+        // adds entities, ops and fields, never flags); what it means is the reader's business.
         let version = try rr.u8()
-        guard version == 1 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event schema version \(version)") }
+        guard version >= 1 else { throw ByteReaderError(offset: rr.offset - 1, message: "event schema version 0 is not valid") }
         let flags = try rr.u8()
         guard flags & ~Flag.known == 0 else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown event flags \(flags)") }
+        // An entity or op this build does not know is a newer build's: kept, not refused.
         let entityCode = try rr.u8()
-        guard let entity = Entity(rawValue: entityCode) else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown entity code \(entityCode)") }
+        guard entityCode != 0 else { throw ByteReaderError(offset: rr.offset - 1, message: "entity code 0 is not valid") }
+        let entity = Entity(rawValue: entityCode)
         let opCode = try rr.u8()
-        guard let op = Op(rawValue: opCode) else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown op code \(opCode)") }
+        guard opCode != 0 else { throw ByteReaderError(offset: rr.offset - 1, message: "op code 0 is not valid") }
+        let op = Op(rawValue: opCode)
         let delta = try rr.varint()
         let (hlcRaw, overflow) = firstHLC.rawValue.addingReportingOverflow(delta)
         guard !overflow else { throw ByteReaderError(offset: rr.offset, message: "hlc overflows") }
@@ -177,13 +198,15 @@ enum EventCodec {
             } else if code < knownFieldNames.count {
                 name = knownFieldNames[code]
             } else {
-                throw ByteReaderError(offset: rr.offset, message: "unknown field code \(code)")
+                name = unknownCodeName(code)  // a newer build's field: kept
             }
             fields.append(Field(name, try decodeValue(&rr)))
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        return Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: fields,
-                     base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
+        var e = Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: fields,
+                      base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
+        if version < Event.currentSchemaVersion { EventUpcasters.upcast(&e) }
+        return e
     }
 
     /// Reads the record at `r.offset` with every check `decode` makes, building nothing; returns
@@ -204,8 +227,6 @@ enum EventCodec {
             let code = try rr.small("field code", atMost: 255)
             if code == 0 {
                 try skimText(&rr, count: try rr.length("field name length"))
-            } else if code >= knownFieldNames.count {
-                throw ByteReaderError(offset: rr.offset, message: "unknown field code \(code)")
             }
             let tagByte = try rr.u8()
             guard let tag = ValueTag(rawValue: tagByte) else { throw ByteReaderError(offset: rr.offset - 1, message: "unknown value tag \(tagByte)") }

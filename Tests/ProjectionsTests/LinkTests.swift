@@ -1,0 +1,91 @@
+import Domain
+import Foundation
+import Testing
+@testable import EventLog
+@testable import Projections
+
+/// Links between items (issue 11 §2): merged like every entity, traversed breadth first.
+@Suite struct LinkTests {
+    static func id(_ n: Int) -> UUID { UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", n))! }
+    static func linkID(_ n: Int) -> UUID { UUID(uuidString: String(format: "11110000-0000-4000-8000-%012d", n))! }
+
+    func item(_ n: Int, _ title: String) -> Mutation {
+        Mutation(entity: .item, op: .create, entityID: Self.id(n), fields: [Field("title", .text(title))])
+    }
+
+    func link(_ n: Int, _ from: Int, _ to: Int, kind: String? = nil) -> Mutation {
+        var fields = [Field("from_id", .text(Self.id(from).lowercasedString)), Field("to_id", .text(Self.id(to).lowercasedString))]
+        if let kind { fields.append(Field("kind", .text(kind))) }
+        return Mutation(entity: .link, op: .create, entityID: Self.linkID(n), fields: fields)
+    }
+
+    /// 1 → 2 → 3 → 1 (a cycle), 1 → 4 (SEQUENCE), 4 → 5, 3 → 6 (deleted item), 6 → 7,
+    /// 2 → 9 (no such item), 5 → 8 (link deleted).
+    func graph(_ dir: TempDir) throws -> ProjectedStore {
+        let store = try Store.create(at: dir.path + "/s")
+        let w = try ProjectedStore(store: store)
+        _ = try w.append((1...8).map { item($0, "item \($0)") } + [
+            link(1, 1, 2, kind: "LINK"), link(2, 2, 3, kind: "LINK"), link(3, 3, 1, kind: "LINK"), link(4, 1, 4, kind: "SEQUENCE"),
+            link(5, 4, 5), link(6, 3, 6, kind: "LINK"), link(7, 6, 7, kind: "LINK"), link(8, 2, 9, kind: "LINK"), link(9, 5, 8),
+        ])
+        _ = try w.append([
+            Mutation(entity: .item, op: .delete, entityID: Self.id(6)),
+            Mutation(entity: .link, op: .delete, entityID: Self.linkID(9)),
+        ])
+        return w
+    }
+
+    func ids(_ l: [LinkedItem]) -> [String] { l.map { "\(Int($0.id.suffix(12))!)@\($0.depth)" } }
+
+    @Test func reachableItemsComeOnceWithTheirLeastDepth() throws {
+        let dir = TempDir()
+        let w = try graph(dir)
+        defer { try? w.close() }
+        let p = w.projection
+        let start = Self.id(1).lowercasedString
+        #expect(ids(try p.linked(from: start, depth: 1)) == ["2@1", "4@1"])
+        // Cycle-safe: 1 is never returned; 6 is deleted (neither returned nor followed, so 7 is
+        // not reached); 9 is an orphan (returned as missing, not followed); 8's link is deleted.
+        let all = try p.linked(from: start, depth: 10)
+        #expect(ids(all) == ["2@1", "4@1", "3@2", "5@2", "9@2"])
+        let orphan = try #require(all.first { $0.id.hasSuffix("000000000009") })
+        #expect(!orphan.exists && orphan.title == nil && orphan.via == Self.id(2).lowercasedString)
+        #expect(all.first { $0.id.hasSuffix("000000000003") }?.title == "item 3")
+        // Kinds filter which links are followed.
+        #expect(ids(try p.linked(from: start, depth: 10, kinds: ["LINK"])) == ["2@1", "3@2", "9@2"])
+        #expect(ids(try p.linked(from: start, depth: 10, kinds: ["SEQUENCE"])) == ["4@1"])
+        // Incoming: what links to 1, then to those.
+        #expect(ids(try p.linked(from: start, depth: 2, direction: .incoming)) == ["3@1", "2@2"])
+        #expect(ids(try p.linked(from: Self.id(5).lowercasedString, depth: 1, direction: .both)) == ["4@1"])
+        #expect(try p.linked(from: start, depth: 10, limit: 3).count == 3)
+        #expect(throws: ProjectionError.self) { try p.linked(from: start, depth: 0) }
+        // Uppercase ids (Swift's spelling) name the same items.
+        #expect(ids(try p.linked(from: Self.id(1).uuidString, depth: 1)) == ["2@1", "4@1"])
+    }
+
+    @Test func restoringALinkOrAnItemBringsItBackIntoTraversals() throws {
+        let dir = TempDir()
+        let w = try graph(dir)
+        defer { try? w.close() }
+        _ = try w.append([
+            Mutation(entity: .item, op: .restore, entityID: Self.id(6)),
+            Mutation(entity: .link, op: .restore, entityID: Self.linkID(9)),
+        ])
+        let found = ids(try w.projection.linked(from: Self.id(1).lowercasedString, depth: 10))
+        #expect(found == ["2@1", "4@1", "3@2", "5@2", "9@2", "6@3", "8@3", "7@4"])
+        #expect(try w.projection.links(of: Self.id(3).uuidString).count == 3)
+    }
+
+    @Test func aLinkCreateMustNameBothEnds() throws {
+        let bad = Mutation(entity: .link, op: .create, entityID: Self.linkID(1), fields: [Field("from_id", .text(Self.id(1).lowercasedString))])
+        #expect(throws: InputError.self) { try FieldRules.validate(bad, position: 1) }
+        #expect(throws: InputError.self) {
+            try MutationParser.parse(#"{"entity":"link","op":"create","id":"\#(Self.linkID(1))","fields":{"to_id":"\#(Self.id(2))"}}"#, lineNumber: 1)
+        }
+        let update = Mutation(entity: .link, op: .update, entityID: Self.linkID(1), fields: [Field("weight", .real(2))])
+        try FieldRules.validate(update, position: 1)
+        let notAUUID = Mutation(entity: .link, op: .create, entityID: Self.linkID(1),
+                                fields: [Field("from_id", .text("x")), Field("to_id", .text(Self.id(2).lowercasedString))])
+        #expect(throws: InputError.self) { try FieldRules.validate(notAUUID, position: 1) }
+    }
+}
