@@ -80,7 +80,8 @@ let package = Package(
         // The store an app opens: append, query, observe, sync (above Projections and Replicator).
         .target(
             name: "Logbook",
-            dependencies: ["EventLog", "Domain", "Projections", "Replicator"]
+            dependencies: ["EventLog", "Domain", "Projections", "Replicator",
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
         .executableTarget(
             name: "evctl",

@@ -15,7 +15,7 @@ struct Evctl: AsyncParsableCommand {
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self, LinksCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, LogCommand.self, VerifyCommand.self,
-                      StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, PullCommand.self,
+                      StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, ImportLegacyCommand.self, PullCommand.self,
                       PushCommand.self, SyncCommand.self, ServeCommand.self, SnapshotCommand.self, CompactCommand.self, SampleCommand.self, WatchCommand.self]
     )
 }

@@ -59,7 +59,9 @@ public enum EventUpcasters {
         if moved { e.fields.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
     }
 
-    static func integerV2(_ v: FieldValue) -> FieldValue? {
+    /// A priority or importance as version 2 holds it (an integer), from what version 1 let apps
+    /// write; nil when it does not convert. `import-legacy` reads old apps' values the same way.
+    public static func integerV2(_ v: FieldValue) -> FieldValue? {
         switch v {
         case .null, .integer: return v
         case .boolean(let b): return .integer(b ? 1 : 0)

@@ -1,0 +1,58 @@
+import Foundation
+
+/// Builds the log of an origin that is not this store's appender: events made elsewhere, at
+/// times of their own (a legacy import makes the old app's data the log of an origin of its own,
+/// each row at the time it was last changed). The frames chain like any origin's (seqs from 1,
+/// each frame linking to the hash of the one before), so `LogAppender.receive` verifies and
+/// stores them like a peer's, and building the same events again gives the same bytes (a second
+/// receive finds them already held).
+///
+/// An origin's clocks strictly increase: an event whose time is not after the previous one's is
+/// given the previous clock plus one (the counter); `add` returns the clock used.
+public final class OriginFrameBuilder {
+    public let origin: ReplicaID
+    private let encoder = FrameEncoder()
+    private var nextSeq: UInt64 = 1
+    private var previous = FrameHash.zero
+    private var lastHLC = HLC.zero
+    private var inFrame = 0
+    /// The frames finished so far, in order.
+    public private(set) var frames: [[UInt8]] = []
+    /// Events per frame (a frame is also finished once its records pass `recordBytesMax`).
+    public static let eventsPerFrame = 1000
+    static let recordBytesMax = 4 << 20
+
+    public init(origin: ReplicaID) {
+        self.origin = origin
+    }
+
+    /// Events added so far.
+    public var events: Int { Int(nextSeq - 1) }
+
+    /// Adds `m` at `hlc`, or just after the previous event when `hlc` is not later.
+    /// - Returns: the clock the event carries.
+    @discardableResult
+    public func add(_ m: Mutation, at hlc: HLC) -> HLC {
+        let at = hlc > lastHLC ? hlc : HLC(rawValue: lastHLC.rawValue &+ 1)
+        encoder.add(m, origin: origin, seq: Seq(nextSeq), hlc: at)
+        nextSeq += 1
+        lastHLC = at
+        inFrame += 1
+        if inFrame >= Self.eventsPerFrame || encoder.recordBytes >= Self.recordBytesMax { finishFrame() }
+        return at
+    }
+
+    /// Finishes the frame being built and returns every frame.
+    public func finish() -> [[UInt8]] {
+        finishFrame()
+        return frames
+    }
+
+    private func finishFrame() {
+        guard inFrame > 0 else { return }
+        let bytes = encoder.finish(continues: false, previousHash: previous)
+        previous = bytes.withUnsafeBytes { FrameHash.of($0) }
+        frames.append(bytes)
+        inFrame = 0
+    }
+}

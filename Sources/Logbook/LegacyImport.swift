@@ -1,0 +1,386 @@
+import Crypto
+import Domain
+import EventLog
+import Foundation
+import Projections
+
+/// What `Logbook.importLegacy(from:)` did: per table the rows read and imported, the rows kept
+/// aside and why, orphans, values kept under another name, and where the backup is.
+public struct LegacyImportReport: Sendable, Codable, Equatable {
+    public struct Table: Sendable, Codable, Equatable {
+        /// Rows read, deleted ones included.
+        public var read = 0
+        /// Rows read that were deleted (deleted_at set): imported, and deleted.
+        public var deleted = 0
+        /// Rows that became entities.
+        public var imported = 0
+        /// Rows not imported (each listed in `keptAside`, up to `listedMax`).
+        public var keptAside = 0
+        /// Rows imported whose reference names a row the file does not hold.
+        public var orphans = 0
+
+        public init(read: Int = 0, deleted: Int = 0, imported: Int = 0, keptAside: Int = 0, orphans: Int = 0) {
+            self.read = read
+            self.deleted = deleted
+            self.imported = imported
+            self.keptAside = keptAside
+            self.orphans = orphans
+        }
+    }
+    /// A row not imported, and why.
+    public struct Aside: Sendable, Codable, Equatable {
+        public var table: String
+        public var row: Int
+        public var id: String?
+        public var reason: String
+    }
+    /// A reference to a row the file does not hold (kept: the merge keeps orphans).
+    public struct Orphan: Sendable, Codable, Equatable {
+        public var table: String
+        public var id: String
+        public var field: String
+        public var missing: String
+    }
+    /// A value imported under another field name, or at another time, and why.
+    public struct Adjusted: Sendable, Codable, Equatable {
+        public var table: String
+        public var row: Int
+        public var column: String
+        public var to: String
+        public var reason: String
+    }
+
+    public var file: String
+    public var format: String
+    public var sha256: String
+    public var bytes: Int
+    /// The byte-identical copy kept in the store.
+    public var backup: String
+    /// The origin the import's events belong to (one per file and importer version).
+    public var origin: String
+    /// Events appended now; 0 when the store already held this import.
+    public var events: Int
+    /// Events of this import the store already held (an earlier run).
+    public var alreadyHeld: Int
+    public var tables: [String: Table]
+    public var keptAside: [Aside]
+    public var orphans: [Orphan]
+    public var adjusted: [Adjusted]
+    /// Adjusted values in all (`adjusted` lists the first `listedMax`).
+    public var adjustedCount: Int
+    /// Device-local settings (app_settings) set here, and those left as this store had them.
+    public var settingsImported: Int
+    public var settingsKept: Int
+    /// Tables (or JSON keys) the import does not carry, such as sync_metadata.
+    public var leftBehind: [String]
+
+    /// Lists are cut at this many entries (the counts are whole).
+    public static let listedMax = 100
+}
+
+/// Turns a legacy app's data into events of an origin of its own (docs/IMPORT.md).
+struct LegacyImporter {
+    /// Changing how rows map to events changes this, and with it the origin: an import made by
+    /// another mapping never forks the log of an earlier one.
+    static let mappingVersion = "logbook-legacy-import-1"
+    static let idNamespace = UUID(uuidString: "3c0a5f6e-8d1b-4b7a-9e2c-6f4d8a1b2c3e")!
+    static let droppedColumns: Set<String> = ["ck_record_name", "ck_change_tag", "ck_system_fields", "needs_push"]
+
+    let format: LegacyFormat
+    let fileTimeMillis: UInt64
+    let nowMillis: UInt64
+    var report: LegacyImportReport
+
+    /// An event to be, with the time it carries.
+    struct Pending {
+        var millis: UInt64
+        var order: Int
+        var mutation: Mutation
+    }
+    var pending: [Pending] = []
+    var settings: [(String, String)] = []
+    private var order = 0
+
+    init(format: LegacyFormat, fileTimeMillis: UInt64, nowMillis: UInt64, report: LegacyImportReport) {
+        self.format = format
+        self.fileTimeMillis = fileTimeMillis
+        self.nowMillis = nowMillis
+        self.report = report
+    }
+
+    // MARK: Ids
+
+    /// A row's id as Logbook's: a UUID lowercased; an integer (or its digits) as the UUIDv5 of
+    /// (table, id), so references made with it still meet.
+    static func uuid(_ v: LegacyValue, table: String) -> UUID? {
+        switch v {
+        case .integer(let i): return UUIDv5.make(namespace: idNamespace, name: Array("\(table):\(i)".utf8))
+        case .text(let s):
+            let t = s.trimmingCharacters(in: .whitespaces)
+            if let u = UUID(uuidString: t) { return u }
+            if let i = Int64(t), t.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }) { return uuid(.integer(i), table: table) }
+            return nil
+        case .real(let d):
+            guard let i = Int64(exactly: d) else { return nil }
+            return uuid(.integer(i), table: table)
+        default: return nil
+        }
+    }
+
+    // MARK: Times
+
+    /// Milliseconds since the epoch of a legacy time: ISO 8601 text (`T` or a space between date
+    /// and time; no zone means UTC), Unix seconds (integer or real), or Unix milliseconds (an
+    /// integer above 10^11).
+    static func millis(_ v: LegacyValue) -> UInt64? {
+        switch v {
+        case .integer(let i):
+            guard i >= 0 else { return nil }
+            return i > 100_000_000_000 ? UInt64(i) : UInt64(i).multipliedReportingOverflow(by: 1000).overflow ? nil : UInt64(i) * 1000
+        case .real(let d):
+            guard d.isFinite, d >= 0, d < 1e13 else { return nil }
+            return d > 1e11 ? UInt64(d) : UInt64((d * 1000).rounded())
+        case .text(let s):
+            let t = s.trimmingCharacters(in: .whitespaces)
+            if !t.isEmpty, t.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E }) {
+                if let i = Int64(t) { return millis(.integer(i)) }
+                if let d = Double(t) { return millis(.real(d)) }
+            }
+            return isoMillis(t)
+        default: return nil
+        }
+    }
+
+    static func isoMillis(_ s: String) -> UInt64? {
+        var t = s
+        if t.count == 10 { t += "T00:00:00Z" }
+        guard t.count >= 16 else { return nil }
+        if t[t.index(t.startIndex, offsetBy: 10)] == " " {
+            t = String(t.prefix(10)) + "T" + String(t.dropFirst(11))
+        }
+        let tail = t.dropFirst(16)
+        if !(tail.hasSuffix("Z") || tail.hasSuffix("z") || tail.contains("+") || tail.contains("-")) { t += "Z" }
+        if t.count == 17 && t.hasSuffix("Z") { t = String(t.dropLast()) + ":00Z" }  // HH:MM with no seconds
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let d = f.date(from: t) { return d.timeIntervalSince1970 >= 0 ? UInt64((d.timeIntervalSince1970 * 1000).rounded()) : nil }
+        f.formatOptions = [.withInternetDateTime]
+        if let d = f.date(from: t) { return d.timeIntervalSince1970 >= 0 ? UInt64((d.timeIntervalSince1970 * 1000).rounded()) : nil }
+        return nil
+    }
+
+    // MARK: Values
+
+    /// A field's value as its kind holds it, or nil when it cannot be held without loss.
+    static func convert(_ v: LegacyValue, to kind: FieldKind?) -> FieldValue? {
+        switch (kind, v) {
+        case (_, .null): return .null
+        case (.timestamp?, .text(let s)) where FieldRules.check("due_at", .text(s)) == nil: return .text(s)
+        case (.timestamp?, _): return millis(v).map { .text(ISOTime.string(millis: $0)) }
+        case (.date?, .text(let s)):
+            if FieldRules.check("original_occurrence_date", .text(s)) == nil { return .text(s) }
+            return millis(v).map { .text(String(ISOTime.string(millis: $0).prefix(10))) }
+        case (.date?, _): return nil
+        case (.integer?, .integer): return plain(v)
+        case (.integer?, .real(let d)): return Int64(exactly: d).map { .integer($0) }
+        case (.integer?, .boolean(let b)): return .integer(b ? 1 : 0)
+        case (.integer?, .text(let s)): return Int64(s.trimmingCharacters(in: .whitespaces)).map { .integer($0) }
+        case (.number?, .integer), (.number?, .real): return plain(v)
+        case (.number?, .text(let s)):
+            let t = s.trimmingCharacters(in: .whitespaces)
+            if let i = Int64(t) { return .integer(i) }
+            return Double(t).flatMap { $0.isFinite ? .real($0) : nil }
+        case (.boolean?, .boolean(let b)): return .boolean(b)
+        case (.boolean?, .integer(let i)) where i == 0 || i == 1: return .boolean(i == 1)
+        case (.boolean?, .text(let s)):
+            switch s.lowercased() {
+            case "true", "1", "yes": return .boolean(true)
+            case "false", "0", "no": return .boolean(false)
+            default: return nil
+            }
+        case (.text?, .text), (.text?, .integer), (.text?, .real), (.text?, .boolean), (.text?, .json), (.text?, .blob): return plain(v)
+        case (nil, _): return plain(v)
+        default: return nil
+        }
+    }
+
+    /// Any value as a field value: text for bytes (base64) and JSON.
+    static func plain(_ v: LegacyValue) -> FieldValue {
+        switch v {
+        case .null: .null
+        case .integer(let i): .integer(i)
+        case .real(let d): d.isFinite ? .real(d) : .text("\(d)")
+        case .text(let s): .text(s)
+        case .boolean(let b): .boolean(b)
+        case .blob(let d): .text(d.base64EncodedString())
+        case .json(let s): .text(s)
+        }
+    }
+
+    /// A column name as a field name: lowercase letters, digits and `_`, starting with a letter.
+    static func fieldName(_ column: String) -> String {
+        var out = String(column.lowercased().unicodeScalars.map { s -> Character in
+            (s >= "a" && s <= "z") || (s >= "0" && s <= "9") || s == "_" ? Character(s) : "_"
+        })
+        if out.first.map({ !($0 >= "a" && $0 <= "z") }) ?? true { out = "x" + out }
+        return String(out.prefix(FieldRules.nameBytesMax))
+    }
+
+    // MARK: Rows
+
+    /// Which table a reference column points into, per source table.
+    static func referenceTable(_ column: String, in table: String) -> String? {
+        switch column {
+        case "parent_id": table == "folders" ? "folders" : "items"
+        case "item_id": "items"
+        case "tag_id": "tags"
+        case "folder_id": "folders"
+        case "from_id", "to_id": "items"
+        default: nil
+        }
+    }
+
+    mutating func aside(_ table: String, _ row: LegacyRow, id: String?, _ reason: String) {
+        report.tables[table, default: .init()].keptAside += 1
+        if report.keptAside.count < LegacyImportReport.listedMax {
+            report.keptAside.append(.init(table: table, row: row.number, id: id, reason: reason))
+        }
+    }
+
+    mutating func adjusted(_ table: String, _ row: LegacyRow, _ column: String, to: String, _ reason: String) {
+        report.adjustedCount += 1
+        if report.adjusted.count < LegacyImportReport.listedMax {
+            report.adjusted.append(.init(table: table, row: row.number, column: column, to: to, reason: reason))
+        }
+    }
+
+    /// Maps one row of `table` to the entity `entity`: fields, times, and the events that carry them.
+    /// - Parameters:
+    ///   - renames: source columns read under another field name (seed 003's `type`).
+    ///   - extra: fields the caller adds (a folder's item_type, notes gathered from another table).
+    mutating func row(_ row: LegacyRow, table: String, entity: Entity, renames: [String: String] = [:], extra: [Field] = []) -> UUID? {
+        report.tables[table, default: .init()].read += 1
+        let spec = DomainSchema.spec(for: entity)
+        var fields: [String: FieldValue] = [:]
+        var created: UInt64?, modified: UInt64?, deleted: UInt64?
+        var id: UUID?
+        let idColumn = row["id"]
+        if entity == .itemTag {
+            guard let i = row["item_id"].flatMap({ Self.uuid($0, table: "items") }), let t = row["tag_id"].flatMap({ Self.uuid($0, table: "tags") }) else {
+                aside(table, row, id: idColumn.map(\.display), "item_id and tag_id must both name rows (a UUID or an integer id)")
+                return nil
+            }
+            id = FieldRules.itemTagID(item: i, tag: t)
+            if let idColumn, idColumn != .null { fields["legacy_id"] = Self.plain(idColumn) }
+        } else {
+            guard let idColumn, let u = Self.uuid(idColumn, table: table) else {
+                aside(table, row, id: row["id"].map(\.display), row["id"] == nil ? "the row has no id column" : "its id is neither a UUID nor an integer")
+                return nil
+            }
+            id = u
+        }
+        for (column, value) in row.columns where column != "id" && !Self.droppedColumns.contains(column) {
+            switch column {
+            case "created_at", "modified_at", "deleted_at":
+                guard value != .null else { continue }
+                guard let ms = Self.millis(value) else {
+                    let to = column + "_legacy"
+                    fields[to] = Self.plain(value)
+                    adjusted(table, row, column, to: to, "\(value.display) is not a time (ISO 8601, Unix seconds or milliseconds)")
+                    continue
+                }
+                switch column {
+                case "created_at": created = ms
+                case "modified_at": modified = ms
+                default: deleted = ms
+                }
+                continue
+            default: break
+            }
+            var name = renames[column] ?? Self.fieldName(column)
+            if name == "id" || name == "legacy_id" && entity != .itemTag { name = "legacy_" + name }
+            if let refTable = Self.referenceTable(column, in: table), spec.field(name) != nil || renames[column] != nil {
+                if value == .null { fields[name] = .null; continue }
+                guard let u = Self.uuid(value, table: refTable) else {
+                    let to = name + "_legacy"
+                    fields[to] = Self.plain(value)
+                    adjusted(table, row, column, to: to, "\(value.display) is neither a UUID nor an integer id")
+                    continue
+                }
+                fields[name] = .text(u.lowercasedString)
+                continue
+            }
+            let kind = spec.field(name)?.kind ?? DomainSchema.fieldRules[name]?.kind
+            var converted = Self.convert(value, to: kind)
+            if converted == nil, entity == .item, name == "priority" || name == "importance" {
+                converted = EventUpcasters.integerV2(Self.plain(value))  // "high", "!!": the words event schema version 1 took
+            }
+            if let v = converted, FieldRules.check(name, v) == nil {
+                fields[name] = v
+            } else {
+                let to = name + "_legacy"
+                fields[to] = Self.plain(value)
+                adjusted(table, row, column, to: to, "\(value.display) is not what \(name) holds (\(kind.map { "\($0)" } ?? "a scalar"))")
+            }
+        }
+        for f in extra { fields[f.name] = f.value }
+        // Times: the row's own. Without any, the file's time (the data is at least that old).
+        var modifiedAt = modified ?? created ?? fileTimeMillis
+        var createdAt = min(created ?? modifiedAt, modifiedAt)
+        if modifiedAt > nowMillis + 60_000 {
+            adjusted(table, row, "modified_at", to: ISOTime.string(millis: nowMillis), "\(ISOTime.string(millis: modifiedAt)) is in the future: imported at the import's time")
+            modifiedAt = nowMillis
+            createdAt = min(createdAt, nowMillis)
+        }
+        if let c = created { fields["created_at"] = .text(ISOTime.string(millis: c)) }
+        var m = Mutation(entity: entity, op: .create, entityID: id!, fields: fields.map { Field($0.key, $0.value) })
+        FieldRules.normalize(&m)
+        do {
+            try FieldRules.validate(m, position: row.number)
+        } catch {
+            aside(table, row, id: id!.lowercasedString, error.message)
+            return nil
+        }
+        report.tables[table, default: .init()].imported += 1
+        append(createdAt, m)
+        if modifiedAt > createdAt {
+            append(modifiedAt, Mutation(entity: entity, op: .update, entityID: id!))
+        }
+        if let d = deleted {
+            report.tables[table, default: .init()].deleted += 1
+            append(max(min(d, nowMillis), modifiedAt), Mutation(entity: entity, op: .delete, entityID: id!))
+        }
+        return id
+    }
+
+    private mutating func append(_ millis: UInt64, _ m: Mutation) {
+        pending.append(Pending(millis: millis, order: order, mutation: m))
+        order += 1
+    }
+
+    /// Reports references to rows the file does not hold (the rows are imported all the same).
+    mutating func noteOrphans(ids: [String: Set<UUID>]) {
+        let checks: [(Entity, String, String, String)] = [
+            (.item, "items", "parent_id", "items"), (.itemTag, "item_tags", "item_id", "items"), (.itemTag, "item_tags", "tag_id", "tags"),
+            (.timeEntry, "time_entries", "item_id", "items"),
+        ]
+        var byEntity: [Entity: [Mutation]] = [:]
+        for p in pending where p.mutation.op == .create { byEntity[p.mutation.entity, default: []].append(p.mutation) }
+        for (entity, table, field, target) in checks {
+            for m in byEntity[entity] ?? [] {
+                guard case .text(let t)? = m.fields.first(where: { $0.name == field })?.value, let u = UUID(uuidString: t) else { continue }
+                if ids[target]?.contains(u) == true { continue }
+                let source = format == .v1SQLite && table == "items" && field == "parent_id" ? "items" : table
+                report.tables[source, default: .init()].orphans += 1
+                if report.orphans.count < LegacyImportReport.listedMax {
+                    report.orphans.append(.init(table: source, id: m.entityID.lowercasedString, field: field, missing: t))
+                }
+            }
+        }
+    }
+}
+
+extension InputError {
+    /// The error's text without the position (the report names the row itself).
+    var message: String { "\(self)" }
+}

@@ -1,0 +1,195 @@
+import EventLog
+import Foundation
+import GRDB
+
+/// A value read from a legacy app's data, before it is mapped to a field.
+enum LegacyValue: Equatable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+    case boolean(Bool)
+    /// Bytes (an SQLite BLOB), kept as base64 text when they become a field.
+    case blob(Data)
+    /// A JSON array or object found in a JSON export, kept as its JSON text.
+    case json(String)
+
+    /// The value as it would print: for reports.
+    var display: String {
+        switch self {
+        case .null: "null"
+        case .integer(let i): String(i)
+        case .real(let d): "\(d)"
+        case .text(let s): "\"" + printable(s, limit: 60) + "\""
+        case .boolean(let b): b ? "true" : "false"
+        case .blob(let d): "<\(d.count) bytes>"
+        case .json(let s): printable(s, limit: 60)
+        }
+    }
+}
+
+/// One row of a legacy table: its columns in order, with their values.
+struct LegacyRow {
+    /// The row's place in its table (1-based), as the report names it.
+    var number: Int
+    var columns: [(name: String, value: LegacyValue)]
+
+    subscript(_ name: String) -> LegacyValue? {
+        columns.first { $0.name == name }?.value
+    }
+}
+
+struct LegacyTable {
+    var name: String
+    var rows: [LegacyRow]
+}
+
+/// The shapes `import-legacy` reads (docs/IMPORT.md).
+public enum LegacyFormat: String, Sendable {
+    /// Seed 000's synced SQLite shape: items, tags, item_tags, time_entries, saved_searches,
+    /// app_settings, sync_metadata.
+    case syncedSQLite = "sqlite-synced"
+    /// Seed 003's v1 SQLite shape: folders, items, tags, notes, item_tags.
+    case v1SQLite = "sqlite-v1"
+    /// A JSON export: an object whose keys are seed 000's table names, each an array of rows.
+    case jsonExport = "json-export"
+}
+
+/// Reads a legacy file into tables. The file is a kept copy (the backup), never the user's own.
+enum LegacySource {
+    static let syncedTables = ["items", "tags", "item_tags", "time_entries", "saved_searches", "app_settings"]
+    static let v1Tables = ["folders", "items", "tags", "notes", "item_tags"]
+
+    /// Tells the format from the file's first bytes (and, for SQLite, its tables).
+    static func detect(_ path: String, tables sqliteTables: () throws -> [String]) throws -> LegacyFormat {
+        guard let h = FileHandle(forReadingAtPath: path) else { throw LogbookError(.invalid, "\(path): cannot be opened for reading") }
+        defer { try? h.close() }
+        let head = (try? h.read(upToCount: 64)) ?? Data()
+        if head.starts(with: Array("SQLite format 3\u{0}".utf8)) {
+            let tables = Set(try sqliteTables())
+            if tables.contains("folders") && tables.contains("notes") && tables.contains("items") { return .v1SQLite }
+            if tables.contains("items") { return .syncedSQLite }
+            throw LogbookError(.invalid, "\(path): an SQLite database without an items table is not a shape import-legacy knows (tables: \(tables.sorted().map { printable($0, limit: 40) }.joined(separator: ", ")))",
+                               hint: "docs/IMPORT.md lists the shapes")
+        }
+        if let first = head.first(where: { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }), first == UInt8(ascii: "{") { return .jsonExport }
+        throw LogbookError(.invalid, "\(path): neither an SQLite database nor a JSON export (an object of tables): not a shape import-legacy knows",
+                           hint: "docs/IMPORT.md lists the shapes")
+    }
+
+    /// Opens a private copy of an SQLite file on a hardened connection: nothing the file holds
+    /// (triggers, views, functions) runs; only tables are read.
+    static func openSQLite(_ path: String) throws -> DatabaseQueue {
+        var config = Configuration()
+        config.prepareDatabase { db in
+            try SQLiteGuard.harden(db, allowTriggers: false)
+            try db.execute(sql: "PRAGMA cell_size_check = ON")
+        }
+        do { return try DatabaseQueue(path: path, configuration: config) } catch {
+            throw LogbookError(.invalid, "\(path): not a readable SQLite database (\(error))")
+        }
+    }
+
+    static func sqliteTables(_ q: DatabaseQueue) throws -> [String] {
+        try q.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") }
+    }
+
+    /// Every row of `table` (a table, never a view), in rowid order when it has one.
+    static func readSQLite(_ q: DatabaseQueue, table: String) throws -> LegacyTable? {
+        try q.read { db in
+            guard try db.tableExists(table) else { return nil }
+            let quoted = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            let withoutRowid = try Bool.fetchOne(db, sql: "SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE type = 'table' AND name = ?", arguments: [table]) ?? false
+            let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM \(quoted)" + (withoutRowid ? "" : " ORDER BY rowid"))
+            var rows: [LegacyRow] = []
+            while let r = try cursor.next() {
+                var columns: [(String, LegacyValue)] = []
+                columns.reserveCapacity(r.count)
+                for (name, v) in r {
+                    let value: LegacyValue = switch v.storage {
+                    case .null: .null
+                    case .int64(let i): .integer(i)
+                    case .double(let d): .real(d)
+                    case .string(let s): .text(s)
+                    case .blob(let b): .blob(b)
+                    }
+                    columns.append((name.lowercased(), value))
+                }
+                rows.append(LegacyRow(number: rows.count + 1, columns: columns))
+            }
+            return LegacyTable(name: table, rows: rows)
+        }
+    }
+
+    /// The tables of a JSON export, and the keys that are not tables import-legacy knows.
+    static func readJSON(_ path: String) throws -> ([LegacyTable], [String]) {
+        let data: Data
+        do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
+            throw LogbookError(.invalid, "\(path): cannot be read (\(error))")
+        }
+        let object: JSONValue
+        do { object = try JSONDecoder().decode(JSONValue.self, from: data) } catch {
+            throw LogbookError(.invalid, "\(path): not valid JSON (\(error))")
+        }
+        guard case .object(let top) = object else {
+            throw LogbookError(.invalid, "\(path): a JSON export is one object whose keys are table names; this is not an object")
+        }
+        var tables: [LegacyTable] = []
+        var leftBehind: [String] = []
+        for key in top.keys.sorted() {
+            guard syncedTables.contains(key) else { leftBehind.append(key); continue }
+            guard case .array(let array) = top[key]! else {
+                throw LogbookError(.invalid, "\(path): key \"\(printable(key, limit: 40))\" must hold an array of row objects")
+            }
+            var rows: [LegacyRow] = []
+            for (i, element) in array.enumerated() {
+                guard case .object(let o) = element else {
+                    throw LogbookError(.invalid, "\(path): \(key)[\(i)] (row \(i + 1)) is not an object")
+                }
+                rows.append(LegacyRow(number: i + 1, columns: o.keys.sorted().map { k in (k.lowercased(), o[k]!.legacy) }))
+            }
+            tables.append(LegacyTable(name: key, rows: rows))
+        }
+        return (tables, leftBehind)
+    }
+}
+
+/// Any JSON value, decoded strictly: `true` is a boolean, `1` an integer, `1.5` a real.
+enum JSONValue: Decodable {
+    case null, boolean(Bool), integer(Int64), real(Double), text(String), array([JSONValue]), object([String: JSONValue])
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .boolean(b) }
+        else if let i = try? c.decode(Int64.self) { self = .integer(i) }
+        else if let d = try? c.decode(Double.self) { self = .real(d) }
+        else if let s = try? c.decode(String.self) { self = .text(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else { self = .object(try c.decode([String: JSONValue].self)) }
+    }
+
+    var legacy: LegacyValue {
+        switch self {
+        case .null: .null
+        case .boolean(let b): .boolean(b)
+        case .integer(let i): .integer(i)
+        case .real(let d): .real(d)
+        case .text(let s): .text(s)
+        case .array, .object: .json(jsonText)
+        }
+    }
+
+    /// Compact JSON text, keys sorted.
+    var jsonText: String {
+        switch self {
+        case .null: "null"
+        case .boolean(let b): b ? "true" : "false"
+        case .integer(let i): String(i)
+        case .real(let d): "\(d)"
+        case .text(let s): String(decoding: (try? JSONEncoder().encode(s)) ?? Data("\"\"".utf8), as: UTF8.self)
+        case .array(let a): "[" + a.map(\.jsonText).joined(separator: ",") + "]"
+        case .object(let o): "{" + o.keys.sorted().map { JSONValue.text($0).jsonText + ":" + o[$0]!.jsonText }.joined(separator: ",") + "}"
+        }
+    }
+}
