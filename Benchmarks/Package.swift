@@ -39,7 +39,7 @@ let package = Package(
             dependencies: [
                 "BenchmarkSupport",
                 .product(name: "EventLog", package: root), .product(name: "Domain", package: root),
-                .product(name: "Projections", package: root),
+                .product(name: "Projections", package: root), .product(name: "Logbook", package: root),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],

@@ -4,6 +4,7 @@ import BenchmarkSupport
 import EventLog
 import Foundation
 import GRDB
+import Logbook
 import Projections
 
 // Projection benchmarks. Each records its figure beside a baseline measured in the same run
@@ -142,6 +143,26 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("depth-3 both ways p99 (us)"), Int(both[both.count * 99 / 100] * 1e6))
     }
 
+    Benchmark("import-legacy, 100K-row synced database", configuration: config(["rows/s (K)", "SQLite copy of the same rows, rows/s (K)", "ratio to SQLite copy (%)", "events", "import (ms)"])) { benchmark in
+        let source = try LegacyDatabase.build(rows: 100_000)
+        let baselineSeconds = try LegacyDatabase.sqliteCopy(source)
+        let path = Workload.root + "/legacy-import-store"
+        try? FileManager.default.removeItem(atPath: path)
+        let book = try Logbook.open(at: path, creating: true)
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        let report = try book.importLegacy(from: source)
+        benchmark.stopMeasurement()
+        let seconds = Clock.now() - t0
+        try book.close()
+        let rows = report.tables.values.reduce(0) { $0 + $1.read }
+        benchmark.measurement(metric("rows/s (K)"), Int(Double(rows) / seconds / 1000))
+        benchmark.measurement(metric("SQLite copy of the same rows, rows/s (K)"), Int(Double(rows) / baselineSeconds / 1000))
+        benchmark.measurement(metric("ratio to SQLite copy (%)"), Int(baselineSeconds / seconds * 100))
+        benchmark.measurement(metric("events"), report.events)
+        benchmark.measurement(metric("import (ms)"), Int(seconds * 1000))
+    }
+
     Benchmark("FTS search and 10-level subtree, 100K items", configuration: config(["search p50 (us)", "search p99 (us)", "subtree p50 (us)", "subtree p99 (us)", "subtree rows"])) { benchmark in
         let projection = try Hierarchy.build()
         var rng = SplitMix64(seed: 9)
@@ -170,6 +191,84 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("subtree p50 (us)"), Int(subtree[subtree.count / 2] * 1e6))
         benchmark.measurement(metric("subtree p99 (us)"), Int(subtree[subtree.count * 99 / 100] * 1e6))
         benchmark.measurement(metric("subtree rows"), rows)
+    }
+}
+
+enum LegacyDatabase {
+    /// Seed 000's synced shape with `rows` rows: 80% items (a tenth deleted, CloudKit columns, an
+    /// extra column), 15% item_tags without ids, 1% tags, the rest time entries.
+    static func build(rows: Int) throws -> String {
+        let path = Workload.root + "/legacy-\(rows).sqlite"
+        try? FileManager.default.removeItem(atPath: path)
+        try FileManager.default.createDirectory(atPath: Workload.root, withIntermediateDirectories: true)
+        let q = try DatabaseQueue(path: path)
+        var rng = SplitMix64(seed: 21)
+        func word() -> String { SampleWorkload.words[Int(rng.next() % UInt64(SampleWorkload.words.count))] }
+        try q.write { db in
+            try db.execute(sql: """
+                CREATE TABLE items (id TEXT PRIMARY KEY, parent_id TEXT, title TEXT, notes TEXT, status TEXT, sort_order REAL,
+                    due_at TEXT, created_at TEXT, modified_at INTEGER, deleted_at TEXT, ck_record_name TEXT, ck_change_tag TEXT,
+                    ck_system_fields BLOB, needs_push INTEGER, energy INTEGER);
+                CREATE TABLE tags (id TEXT PRIMARY KEY, name TEXT, color TEXT, created_at TEXT, modified_at INTEGER, deleted_at TEXT);
+                CREATE TABLE item_tags (item_id TEXT, tag_id TEXT, created_at TEXT, modified_at INTEGER, deleted_at TEXT, PRIMARY KEY (item_id, tag_id));
+                CREATE TABLE time_entries (id TEXT PRIMARY KEY, item_id TEXT, started_at TEXT, ended_at TEXT, duration_seconds INTEGER,
+                    created_at TEXT, modified_at INTEGER, deleted_at TEXT);
+                """)
+            let base: UInt64 = 1_700_000_000
+            func iso(_ s: UInt64) -> String { ISOTime.string(millis: s * 1000, fraction: false) }
+            let nItems = rows * 80 / 100, nTags = rows / 100, nLinks = rows * 15 / 100, nTimes = rows - nItems - nTags - nLinks
+            var items: [String] = [], tags: [String] = []
+            let item = try db.makeStatement(sql: "INSERT INTO items VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+            for i in 0..<nItems {
+                let id = UUID().uuidString
+                let created = base + UInt64(i) * 30
+                try item.execute(arguments: [id, items.isEmpty || i % 3 != 0 ? nil : items[Int(rng.next() % UInt64(items.count))], "\(word()) \(word()) \(word())",
+                                             i % 4 == 0 ? "\(word()) \(word()) \(word()) \(word())" : nil, ["inbox", "next", "done"][i % 3], Double(i % 1000),
+                                             i % 5 == 0 ? iso(created + 86_400) : nil, iso(created), Int64(created + 600),
+                                             i % 10 == 0 ? iso(created + 900) : nil, "Item_\(id)", "ct", Data([1, 2, 3]), 0, Int64(i % 5)])
+                items.append(id)
+            }
+            let tag = try db.makeStatement(sql: "INSERT INTO tags VALUES (?,?,?,?,?,?)")
+            for i in 0..<nTags {
+                let id = UUID().uuidString.lowercased()
+                try tag.execute(arguments: [id, word(), "#30a46c", iso(base + UInt64(i)), Int64(base + UInt64(i)), nil])
+                tags.append(id)
+            }
+            let link = try db.makeStatement(sql: "INSERT OR IGNORE INTO item_tags VALUES (?,?,?,?,?)")
+            for i in 0..<nLinks {
+                try link.execute(arguments: [items[Int(rng.next() % UInt64(items.count))], tags[Int(rng.next() % UInt64(tags.count))],
+                                             iso(base + UInt64(i) * 10), Int64(base + UInt64(i) * 10), nil])
+            }
+            let time = try db.makeStatement(sql: "INSERT INTO time_entries VALUES (?,?,?,?,?,?,?,?)")
+            for i in 0..<nTimes {
+                let start = base + UInt64(i) * 60
+                try time.execute(arguments: [UUID().uuidString, items[Int(rng.next() % UInt64(items.count))], iso(start), iso(start + 1800), 1800,
+                                             iso(start + 1800), Int64(start + 1800), nil])
+            }
+        }
+        try q.close()
+        return path
+    }
+
+    /// SQLite copying every row of `source` into a new database (the same tables, one
+    /// transaction, committed to disk): the seconds it takes.
+    static func sqliteCopy(_ source: String) throws -> Double {
+        let target = Workload.root + "/legacy-copy.sqlite"
+        for s in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: target + s) }
+        let q = try DatabaseQueue(path: target)
+        let t0 = Clock.now()
+        try q.writeWithoutTransaction { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS legacy", arguments: [source])
+            try db.inTransaction {
+                for sql in try String.fetchAll(db, sql: "SELECT sql FROM legacy.sqlite_master WHERE type = 'table'") { try db.execute(sql: sql) }
+                for t in ["items", "tags", "item_tags", "time_entries"] { try db.execute(sql: "INSERT INTO main.\(t) SELECT * FROM legacy.\(t)") }
+                return .commit
+            }
+            try db.execute(sql: "DETACH DATABASE legacy")
+        }
+        let seconds = Clock.now() - t0
+        try q.close()
+        return seconds
     }
 }
 

@@ -117,9 +117,11 @@ public struct ProjectionSchema: Sendable {
                 CREATE INDEX items_modified ON items(modified_at);
                 """),
             // Event schema version 2: links between items, with an index for each direction (the
-            // traversal reads links that are not deleted), and the count of events this build
-            // did not understand entirely (a newer build's), so an upgraded build rebuilds.
-            ("v4 links, unread events", """
+            // traversal reads links that are not deleted); the count of events this build did not
+            // understand entirely (a newer build's), so an upgraded build rebuilds; and which
+            // position holds each writer-supplied event id, so one id carried by two different
+            // events is recorded as a sync anomaly (docs/PROJECTION.md, "Anomalies").
+            ("v4 links, unread events, event ids", """
                 CREATE TABLE links (
                     id TEXT PRIMARY KEY NOT NULL, from_id TEXT, to_id TEXT, kind TEXT, weight NUMERIC, label TEXT,
                     version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
@@ -128,6 +130,10 @@ public struct ProjectionSchema: Sendable {
                 CREATE TABLE projection_unread (
                     entity INTEGER NOT NULL, op INTEGER NOT NULL, schema_version INTEGER NOT NULL, events INTEGER NOT NULL,
                     PRIMARY KEY (entity, op, schema_version)) WITHOUT ROWID;
+                CREATE TABLE projection_event_ids (
+                    event_id TEXT NOT NULL, origin TEXT NOT NULL, seq INTEGER NOT NULL, hlc INTEGER NOT NULL,
+                    digest INTEGER NOT NULL, entity INTEGER NOT NULL, entity_id TEXT NOT NULL, op INTEGER NOT NULL,
+                    PRIMARY KEY (event_id, origin, seq)) WITHOUT ROWID;
                 """),
         ]
     )

@@ -62,6 +62,19 @@ final class Projector {
     private(set) var openConflicts = 0
     /// Events this build did not understand entirely, since the last flush.
     struct UnreadKey: Hashable { var entity: UInt8, op: UInt8, version: UInt8 }
+    /// Which event holds a writer-supplied event id: the first in merge order of those carrying it.
+    struct IDHolder {
+        var origin: ReplicaID
+        var seq: UInt64
+        var hlc: UInt64
+        var digest: UInt64
+        var entity: Entity
+        var entityID: UUID
+        var op: Op
+    }
+    /// Every event carrying a writer-supplied id touched since the last flush (with those the
+    /// file already held), and whether it was loaded from the file.
+    private var carriers: [UUID: (list: [IDHolder], stored: Int)] = [:]
     private var unread: [UnreadKey: Int] = [:]
     private(set) var eventsApplied = 0
     /// Runs of consecutive new seqs of one origin, in the order applied: the commit journal's rows.
@@ -173,6 +186,7 @@ final class Projector {
             }
             guard e.entity.isKnown && e.op.isKnown else { return }
         }
+        if isNew, let id = e.explicitEventID { try noteEventID(id, e, db: db) }
         let t = tableByEntity[Int(e.entity.rawValue)]
         guard t >= 0 else { return }
         let key = Key(table: t, id: e.entityID)
@@ -182,6 +196,87 @@ final class Projector {
         let columns = schema.tables[t].columns.count
         merge(&rows[key, default: RowState(columns: columns)], key: key, event: e, stamp: stamp)  // in place: one lookup, no copy
         if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
+    }
+
+    /// Seed 004's rule for ids: an event id seen again on another event, with another payload
+    /// (entity, id, op, fields, actor; not `base`, which each replica fills in), is a sync anomaly,
+    /// recorded (never merged as one event): both events stay in the log and are applied as the
+    /// events they are. The same payload under two positions (one mutation appended through two
+    /// replicas) is not. Whatever the order events arrive in, the first in merge order holds the
+    /// id and every other is recorded once.
+    private func noteEventID(_ id: UUID, _ e: Event, db: Database) throws {
+        let mine = IDHolder(origin: e.origin, seq: e.seq.rawValue, hlc: e.hlc.rawValue, digest: Self.digest(e), entity: e.entity,
+                            entityID: e.entityID, op: e.op)
+        if carriers[id] == nil {
+            var list: [IDHolder] = []
+            if !fresh {
+                for r in try Row.fetchAll(db.cachedStatement(sql: "SELECT origin, seq, hlc, digest, entity, entity_id, op FROM projection_event_ids WHERE event_id = ?"),
+                                          arguments: [id.lowercasedString]) {
+                    guard let o = ReplicaID(r[0] as String), let eid = UUID(uuidString: r[5] as String) else { continue }
+                    list.append(IDHolder(origin: o, seq: UInt64(bitPattern: r[1]), hlc: UInt64(bitPattern: r[2]), digest: UInt64(bitPattern: r[3]),
+                                         entity: Entity(rawValue: UInt8(clamping: r[4] as Int64)), entityID: eid, op: Op(rawValue: UInt8(clamping: r[6] as Int64))))
+                }
+            }
+            carriers[id] = (list, list.count)
+        }
+        guard !carriers[id]!.list.contains(where: { $0.origin == mine.origin && $0.seq == mine.seq }) else { return }
+        carriers[id]!.list.append(mine)
+    }
+
+    /// Writes the carriers of each id touched, and its anomalies: every carrier whose payload
+    /// differs from the first carrier's in merge order (so any arrival order gives the same rows).
+    private func flushEventIDs(db: Database) throws {
+        for (id, entry) in carriers where entry.list.count > entry.stored {
+            for h in entry.list[entry.stored...] {
+                try db.cachedStatement(sql: """
+                    INSERT OR IGNORE INTO projection_event_ids (event_id, origin, seq, hlc, digest, entity, entity_id, op) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    """).execute(arguments: [id.lowercasedString, h.origin.description, Int64(bitPattern: h.seq), Int64(bitPattern: h.hlc),
+                                             Int64(bitPattern: h.digest), Int(h.entity.rawValue), h.entityID.lowercasedString, Int(h.op.rawValue)])
+            }
+            guard entry.list.count > 1 else { continue }
+            func key(_ h: IDHolder) -> (UInt64, UInt64, UInt64, UInt64) {
+                let o = Self.sortKey(h.origin)
+                return (h.hlc, o.0, o.1, h.seq)
+            }
+            let first = entry.list.min { key($0) < key($1) }!
+            try db.execute(sql: "DELETE FROM sync_anomalies WHERE kind = 'event_id_reused' AND event_id = ?", arguments: [id.lowercasedString])
+            for other in entry.list where other.digest != first.digest {
+                try db.cachedStatement(sql: """
+                    INSERT INTO sync_anomalies (kind, entity, entity_id, item_id, original_occurrence_date, attempted_op, event_id,
+                      other_event_id, correlation_id, detected_at, details)
+                    VALUES ('event_id_reused', ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT(kind, entity_id, other_event_id) DO NOTHING
+                    """).execute(arguments: [
+                        other.entity.name, other.entityID.lowercasedString, other.op.name, id.lowercasedString, "\(other.origin):\(other.seq)",
+                        id.lowercasedString, ISOTime.string(millis: other.hlc >> 16),
+                        "origin \(other.origin) seq \(other.seq) carries \(other.entity.name) \(other.entityID.lowercasedString) \(other.op.name) under event id \(id.lowercasedString), which the first event carrying it in merge order (origin \(first.origin) seq \(first.seq), \(first.entity.name) \(first.entityID.lowercasedString) \(first.op.name)) carries with another payload: both are kept and applied as the events they are, never merged as one",
+                    ])
+            }
+        }
+        carriers.removeAll()
+    }
+
+    /// FNV-1a over an event's payload: entity, entity id, op, actor and fields (stable across runs).
+    static func digest(_ e: Event) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        @inline(__always) func byte(_ b: UInt8) { h = (h ^ UInt64(b)) &* 0x0000_0100_0000_01b3 }
+        func bytes<S: Sequence>(_ s: S) where S.Element == UInt8 { for b in s { byte(b) } }
+        func word(_ v: UInt64) { for i in 0..<8 { byte(UInt8(truncatingIfNeeded: v >> (8 * UInt64(i)))) } }
+        byte(e.entity.rawValue); byte(e.op.rawValue)
+        withUnsafeBytes(of: e.entityID.uuid) { bytes($0) }
+        if let a = e.actor { byte(1); word(UInt64(a.utf8.count)); bytes(a.utf8) } else { byte(0) }
+        word(UInt64(e.fields.count))
+        for f in e.fields {
+            word(UInt64(f.name.utf8.count)); bytes(f.name.utf8)
+            switch f.value {
+            case .null: byte(0)
+            case .boolean(let b): byte(b ? 2 : 1)
+            case .integer(let i): byte(3); word(UInt64(bitPattern: i))
+            case .real(let d): byte(4); word(d.bitPattern)
+            case .text(let t): byte(5); word(UInt64(t.utf8.count)); bytes(t.utf8)
+            }
+        }
+        return h
     }
 
     private func load(_ key: Key, db: Database) throws -> RowState {
@@ -321,6 +416,7 @@ final class Projector {
                 """).execute(arguments: [Int(k.entity), Int(k.op), Int(k.version), n])
         }
         unread.removeAll()
+        try flushEventIDs(db: db)
         for i in cursorMoved.indices where cursorMoved[i] {
             cursor[origins[i]] = Seq(appliedSeq[i])
             try db.cachedStatement(sql: "INSERT INTO projection_cursor (origin, last_seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET last_seq = excluded.last_seq")

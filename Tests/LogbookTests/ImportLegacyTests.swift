@@ -1,6 +1,6 @@
 import Foundation
 import GRDB
-import Logbook
+@testable import Logbook
 import Testing
 
 /// `import-legacy` (issue 11 §1) over the fixtures `fixtures/legacy/make-fixtures.py` writes.
@@ -117,6 +117,27 @@ import Testing
         let child = try #require(try row(book, "items", Self.v5("items", 42)))
         #expect(child["created_at"] as String? == "2024-01-01T00:00:00.000Z" && child["deleted_at"] as String? != nil)
         #expect(try book.projection.setting("theme") == "light")
+    }
+
+    /// Every time spelling the import reads, against Foundation's parser and known values.
+    @Test func legacyTimesInEverySpelling() {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        for (text, iso) in [("2024-03-10 17:00:00", "2024-03-10T17:00:00.000Z"), ("2024-03-05T10:00:00+01:00", "2024-03-05T09:00:00.000Z"),
+                            ("2024-02-29T23:59:59.999Z", "2024-02-29T23:59:59.999Z"), ("2024-03-01", "2024-03-01T00:00:00.000Z"),
+                            ("2024-03-01T12:30", "2024-03-01T12:30:00.000Z"), ("1999-12-31T23:00:00-0130", "2000-01-01T00:30:00.000Z"),
+                            ("2024-03-01T00:00:00.5z", "2024-03-01T00:00:00.500Z")] {
+            let expected = UInt64((f.date(from: iso)!.timeIntervalSince1970 * 1000).rounded())
+            #expect(LegacyImporter.millis(.text(text)) == expected, "\(text)")
+        }
+        #expect(LegacyImporter.millis(.integer(1_709_300_000)) == 1_709_300_000_000)       // seconds
+        #expect(LegacyImporter.millis(.integer(1_709_300_000_123)) == 1_709_300_000_123)   // milliseconds
+        #expect(LegacyImporter.millis(.real(1_709_250_000.5)) == 1_709_250_000_500)
+        #expect(LegacyImporter.millis(.text("1709300000")) == 1_709_300_000_000)
+        for bad in ["next tuesday", "2024-13-01", "2024-03-01T25:00:00Z", "2024-03-01T10:00:00Q", "", "1969-12-31T23:59:59Z", "2024-03-01T10:00:00+1"] {
+            #expect(LegacyImporter.millis(.text(bad)) == nil, "\(bad)")
+        }
+        #expect(LegacyImporter.millis(.integer(-5)) == nil && LegacyImporter.millis(.real(.nan)) == nil)
     }
 
     @Test func whatIsNotALegacyFileIsRefusedAndChangesNothing() throws {

@@ -132,6 +132,34 @@ import Testing
         #expect(try p.items(under: parent.uuidString).map(\.id) == [parent, item].map(\.lowercasedString))
     }
 
+    /// Seed 004: an event id seen again on another event with another payload is a sync anomaly,
+    /// whatever the order the two arrive in; the same payload under two positions is not; both
+    /// events are applied as the events they are.
+    @Test func anEventIDReusedForAnotherPayloadIsASyncAnomaly() throws {
+        let id = UUID(uuidString: "e0e0e0e0-0000-4000-8000-000000000001")!
+        func events() -> [Event] {
+            var f = EventFactory()
+            var a = f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("from a"))])
+            var b = f.make(originB, hlc: hlc(2), .item, .create, parent, [Field("title", text("from b"))])
+            var c = f.make(originC, hlc: hlc(3), .item, .create, item, [Field("title", text("from a"))], base: hlc(1))  // same payload as a
+            a.explicitEventID = id; b.explicitEventID = id; c.explicitEventID = id
+            return [a, b, c]
+        }
+        var found: [[String]] = []
+        for order in [[0, 1, 2], [2, 1, 0], [1, 2, 0]] {
+            let dir = TempDir()
+            let (store, p) = try makeProjection(dir)
+            let e = events()
+            for i in order { try p.apply([e[i]]) }
+            let rows = try p.anomalies().filter { $0.kind == "event_id_reused" }
+            found.append(rows.map { "\($0.entityID) \($0.details ?? "")" })
+            #expect(rows.count == 1 && rows[0].entityID == parent.lowercasedString && rows[0].eventID == id.lowercasedString)
+            #expect(try row(p, parent)?["title"] as String? == "from b" && (try row(p, item)?["title"] as String?) == "from a")
+            _ = store
+        }
+        #expect(Set(found.map { $0.joined() }).count == 1, "the anomaly reads the same in every arrival order")
+    }
+
     /// A peer's value of the wrong type for its column (input is checked on the way in, a peer's
     /// frames are not re-checked field by field) is not applied: the log keeps it, the column
     /// keeps its last good value, and every query still reads the table.
