@@ -423,6 +423,33 @@ public final class Logbook: @unchecked Sendable {
         try projection.links(of: item.lowercasedString, includeDeleted: includeDeleted)
     }
 
+    /// Purges tombstones: rows deleted before `date` leave the projection's tables (the log
+    /// keeps every event; each row's merge state is kept, so a late update never brings it back,
+    /// while a later restore does, in full). Off unless asked; the cutoff is remembered, so a
+    /// rebuild purges the same rows. docs/PROJECTION.md, "Purging tombstones".
+    /// - Returns: rows purged per table.
+    @discardableResult
+    public func purge(deletedBefore date: Date) throws -> [String: Int] {
+        let w = try requireWriter("purge")
+        let cutoff = ISOTime.string(millis: UInt64(max(0, date.timeIntervalSince1970) * 1000))
+        return try w.exclusive { try w.projection.purge(deletedBefore: cutoff) }
+    }
+
+    /// Keeps deleted rows for `days` days: purges older ones now and at every open for writing.
+    /// nil (or 0) turns the retention off (nothing purged is brought back by that).
+    @discardableResult
+    public func setRetention(days: Int?) throws -> [String: Int] {
+        let w = try requireWriter("purge")
+        guard let days, days > 0 else {
+            try w.projection.setRetainDays(nil)
+            return [:]
+        }
+        return try w.exclusive {
+            try w.projection.setRetainDays(days)
+            return try w.projection.purgeByRetention()
+        }
+    }
+
     /// Events in the log that this build did not understand entirely when it projected them
     /// (written by a newer build): kept, shipped, and projected as far as understood. Opening
     /// for writing with a build that understands them rebuilds the projection.

@@ -51,7 +51,10 @@ public final class ProjectedStore: @unchecked Sendable {
         if let applied = try projection.cursor()[store.replicaID] {
             appender.noteCommitted(ownThrough: applied, evidence: "the projection has applied it")
         }
-        if project { try projection.catchUp(progress: progress) }
+        if project {
+            try projection.catchUp(progress: progress)
+            try projection.purgeByRetention()  // only with a retention set (off by default)
+        }
     }
 
     /// Opens for writing like `init`, waiting up to `seconds` while another process holds the

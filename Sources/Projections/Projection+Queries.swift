@@ -292,6 +292,10 @@ extension Projection {
 
     /// Every event of one entity, across origins, in merge order (hlc, origin, seq). Scans the log.
     public func history(entity: Entity, id: UUID) throws -> [Event] {
+        try Projection.history(store: store, entity: entity, id: id)
+    }
+
+    static func history(store: Store, entity: Entity, id: UUID) throws -> [Event] {
         let reader = LogReader(store: store)
         var out: [Event] = []
         for o in try store.origins() {
@@ -341,6 +345,9 @@ extension Projection {
         let seeded = try Projection.seedFromSnapshot(store, at: temp)
         let pool = try Projection.openPool(temp, schema: schema)
         _ = try Projection.project(store: store, into: pool, schema: schema, fresh: !seeded, progress: progress)
+        if let cutoff = try setting(Projection.purgedBeforeSetting) {
+            try pool.write { db in _ = try Projection.purgeRows(db, schema: schema, before: cutoff) }  // purged alike
+        }
         let aside = try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
         let asideCursor = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor").reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }

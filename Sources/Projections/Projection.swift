@@ -242,6 +242,7 @@ public final class Projection: @unchecked Sendable {
                 var batch: [Event] = []
                 let n = try pool.write { db -> Int in
                     let p = try Projector(schema: schema, db: db, fresh: false)
+                    p.replayEntity = { try Projection.history(store: store, entity: $0, id: $1) }
                     try reader.forEachEvent(origin: origin, from: next) { e in
                         if e.seq > batchEnd { return false }
                         try p.apply(e, db: db)
@@ -272,6 +273,7 @@ public final class Projection: @unchecked Sendable {
     public func apply(_ events: [Event]) throws {
         let cursor = try pool.write { db -> [ReplicaID: Seq] in
             let p = try Projector(schema: schema, db: db, fresh: false)
+            p.replayEntity = { [store] in try Projection.history(store: store, entity: $0, id: $1) }
             for e in events {
                 try p.apply(e, db: db)
                 if p.pendingRows >= Projector.flushRowsMax { try p.flush(db: db) }
@@ -307,12 +309,16 @@ public final class Projection: @unchecked Sendable {
             let seeded = try seedFromSnapshot(store, at: temp)
             let pool = try openRebuildQueue(temp, schema: schema)
             n = try project(store: store, into: pool, schema: schema, fresh: !seeded, progress: progress)
-            // Device-local settings survive a rebuild.
+            // Device-local settings survive a rebuild, and with them what was purged.
             if FileManager.default.fileExists(atPath: target) {
                 try pool.writeWithoutTransaction { db in
                     try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
                     try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings SELECT key, value FROM old.app_settings")
                     try db.execute(sql: "DETACH DATABASE old")
+                    try db.inTransaction {
+                        try Projection.reapplyPurge(db, schema: schema)
+                        return .commit
+                    }
                 }
             }
             try pool.writeWithoutTransaction { db in

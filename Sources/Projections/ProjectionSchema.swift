@@ -121,7 +121,7 @@ public struct ProjectionSchema: Sendable {
             // understand entirely (a newer build's), so an upgraded build rebuilds; and which
             // position holds each writer-supplied event id, so one id carried by two different
             // events is recorded as a sync anomaly (docs/PROJECTION.md, "Anomalies").
-            ("v4 links, unread events, event ids", """
+            ("v4 links, unread events, event ids, purged rows", """
                 CREATE TABLE links (
                     id TEXT PRIMARY KEY NOT NULL, from_id TEXT, to_id TEXT, kind TEXT, weight NUMERIC, label TEXT,
                     version INTEGER NOT NULL, created_at TEXT, modified_at TEXT NOT NULL, deleted_at TEXT, _clocks BLOB NOT NULL) WITHOUT ROWID;
@@ -134,6 +134,9 @@ public struct ProjectionSchema: Sendable {
                     event_id TEXT NOT NULL, origin TEXT NOT NULL, seq INTEGER NOT NULL, hlc INTEGER NOT NULL,
                     digest INTEGER NOT NULL, entity INTEGER NOT NULL, entity_id TEXT NOT NULL, op INTEGER NOT NULL,
                     PRIMARY KEY (event_id, origin, seq)) WITHOUT ROWID;
+                CREATE TABLE projection_purged (
+                    tbl TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, deleted_at TEXT NOT NULL, _clocks BLOB NOT NULL,
+                    PRIMARY KEY (tbl, id)) WITHOUT ROWID;
                 """),
         ]
     )

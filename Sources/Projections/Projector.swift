@@ -285,7 +285,17 @@ final class Projector {
         if fresh { return row }
         let cols = table.columns.joined(separator: ", ")
         let sql = "SELECT \(cols), version, _clocks FROM \(table.name) WHERE id = ?"
-        guard let r = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key.id.lowercasedString]) else { return row }
+        guard let r = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [key.id.lowercasedString]) else {
+            // A purged row: its merge state without its values (the log keeps them).
+            if let p = try Row.fetchOne(db.cachedStatement(sql: "SELECT version, _clocks FROM projection_purged WHERE tbl = ? AND id = ?"),
+                                        arguments: [table.name, key.id.lowercasedString]) {
+                let blob: Data = try p.decode(atIndex: 1)
+                let version: Int64 = try p.decode(atIndex: 0)
+                row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
+                row.purged = true
+            }
+            return row
+        }
         let blob: Data = try r.decode(atIndex: table.columns.count + 1)
         let version: Int64 = try r.decode(atIndex: table.columns.count)
         row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
@@ -383,6 +393,7 @@ final class Projector {
 
     /// Writes dirty rows, conflicts, anomalies and the cursor. Call inside a write transaction.
     func flush(db: Database) throws {
+        if !fresh { try settlePurged(db: db) }  // may meet origins: before they are written
         for i in newOrigins {
             try db.cachedStatement(sql: "INSERT INTO projection_origins (idx, origin) VALUES (?, ?)").execute(arguments: [i, origins[i].description])
         }
@@ -437,6 +448,34 @@ final class Projector {
         }
         openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
         fresh = false
+    }
+
+    /// Every event of one entity in the log, for bringing a purged row back (set by the caller
+    /// that has the store; nil in a fresh rebuild, which never loads a row).
+    var replayEntity: ((Entity, UUID) throws -> [Event])?
+
+    /// Purged rows touched since the last flush: a row still deleted keeps only its merge state
+    /// (a late update never brings it back); a row a later restore or create brought back is made
+    /// again from all its events in the log, and written like a new row.
+    private func settlePurged(db: Database) throws {
+        for (key, row) in rows where row.purged {
+            let table = schema.tables[key.table]
+            if let d = row.deletedHLC {
+                let clocks = row.encodeClocks()
+                try db.cachedStatement(sql: "UPDATE projection_purged SET version = ?, deleted_at = ?, _clocks = ? WHERE tbl = ? AND id = ?")
+                    .execute(arguments: [Int64(bitPattern: row.version), ISOTime.string(millis: d >> 16), Data(clocks), table.name, key.id.lowercasedString])
+                rows.removeValue(forKey: key)
+                continue
+            }
+            try db.cachedStatement(sql: "DELETE FROM projection_purged WHERE tbl = ? AND id = ?").execute(arguments: [table.name, key.id.lowercasedString])
+            var whole = RowState(columns: table.columns.count)
+            for e in try replayEntity?(table.entity, key.id) ?? [] {
+                let originIdx = addOrigin(e.origin)
+                let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue, explicitID: e.explicitEventID)
+                merge(&whole, key: key, event: e, stamp: stamp)
+            }
+            rows[key] = whole
+        }
     }
 
     /// Writes the rows of `keys` (each taken out of `rows`, not copied), in that order.

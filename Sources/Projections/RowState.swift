@@ -28,6 +28,8 @@ struct RowState {
     /// hlc of the newest event applied: the entity's version.
     var version: UInt64 = 0
     var existsInDatabase = false
+    /// The row was purged (`Projection.purge`): only its merge state is kept, in projection_purged.
+    var purged = false
 
     init(columns: Int) {
         values = Array(repeating: nil, count: columns)
