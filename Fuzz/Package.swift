@@ -13,12 +13,13 @@ let logbook: [Target.Dependency] = [
     .product(name: "EventLog", package: root),
     .product(name: "Projections", package: root),
     .product(name: "Replicator", package: root),
+    .product(name: "Logbook", package: root),
 ]
 
 let package = Package(
     name: "LogbookFuzz",
     dependencies: [.package(path: "..")],
-    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream"].map {
+    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream", "FuzzLegacyImport"].map {
         .executableTarget(name: $0, dependencies: logbook, path: "Sources/\($0)")
     }
 )

@@ -100,4 +100,7 @@ if evctl:
         except (subprocess.CalledProcessError, OSError) as e:
             print("fuzz-corpus: no snapshot seed (%s)" % e, file=sys.stderr)
 put("FuzzSnapshot", "not-sqlite", b"SQLite format 3\0" + b"\0" * 84)
+for f in sorted(glob.glob(os.path.join(root, "fixtures/legacy/*.json")) + glob.glob(os.path.join(root, "fixtures/legacy/*.sqlite"))):
+    put("FuzzLegacyImport", os.path.basename(f), open(f, "rb").read())
+put("FuzzLegacyImport", "nested", b'{"items": [{"id": 1, "title": [[[[{"a": null}]]]], "created_at": 1e300}]}')
 print("fuzz corpora seeded in %s from %d golden frames" % (out, len(frames)))
