@@ -236,13 +236,25 @@ public final class Logbook: @unchecked Sendable {
     /// - Returns: the append, and the projection's failure when the events were appended
     ///   (durably) but not projected: do not append them again; `replay()` completes it.
     /// - Throws: `InputError` (with the line) when a line is refused; nothing is appended.
-    public func appendNDJSON(from fd: Int32, name: String, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
+    /// - Parameter actor: the actor of every line that names none (a scoped principal's hub
+    ///   takes only events whose actor is its user).
+    public func appendNDJSON(from fd: Int32, name: String, actor: String? = nil, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
         let w = try requireWriter("append")
+        if let actor, actor.isEmpty || actor.utf8.count > FieldRules.actorBytesMax {
+            throw LogbookError(.invalid, "actor must be 1 to \(FieldRules.actorBytesMax) bytes")
+        }
         return try w.exclusive {
             var fill: (@Sendable (inout [Mutation]) throws -> Void)?
             if w.projects {
                 let p = w.projection
                 fill = { (batch: inout [Mutation]) throws -> Void in try p.fillBases(&batch) }
+            }
+            if let actor {
+                let bases = fill
+                fill = { (batch: inout [Mutation]) throws -> Void in
+                    for i in batch.indices where batch[i].actor == nil { batch[i].actor = actor }
+                    try bases?(&batch)
+                }
             }
             let r = try NDJSONAppend.append(from: fd, name: name, to: w.appender, prepare: fill, progress: progress)
             // The append is durable from here: a failure to project must not read as "nothing

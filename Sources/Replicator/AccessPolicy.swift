@@ -13,6 +13,12 @@ import Foundation
 /// `push` lists the origins the principal may author (its own replica ids), or `"*"` for a
 /// trusted relay; `pull` says whether it may read. Tokens are kept only as SHA-256 digests and
 /// compared in constant time against every principal.
+///
+/// A principal may belong to a user (`"user": "alice"`, and `"read_users": ["bob"]` for the users
+/// whose origins it may also read): it is then *scoped* (docs/SECURITY.md, "Per-user scopes").
+/// An origin belongs to the user of the first scoped principal that pushes it; a scoped principal
+/// pushes only origins of its own user, only events whose actor is its user, and reads only the
+/// origins of its own user and of its `read_users`. A principal without a user reads every origin.
 public struct AccessPolicy: Sendable {
     public enum PushRight: Sendable, Equatable {
         case origins(Set<ReplicaID>)
@@ -30,7 +36,14 @@ public struct AccessPolicy: Sendable {
         public var name: String
         public var push: PushRight
         public var pull: Bool
+        /// The user the principal acts for; nil for an unscoped principal (a relay, an admin).
+        public var user: String?
+        /// Other users whose origins it may read.
+        public var readUsers: Set<String> = []
         fileprivate var digest: [UInt8]
+
+        /// The users whose origins it may read, or nil for every origin (no user).
+        public var readableUsers: Set<String>? { user.map { readUsers.union([$0]) } }
     }
 
     /// Why a request was refused. `status` is the HTTP status to answer with.
@@ -48,9 +61,22 @@ public struct AccessPolicy: Sendable {
     public static let tokenLengthMin = 16
     public static let tokenLengthMax = 512
     public static let fileBytesMax = 1 << 20
+    public static let userLengthMax = 64
+    /// The fields a principal may have: a misspelt right (`"read_user"`) is an error, never ignored.
+    static let principalKeys: Set<String> = ["name", "token", "push", "pull", "user", "read_users", "comment"]
+
+    /// A user name: 1 to 64 of a-z, A-Z, 0-9, '.', '_', '-', '@' (printable anywhere, never markup).
+    public static func isValidUser(_ u: String) -> Bool {
+        !u.isEmpty && u.utf8.count <= userLengthMax && u.utf8.allSatisfy {
+            ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E || $0 == 0x5F || $0 == 0x2D || $0 == 0x40
+        }
+    }
+
+    /// True when some principal belongs to a user (the server then keeps who owns each origin).
+    public var isScoped: Bool { principals.contains { $0.user != nil } }
 
     /// The policy of a server without tokens: one principal, `local`, that may pull and push anything.
-    public static let open = AccessPolicy(principals: [Principal(name: "local", push: .any, pull: true, digest: [])], isOpen: true)
+    public static let open = AccessPolicy(principals: [Principal(name: "local", push: .any, pull: true, user: nil, digest: [])], isOpen: true)
 
     private init(principals: [Principal], isOpen: Bool) {
         self.principals = principals
@@ -113,7 +139,29 @@ public struct AccessPolicy: Sendable {
             case let b as Bool: pull = b
             default: throw PolicyError("\(at).pull: expected true or false")
             }
-            out.append(Principal(name: name, push: push, pull: pull, digest: digest))
+            var user: String?
+            switch p["user"] {
+            case nil: user = nil
+            case let u as String where Self.isValidUser(u): user = u
+            default: throw PolicyError("\(at).user: expected a user name of 1 to \(Self.userLengthMax) characters a-z, A-Z, 0-9, '.', '_', '-', '@' (principal \"\(name)\")")
+            }
+            var readUsers = Set<String>()
+            switch p["read_users"] {
+            case nil: break
+            case let list as [Any]:
+                guard user != nil else { throw PolicyError("\(at).read_users: needs \"user\" too (a principal without a user already reads every origin; principal \"\(name)\")") }
+                for (j, v) in list.enumerated() {
+                    guard let u = v as? String, Self.isValidUser(u) else {
+                        throw PolicyError("\(at).read_users[\(j)]: expected a user name of 1 to \(Self.userLengthMax) characters a-z, A-Z, 0-9, '.', '_', '-', '@'")
+                    }
+                    readUsers.insert(u)
+                }
+            default: throw PolicyError("\(at).read_users: expected a list of user names")
+            }
+            for key in p.keys where !Self.principalKeys.contains(key) {
+                throw PolicyError("\(at): unknown field \"\(key.prefix(40))\" (principal \"\(name)\"; expected \(Self.principalKeys.sorted().joined(separator: ", ")))")
+            }
+            out.append(Principal(name: name, push: push, pull: pull, user: user, readUsers: readUsers, digest: digest))
         }
         self.init(principals: out, isOpen: false)
     }

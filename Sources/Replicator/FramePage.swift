@@ -216,14 +216,16 @@ public struct FramePage: Sendable, Equatable {
     /// The frames `collect` would put in a page, handed to `frame` one by one (the bytes are
     /// valid only during the call), so a sender can write them straight to where they go.
     /// Returns the page's next cursor and whether more remains.
-    public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits,
+    /// - Parameter including: the origins the page may hold (a scoped principal's); nil for all.
+    ///   Others are never read, nor checked against `since`.
+    public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits, including: ((ReplicaID) -> Bool)? = nil,
                                frame: (UnsafeRawBufferPointer) throws -> Void) throws -> (next: ReplicationCursor, more: Bool) {
         var next = since
         var more = false
         var bytes = 0, count = 0
         var full = false
         let reader = LogReader(store: store)
-        for origin in try store.origins() {
+        for origin in try store.origins() where including?(origin) ?? true {
             try reader.requireHeld(origin: origin, past: since[origin])
             let from = since[origin].next
             let durable = reader.durable(origin: origin)

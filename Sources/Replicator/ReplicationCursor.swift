@@ -42,6 +42,11 @@ public struct ReplicationCursor: Sendable, Hashable, CustomStringConvertible {
         return out
     }
 
+    /// The positions of the origins `keep` accepts (what a scoped principal may see of a cursor).
+    public func filtered(_ keep: (ReplicaID) -> Bool) -> ReplicationCursor {
+        ReplicationCursor(entries.filter { keep($0.key) })
+    }
+
     /// True when this cursor holds everything `other` holds.
     public func includes(_ other: ReplicationCursor) -> Bool {
         other.entries.allSatisfy { self[$0.key] >= $0.value }

@@ -22,6 +22,9 @@ struct AppendCommand: StoreCommand {
     @Flag(name: .customLong("no-project"), help: "Append only; bring the projection up to date later with `evctl replay`.")
     var noProject = false
 
+    @Option(help: "The actor of every line that names none (default: $EVCTL_ACTOR). A hub's scoped principal takes only events whose actor is its user.")
+    var actor: String?
+
     func execute() throws {
         let fd: Int32
         if file == "-" {
@@ -35,7 +38,8 @@ struct AppendCommand: StoreCommand {
         defer { try? book.close() }
         let (r, projectionError): (AppendResult, (any Error)?)
         do {
-            (r, projectionError) = try book.appendNDJSON(from: fd, name: file == "-" ? "standard input" : file) { lines, bytes in
+            let actor = self.actor ?? ProcessInfo.processInfo.environment["EVCTL_ACTOR"].flatMap { $0.isEmpty ? nil : $0 }
+            (r, projectionError) = try book.appendNDJSON(from: fd, name: file == "-" ? "standard input" : file, actor: actor) { lines, bytes in
                 Terminal.progress("appending: \(lines) lines, \(bytes >> 20) MiB read")
             }
         } catch {

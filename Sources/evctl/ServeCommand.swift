@@ -11,7 +11,10 @@ struct ServeCommand: AsyncStoreCommand {
             Without --tokens the server only listens on a loopback address and every caller may pull and push.
             A tokens file maps bearer tokens to principals:
               {"principals":[{"name":"laptop","token":"...","push":["<replica id>"],"pull":true}]}
-            ("push": "*" lets a trusted relay push any origin). The writer lock is taken per push only,
+            ("push": "*" lets a trusted relay push any origin). A principal with "user": "NAME" (and
+            "read_users": [...]) is scoped: it reads only its users' origins and pushes only its own
+            user's, with that user as every event's actor (docs/SECURITY.md). The tokens file is re-read
+            when it changes and on SIGHUP; an invalid one keeps the last good one. The writer lock is taken per push only,
             so local appends keep working while the server runs. Stop it with Ctrl-C or SIGTERM.
             """
     )
@@ -49,7 +52,11 @@ struct ServeCommand: AsyncStoreCommand {
         let store = try options.book(.inspect).store
         var config = ServerConfiguration()
         (config.host, config.port) = try Self.parseListen(listen)
-        if let tokens { config.policy = try AccessPolicy.load(path: tokens) }
+        if let tokens {
+            config.policy = try AccessPolicy.load(path: tokens)
+            config.tokensFile = tokens
+            TokensFileWatcher.handleHangups()  // before anything can send one: SIGHUP reloads, never ends the server
+        }
         config.certificate = tlsCert
         config.key = tlsKey
         guard maxPushBytes > 0 else { throw ValidationError("--max-push-bytes must be positive") }

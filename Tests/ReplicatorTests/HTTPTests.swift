@@ -377,7 +377,7 @@ struct SplitMix {
         let dir = ShippingTests.Dir()
         let store = try Store.create(at: dir.path + "/s")
         try edit(store, 40, seed: 3)
-        let endpoint = ReplicaEndpoint(store: store, policy: .open)
+        let endpoint = try ReplicaEndpoint(store: store, policy: .open)
         let principal = try endpoint.authenticate(nil)
         let tmpBefore = try FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory()).filter { $0.hasPrefix("evctl-snapshot-") }
         func fetch() async throws -> (String, [UInt8]) {

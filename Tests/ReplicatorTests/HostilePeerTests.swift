@@ -125,7 +125,7 @@ import Testing
         // The server answers 400 to such a cursor instead of dying on it, and serves Seq.max as "nothing past it".
         let dir = Dir()
         let s = try Store.create(at: dir.path + "/s")
-        let endpoint = ReplicaEndpoint(store: s, policy: .open)
+        let endpoint = try ReplicaEndpoint(store: s, policy: .open)
         await #expect(throws: EndpointError.self) {
             _ = try await endpoint.page(principal: AccessPolicy.open.principals[0], since: token([0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01]), maxBytes: nil, maxFrames: nil, peer: nil)
         }

@@ -62,6 +62,52 @@ import Testing
         #expect(pulled.stdout.contains("pulled 1 events"))
     }
 
+    /// Two users on one hub with the same client commands: each replica gets its user's items
+    /// only; an event without the user as actor is refused; a token revoked in the file and
+    /// signalled with SIGHUP stops working without a restart.
+    @Test func scopedUsersShareOneHub() throws {
+        let dir = TempDir()
+        let hub = dir.path + "/hub", a1 = dir.path + "/a1", a2 = dir.path + "/a2", b1 = dir.path + "/b1"
+        for s in [hub, a1, a2, b1] { try Evctl.run(["init", "--store", s]) }
+        func replica(_ s: String) throws -> String { try json(Evctl.run(["status", "--store", s, "--json"]).stdout)["replica_id"] as? String ?? "" }
+        func tokens(_ principals: [(String, String, String, String)]) -> String {
+            "{\"principals\":[" + principals.map { "{\"name\":\"\($0.0)\",\"token\":\"\($0.1)\",\"user\":\"\($0.2)\",\"push\":[\"\($0.3)\"],\"pull\":true}" }
+                .joined(separator: ",") + "]}"
+        }
+        let file = dir.path + "/tokens.json"
+        let all = [("a1", "a1-token-0123456789abcdef", "alice", try replica(a1)), ("a2", "a2-token-0123456789abcdef", "alice", try replica(a2)),
+                   ("b1", "b1-token-0123456789abcdef", "bob", try replica(b1))]
+        try tokens(all).write(toFile: file, atomically: true, encoding: .utf8)
+        let (server, url) = try serve(["--store", hub, "--tokens", file], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        func item(_ n: Int, _ title: String) -> String { #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-00000000000\#(n)","fields":{"title":"\#(title)"}}"# + "\n" }
+        #expect(try Evctl.run(["append", "--store", a1, "--actor", "alice"], stdin: item(1, "alice on a1")).status == 0)
+        #expect(try Evctl.run(["append", "--store", b1], stdin: item(2, "bob on b1"), env: ["EVCTL_ACTOR": "bob"]).status == 0)
+        for (s, t) in [(a1, "a1-token-0123456789abcdef"), (b1, "b1-token-0123456789abcdef"), (a2, "a2-token-0123456789abcdef")] {
+            let r = try Evctl.run(["sync", "--store", s, url, "--token", t])
+            #expect(r.status == 0, "\(r.stderr)")
+        }
+        let a2Items = try Evctl.run(["items", "--store", a2]).stdout
+        #expect(a2Items.contains("alice on a1") && !a2Items.contains("bob on b1"))
+        #expect(!(try Evctl.run(["items", "--store", b1]).stdout.contains("alice")))
+        // An event without bob as its actor: refused, with the reason.
+        try Evctl.run(["append", "--store", b1], stdin: item(3, "no actor"))
+        let refused = try Evctl.run(["push", "--store", b1, url, "--token", "b1-token-0123456789abcdef"])
+        #expect(refused.status == 1 && refused.stderr.contains("403") && refused.stderr.contains("actor"))
+        #expect(!(try Evctl.run(["items", "--store", hub]).stdout.contains("no actor")))
+        // a2's token revoked: the file is replaced, and SIGHUP has it read at once.
+        try tokens([all[0], all[2]]).write(toFile: file, atomically: true, encoding: .utf8)
+        kill(server.processIdentifier, SIGHUP)
+        var revoked = false
+        for _ in 0..<100 where !revoked {
+            revoked = try Evctl.run(["pull", "--store", a2, url, "--token", "a2-token-0123456789abcdef"]).stderr.contains("401")
+            if !revoked { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        #expect(revoked)
+        #expect(server.isRunning)
+        #expect(try Evctl.run(["pull", "--store", a1, url, "--token", "a1-token-0123456789abcdef"]).status == 0)
+    }
+
     @Test func serveRefusesAnOpenNonLoopbackAddressAndAPeerThatIsDown() throws {
         let dir = TempDir()
         let a = dir.path + "/a"

@@ -36,7 +36,11 @@ public struct EndpointError: Error, Sendable, CustomStringConvertible {
 /// (the client retries).
 public final class ReplicaEndpoint: @unchecked Sendable {
     public let store: Store
-    public let policy: AccessPolicy
+    /// The access policy in force (a tokens file reloaded by `TokensFileWatcher` swaps it).
+    public let policies: PolicySource
+    public var policy: AccessPolicy { policies.current }
+    /// Who owns each origin (scoped principals only read their users' origins).
+    public let owners: OriginOwners
     public let pageMax: PageLimits
     public let pushBytesMax: Int
     public let lockWait: Double
@@ -54,12 +58,14 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     private var lastPush = Date.distantPast
     fileprivate let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
 
-    public init(store: Store, policy: AccessPolicy, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
+    /// - Throws: `ServerError` when the store's record of origin owners cannot be read.
+    public init(store: Store, policy: AccessPolicy, policies: PolicySource? = nil, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
                 lockWait: Double = 2, idleClose: Double = 0.25, metrics: ServerMetrics = ServerMetrics(),
-                memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax) {
+                memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax) throws {
         self.store = store
         memory = MemoryBudget(bytesMax: memoryBytesMax)
-        self.policy = policy
+        self.policies = policies ?? PolicySource(policy)
+        owners = try OriginOwners(store: store)
         self.pageMax = pageMax
         self.pushBytesMax = pushBytesMax
         self.lockWait = lockWait
@@ -75,12 +81,25 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         }
     }
 
-    /// `GET /v1/cursor`: this store's replica id and cursor.
+    /// The origins `principal` may read: nil for every origin (a principal without a user), else
+    /// those owned by its user or one of its `read_users`, as owners stand when it is asked.
+    public func readable(by principal: AccessPolicy.Principal) -> (@Sendable (ReplicaID) -> Bool)? {
+        guard let users = principal.readableUsers else { return nil }
+        let owners = self.owners
+        return { o in owners.owner(of: o).map(users.contains) ?? false }
+    }
+
+    /// `cursor` as `principal` may see it.
+    func visible(_ cursor: ReplicationCursor, to principal: AccessPolicy.Principal) -> ReplicationCursor {
+        readable(by: principal).map { cursor.filtered($0) } ?? cursor
+    }
+
+    /// `GET /v1/cursor`: this store's replica id and cursor (the origins the principal may read).
     public func cursor(principal: AccessPolicy.Principal) async throws -> (replica: ReplicaID, cursor: ReplicationCursor) {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let store = self.store
         let c = try await run(on: reads) { try store.cursor() }
-        return (store.replicaID, c)
+        return (store.replicaID, visible(c, to: principal))
     }
 
     /// `GET /v1/frames`: a page of the frames past `since` (a cursor token; empty means from the start).
@@ -101,23 +120,26 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         let (since, clamped) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
         let store = self.store
         let from = since
-        let page: OutgoingPage, mine: ReplicationCursor
+        let scope = readable(by: principal)
+        let page: OutgoingPage, all: ReplicationCursor
         let reservation = try await memory.reserve(OutgoingPage.bytesBound(clamped))
         do {
-            (page, mine) = try await run(on: reads) { (try OutgoingPage(store: store, since: from, limits: clamped), try store.cursor()) }
+            (page, all) = try await run(on: reads) { (try OutgoingPage(store: store, since: from, limits: clamped, including: scope), try store.cursor()) }
             reservation.shrink(to: page.frameBytes + 4 * page.frames + (1 << 16))
         } catch let f as TransferFailure where f.code == .cursorExpired {
             throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
         }
-        metrics.served(frames: page.frames, bytes: page.frameBytes, cursor: mine)
+        let mine = scope.map { all.filtered($0) } ?? all
+        metrics.served(frames: page.frames, bytes: page.frameBytes, cursor: all)
         if let peer, let id = ReplicaID(peer) {
-            metrics.peer("\(principal.name)/\(id)", lag: page.next.merged(with: since).lag(behind: mine))
+            metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: page.next.merged(with: since).lag(behind: mine))
         }
         return (page, mine, reservation)
     }
 
     /// `GET /v1/watch`: the store's durable cursor now and each time it moves (one watcher for
-    /// every connection, started by the first). The caller must be allowed to pull.
+    /// every connection, started by the first). The caller must be allowed to pull. A scoped
+    /// principal sees the origins it may read, and only moves of those.
     public func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let w: CursorWatcher = try watcherLock.withLock {
@@ -126,7 +148,20 @@ public final class ReplicaEndpoint: @unchecked Sendable {
             cursorWatcher = w
             return w
         }
-        return w.changes()
+        let all = w.changes()
+        guard let scope = readable(by: principal) else { return all }
+        return AsyncStream { continuation in
+            let task = Task {
+                var last: ReplicationCursor?
+                for await c in all {
+                    let mine = c.filtered(scope)
+                    if mine != last { continuation.yield(mine) }
+                    last = mine
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
     }
 
     /// Stops what `watch` started (the server is shutting down).
@@ -165,6 +200,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     public struct StreamedPage: Sendable {
         let endpoint: ReplicaEndpoint
         let principal: String
+        let user: String?
+        let scope: (@Sendable (ReplicaID) -> Bool)?
         let peer: String?
         let since: ReplicationCursor
         let limits: PageLimits
@@ -185,8 +222,10 @@ public final class ReplicaEndpoint: @unchecked Sendable {
                 var slice = limits
                 slice.maxBytes = min(OutgoingPage.chunkBytes, limits.maxBytes - bytes)
                 slice.maxFrames = limits.maxFrames - frames
-                let (from, sliceLimits) = (at, slice)
-                let part = try await endpoint.run(on: endpoint.reads) { try OutgoingPage(store: store, since: from, limits: sliceLimits, framesOnly: true) }
+                let (from, sliceLimits, scope) = (at, slice, self.scope)
+                let part = try await endpoint.run(on: endpoint.reads) {
+                    try OutgoingPage(store: store, since: from, limits: sliceLimits, framesOnly: true, including: scope)
+                }
                 for b in part.buffers where b.readableBytes > 0 { try await write(b) }
                 frames += part.frames
                 bytes += part.frameBytes
@@ -198,10 +237,11 @@ public final class ReplicaEndpoint: @unchecked Sendable {
                 }
             }
             try await write(ByteBuffer(bytes: FramePage.streamedTrailer(frames: frames, next: at, more: more)))
-            let mine = try store.cursor()
-            endpoint.metrics.served(frames: frames, bytes: bytes, cursor: mine)
+            let all = try store.cursor()
+            endpoint.metrics.served(frames: frames, bytes: bytes, cursor: all)
             if let peer, let id = ReplicaID(peer) {
-                endpoint.metrics.peer("\(principal)/\(id)", lag: at.merged(with: since).lag(behind: mine))
+                let mine = scope.map { all.filtered($0) } ?? all
+                endpoint.metrics.peer("\(principal)/\(id)", user: user, lag: at.merged(with: since).lag(behind: mine))
             }
             return frames
         }
@@ -211,12 +251,14 @@ public final class ReplicaEndpoint: @unchecked Sendable {
                              peer: String?) async throws -> StreamedPage {
         let (since, limits) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
         let store = self.store
+        let scope = readable(by: principal)
         let holder: ReplicationCursor
         do {
             holder = try await run(on: reads) {
                 let reader = LogReader(store: store)
-                for origin in try store.origins() { try reader.requireHeld(origin: origin, past: since[origin]) }
-                return try store.cursor()
+                for origin in try store.origins() where scope?(origin) ?? true { try reader.requireHeld(origin: origin, past: since[origin]) }
+                let c = try store.cursor()
+                return scope.map { c.filtered($0) } ?? c
             }
         } catch let f as TransferFailure where f.code == .cursorExpired {
             throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
@@ -224,7 +266,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         var slice = limits
         slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
         let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
-        return StreamedPage(endpoint: self, principal: principal.name, peer: peer, since: since, limits: limits, reservation: reservation, holder: holder)
+        return StreamedPage(endpoint: self, principal: principal.name, user: principal.user, scope: scope, peer: peer, since: since, limits: limits,
+                            reservation: reservation, holder: holder)
     }
 
     /// `GET /v1/snapshot`: a snapshot that sits at the end of every log (made with the writer
@@ -233,8 +276,15 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     /// costing a `VACUUM INTO` of the whole projection that holds up pushes. It is kept open and
     /// already unlinked (made in a directory only this user may read, removed at once), so no
     /// copy of the store's rows is ever left behind, however the server stops.
+    ///
+    /// A snapshot holds the rows of every origin, so a scoped principal is refused one (403): it
+    /// pulls its users' origins frame by frame instead (docs/SECURITY.md, "Per-user scopes").
     public func snapshot(principal: AccessPolicy.Principal) async throws -> SnapshotFile {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        if let user = principal.user {
+            throw EndpointError(403, "a snapshot holds every user's rows, so principal \"\(principal.name)\" (user \"\(user)\") cannot take one; "
+                                + "it pulls its users' origins frame by frame (this server must keep their logs whole: do not compact it past them)")
+        }
         let data = try await run(on: writes) { () throws -> SnapshotData in
             let now = try self.store.cursor()
             if let kept = self.keptSnapshot, kept.cursor == now { return kept }
@@ -260,6 +310,9 @@ public final class ReplicaEndpoint: @unchecked Sendable {
 
     /// `POST /v1/frames`: receive a page of frames. The principal must be allowed to push every
     /// origin in it; the frames are verified whole before anything is written, then projected.
+    /// A scoped principal must also own every origin in it (the first push of an origin claims
+    /// it) and every event in it must carry its user as actor; the answer's cursor holds the
+    /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
         guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
         let decoded: FramePage.Decoded
@@ -272,6 +325,12 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
         let store = self.store
         let frames = decoded.frames
+        let scope = readable(by: principal)
+        let pushed = origins.sorted()
+        if let user = principal.user {
+            try checkOwners(pushed, principal: principal, user: user)
+            try await run(on: reads) { try Self.checkActors(frames, principal: principal, user: user) }
+        }
         // Nothing new (an empty page, or frames this store already holds durably, by each
         // origin's 16-byte durable mark): answered from the cursor alone, without the writer lock
         // and without invalidating the kept snapshot. A push with new frames reads no cursor here.
@@ -287,9 +346,14 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         if nothingNew {
             var r = ReceiveResult()
             r.alreadyHeld = frames.count
-            return PushAnswer(result: r, cursor: try await run(on: reads) { try store.cursor() })
+            let c = try await run(on: reads) { try store.cursor() }
+            return PushAnswer(result: r, cursor: scope.map { c.filtered($0) } ?? c)
         }
-        let answer = try await run(on: writes) { () throws -> PushAnswer in
+        var answer = try await run(on: writes) { () throws -> PushAnswer in
+            // Claimed, durably, before a frame is written (pushes run one at a time here).
+            if let user = principal.user, let taken = try self.owners.claim(pushed, user: user, principal: principal.name) {
+                throw Self.foreignOrigin(taken, principal: principal, user: user)
+            }
             let projected = try self.openWriter()
             let r: ReceiveResult
             do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput || e.isClockAhead {
@@ -306,9 +370,40 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         }
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) {
-            metrics.peer("\(principal.name)/\(id)", lag: nil)
+            metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil)
         }
+        if let scope { answer.cursor = answer.cursor.filtered(scope) }
         return answer
+    }
+
+    /// Refuses (403) a page holding an origin another user owns.
+    func checkOwners(_ origins: [ReplicaID], principal: AccessPolicy.Principal, user: String) throws(EndpointError) {
+        for o in origins {
+            if let owner = owners.owner(of: o), owner != user { throw Self.foreignOrigin(o, principal: principal, user: user) }
+        }
+    }
+
+    static func foreignOrigin(_ o: ReplicaID, principal: AccessPolicy.Principal, user: String) -> EndpointError {
+        EndpointError(403, "origin \(o) belongs to another user: principal \"\(principal.name)\" (user \"\(user)\") may not push its frames; nothing was written",
+                      code: .forbidden, origin: o)
+    }
+
+    /// Refuses (403) a page with an event whose actor is not `user`: frames travel verbatim, so
+    /// the server checks what the client wrote instead of setting it. A frame that does not
+    /// decode is refused as damaged (422), as receiving would.
+    static func checkActors(_ frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws {
+        for (i, f) in frames.enumerated() {
+            let (h, events) = try f.withUnsafeBytes { p in
+                do { return try FrameInspector.events(in: p) } catch let e as LogError {
+                    throw EndpointError(422, "frame \(i + 1) of \(frames.count): \(e.description); nothing was written", code: .corrupt)
+                }
+            }
+            for e in events where e.actor != user {
+                let actor = e.actor.map { "actor \"\(printable($0, limit: 64))\"" } ?? "no actor"
+                throw EndpointError(403, "origin \(h.origin) seq \(e.seq) carries \(actor): principal \"\(principal.name)\" may push only events whose actor is its user \"\(user)\" (set \"actor\" on every event it writes); nothing was written",
+                                    code: .forbidden, origin: h.origin, seqs: e.seq.rawValue...e.seq.rawValue)
+            }
+        }
     }
 
     /// The open writer, opened when needed; closed again once idle. Runs on `writes`.
@@ -371,13 +466,13 @@ public struct OutgoingPage: Sendable {
 
     /// - Parameter framesOnly: only the frames (a slice of a streamed page), without the page's
     ///   head and trailer.
-    init(store: Store, since: ReplicationCursor, limits: PageLimits, framesOnly: Bool = false) throws {
+    init(store: Store, since: ReplicationCursor, limits: PageLimits, framesOnly: Bool = false, including: ((ReplicaID) -> Bool)? = nil) throws {
         let allocator = ByteBufferAllocator()
         var chunks: [ByteBuffer] = []
         var current = allocator.buffer(capacity: Self.chunkBytes)
         var frames = 0, frameBytes = 0
         // Each frame as FramePage.appendFrame lays it out: a u32 little-endian length, the bytes.
-        let (next, more) = try FramePage.collect(from: store, since: since, limits: limits) { f in
+        let (next, more) = try FramePage.collect(from: store, since: since, limits: limits, including: including) { f in
             if current.writableBytes < f.count + 4 {
                 if current.readableBytes > 0 { chunks.append(current) }
                 current = allocator.buffer(capacity: max(Self.chunkBytes, f.count + 4))

@@ -22,6 +22,10 @@ public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     public var port = 8427
     public var policy = AccessPolicy.open
+    /// The file `policy` was read from: re-read when it changes and on SIGHUP (`TokensFileWatcher`).
+    public var tokensFile: String?
+    /// Seconds between looks at `tokensFile`.
+    public var tokensCheckInterval = 0.25
     /// PEM files of the certificate chain and private key; TLS is used when both are set.
     public var certificate: String?
     public var key: String?
@@ -79,7 +83,8 @@ public enum ReplicaServer {
     public static func application(store: Store, configuration: ServerConfiguration, logger: Logger,
                                    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         try configuration.validate()
-        let endpoint = ReplicaEndpoint(store: store, policy: configuration.policy, pageMax: configuration.pageMax,
+        let policies = PolicySource(configuration.policy)
+        let endpoint = try ReplicaEndpoint(store: store, policy: configuration.policy, policies: policies, pageMax: configuration.pageMax,
                                        pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
                                        memoryBytesMax: configuration.memoryBytesMax)
         let router = Router()
@@ -91,8 +96,9 @@ public enum ReplicaServer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 if !endpoint.policy.isOpen, let d = AccessPolicy.checkPull(p) { throw EndpointError(d.status, d.message) }
                 let current = try? store.cursor()
+                let scope = endpoint.readable(by: p).map { ServerMetrics.Scope(origins: $0, user: p.user ?? "") }
                 return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                                body: .init(byteBuffer: ByteBuffer(string: endpoint.metrics.render(current: current, memory: endpoint.memory))))
+                                body: .init(byteBuffer: ByteBuffer(string: endpoint.metrics.render(current: current, memory: endpoint.memory, scope: scope))))
             }
         }
         router.get("v1/cursor") { request, _ in
@@ -227,9 +233,14 @@ public enum ReplicaServer {
         } else {
             server = .http1(configuration: http1)
         }
+        var services: [any Service] = []
+        if let file = configuration.tokensFile {
+            services.append(TokensFileWatcher(path: file, source: policies, interval: configuration.tokensCheckInterval, logger: logger))
+        }
         return Application(router: router, server: server,
                            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "evctl",
                                                 availableConnectionsDelegate: MaximumAvailableConnections(limits.connectionsMax)),
+                           services: services,
                            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? configuration.port) },
                            logger: logger)
     }

@@ -14,7 +14,7 @@ public final class ServerMetrics: @unchecked Sendable {
     private var snapshotsMade = 0
     private var snapshotsServed = 0
     private var cursor = ReplicationCursor.empty
-    private var peers: [String: (lag: UInt64?, seen: Date)] = [:]
+    private var peers: [String: (lag: UInt64?, seen: Date, user: String?)] = [:]
     /// Peers remembered at most (oldest forgotten first), so `Logbook-Replica` headers cannot grow memory.
     public static let peersMax = 1000
 
@@ -37,10 +37,12 @@ public final class ServerMetrics: @unchecked Sendable {
         }
     }
 
-    func peer(_ name: String, lag: UInt64?) {
+    /// - Parameter user: the user of the principal the peer connected as (a scoped principal's
+    ///   `/metrics` lists only its own user's peers).
+    func peer(_ name: String, user: String?, lag: UInt64?) {
         lock.withLock {
             let old = peers[name]?.lag
-            peers[name] = (lag ?? old, Date())
+            peers[name] = (lag ?? old, Date(), user)
             if peers.count > Self.peersMax, let oldest = peers.min(by: { $0.value.seen < $1.value.seen })?.key {
                 peers.removeValue(forKey: oldest)
             }
@@ -55,8 +57,20 @@ public final class ServerMetrics: @unchecked Sendable {
     }
 
 
+    /// What a scoped principal may see in `/metrics`: the origins it may read, its own user's peers.
+    public struct Scope {
+        public var origins: (ReplicaID) -> Bool
+        public var user: String
+        public init(origins: @escaping (ReplicaID) -> Bool, user: String) {
+            self.origins = origins
+            self.user = user
+        }
+    }
+
     /// The Prometheus text exposition of every metric; `current` is the store's cursor now.
-    public func render(current: ReplicationCursor?, memory: MemoryBudget? = nil) -> String {
+    /// With `scope`, no origin, replica id or principal of another user is named (the totals,
+    /// which name nothing, stay whole).
+    public func render(current: ReplicationCursor?, memory: MemoryBudget? = nil, scope: Scope? = nil) -> String {
         let mem = memory.map { ($0.usage, $0.waiting, $0.bytesMax) }
         return lock.withLock {
             if let current { cursor = current }
@@ -75,9 +89,10 @@ public final class ServerMetrics: @unchecked Sendable {
                    [("", "\(snapshotsServed)")])
             metric("logbook_http_requests_total", "counter", "Requests answered, by HTTP status.",
                    requests.keys.sorted().map { ("{status=\"\($0)\"}", "\(requests[$0]!)") })
+            let shown = scope.map { cursor.filtered($0.origins) } ?? cursor
             metric("logbook_cursor_seq", "gauge", "The last seq this store holds, per origin.",
-                   cursor.origins.map { ("{origin=\"\($0)\"}", "\(cursor[$0].rawValue)") })
-            let names = peers.keys.sorted()
+                   shown.origins.map { ("{origin=\"\($0)\"}", "\(shown[$0].rawValue)") })
+            let names = peers.keys.sorted().filter { n in scope.map { peers[n]!.user == $0.user } ?? true }
             metric("logbook_peer_lag_events", "gauge", "Events a peer lacked after its last pull (principal/replica).",
                    names.compactMap { n in peers[n]!.lag.map { ("{peer=\"\(Self.escape(n))\"}", "\($0)") } })
             metric("logbook_peer_last_seen_seconds", "gauge", "Unix time of a peer's last request (principal/replica).",

@@ -1,0 +1,102 @@
+import EventLog
+import Foundation
+import GRDB
+
+/// Which user owns each origin a served store holds (docs/SECURITY.md, "Per-user scopes"): the
+/// user of the first scoped principal that pushed it. Kept in `origin_owners.sqlite` in the
+/// store's directory, written and synced before the frames that claim an origin are appended, so
+/// an acknowledged push never leaves its origin without an owner. Origins nobody claimed (the
+/// store's own, those pushed by unscoped principals) have none and are read only by unscoped
+/// principals. Safe to use from any thread.
+public final class OriginOwners: @unchecked Sendable {
+    public static let fileName = "origin_owners.sqlite"
+    private let path: String
+    private let lock = NSLock()
+    private var owners: [ReplicaID: String] = [:]
+    private var queue: DatabaseQueue?
+
+    /// Reads the owners `store` keeps (none when the file does not exist yet).
+    /// - Throws: `ServerError` naming the file when it cannot be read or holds what no server wrote.
+    public init(store: Store) throws {
+        path = store.path + "/" + Self.fileName
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        let q = try open()
+        do {
+            owners = try q.read { db in
+                var out: [ReplicaID: String] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT origin, user FROM owners") {
+                    guard let text = row[0] as String?, let origin = ReplicaID(text), origin.description == text,
+                          let user = row[1] as String?, AccessPolicy.isValidUser(user) else {
+                        throw ServerError("\(path): a row of owners is not an origin and a user name (\(String(describing: row).prefix(120)))")
+                    }
+                    out[origin] = user
+                }
+                return out
+            }
+        } catch let e as ServerError {
+            throw e
+        } catch {
+            throw ServerError("\(path): cannot read the origins' owners: \(error)")
+        }
+    }
+
+    private func open() throws -> DatabaseQueue {
+        if let q = queue { return q }
+        var c = SQLiteGuard.configuration()
+        c.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = WAL")
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+        }
+        let q: DatabaseQueue
+        do {
+            q = try DatabaseQueue(path: path, configuration: c)
+            try q.write { db in
+                try db.execute(sql: """
+                    CREATE TABLE IF NOT EXISTS owners (
+                      origin TEXT PRIMARY KEY NOT NULL, user TEXT NOT NULL, principal TEXT NOT NULL, claimed_at TEXT NOT NULL
+                    ) STRICT
+                    """)
+            }
+        } catch {
+            throw ServerError("\(path): cannot open the origins' owners: \(error)")
+        }
+        queue = q
+        return q
+    }
+
+    /// The user who owns `origin`, if any.
+    public func owner(of origin: ReplicaID) -> String? { lock.withLock { owners[origin] } }
+
+    /// Every owned origin and its user.
+    public var all: [ReplicaID: String] { lock.withLock { owners } }
+
+    /// Makes `user` the owner of every origin in `origins` that has none, durably, and returns
+    /// the first origin another user owns (nothing is claimed then), or nil.
+    public func claim(_ origins: some Sequence<ReplicaID>, user: String, principal: String) throws -> ReplicaID? {
+        try lock.withLock {
+            var new: [ReplicaID] = []
+            for o in origins {
+                switch owners[o] {
+                case nil: new.append(o)
+                case user?: continue
+                default: return o
+                }
+            }
+            guard !new.isEmpty else { return nil }
+            let q = try open()
+            let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
+            do {
+                try q.write { db in
+                    for o in new {
+                        try db.execute(sql: "INSERT INTO owners (origin, user, principal, claimed_at) VALUES (?, ?, ?, ?)",
+                                       arguments: [o.description, user, principal, now])
+                    }
+                }
+            } catch {
+                throw ServerError("\(path): cannot record who owns origin \(new[0]): \(error)")
+            }
+            for o in new { owners[o] = user }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,258 @@
+import AsyncHTTPClient
+import Domain
+import EventLog
+import Foundation
+import NIOCore
+import NIOHTTP1
+import Projections
+import Testing
+@testable import Replicator
+
+/// Per-user scopes on one hub (docs/SECURITY.md, "Per-user scopes"): who owns an origin, what a
+/// scoped principal may read and push, and the tokens file reloaded while the server runs.
+@Suite(.serialized) struct ScopeTests {
+    typealias Dir = ShippingTests.Dir
+
+    func mutations(_ n: Int, seed: UInt64, actor: String?) -> [Mutation] {
+        HTTPTests().mutations(n, seed: seed).map { m in
+            var m = m
+            m.actor = actor
+            return m
+        }
+    }
+
+    func edit(_ store: Store, _ n: Int, seed: UInt64, actor: String?) throws {
+        let p = try ProjectedStore.open(store: store, waitingUpTo: 5)
+        _ = try p.append(mutations(n, seed: seed, actor: actor))
+        try p.close()
+    }
+
+    func origins(_ store: Store) throws -> [ReplicaID] { try store.cursor().origins }
+
+    /// A GET with the raw client: the status, the body as bytes, the `Logbook-Cursor` header.
+    func fetch(_ url: String, token: String) async throws -> (Int, [UInt8], String?) {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            var r = HTTPClientRequest(url: url)
+            r.headers.add(name: "Authorization", value: "Bearer \(token)")
+            let response = try await client.execute(r, timeout: .seconds(30))
+            let body = try await response.body.collect(upTo: 1 << 26)
+            try await client.shutdown()
+            return (Int(response.status.code), Array(body.readableBytesView), response.headers.first(name: "Logbook-Cursor"))
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    func push(_ page: FramePage, to url: String, token: String) async throws -> (Int, String) {
+        let r = try await HTTPTests().raw(url + "/v1/frames", method: .POST, token: token, body: page.encoded())
+        return (r.status, r.body)
+    }
+
+    @Test func scopedPrincipalsReadOnlyTheirUsersOriginsAndPushOnlyTheirOwn() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let alice1 = try Store.create(at: dir.path + "/alice1")
+        let alice2 = try Store.create(at: dir.path + "/alice2")
+        let alice3 = try Store.create(at: dir.path + "/alice3")
+        let bob1 = try Store.create(at: dir.path + "/bob1")
+        let carol1 = try Store.create(at: dir.path + "/carol1")
+        try edit(hub, 10, seed: 1, actor: nil)  // the hub's own origin: nobody's
+        try edit(alice1, 30, seed: 2, actor: "alice")
+        try edit(alice2, 20, seed: 3, actor: "alice")
+        try edit(alice3, 5, seed: 4, actor: nil)
+        try edit(bob1, 25, seed: 5, actor: "bob")
+        try edit(carol1, 15, seed: 6, actor: "carol")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice-laptop","token":"alice-laptop-token-0123","user":"alice","push":["\(alice1.replicaID)","\(alice3.replicaID)"],"pull":true},
+              {"name":"alice-phone","token":"alice-phone-token-01234","user":"alice","push":["\(alice2.replicaID)"],"pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","read_users":["alice"],"push":["\(carol1.replicaID)"],"pull":true},
+              {"name":"admin","token":"admin-token-0123456789a","push":"*","pull":true}
+            ]}
+            """.utf8))
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            func transport(_ token: String, _ store: Store) throws -> HTTPTransport {
+                try HTTPTransport(url: url, token: token, replica: store.replicaID)
+            }
+            func sync(_ token: String, _ store: Store) async throws {
+                let t = try transport(token, store)
+                _ = try await Replication.push(from: store, to: t)
+                _ = try await Replication.pull(from: t, store: store, lockWait: 5)
+                await t.shutdown()
+            }
+            try await sync("alice-laptop-token-0123", alice1)
+            try await sync("bob-token-0123456789abc", bob1)
+            try await sync("alice-phone-token-01234", alice2)
+            try await sync("carol-token-0123456789a", carol1)
+            try await sync("alice-laptop-token-0123", alice1)
+            // Each origin belongs to the user of the principal that first pushed it.
+            #expect(try OriginOwners(store: hub).all == [alice1.replicaID: "alice", alice2.replicaID: "alice", bob1.replicaID: "bob", carol1.replicaID: "carol"])
+            // A replica holds its users' origins and nothing else: not the hub's own, not another user's.
+            #expect(Set(try origins(alice1)) == Set([alice1.replicaID, alice2.replicaID]))
+            #expect(Set(try origins(alice2)) == Set([alice1.replicaID, alice2.replicaID]))
+            #expect(Set(try origins(bob1)) == Set([bob1.replicaID]))
+            #expect(Set(try origins(carol1)) == Set([carol1.replicaID, alice1.replicaID, alice2.replicaID]))  // read_users: alice
+            #expect(try HTTPTests().dump(alice1) == HTTPTests().dump(alice2))
+            // A principal without a user reads every origin, as before scopes.
+            let admin = try Store.create(at: dir.path + "/admin")
+            let t = try transport("admin-token-0123456789a", admin)
+            _ = try await Replication.pull(from: t, store: admin, lockWait: 5)
+            await t.shutdown()
+            #expect(Set(try origins(admin)) == Set([hub.replicaID, alice1.replicaID, alice2.replicaID, bob1.replicaID, carol1.replicaID]))
+
+            // Cursors, pages of both versions, metrics: nothing of another user.
+            let bobOnly = [bob1.replicaID.description, carol1.replicaID.description]
+            for (token, user) in [("alice-laptop-token-0123", "alice"), ("bob-token-0123456789abc", "bob")] {
+                let c = try transport(token, alice1)
+                let cursor = try await c.cursor()
+                await c.shutdown()
+                let expected: Set<ReplicaID> = user == "alice" ? [alice1.replicaID, alice2.replicaID] : [bob1.replicaID]
+                #expect(Set(cursor.origins) == expected, "\(user)")
+                for version in ["", "&page_version=2"] {
+                    let (status, body, holder) = try await fetch(url + "/v1/frames?since=" + version, token: token)
+                    #expect(status == 200)
+                    let page = try FramePage.decode(body)
+                    #expect(!page.frames.isEmpty)
+                    let held = Set(page.frames.compactMap { FrameHeader(parsing: $0)?.origin })
+                    #expect(held.isSubset(of: expected), "\(user) \(version)")
+                    #expect(Set((page.next ?? .empty).origins).isSubset(of: expected))
+                    #expect(Set(try ReplicationCursor(token: try #require(holder)).origins) == expected)
+                }
+            }
+            // A since cursor naming other users' origins reads nothing of them either.
+            let foreign = ReplicationCursor([bob1.replicaID: Seq(1), hub.replicaID: Seq(1)]).token
+            let (status, body, _) = try await fetch(url + "/v1/frames?since=\(foreign)&page_version=2", token: "alice-laptop-token-0123")
+            #expect(status == 200)
+            #expect(try FramePage.decode(body).frames.allSatisfy { FrameHeader(parsing: $0).map { $0.origin == alice1.replicaID || $0.origin == alice2.replicaID } == true })
+            var r = try await HTTPTests().raw(url + "/metrics", token: "alice-laptop-token-0123")
+            #expect(r.status == 200)
+            #expect(r.body.contains("logbook_cursor_seq{origin=\"\(alice1.replicaID)\"}"))
+            #expect(r.body.contains("alice-phone/\(alice2.replicaID)"))
+            for hidden in bobOnly + [hub.replicaID.description, "bob/", "carol/", "admin/"] { #expect(!r.body.contains(hidden), "\(hidden)") }
+            r = try await HTTPTests().raw(url + "/metrics", token: "admin-token-0123456789a")
+            #expect(r.body.contains("logbook_cursor_seq{origin=\"\(bob1.replicaID)\"}") && r.body.contains("bob/\(bob1.replicaID)"))
+            // A snapshot holds every user's rows: refused to a scoped principal.
+            r = try await HTTPTests().raw(url + "/v1/snapshot", token: "bob-token-0123456789abc")
+            #expect(r.status == 403 && r.body.contains("snapshot"))
+
+            // Pushing another user's origin: 403, even with the right to push any origin; nothing written.
+            try edit(alice1, 5, seed: 7, actor: "alice")
+            let before = try hub.cursor()
+            let newAlice = try FramePage.collect(from: alice1, since: before, limits: PageLimits())
+            var (code, text) = try await push(newAlice, to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("belongs to another user") && text.contains("\"code\":\"forbidden\""))
+            #expect(!text.contains("alice\""))  // the owner is not named
+            #expect(try hub.cursor() == before)
+            // Events whose actor is not the principal's user, or that have none: 403, nothing written, nothing claimed.
+            let imposter = try Store.create(at: dir.path + "/imposter")
+            try edit(imposter, 3, seed: 8, actor: "bob")
+            let forged = try FramePage.collect(from: imposter, since: .empty, limits: PageLimits())
+            (code, text) = try await push(forged, to: url, token: "admin-token-0123456789a")  // unscoped: trusted, as before
+            #expect(code == 200)
+            (code, text) = try await push(try FramePage.collect(from: alice3, since: .empty, limits: PageLimits()), to: url, token: "alice-laptop-token-0123")
+            #expect(code == 403 && text.contains("no actor") && text.contains("\"origin\":\"\(alice3.replicaID)\""))
+            #expect(try hub.cursor()[alice3.replicaID] == Seq(0))
+            #expect(try OriginOwners(store: hub).owner(of: alice3.replicaID) == nil)
+            // An origin pushed by an unscoped principal has no owner: no scoped principal reads it.
+            #expect(try OriginOwners(store: hub).owner(of: imposter.replicaID) == nil)
+            let c = try transport("bob-token-0123456789abc", bob1)
+            #expect(try await c.cursor()[imposter.replicaID] == Seq(0))
+            await c.shutdown()
+            // alice's own push goes through; the answer's cursor names only her users' origins.
+            (code, text) = try await push(newAlice, to: url, token: "alice-laptop-token-0123")
+            #expect(code == 200 && text.contains("\"events\":5"))
+            let answer = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+            let answered = try ReplicationCursor(token: try #require(answer["cursor"] as? String))
+            #expect(Set(answered.origins) == [alice1.replicaID, alice2.replicaID])
+        }
+        // The watch stream (SSE) of a scoped principal: its users' origins only.
+        let endpoint = try ReplicaEndpoint(store: hub, policy: policy)
+        let carol = try #require(try? policy.authenticate(authorization: "Bearer carol-token-0123456789a").get())
+        var it = try endpoint.watch(principal: carol).makeAsyncIterator()
+        let first = try #require(await it.next())
+        #expect(Set(first.origins) == [alice1.replicaID, alice2.replicaID, carol1.replicaID])
+        endpoint.stopWatching()
+    }
+
+    @Test func tokensFilesNameWhatIsWrong() throws {
+        func refusal(_ principal: String) -> String {
+            do {
+                _ = try AccessPolicy(json: Data(#"{"principals":[{"name":"ok","token":"0123456789abcdef0"},\#(principal)]}"#.utf8), source: "t.json")
+                return ""
+            } catch { return "\(error)" }
+        }
+        #expect(refusal(#"{"name":"p","token":"0123456789abcdef1","user":""}"#).contains("t.json: principals[1].user"))
+        #expect(refusal(#"{"name":"p","token":"0123456789abcdef1","user":"a\"><script>"}"#).contains("principals[1].user"))
+        #expect(refusal(#"{"name":"p","token":"0123456789abcdef1","read_users":["a"]}"#).contains("principals[1].read_users: needs \"user\""))
+        #expect(refusal(#"{"name":"p","token":"0123456789abcdef1","user":"a","read_users":["b c"]}"#).contains("principals[1].read_users[0]"))
+        #expect(refusal(#"{"name":"p","token":"0123456789abcdef1","user":"a","read_user":["b"]}"#).contains("unknown field \"read_user\""))
+        let p = try AccessPolicy(json: Data(#"{"principals":[{"name":"p","token":"0123456789abcdef1","user":"a@b.example","read_users":["c"],"pull":true}]}"#.utf8))
+        #expect(p.principals[0].readableUsers == ["a@b.example", "c"])
+        #expect(p.isScoped)
+    }
+
+    /// The tokens file is re-read when it changes in place, when it is replaced by a rename, and
+    /// on SIGHUP; a file that does not parse leaves the last good one in force.
+    @Test func theTokensFileIsReloadedWithoutARestart() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let file = dir.path + "/tokens.json"
+        func principals(_ tokens: [String]) -> String {
+            "{\"principals\":[" + tokens.enumerated().map { "{\"name\":\"p\($0)\",\"token\":\"\($1)\",\"pull\":true}" }.joined(separator: ",") + "]}"
+        }
+        func writeInPlace(_ text: String) throws {
+            let h = try #require(FileHandle(forWritingAtPath: file))
+            try h.truncate(atOffset: 0)
+            try h.write(contentsOf: Data(text.utf8))
+            try h.close()
+        }
+        let a = "token-a-0123456789abcdef", b = "token-b-0123456789abcdef", c = "token-c-0123456789abcdef"
+        try Data(principals([a]).utf8).write(to: URL(fileURLWithPath: file))
+        func status(_ url: String, _ token: String) async throws -> Int { try await HTTPTests().raw(url + "/v1/cursor", token: token).status }
+        /// Waits up to 5 s for `token` to get `want`.
+        func eventually(_ url: String, _ token: String, _ want: Int) async throws -> Bool {
+            for _ in 0..<100 {
+                if try await status(url, token) == want { return true }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            return false
+        }
+        try await withServer(hub, configure: {
+            $0.policy = try! AccessPolicy.load(path: file)
+            $0.tokensFile = file
+            $0.tokensCheckInterval = 0.05
+        }) { url in
+            #expect(try await status(url, a) == 200)
+            #expect(try await status(url, b) == 401)
+            try writeInPlace(principals([b]))  // a revoked, b added, in place
+            #expect(try await eventually(url, a, 401))
+            #expect(try await status(url, b) == 200)
+            try writeInPlace("{\"principals\":[{\"name\":")  // half a file: the last good one stays
+            try await Task.sleep(nanoseconds: 400_000_000)
+            #expect(try await status(url, b) == 200)
+            #expect(try await status(url, a) == 401)
+            try Data(principals([c]).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)  // replaced by a rename
+            #expect(try await eventually(url, c, 200))
+            #expect(try await status(url, b) == 401)
+        }
+        // SIGHUP: re-read at once, whatever the file's times say.
+        try Data(principals([a]).utf8).write(to: URL(fileURLWithPath: file))
+        TokensFileWatcher.handleHangups()
+        try await withServer(hub, configure: {
+            $0.policy = try! AccessPolicy.load(path: file)
+            $0.tokensFile = file
+            $0.tokensCheckInterval = 3600
+        }) { url in
+            try await Task.sleep(nanoseconds: 300_000_000)  // the watcher has started
+            try writeInPlace(principals([b]))
+            try await Task.sleep(nanoseconds: 300_000_000)
+            #expect(try await status(url, a) == 200)  // not looked at yet
+            kill(getpid(), SIGHUP)
+            #expect(try await eventually(url, b, 200))
+            #expect(try await status(url, a) == 401)
+        }
+    }
+}
