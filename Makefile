@@ -4,10 +4,11 @@ SWIFT ?= swift
 DEMO_STORE ?= ./demo/store
 EVCTL_DEBUG := .build/debug/evctl
 
-.PHONY: deps build test demo bench bench-cli fixtures fuzz fuzz-build clean
+.PHONY: deps build test demo hub-demo bench bench-cli fixtures fuzz fuzz-build clean
 
 # System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
-# lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics).
+# lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics), PostgreSQL (the hub's
+# tests and demo start their own cluster: scripts/pg-cluster.sh).
 deps:
 	@missing=""; \
 	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
@@ -18,6 +19,7 @@ deps:
 	command -v openssl >/dev/null || missing="$$missing openssl"; \
 	command -v curl >/dev/null || missing="$$missing curl"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -68,6 +70,11 @@ demo: deps
 	@bash scripts/demo-http.sh $(EVCTL_DEBUG) $(DEMO_STORE)
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
+# A hub on PostgreSQL: a local cluster in demo/hub/pg, two serve nodes, three users' replicas.
+hub-demo: deps
+	$(SWIFT) build --product evctl
+	bash scripts/hub-demo.sh $(EVCTL_DEBUG) ./demo/hub
+
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress
 	$(MAKE) bench-cli

@@ -24,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
     ],
     targets: [
         .systemLibrary(
@@ -83,10 +84,23 @@ let package = Package(
             dependencies: ["EventLog", "Domain", "Projections", "Replicator",
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
+        // A hub on PostgreSQL: frames, cursors and origin owners in a database shared by serve nodes.
+        .target(
+            name: "Hub",
+            dependencies: [
+                "EventLog", "Replicator",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "evctl",
             dependencies: [
                 "Logbook",
+                "Hub",
                 "EventLog",
                 "Domain",
                 "Projections",
@@ -110,8 +124,9 @@ let package = Package(
         .testTarget(
             name: "ReplicatorTests",
             dependencies: [
-                "Replicator", "EventLog", "Projections", "Domain",
+                "Replicator", "EventLog", "Projections", "Domain", "Hub",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),

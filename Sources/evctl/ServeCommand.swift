@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Hub
 import Logbook
 import Logging
 
@@ -16,6 +17,10 @@ struct ServeCommand: AsyncStoreCommand {
             user's, with that user as every event's actor (docs/SECURITY.md). The tokens file is re-read
             when it changes and on SIGHUP; an invalid one keeps the last good one. The writer lock is taken per push only,
             so local appends keep working while the server runs. Stop it with Ctrl-C or SIGTERM.
+
+            --hub postgres://USER@HOST/DATABASE serves a hub kept in PostgreSQL instead of a store: several
+            serve nodes on one database are interchangeable, and reads are enforced by row-level security.
+            Every principal of a hub has a user (docs/HUB.md). The password may be given in PGPASSWORD.
             """
     )
     @OptionGroup var options: StoreOptions
@@ -27,6 +32,7 @@ struct ServeCommand: AsyncStoreCommand {
     @Option(name: .customLong("max-memory"), help: "Bytes held at most in pages being sent and pushes being read, over all connections; requests wait their turn past it.")
     var maxMemory = ServerConfiguration.defaultMemoryBytesMax
     @Option(name: .customLong("port-file"), help: "Write the port listened on to this file once serving (useful with port 0).") var portFile: String?
+    @Option(help: "Serve a hub kept in this PostgreSQL database (postgres://USER@HOST[:PORT]/DATABASE) instead of a store.") var hub: String?
     @Flag(help: "Log every request.") var verbose = false
 
     static func parseListen(_ s: String) throws -> (String, Int) {
@@ -49,6 +55,7 @@ struct ServeCommand: AsyncStoreCommand {
     }
 
     func execute() async throws {
+        if let hub { return try await serveHub(hub) }
         let store = try options.book(.inspect).store
         var config = ServerConfiguration()
         (config.host, config.port) = try Self.parseListen(listen)
@@ -72,6 +79,38 @@ struct ServeCommand: AsyncStoreCommand {
         let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { port in
             if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
             Terminal.note("serving \(store.path) (replica \(store.replicaID)) at \(scheme)://\(host):\(port), \(principals)")
+        }
+        try await app.runService()
+    }
+
+    /// `--hub`: a node of a hub kept in PostgreSQL.
+    func serveHub(_ address: String) async throws {
+        let database = try HubDatabase(url: address)
+        guard let tokens else { throw ValidationError("--hub needs --tokens: every principal of a hub has a user") }
+        var config = ServerConfiguration()
+        (config.host, config.port) = try Self.parseListen(listen)
+        config.policy = try AccessPolicy.load(path: tokens)
+        try HubPolicy.check(config.policy)
+        config.tokensFile = tokens
+        TokensFileWatcher.handleHangups()
+        config.certificate = tlsCert
+        config.key = tlsKey
+        guard maxPushBytes > 0 else { throw ValidationError("--max-push-bytes must be positive") }
+        config.pushBytesMax = maxPushBytes
+        config.memoryBytesMax = maxMemory
+        try config.validate()
+        var logger = Logger(label: "evctl.serve")
+        logger.logLevel = verbose ? .debug : .notice
+        let node = try await PostgresHub.open(database, policies: PolicySource(config.policy), pageMax: config.pageMax, pushBytesMax: config.pushBytesMax,
+                                              memoryBytesMax: config.memoryBytesMax, logger: logger)
+        defer { node.close() }
+        let scheme = tlsCert == nil ? "http" : "https"
+        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
+        let portFile = self.portFile
+        let count = config.policy.principals.count
+        let app = try ReplicaServer.application(backend: node, configuration: config, logger: logger) { port in
+            if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
+            Terminal.note("serving hub \(node.hubID) in \(database) at \(scheme)://\(host):\(port), \(count) principal\(count == 1 ? "" : "s") in \(tokens)")
         }
         try await app.runService()
     }

@@ -26,6 +26,75 @@ public struct ReceiveResult: Sendable, Equatable {
     }
 }
 
+/// Frames received from elsewhere, checked against the logs they continue: what
+/// `LogAppender.receive` verifies before it writes anything, for any keeper of frames (a store
+/// here, a hub's database).
+public struct ReceivedFrames: Sendable {
+    /// A frame that extends its origin's log.
+    public struct Accepted: Sendable {
+        /// Its position in the batch.
+        public var index: Int
+        public var header: FrameHeader
+        /// Its events' explicit ids.
+        public var eventIDs: [(UUID, Seq)]
+        public var hash: FrameHash
+    }
+    /// The frames to write, in batch order.
+    public var accepted: [Accepted] = []
+    /// Frames the keeper already holds (by their origin's tip).
+    public var alreadyHeld = 0
+    /// Each origin's tip once `accepted` is written.
+    public var tips: [ReplicaID: LogTip] = [:]
+
+    /// Verifies a batch: each frame on its own (header, checksum, events, spread over the
+    /// machine's cores), then in order against its origin's tip (`tip`, asked once per origin):
+    /// seqs that continue the log without a gap, a link to the hash of the frame before, a clock
+    /// that moves forward and is at most `clockDriftMaxMs` ahead of `nowMillis`. A frame at or
+    /// below its origin's tip is counted as already held. `refuse` names why an origin may not be
+    /// extended here (nil when it may).
+    /// - Throws: `LogError` naming the frame (its position, origin, seq range) and what is wrong;
+    ///   nothing of the batch is to be written then.
+    public static func verify(_ frames: [[UInt8]], nowMillis now: UInt64, clockDriftMaxMs: UInt64,
+                              tip: (ReplicaID) throws -> LogTip, refuse: (ReplicaID) -> String? = { _ in nil }) throws -> ReceivedFrames {
+        var out = ReceivedFrames()
+        let checked = LogAppender.checkEach(frames)
+        for i in frames.indices {
+            let (header, eventIDs, hash) = try checked[i].get()
+            func where_() -> String { "frame \(i + 1) of \(frames.count)" }
+            let origin = header.origin
+            let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
+            let tip = try out.tips[origin] ?? tip(origin)
+            if header.lastSeq <= tip.lastSeq {
+                out.alreadyHeld += 1
+                continue
+            }
+            if let why = refuse(origin) { throw LogError(.invalidInput, "receive", "\(where_()) \(why)", seqs: seqs) }
+            switch ChainState(after: tip).fault(of: header) {
+            case nil:
+                break
+            case .seqGap:
+                let what = header.baseSeq > tip.lastSeq.next ? "a gap: this store holds origin \(origin) through seq \(tip.lastSeq)"
+                    : "an overlap that does not fall on a frame boundary (this store holds through seq \(tip.lastSeq))"
+                throw LogError(.gap, "receive", "\(where_()) starts at seq \(header.baseSeq): \(what)", seqs: seqs, hint: "nothing was written; fetch from seq \(tip.lastSeq.next)")
+            case .hashBroken:
+                throw LogError(.corrupt, "receive", "\(where_()) does not link to the frame before it (hash chain broken): history was rewritten or the frame is forged",
+                               seqs: seqs, hint: "nothing was written")
+            case .clockBackwards(let previous, let found):
+                throw LogError(.corrupt, "receive", "\(where_()): its clock goes backwards (\(found) after \(previous))", seqs: seqs)
+            }
+            let (limit, overflow) = now.addingReportingOverflow(clockDriftMaxMs)
+            if !overflow, header.lastHLC.wallMillis > limit {
+                throw LogError(.clockAhead, "receive",
+                               "\(where_()) of origin \(origin) carries a clock \(header.lastHLC.wallMillis - now) ms ahead of this machine's (hlc \(header.lastHLC), at most \(clockDriftMaxMs) ms allowed)",
+                               seqs: seqs, hint: "nothing was written; that origin's frames are taken once this clock catches up (or its author fixes its clock). LOGBOOK_CLOCK_DRIFT_MAX_MS sets the bound")
+            }
+            out.tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
+            out.accepted.append(Accepted(index: i, header: header, eventIDs: eventIDs, hash: hash))
+        }
+        return out
+    }
+}
+
 extension LogAppender {
     /// Appends frames authored by other replicas, byte-identical to the author's.
     ///
@@ -45,47 +114,11 @@ extension LogAppender {
         precondition(txn == nil, "receive during an append")
         var result = ReceiveResult()
         // 1. Verify the whole batch against each origin's tip, simulating the chain.
-        var tips: [ReplicaID: LogTip] = [:]
-        let now = clock.wallNow()
-        var accepted: [(ReplicaID, [UInt8], FrameHeader, [(UUID, Seq)], FrameHash)] = []
-        // Each frame on its own (checksum, events, hash) on every core; then, in order, how the
-        // frames continue each origin's log.
-        let checked = Self.checkEach(frames)
-        for (i, bytes) in frames.enumerated() {
-            let (header, eventIDs, hash) = try checked[i].get()
-            func where_() -> String { "frame \(i + 1) of \(frames.count)" }
-            let origin = header.origin
-            let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
-            let tip = try tips[origin] ?? currentTip(origin)
-            if header.lastSeq <= tip.lastSeq {
-                result.alreadyHeld += 1
-                continue
-            }
-            if origin == self.origin && lostOwnTail == nil {
-                throw LogError(.invalidInput, "receive", "\(where_()) extends this replica's own log (origin \(origin)), which only this replica writes", seqs: seqs)
-            }
-            switch ChainState(after: tip).fault(of: header) {
-            case nil:
-                break
-            case .seqGap:
-                let what = header.baseSeq > tip.lastSeq.next ? "a gap: this store holds origin \(origin) through seq \(tip.lastSeq)"
-                    : "an overlap that does not fall on a frame boundary (this store holds through seq \(tip.lastSeq))"
-                throw LogError(.gap, "receive", "\(where_()) starts at seq \(header.baseSeq): \(what)", seqs: seqs, hint: "nothing was written; fetch from seq \(tip.lastSeq.next)")
-            case .hashBroken:
-                throw LogError(.corrupt, "receive", "\(where_()) does not link to the frame before it (hash chain broken): history was rewritten or the frame is forged",
-                               seqs: seqs, hint: "nothing was written")
-            case .clockBackwards(let previous, let found):
-                throw LogError(.corrupt, "receive", "\(where_()): its clock goes backwards (\(found) after \(previous))", seqs: seqs)
-            }
-            let (limit, overflow) = now.addingReportingOverflow(options.clockDriftMaxMs)
-            if !overflow, header.lastHLC.wallMillis > limit {
-                throw LogError(.clockAhead, "receive",
-                               "\(where_()) of origin \(origin) carries a clock \(header.lastHLC.wallMillis - now) ms ahead of this machine's (hlc \(header.lastHLC), at most \(options.clockDriftMaxMs) ms allowed)",
-                               seqs: seqs, hint: "nothing was written; that origin's frames are taken once this clock catches up (or its author fixes its clock). LOGBOOK_CLOCK_DRIFT_MAX_MS sets the bound")
-            }
-            tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
-            accepted.append((origin, bytes, header, eventIDs, hash))
-        }
+        let checked = try ReceivedFrames.verify(frames, nowMillis: clock.wallNow(), clockDriftMaxMs: options.clockDriftMaxMs,
+                                                tip: { try currentTip($0) },
+                                                refuse: { origin in origin == self.origin && lostOwnTail == nil ? "extends this replica's own log (origin \(origin)), which only this replica writes" : nil })
+        result.alreadyHeld = checked.alreadyHeld
+        let accepted = checked.accepted.map { ($0.header.origin, frames[$0.index], $0.header, $0.eventIDs, $0.hash) }
         guard !accepted.isEmpty else { return result }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentWriter.Mark] = [:]

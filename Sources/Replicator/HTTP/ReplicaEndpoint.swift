@@ -34,11 +34,10 @@ public struct EndpointError: Error, Sendable, CustomStringConvertible {
 /// for `idleClose` seconds, so a local `evctl append` can run while the server is up; a push that
 /// finds the lock held by another process waits up to `lockWait` seconds, then is answered 503
 /// (the client retries).
-public final class ReplicaEndpoint: @unchecked Sendable {
+public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public let store: Store
     /// The access policy in force (a tokens file reloaded by `TokensFileWatcher` swaps it).
     public let policies: PolicySource
-    public var policy: AccessPolicy { policies.current }
     /// Who owns each origin (scoped principals only read their users' origins).
     public let owners: OriginOwners
     public let pageMax: PageLimits
@@ -73,12 +72,11 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         self.metrics = metrics
     }
 
-    /// The principal behind an `Authorization` header, or a 401.
-    public func authenticate(_ authorization: String?) throws(EndpointError) -> AccessPolicy.Principal {
-        switch policy.authenticate(authorization: authorization) {
-        case .success(let p): return p
-        case .failure(let d): throw EndpointError(d.status, d.message)
-        }
+    /// `GET /metrics` as `principal` may see it (a scoped principal: its users' origins only).
+    public func metricsText(principal p: AccessPolicy.Principal) async -> String {
+        let current = try? store.cursor()
+        let scope = readable(by: p).map { ServerMetrics.Scope(origins: $0, user: p.user ?? "") }
+        return metrics.render(current: current, memory: memory, scope: scope)
     }
 
     /// The origins `principal` may read: nil for every origin (a principal without a user), else
@@ -169,82 +167,8 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         watcherLock.withLock { cursorWatcher?.stop(); cursorWatcher = nil }
     }
 
-    /// Checks a page request: the right to pull, the cursor, the limits (clamped to `pageMax`).
     func pageRequest(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?) throws -> (ReplicationCursor, PageLimits) {
-        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
-        var since = ReplicationCursor.empty
-        if let token, !token.isEmpty {
-            guard token.utf8.count <= 1 << 14 else { throw EndpointError(400, "since: the cursor token is longer than \(1 << 14) bytes") }
-            do { since = try ReplicationCursor(token: token) } catch { throw EndpointError(400, "since: \(error)") }
-        }
-        var limits = PageLimits()
-        if let maxBytes {
-            guard let n = Int(maxBytes), n > 0 else { throw EndpointError(400, "max_bytes: expected a positive integer, got \"\(maxBytes.prefix(40))\"") }
-            limits.maxBytes = n
-        }
-        if let maxFrames {
-            guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
-            limits.maxFrames = n
-        }
-        return (since, limits.clamped(to: pageMax))
-    }
-
-    /// `GET /v1/frames?page_version=2`: a page streamed as it is read (docs/PROTOCOL.md, "Page"),
-    /// in slices of about `OutgoingPage.chunkBytes`, each read from the log and written before the
-    /// next is read, so a page of any size holds one slice (and one more frame) in memory, reserved
-    /// from `memory`. Its cursor and more flag follow the frames, in the trailer.
-    ///
-    /// The request is checked, and whether the log still reaches `since` (else 410), before
-    /// anything is sent; `write` then sends the page. A failure while streaming (a compaction
-    /// meanwhile, a client gone) ends the body early: the client keeps the whole frames it got.
-    public struct StreamedPage: Sendable {
-        let endpoint: ReplicaEndpoint
-        let principal: String
-        let user: String?
-        let scope: (@Sendable (ReplicaID) -> Bool)?
-        let peer: String?
-        let since: ReplicationCursor
-        let limits: PageLimits
-        let reservation: MemoryBudget.Reservation
-        /// This store's cursor when the request was taken (`Logbook-Cursor`).
-        public let holder: ReplicationCursor
-
-        /// Sends the page through `write`; returns its frame count.
-        @discardableResult
-        public func write(_ write: (ByteBuffer) async throws -> Void) async throws -> Int {
-            defer { reservation.release() }
-            let store = endpoint.store
-            try await write(ByteBuffer(bytes: FramePage.streamedHead))
-            var at = since
-            var frames = 0, bytes = 0
-            var more = false
-            while true {
-                var slice = limits
-                slice.maxBytes = min(OutgoingPage.chunkBytes, limits.maxBytes - bytes)
-                slice.maxFrames = limits.maxFrames - frames
-                let (from, sliceLimits, scope) = (at, slice, self.scope)
-                let part = try await endpoint.run(on: endpoint.reads) {
-                    try OutgoingPage(store: store, since: from, limits: sliceLimits, framesOnly: true, including: scope)
-                }
-                for b in part.buffers where b.readableBytes > 0 { try await write(b) }
-                frames += part.frames
-                bytes += part.frameBytes
-                at = part.next
-                if !part.more { break }
-                if bytes >= limits.maxBytes || frames >= limits.maxFrames {
-                    more = true
-                    break
-                }
-            }
-            try await write(ByteBuffer(bytes: FramePage.streamedTrailer(frames: frames, next: at, more: more)))
-            let all = try store.cursor()
-            endpoint.metrics.served(frames: frames, bytes: bytes, cursor: all)
-            if let peer, let id = ReplicaID(peer) {
-                let mine = scope.map { all.filtered($0) } ?? all
-                endpoint.metrics.peer("\(principal)/\(id)", user: user, lag: at.merged(with: since).lag(behind: mine))
-            }
-            return frames
-        }
+        try PageRequest.check(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames, pageMax: pageMax)
     }
 
     public func streamedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
@@ -266,8 +190,19 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         var slice = limits
         slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
         let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
-        return StreamedPage(endpoint: self, principal: principal.name, user: principal.user, scope: scope, peer: peer, since: since, limits: limits,
-                            reservation: reservation, holder: holder)
+        let name = principal.name, user = principal.user
+        return StreamedPage(since: since, limits: limits, reservation: reservation, holder: holder, slice: { from, sliceLimits in
+            try await self.run(on: self.reads) {
+                try OutgoingPage(store: store, since: from, limits: sliceLimits, framesOnly: true, including: scope)
+            }
+        }, finished: { at, frames, bytes in
+            guard let all = try? store.cursor() else { return }
+            self.metrics.served(frames: frames, bytes: bytes, cursor: all)
+            if let peer, let id = ReplicaID(peer) {
+                let mine = scope.map { all.filtered($0) } ?? all
+                self.metrics.peer("\(name)/\(id)", user: user, lag: at.merged(with: since).lag(behind: mine))
+            }
+        })
     }
 
     /// `GET /v1/snapshot`: a snapshot that sits at the end of every log (made with the writer
@@ -300,12 +235,6 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         }
         metrics.snapshotServed()
         return SnapshotFile(data)
-    }
-
-    /// What a push did, as answered to the client.
-    public struct PushAnswer: Sendable {
-        public var result: ReceiveResult
-        public var cursor: ReplicationCursor
     }
 
     /// `POST /v1/frames`: receive a page of frames. The principal must be allowed to push every
@@ -383,7 +312,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
         }
     }
 
-    static func foreignOrigin(_ o: ReplicaID, principal: AccessPolicy.Principal, user: String) -> EndpointError {
+    public static func foreignOrigin(_ o: ReplicaID, principal: AccessPolicy.Principal, user: String) -> EndpointError {
         EndpointError(403, "origin \(o) belongs to another user: principal \"\(principal.name)\" (user \"\(user)\") may not push its frames; nothing was written",
                       code: .forbidden, origin: o)
     }
@@ -391,7 +320,7 @@ public final class ReplicaEndpoint: @unchecked Sendable {
     /// Refuses (403) a page with an event whose actor is not `user`: frames travel verbatim, so
     /// the server checks what the client wrote instead of setting it. A frame that does not
     /// decode is refused as damaged (422), as receiving would.
-    static func checkActors(_ frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws {
+    public static func checkActors(_ frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws {
         for (i, f) in frames.enumerated() {
             let (h, events) = try f.withUnsafeBytes { p in
                 do { return try FrameInspector.events(in: p) } catch let e as LogError {
@@ -460,19 +389,28 @@ public struct OutgoingPage: Sendable {
 
     /// The most memory a page built under `limits` holds: its byte limit, one more frame (a page
     /// always carries at least one), the chunks' slack and its head.
-    static func bytesBound(_ limits: PageLimits) -> Int {
+    public static func bytesBound(_ limits: PageLimits) -> Int {
         limits.maxBytes + FrameHeader.size + FrameHeader.payloadBytesMax + 4 * limits.maxFrames + Self.chunkBytes + (1 << 16)
     }
 
     /// - Parameter framesOnly: only the frames (a slice of a streamed page), without the page's
     ///   head and trailer.
     init(store: Store, since: ReplicationCursor, limits: PageLimits, framesOnly: Bool = false, including: ((ReplicaID) -> Bool)? = nil) throws {
+        try self.init(framesOnly: framesOnly) { frame in
+            try FramePage.collect(from: store, since: since, limits: limits, including: including, frame: frame)
+        }
+    }
+
+    /// A page of the frames `collect` hands over one by one (their bytes valid during the call);
+    /// `collect` returns the page's next cursor and whether more remains. For any keeper of frames.
+    public init(framesOnly: Bool = false,
+                collect: (_ frame: (UnsafeRawBufferPointer) throws -> Void) throws -> (next: ReplicationCursor, more: Bool)) throws {
         let allocator = ByteBufferAllocator()
         var chunks: [ByteBuffer] = []
         var current = allocator.buffer(capacity: Self.chunkBytes)
         var frames = 0, frameBytes = 0
         // Each frame as FramePage.appendFrame lays it out: a u32 little-endian length, the bytes.
-        let (next, more) = try FramePage.collect(from: store, since: since, limits: limits, including: including) { f in
+        let (next, more) = try collect { f in
             if current.writableBytes < f.count + 4 {
                 if current.readableBytes > 0 { chunks.append(current) }
                 current = allocator.buffer(capacity: max(Self.chunkBytes, f.count + 4))

@@ -87,6 +87,15 @@ public enum ReplicaServer {
         let endpoint = try ReplicaEndpoint(store: store, policy: configuration.policy, policies: policies, pageMax: configuration.pageMax,
                                        pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
                                        memoryBytesMax: configuration.memoryBytesMax)
+        return try application(backend: endpoint, configuration: configuration, logger: logger, onRunning: onRunning)
+    }
+
+    /// Builds the application serving `backend` (its `policies` are the ones a tokens file reloads).
+    public static func application(backend endpoint: some ReplicaBackend, configuration: ServerConfiguration, logger: Logger,
+                                   services extra: [any Service] = [],
+                                   onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try configuration.validate()
+        let policies = endpoint.policies
         let router = Router()
         router.add(middleware: Counting(metrics: endpoint.metrics))
         if configuration.policy.isOpen { router.add(middleware: LoopbackOnlyMiddleware()) }
@@ -95,10 +104,8 @@ public enum ReplicaServer {
             try await answer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 if !endpoint.policy.isOpen, let d = AccessPolicy.checkPull(p) { throw EndpointError(d.status, d.message) }
-                let current = try? store.cursor()
-                let scope = endpoint.readable(by: p).map { ServerMetrics.Scope(origins: $0, user: p.user ?? "") }
-                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"],
-                                body: .init(byteBuffer: ByteBuffer(string: endpoint.metrics.render(current: current, memory: endpoint.memory, scope: scope))))
+                let text = await endpoint.metricsText(principal: p)
+                return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: text)))
             }
         }
         router.get("v1/cursor") { request, _ in
@@ -233,7 +240,7 @@ public enum ReplicaServer {
         } else {
             server = .http1(configuration: http1)
         }
-        var services: [any Service] = []
+        var services: [any Service] = extra
         if let file = configuration.tokensFile {
             services.append(TokensFileWatcher(path: file, source: policies, interval: configuration.tokensCheckInterval, logger: logger))
         }
@@ -251,6 +258,19 @@ public enum ReplicaServer {
                                             _ body: (String) async throws -> T) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
         let app = try application(store: store, configuration: configuration, logger: logger) { continuation.yield($0) }
+        return try await withRunning(app, ports: ports, configuration: configuration, logger: logger, body)
+    }
+
+    /// `withRunningServer` for any backend (a hub node).
+    public static func withRunningServer<T>(backend: some ReplicaBackend, configuration: ServerConfiguration, logger: Logger,
+                                            services: [any Service] = [], _ body: (String) async throws -> T) async throws -> T {
+        let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+        let app = try application(backend: backend, configuration: configuration, logger: logger, services: services) { continuation.yield($0) }
+        return try await withRunning(app, ports: ports, configuration: configuration, logger: logger, body)
+    }
+
+    private static func withRunning<T>(_ app: some ApplicationProtocol, ports: AsyncStream<Int>, configuration: ServerConfiguration, logger: Logger,
+                                       _ body: (String) async throws -> T) async throws -> T {
         // Stopped gracefully (connections closed, none left half made), not by cancelling it.
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let task = Task { try await group.run() }

@@ -20,7 +20,7 @@ public final class ServerMetrics: @unchecked Sendable {
 
     public init() {}
 
-    func served(frames: Int, bytes: Int, cursor: ReplicationCursor) {
+    public func served(frames: Int, bytes: Int, cursor: ReplicationCursor) {
         lock.withLock {
             framesServed += frames
             bytesServed += bytes
@@ -28,7 +28,7 @@ public final class ServerMetrics: @unchecked Sendable {
         }
     }
 
-    func received(frames: Int, events: Int, bytes: Int, cursor: ReplicationCursor) {
+    public func received(frames: Int, events: Int, bytes: Int, cursor: ReplicationCursor) {
         lock.withLock {
             framesReceived += frames
             eventsReceived += events
@@ -39,7 +39,7 @@ public final class ServerMetrics: @unchecked Sendable {
 
     /// - Parameter user: the user of the principal the peer connected as (a scoped principal's
     ///   `/metrics` lists only its own user's peers).
-    func peer(_ name: String, user: String?, lag: UInt64?) {
+    public func peer(_ name: String, user: String?, lag: UInt64?) {
         lock.withLock {
             let old = peers[name]?.lag
             peers[name] = (lag ?? old, Date(), user)

@@ -1,0 +1,131 @@
+import EventLog
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The hub's tables in PostgreSQL (docs/HUB.md, "Schema"), created and migrated by the first
+/// node to start: nodes starting together take an advisory lock, so one migrates and the others
+/// find it done.
+enum HubSchema {
+    /// The schema version this build writes. A database at a later version is refused (an older
+    /// node must not write to a schema it does not know).
+    static let version = 1
+    /// `pg_advisory_xact_lock` key of migrations ("LBHUB" in ASCII).
+    static let lockKey: Int64 = 0x4C42_4855_42
+
+    /// The statements of each version, in order.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE logbook_origins (
+                origin uuid PRIMARY KEY,
+                owner text NOT NULL CHECK (owner <> ''),
+                claimed_by text NOT NULL,
+                claimed_at timestamptz NOT NULL DEFAULT now(),
+                committed_seq bigint NOT NULL DEFAULT 0 CHECK (committed_seq >= 0),
+                held_seq bigint NOT NULL DEFAULT 0 CHECK (held_seq >= committed_seq),
+                held_hlc bigint NOT NULL DEFAULT 0,
+                held_hash bytea NOT NULL DEFAULT decode(repeat('00', 32), 'hex') CHECK (length(held_hash) = 32),
+                UNIQUE (origin, owner)
+            )
+            """,
+            """
+            CREATE TABLE logbook_frames (
+                origin uuid NOT NULL,
+                first_seq bigint NOT NULL CHECK (first_seq >= 1),
+                last_seq bigint NOT NULL,
+                owner text NOT NULL,
+                frame bytea NOT NULL,
+                PRIMARY KEY (origin, first_seq),
+                UNIQUE (origin, last_seq),
+                CHECK (last_seq >= first_seq),
+                FOREIGN KEY (origin, owner) REFERENCES logbook_origins (origin, owner)
+            )
+            """,
+            "CREATE INDEX logbook_origins_owner ON logbook_origins (owner)",
+            // Row-level security, forced so that it binds the tables' owner (the role the hub
+            // connects as) too. No policy allows DELETE: frames are never removed by a node.
+            "ALTER TABLE logbook_origins ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE logbook_origins FORCE ROW LEVEL SECURITY",
+            "ALTER TABLE logbook_frames ENABLE ROW LEVEL SECURITY",
+            "ALTER TABLE logbook_frames FORCE ROW LEVEL SECURITY",
+            """
+            CREATE POLICY origins_read ON logbook_origins FOR SELECT
+                USING (owner = ANY (string_to_array(current_setting('logbook.readers', true), ',')))
+            """,
+            """
+            CREATE POLICY origins_claim ON logbook_origins FOR INSERT
+                WITH CHECK (owner = current_setting('logbook.writer', true))
+            """,
+            """
+            CREATE POLICY origins_advance ON logbook_origins FOR UPDATE
+                USING (owner = current_setting('logbook.writer', true))
+                WITH CHECK (owner = current_setting('logbook.writer', true))
+            """,
+            """
+            CREATE POLICY frames_read ON logbook_frames FOR SELECT
+                USING (owner = ANY (string_to_array(current_setting('logbook.readers', true), ',')))
+            """,
+            """
+            CREATE POLICY frames_write ON logbook_frames FOR INSERT
+                WITH CHECK (owner = current_setting('logbook.writer', true))
+            """,
+        ],
+    ]
+
+    /// Creates or migrates the schema; returns the hub's replica id (made with the schema).
+    static func migrate(_ client: PostgresClient, logger: Logger, database: HubDatabase) async throws -> ReplicaID {
+        do {
+            return try await client.withConnection { conn in
+                try await conn.query("BEGIN", logger: logger)
+                do {
+                    try await conn.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
+                    try await conn.query("CREATE TABLE IF NOT EXISTS logbook_hub (key text PRIMARY KEY, value text NOT NULL)", logger: logger)
+                    var found = 0
+                    var id: String?
+                    for try await (key, value) in try await conn.query("SELECT key, value FROM logbook_hub", logger: logger).decode((String, String).self) {
+                        if key == "schema_version" {
+                            guard let v = Int(value), v >= 0 else { throw HubError("the hub's schema version \"\(value.prefix(20))\" in logbook_hub is not a number") }
+                            found = v
+                        }
+                        if key == "hub_id" { id = value }
+                    }
+                    guard found <= version else {
+                        throw HubError("the database's hub schema is version \(found), newer than this build's \(version): upgrade evctl on this node")
+                    }
+                    for v in found..<version {
+                        for statement in migrations[v] { try await conn.query(PostgresQuery(unsafeSQL: statement), logger: logger) }
+                    }
+                    if id == nil {
+                        let made = UUID().uuidString.lowercased()
+                        try await conn.query("INSERT INTO logbook_hub (key, value) VALUES ('hub_id', \(made))", logger: logger)
+                        id = made
+                    }
+                    try await conn.query("""
+                        INSERT INTO logbook_hub (key, value) VALUES ('schema_version', \(String(version)))
+                        ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                        """, logger: logger)
+                    try await conn.query("COMMIT", logger: logger)
+                    guard let id, let replica = ReplicaID(id) else { throw HubError("the hub id in logbook_hub is not a UUID") }
+                    return replica
+                } catch {
+                    _ = try? await conn.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+            }
+        } catch let e as HubError {
+            throw e
+        } catch {
+            throw HubError("cannot set up the hub's schema in \(database): \(Self.describe(error))")
+        }
+    }
+
+    /// A database error in a line (the server's message when there is one).
+    static func describe(_ error: any Error) -> String {
+        if let e = error as? PSQLError {
+            if let m = e.serverInfo?[.message] { return m }
+            return "\(e.code)"
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,388 @@
+import EventLog
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+import Replicator
+
+/// `evctl serve --hub postgres://…`: a serve node whose frames, cursors and origin owners live in
+/// PostgreSQL, so that several nodes on one database are interchangeable (docs/HUB.md).
+///
+/// - Frames are stored unchanged, one per row (`logbook_frames`), each origin's chain state in
+///   `logbook_origins`. A push locks the rows of its origins (`FOR UPDATE`), verifies its frames
+///   against the tips it finds (`ReceivedFrames.verify`, as a store does) and writes them in one
+///   transaction: two nodes given the same frames at once never fork or duplicate a log (the
+///   later one finds them held), and the primary keys refuse what a bug would let through.
+/// - Reads are enforced by row-level security: every transaction sets `logbook.readers` (the
+///   users whose origins the principal may read) and `logbook.writer` (its user), and the
+///   policies on both tables (enabled and forced, so they bind the tables' owner too) let a
+///   transaction see and write only those rows.
+/// - An append sent over several pushes is held as it comes and visible once its last frame is
+///   in (`committed_seq`).
+/// - Every principal must have a user (`--hub` refuses a tokens file with one that has not).
+public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
+    public let policies: PolicySource
+    public let metrics: ServerMetrics
+    public let memory: MemoryBudget
+    public let pushBytesMax: Int
+    public let pageMax: PageLimits
+    public let clockDriftMaxMs: UInt64
+    /// This hub's replica id (kept in the database: the same for every node).
+    public let hubID: ReplicaID
+    /// How often a watch stream looks at the database for a moved cursor.
+    public var watchInterval: Duration = .milliseconds(250)
+    let client: PostgresClient
+    let logger: Logger
+    private let running: Task<Void, Never>
+
+    /// Connects to `database`, creates or migrates the schema, and returns a node ready to serve.
+    /// - Throws: `HubError` when the database cannot be reached or its schema is not one this
+    ///   build knows.
+    public static func open(_ database: HubDatabase, policies: PolicySource, connectTimeoutSeconds: Int = 20, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
+                            memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax,
+                            clockDriftMaxMs: UInt64 = AppendOptions.defaultClockDriftMaxMs, logger: Logger) async throws -> PostgresHub {
+        try HubPolicy.check(policies.current)
+        let client = PostgresClient(configuration: database.configuration(), backgroundLogger: logger)
+        let running = Task { await client.run() }
+        do {
+            // A pool waits for a database that does not answer; a node starting says so instead.
+            let id = try await withThrowingTaskGroup(of: ReplicaID?.self) { group in
+                group.addTask { try await HubSchema.migrate(client, logger: logger, database: database) }
+                group.addTask {
+                    try await Task.sleep(for: .seconds(connectTimeoutSeconds))
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let id = first else {
+                    throw HubError("the hub's database \(database) did not answer within \(connectTimeoutSeconds) s (is it running, and the address, user and password right?)")
+                }
+                return id
+            }
+            return PostgresHub(client: client, running: running, hubID: id, policies: policies, pageMax: pageMax, pushBytesMax: pushBytesMax,
+                               memoryBytesMax: memoryBytesMax, clockDriftMaxMs: clockDriftMaxMs, logger: logger)
+        } catch {
+            running.cancel()
+            throw error
+        }
+    }
+
+    private init(client: PostgresClient, running: Task<Void, Never>, hubID: ReplicaID, policies: PolicySource, pageMax: PageLimits, pushBytesMax: Int,
+                 memoryBytesMax: Int, clockDriftMaxMs: UInt64, logger: Logger) {
+        self.client = client
+        self.running = running
+        self.hubID = hubID
+        self.policies = policies
+        self.pageMax = pageMax
+        self.pushBytesMax = pushBytesMax
+        self.memory = MemoryBudget(bytesMax: memoryBytesMax)
+        self.metrics = ServerMetrics()
+        self.clockDriftMaxMs = clockDriftMaxMs
+        self.logger = logger
+    }
+
+    /// Closes the node's connections.
+    public func close() {
+        running.cancel()
+    }
+
+    deinit { running.cancel() }
+
+    // MARK: Transactions
+
+    /// Who a transaction acts for: the users it may read, the user it may write as.
+    struct Scope: Sendable {
+        var readers: Set<String>
+        var writer: String?
+    }
+
+    /// The scope of `principal`; every principal of a hub has a user.
+    func scope(of principal: AccessPolicy.Principal) throws(EndpointError) -> Scope {
+        guard let user = principal.user, let readers = principal.readableUsers else {
+            throw EndpointError(403, "principal \"\(principal.name)\" has no user: a hub serves only principals with a \"user\" (see docs/HUB.md)")
+        }
+        var mayPush = true
+        if case .origins(let set) = principal.push, set.isEmpty { mayPush = false }
+        return Scope(readers: readers, writer: mayPush ? user : nil)
+    }
+
+    /// Runs `body` in a transaction whose row-level security is `scope`: the settings are local to
+    /// the transaction, so a connection goes back to the pool with no user set. Errors thrown by
+    /// `body` come out as they are (after a rollback).
+    func transaction<T: Sendable>(_ scope: Scope, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+        let readers = scope.readers.sorted().joined(separator: ",")
+        let writer = scope.writer ?? ""
+        return try await client.withConnection { conn in
+            try await conn.query("BEGIN", logger: logger)
+            do {
+                try await conn.query("SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true)", logger: logger)
+                let r = try await body(conn)
+                try await conn.query("COMMIT", logger: logger)
+                return r
+            } catch {
+                _ = try? await conn.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// Runs a database step, turning a failure to reach the database into a 503 (the client retries).
+    func db<T: Sendable>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        do { return try await body() } catch let e as EndpointError { throw e } catch let e as LogError { throw e } catch {
+            logger.error("hub: \(what) failed: \(String(reflecting: error))")
+            throw EndpointError(503, "the hub's database did not answer (\(what)); try again", retryAfter: 1)
+        }
+    }
+
+    /// The committed cursor the transaction may see.
+    static func cursor(_ conn: PostgresConnection, logger: Logger) async throws -> ReplicationCursor {
+        var entries: [ReplicaID: Seq] = [:]
+        let rows = try await conn.query("SELECT origin, committed_seq FROM logbook_origins WHERE committed_seq > 0", logger: logger)
+        for try await (origin, seq) in rows.decode((UUID, Int64).self) where seq > 0 {
+            entries[ReplicaID(rawValue: origin)] = Seq(UInt64(seq))
+        }
+        return ReplicationCursor(entries)
+    }
+
+    // MARK: Reads
+
+    public func metricsText(principal p: AccessPolicy.Principal) async -> String {
+        guard let scope = try? scope(of: p) else { return metrics.render(current: nil, memory: memory, scope: .init(origins: { _ in false }, user: "")) }
+        let logger = self.logger
+        let current = try? await transaction(scope) { try await Self.cursor($0, logger: logger) }
+        let held = Set(current?.origins ?? [])
+        return metrics.render(current: current, memory: memory, scope: .init(origins: { held.contains($0) }, user: p.user ?? ""))
+    }
+
+    public func cursor(principal: AccessPolicy.Principal) async throws -> (replica: ReplicaID, cursor: ReplicationCursor) {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        let scope = try scope(of: principal)
+        let logger = self.logger
+        let c = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, logger: logger) } }
+        return (hubID, c)
+    }
+
+    /// The committed frames past `since` the scope may read, within `limits`, origin by origin
+    /// in seq order (as a store's page), with the cursor they were read under.
+    func readPage(_ scope: Scope, since: ReplicationCursor, limits: PageLimits, framesOnly: Bool) async throws -> (OutgoingPage, ReplicationCursor) {
+        let logger = self.logger
+        let (frames, next, more, held) = try await db("reading frames") {
+            try await transaction(scope) { conn -> ([ByteBuffer], ReplicationCursor, Bool, ReplicationCursor) in
+                let held = try await Self.cursor(conn, logger: logger)
+                var frames: [ByteBuffer] = []
+                var next = since
+                var bytes = 0
+                var more = false
+                origins: for origin in held.origins where held[origin] > since[origin] {
+                    if bytes >= limits.maxBytes || frames.count >= limits.maxFrames {
+                        more = true
+                        break
+                    }
+                    var after = Int64(since[origin].rawValue)
+                    let through = Int64(held[origin].rawValue)
+                    while after < through {
+                        let batch = min(512, limits.maxFrames - frames.count + 1)
+                        let rows = try await conn.query("""
+                            SELECT last_seq, frame FROM logbook_frames
+                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through)
+                            ORDER BY first_seq LIMIT \(batch)
+                            """, logger: logger)
+                        var got = 0
+                        for try await (last, frame) in rows.decode((Int64, ByteBuffer).self) {
+                            got += 1
+                            if bytes >= limits.maxBytes || frames.count >= limits.maxFrames {
+                                more = true
+                                continue
+                            }
+                            frames.append(frame)
+                            bytes += frame.readableBytes
+                            after = last
+                            next = next.merged(with: ReplicationCursor([origin: Seq(UInt64(last))]))
+                        }
+                        if more { break origins }
+                        if got == 0 { break }
+                    }
+                }
+                return (frames, next, more, held)
+            }
+        }
+        let page = try OutgoingPage(framesOnly: framesOnly) { put in
+            for f in frames { try f.withUnsafeReadableBytes { try put($0) } }
+            return (next, more)
+        }
+        return (page, held)
+    }
+
+    public func reservedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                             peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor, reservation: MemoryBudget.Reservation) {
+        let (since, limits) = try PageRequest.check(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames, pageMax: pageMax)
+        let scope = try scope(of: principal)
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(limits))
+        do {
+            let (page, held) = try await readPage(scope, since: since, limits: limits, framesOnly: false)
+            reservation.shrink(to: page.frameBytes + 4 * page.frames + (1 << 16))
+            served(principal, peer: peer, frames: page.frames, bytes: page.frameBytes, since: since, at: page.next, held: held)
+            return (page, held, reservation)
+        } catch {
+            reservation.release()
+            throw error
+        }
+    }
+
+    public func streamedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                             peer: String?) async throws -> StreamedPage {
+        let (since, limits) = try PageRequest.check(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames, pageMax: pageMax)
+        let scope = try scope(of: principal)
+        let logger = self.logger
+        let holder = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, logger: logger) } }
+        var slice = limits
+        slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
+        return StreamedPage(since: since, limits: limits, reservation: reservation, holder: holder, slice: { from, sliceLimits in
+            try await self.readPage(scope, since: from, limits: sliceLimits, framesOnly: true).0
+        }, finished: { at, frames, bytes in
+            self.served(principal, peer: peer, frames: frames, bytes: bytes, since: since, at: at, held: holder)
+        })
+    }
+
+    private func served(_ principal: AccessPolicy.Principal, peer: String?, frames: Int, bytes: Int, since: ReplicationCursor, at: ReplicationCursor,
+                        held: ReplicationCursor) {
+        metrics.served(frames: frames, bytes: bytes, cursor: held)
+        if let peer, let id = ReplicaID(peer) {
+            metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: at.merged(with: since).lag(behind: held))
+        }
+    }
+
+    /// The principal's cursor now and whenever it moves, looked at every `watchInterval` (any
+    /// node's pushes move it).
+    public func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        let scope = try scope(of: principal)
+        let logger = self.logger, interval = watchInterval
+        return AsyncStream { continuation in
+            let task = Task {
+                var last: ReplicationCursor?
+                while !Task.isCancelled {
+                    if let c = try? await self.transaction(scope, { try await Self.cursor($0, logger: logger) }), c != last {
+                        continuation.yield(c)
+                        last = c
+                    }
+                    try? await Task.sleep(for: interval)
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    public func stopWatching() {}
+
+    public func snapshot(principal: AccessPolicy.Principal) async throws -> SnapshotFile {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        throw EndpointError(403, "a hub serves no snapshots: it keeps every origin's log whole, so a replica pulls its users' origins frame by frame")
+    }
+
+    // MARK: Push
+
+    public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
+        guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
+        let decoded: FramePage.Decoded
+        do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
+        var origins = Set<ReplicaID>()
+        for (i, f) in decoded.frames.enumerated() {
+            guard let h = FrameHeader(parsing: f) else { throw EndpointError(400, "frame \(i + 1) of \(decoded.frames.count): not a frame header; nothing was written") }
+            origins.insert(h.origin)
+        }
+        if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
+        let scope = try scope(of: principal)
+        guard let user = scope.writer else { throw EndpointError(403, "principal \"\(principal.name)\" may not push to this server") }
+        let frames = decoded.frames
+        let logger = self.logger, drift = clockDriftMaxMs, name = principal.name
+        let answer = try await db("receiving frames") {
+            try await transaction(scope) { conn -> PushAnswer in
+                // Each origin claimed (the first push of an origin makes it its user's) and locked,
+                // in one order on every node, so concurrent pushes queue instead of deadlocking.
+                var tips: [ReplicaID: LogTip] = [:]
+                var committed: [ReplicaID: Int64] = [:]
+                for origin in origins.sorted() {
+                    try await conn.query("""
+                        INSERT INTO logbook_origins (origin, owner, claimed_by) VALUES (\(origin.rawValue), \(user), \(name))
+                        ON CONFLICT (origin) DO NOTHING
+                        """, logger: logger)
+                    let rows = try await conn.query("""
+                        SELECT committed_seq, held_seq, held_hlc, held_hash FROM logbook_origins WHERE origin = \(origin.rawValue) AND owner = \(user) FOR UPDATE
+                        """, logger: logger)
+                    var found = false
+                    for try await (c, seq, hlc, hash) in rows.decode((Int64, Int64, Int64, ByteBuffer).self) {
+                        guard c >= 0, seq >= c, hash.readableBytes == 32 else { throw HubError("origin \(origin): its row in logbook_origins is damaged") }
+                        found = true
+                        committed[origin] = c
+                        tips[origin] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)),
+                                              lastHash: FrameHash(bytes: Array(hash.readableBytesView)))
+                    }
+                    // Claimed by another user: its row is not visible to this one.
+                    guard found else { throw ReplicaEndpoint.foreignOrigin(origin, principal: principal, user: user) }
+                }
+                // Owners first (as a store's hub answers), then each event's actor.
+                try ReplicaEndpoint.checkActors(frames, principal: principal, user: user)
+                let checked: ReceivedFrames
+                do {
+                    checked = try ReceivedFrames.verify(frames, nowMillis: Self.wallNow(), clockDriftMaxMs: drift, tip: { tips[$0] ?? .empty })
+                } catch let e as LogError {
+                    throw EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs)
+                }
+                var result = ReceiveResult()
+                result.alreadyHeld = checked.alreadyHeld
+                var pendingFrames: [ReplicaID: (frames: Int, events: Int)] = [:]
+                for a in checked.accepted {
+                    let h = a.header
+                    var buffer = ByteBuffer()
+                    buffer.writeBytes(frames[a.index])
+                    try await conn.query("""
+                        INSERT INTO logbook_frames (origin, first_seq, last_seq, owner, frame)
+                        VALUES (\(h.origin.rawValue), \(Int64(h.baseSeq.rawValue)), \(Int64(h.lastSeq.rawValue)), \(user), \(buffer))
+                        """, logger: logger)
+                    var p = pendingFrames[h.origin] ?? (0, 0)
+                    p.frames += 1
+                    p.events += Int(h.count)
+                    if h.continues {
+                        pendingFrames[h.origin] = p
+                    } else {
+                        pendingFrames[h.origin] = nil
+                        result.frames += p.frames
+                        result.events += p.events
+                        result.tips[h.origin] = h.lastSeq
+                        committed[h.origin] = Int64(h.lastSeq.rawValue)
+                    }
+                }
+                result.incomplete = pendingFrames.values.reduce(0) { $0 + $1.frames }
+                for (origin, tip) in checked.tips {
+                    try await conn.query("""
+                        UPDATE logbook_origins SET held_seq = \(Int64(tip.lastSeq.rawValue)), held_hlc = \(Int64(bitPattern: tip.lastHLC.rawValue)),
+                            held_hash = \(ByteBuffer(bytes: tip.lastHash.bytes)), committed_seq = \(committed[origin] ?? 0)
+                        WHERE origin = \(origin.rawValue)
+                        """, logger: logger)
+                }
+                return PushAnswer(result: result, cursor: try await Self.cursor(conn, logger: logger))
+            }
+        }
+        metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
+        if let peer, let id = ReplicaID(peer) { metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil) }
+        return answer
+    }
+
+    static func wallNow() -> UInt64 {
+        let ms = Date().timeIntervalSince1970 * 1000
+        return ms <= 0 ? 0 : min(UInt64(ms), HLC.wallMillisMax)
+    }
+}
+
+/// What a hub asks of its tokens file.
+public enum HubPolicy {
+    /// Every principal must have a user (a hub has no unscoped reader or relay).
+    public static func check(_ policy: AccessPolicy) throws {
+        if policy.isOpen { throw HubError("--hub needs --tokens: every principal of a hub has a user, and an open server has no principals") }
+        if let p = policy.principals.first(where: { $0.user == nil }) {
+            throw HubError("--hub: principal \"\(p.name)\" has no \"user\"; on a hub every principal acts for a user")
+        }
+    }
+}

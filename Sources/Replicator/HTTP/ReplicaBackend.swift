@@ -1,0 +1,141 @@
+import EventLog
+import Foundation
+import NIOCore
+
+/// What the HTTP routes of `ReplicaServer` serve: a keeper of frames. `ReplicaEndpoint` keeps
+/// them in a store on this machine (`evctl serve --store`); a hub keeps them in a database shared
+/// by several serve nodes (`evctl serve --hub`, the `Hub` module). The routes only move bytes in
+/// and out; a backend authenticates nothing itself (the routes ask `authenticate`), but decides
+/// what each principal may read and push.
+public protocol ReplicaBackend: AnyObject, Sendable {
+    /// The access policy in force (a tokens file reloaded by `TokensFileWatcher` swaps it).
+    var policies: PolicySource { get }
+    var metrics: ServerMetrics { get }
+    /// Bytes of pages being sent and pushed bodies being read, over every connection.
+    var memory: MemoryBudget { get }
+    var pushBytesMax: Int { get }
+    /// `GET /metrics` as `principal` may see it.
+    func metricsText(principal: AccessPolicy.Principal) async -> String
+    /// `GET /v1/cursor`.
+    func cursor(principal: AccessPolicy.Principal) async throws -> (replica: ReplicaID, cursor: ReplicationCursor)
+    /// `GET /v1/frames` (page version 1): a page, the principal's view of the cursor, and the
+    /// memory the page holds (released once sent).
+    func reservedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                      peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor, reservation: MemoryBudget.Reservation)
+    /// `GET /v1/frames?page_version=2`.
+    func streamedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                      peer: String?) async throws -> StreamedPage
+    /// `GET /v1/watch`: the principal's view of the cursor now and each time it moves.
+    func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor>
+    /// `GET /v1/snapshot`.
+    func snapshot(principal: AccessPolicy.Principal) async throws -> SnapshotFile
+    /// `POST /v1/frames`.
+    func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer
+    /// The server is shutting down: end what `watch` started.
+    func stopWatching()
+}
+
+extension ReplicaBackend {
+    public var policy: AccessPolicy { policies.current }
+
+    /// The principal behind an `Authorization` header, or a 401.
+    public func authenticate(_ authorization: String?) throws(EndpointError) -> AccessPolicy.Principal {
+        switch policy.authenticate(authorization: authorization) {
+        case .success(let p): return p
+        case .failure(let d): throw EndpointError(d.status, d.message)
+        }
+    }
+}
+
+/// What a push did, as answered to the client.
+public struct PushAnswer: Sendable {
+    public var result: ReceiveResult
+    public var cursor: ReplicationCursor
+    public init(result: ReceiveResult, cursor: ReplicationCursor) {
+        self.result = result
+        self.cursor = cursor
+    }
+}
+
+/// The query of a page request, checked.
+public enum PageRequest {
+    /// Checks a page request: the right to pull, the cursor token, the limits (clamped to `pageMax`).
+    public static func check(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
+                             pageMax: PageLimits) throws(EndpointError) -> (ReplicationCursor, PageLimits) {
+        if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        var since = ReplicationCursor.empty
+        if let token, !token.isEmpty {
+            guard token.utf8.count <= 1 << 14 else { throw EndpointError(400, "since: the cursor token is longer than \(1 << 14) bytes") }
+            do { since = try ReplicationCursor(token: token) } catch { throw EndpointError(400, "since: \(error)") }
+        }
+        var limits = PageLimits()
+        if let maxBytes {
+            guard let n = Int(maxBytes), n > 0 else { throw EndpointError(400, "max_bytes: expected a positive integer, got \"\(maxBytes.prefix(40))\"") }
+            limits.maxBytes = n
+        }
+        if let maxFrames {
+            guard let n = Int(maxFrames), n > 0 else { throw EndpointError(400, "max_frames: expected a positive integer, got \"\(maxFrames.prefix(40))\"") }
+            limits.maxFrames = n
+        }
+        return (since, limits.clamped(to: pageMax))
+    }
+}
+
+/// `GET /v1/frames?page_version=2`: a page streamed as it is read (docs/PROTOCOL.md, "Page"),
+/// in slices of about `OutgoingPage.chunkBytes`, each read and written before the next is read,
+/// so a page of any size holds one slice (and one more frame) in memory, reserved from the
+/// backend's memory budget. Its cursor and more flag follow the frames, in the trailer.
+///
+/// The backend checks the request, and whether it still holds what follows `since` (else 410),
+/// before anything is sent; `write` then sends the page. A failure while streaming (a compaction
+/// meanwhile, a client gone) ends the body early: the client keeps the whole frames it got.
+public struct StreamedPage: Sendable {
+    let since: ReplicationCursor
+    let limits: PageLimits
+    let reservation: MemoryBudget.Reservation
+    /// The keeper's cursor (as the principal may see it) when the request was taken (`Logbook-Cursor`).
+    public let holder: ReplicationCursor
+    /// Reads the frames past a cursor within limits, without head or trailer (`framesOnly`).
+    let slice: @Sendable (ReplicationCursor, PageLimits) async throws -> OutgoingPage
+    /// Called once the page is sent: where it ended, its frames and bytes (for metrics).
+    let finished: @Sendable (_ at: ReplicationCursor, _ frames: Int, _ bytes: Int) async -> Void
+
+    public init(since: ReplicationCursor, limits: PageLimits, reservation: MemoryBudget.Reservation, holder: ReplicationCursor,
+                slice: @escaping @Sendable (ReplicationCursor, PageLimits) async throws -> OutgoingPage,
+                finished: @escaping @Sendable (_ at: ReplicationCursor, _ frames: Int, _ bytes: Int) async -> Void) {
+        self.since = since
+        self.limits = limits
+        self.reservation = reservation
+        self.holder = holder
+        self.slice = slice
+        self.finished = finished
+    }
+
+    /// Sends the page through `write`; returns its frame count.
+    @discardableResult
+    public func write(_ write: (ByteBuffer) async throws -> Void) async throws -> Int {
+        defer { reservation.release() }
+        try await write(ByteBuffer(bytes: FramePage.streamedHead))
+        var at = since
+        var frames = 0, bytes = 0
+        var more = false
+        while true {
+            var part = limits
+            part.maxBytes = min(OutgoingPage.chunkBytes, limits.maxBytes - bytes)
+            part.maxFrames = limits.maxFrames - frames
+            let got = try await slice(at, part)
+            for b in got.buffers where b.readableBytes > 0 { try await write(b) }
+            frames += got.frames
+            bytes += got.frameBytes
+            at = got.next
+            if !got.more { break }
+            if bytes >= limits.maxBytes || frames >= limits.maxFrames {
+                more = true
+                break
+            }
+        }
+        try await write(ByteBuffer(bytes: FramePage.streamedTrailer(frames: frames, next: at, more: more)))
+        await finished(at, frames, bytes)
+        return frames
+    }
+}

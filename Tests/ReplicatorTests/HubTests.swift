@@ -1,0 +1,293 @@
+import Domain
+import EventLog
+import Foundation
+import Hub
+import Logging
+import PostgresNIO
+import Projections
+import Testing
+@testable import Replicator
+
+/// A PostgreSQL cluster of its own for a test, in a temporary folder, on loopback
+/// (scripts/pg-cluster.sh: as the `postgres` system user when the tests run as root).
+final class TestCluster {
+    let dir = ShippingTests.Dir()
+    let url: String
+    static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("scripts/pg-cluster.sh").path
+
+    init() throws {
+        url = try Self.run("start", dir.path).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    deinit { _ = try? Self.run("stop", dir.path) }
+
+    /// Runs the script with its output in files: the server it starts inherits whatever
+    /// descriptors it is given, so a pipe would never reach its end.
+    static func run(_ command: String, _ dir: String) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = [script, command, dir]
+        let outPath = NSTemporaryDirectory() + "/pg-cluster-\(UUID().uuidString.prefix(8))"
+        FileManager.default.createFile(atPath: outPath + ".out", contents: nil)
+        FileManager.default.createFile(atPath: outPath + ".err", contents: nil)
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath + ".out")
+            try? FileManager.default.removeItem(atPath: outPath + ".err")
+        }
+        p.standardOutput = FileHandle(forWritingAtPath: outPath + ".out")
+        p.standardError = FileHandle(forWritingAtPath: outPath + ".err")
+        p.standardInput = FileHandle.nullDevice
+        try p.run()
+        p.waitUntilExit()
+        let text = (try? String(contentsOfFile: outPath + ".out", encoding: .utf8)) ?? ""
+        let problem = (try? String(contentsOfFile: outPath + ".err", encoding: .utf8)) ?? ""
+        guard p.terminationStatus == 0 else { throw ServerError("pg-cluster.sh \(command) failed: \(problem)") }
+        return text.split(separator: "\n").last.map(String.init) ?? ""
+    }
+
+    var database: HubDatabase { get throws { try HubDatabase(url: url) } }
+
+    /// The hub's own role, straight to the database, with no scope set (what a bug would do).
+    func rawClient() throws -> (PostgresClient, Task<Void, Never>) {
+        let d = try database
+        let c = PostgresClient(configuration: .init(host: d.host, port: d.port, username: d.user, password: d.password, database: d.database, tls: .disable))
+        return (c, Task { await c.run() })
+    }
+}
+
+/// `evctl serve --hub`: frames kept in PostgreSQL by interchangeable nodes, reads enforced by
+/// row-level security (docs/HUB.md).
+@Suite(.serialized) struct HubTests {
+    typealias Dir = ShippingTests.Dir
+    static let logger: Logger = {
+        var l = Logger(label: "test.hub")
+        l.logLevel = .critical
+        return l
+    }()
+
+    func edit(_ store: Store, _ n: Int, seed: UInt64, actor: String?) throws {
+        try ScopeTests().edit(store, n, seed: seed, actor: actor)
+    }
+
+    func node(_ cluster: TestCluster, _ policy: AccessPolicy) async throws -> PostgresHub {
+        try await PostgresHub.open(try cluster.database, policies: PolicySource(policy), logger: Self.logger)
+    }
+
+    func withNode<T>(_ hub: PostgresHub, _ body: (String) async throws -> T) async throws -> T {
+        var config = ServerConfiguration()
+        config.port = 0
+        config.policy = hub.policy
+        return try await ReplicaServer.withRunningServer(backend: hub, configuration: config, logger: Self.logger, body)
+    }
+
+    func principal(_ policy: AccessPolicy, _ token: String) throws -> AccessPolicy.Principal {
+        try #require(try? policy.authenticate(authorization: "Bearer \(token)").get())
+    }
+
+    @Test func twoNodesServeOneHubToThreeUsers() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let alice1 = try Store.create(at: dir.path + "/alice1")
+        let alice2 = try Store.create(at: dir.path + "/alice2")
+        let bob1 = try Store.create(at: dir.path + "/bob1")
+        let carol1 = try Store.create(at: dir.path + "/carol1")
+        try edit(alice1, 40, seed: 1, actor: "alice")
+        try edit(alice2, 20, seed: 2, actor: "alice")
+        try edit(bob1, 30, seed: 3, actor: "bob")
+        try edit(carol1, 10, seed: 4, actor: "carol")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice-laptop","token":"alice-laptop-token-0123","user":"alice","push":["\(alice1.replicaID)"],"pull":true},
+              {"name":"alice-phone","token":"alice-phone-token-01234","user":"alice","push":["\(alice2.replicaID)"],"pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","read_users":["alice"],"push":["\(carol1.replicaID)"],"pull":true}
+            ]}
+            """.utf8))
+        // Two nodes starting together on an empty database: one creates the schema, both serve.
+        let database = try cluster.database
+        async let a = PostgresHub.open(database, policies: PolicySource(policy), logger: Self.logger)
+        async let b = PostgresHub.open(database, policies: PolicySource(policy), logger: Self.logger)
+        let (nodeA, nodeB) = try await (a, b)
+        defer {
+            nodeA.close()
+            nodeB.close()
+        }
+        #expect(nodeA.hubID == nodeB.hubID)
+        try await withNode(nodeA) { urlA in
+            try await withNode(nodeB) { urlB in
+                func sync(_ token: String, _ store: Store, push: String, pull: String) async throws {
+                    let p = try HTTPTransport(url: push, token: token, replica: store.replicaID)
+                    _ = try await Replication.push(from: store, to: p)
+                    await p.shutdown()
+                    let q = try HTTPTransport(url: pull, token: token, replica: store.replicaID)
+                    _ = try await Replication.pull(from: q, store: store, lockWait: 5)
+                    await q.shutdown()
+                }
+                // Pushed through one node, pulled through the other.
+                try await sync("alice-laptop-token-0123", alice1, push: urlA, pull: urlB)
+                try await sync("bob-token-0123456789abc", bob1, push: urlB, pull: urlA)
+                try await sync("alice-phone-token-01234", alice2, push: urlB, pull: urlA)
+                try await sync("carol-token-0123456789a", carol1, push: urlA, pull: urlB)
+                try await sync("alice-laptop-token-0123", alice1, push: urlB, pull: urlA)
+                #expect(Set(try alice1.cursor().origins) == [alice1.replicaID, alice2.replicaID])
+                #expect(try alice1.cursor() == alice2.cursor())
+                #expect(try HTTPTests().dump(alice1) == HTTPTests().dump(alice2))
+                #expect(Set(try bob1.cursor().origins) == [bob1.replicaID])
+                #expect(Set(try carol1.cursor().origins) == [carol1.replicaID, alice1.replicaID, alice2.replicaID])
+                // Frames are stored unchanged: the hub's page is the author's bytes.
+                let (status, body, _) = try await ScopeTests().fetch(urlB + "/v1/frames?max_frames=100000", token: "bob-token-0123456789abc")
+                #expect(status == 200)
+                let page = try FramePage.decode(body)
+                #expect(try page.frames == ShippingTests().frames(bob1, bob1.replicaID))
+                // Version 2 pages, /metrics and the cursor name only the principal's users' origins.
+                let (_, body2, holder) = try await ScopeTests().fetch(urlA + "/v1/frames?page_version=2", token: "bob-token-0123456789abc")
+                #expect(try FramePage.decode(body2).frames == page.frames)
+                #expect(try ReplicationCursor(token: try #require(holder)).origins == [bob1.replicaID])
+                let m = try await HTTPTests().raw(urlA + "/metrics", token: "bob-token-0123456789abc")
+                #expect(m.status == 200 && m.body.contains("\(bob1.replicaID)"))
+                for hidden in [alice1.replicaID, alice2.replicaID, carol1.replicaID] { #expect(!m.body.contains("\(hidden)")) }
+                let s = try await HTTPTests().raw(urlA + "/v1/snapshot", token: "bob-token-0123456789abc")
+                #expect(s.status == 403)
+
+                // Another user's origin: 403 through either node, nothing written.
+                try edit(alice1, 3, seed: 5, actor: "alice")
+                let alice = try principal(policy, "alice-laptop-token-0123"), bob = try principal(policy, "bob-token-0123456789abc")
+                let held = try await nodeA.cursor(principal: alice).cursor
+                let fresh = try FramePage.collect(from: alice1, since: held, limits: PageLimits())
+                var (code, text) = try await ScopeTests().push(fresh, to: urlB, token: "bob-token-0123456789abc")
+                #expect(code == 403 && text.contains("belongs to another user"))
+                // An actor that is not the principal's user: 403.
+                let imposter = try Store.create(at: dir.path + "/imposter")
+                try edit(imposter, 2, seed: 6, actor: "alice")
+                (code, text) = try await ScopeTests().push(try FramePage.collect(from: imposter, since: .empty, limits: PageLimits()), to: urlA,
+                                                           token: "bob-token-0123456789abc")
+                #expect(code == 403 && text.contains("actor"))
+                #expect(try await nodeA.cursor(principal: bob).cursor.origins == [bob1.replicaID])
+                // A forged frame (rewritten history): 422, nothing written.
+                var forged = fresh.frames
+                forged[0][FrameHeader.size + 2] ^= 0x40
+                (code, text) = try await ScopeTests().push(FramePage(frames: forged, next: .empty, more: false), to: urlA, token: "alice-laptop-token-0123")
+                #expect(code == 422)
+                #expect(try await nodeB.cursor(principal: alice).cursor == held)
+                (code, text) = try await ScopeTests().push(fresh, to: urlA, token: "alice-laptop-token-0123")
+                #expect(code == 200 && text.contains("\"events\":3"))
+            }
+        }
+    }
+
+    /// Two nodes given the same frames at the same moment: both pushes succeed, the log is
+    /// written once (the later push finds the frames held), whichever order the database picks.
+    @Test func concurrentPushesOfTheSameFramesNeitherForkNorDuplicate() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let laptop = try Store.create(at: dir.path + "/laptop")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"laptop","token":"laptop-token-0123456789","user":"dana","push":"*","pull":true}]}
+            """.utf8))
+        let nodeA = try await node(cluster, policy)
+        let nodeB = try await node(cluster, policy)
+        defer {
+            nodeA.close()
+            nodeB.close()
+        }
+        let who = try principal(policy, "laptop-token-0123456789")
+        var since = ReplicationCursor.empty
+        for round in 0..<12 {
+            try edit(laptop, 15, seed: UInt64(100 + round), actor: "dana")
+            let page = try FramePage.collect(from: laptop, since: since, limits: PageLimits()).encoded()
+            async let x = nodeA.push(principal: who, body: page, peer: nil)
+            async let y = nodeB.push(principal: who, body: page, peer: nil)
+            let (ra, rb) = try await (x, y)
+            #expect(ra.result.events + rb.result.events == 15, "round \(round)")
+            #expect(ra.result.alreadyHeld + rb.result.alreadyHeld == ra.result.frames + rb.result.frames, "round \(round)")
+            since = try laptop.cursor()
+            #expect(ra.cursor == since && rb.cursor == since)
+        }
+        // Exactly the author's log, once: same frames, same order, no row twice.
+        let pulled = try await nodeB.reservedPage(principal: who, since: nil, maxBytes: nil, maxFrames: "100000", peer: nil)
+        pulled.reservation.release()
+        let frames = try FramePage.decode(pulled.page.bytes).frames
+        #expect(try frames == ShippingTests().frames(laptop, laptop.replicaID))
+        let (raw, task) = try cluster.rawClient()
+        defer { task.cancel() }
+        try await raw.withConnection { conn in
+            try await conn.query("BEGIN", logger: Self.logger)
+            try await conn.query("SELECT set_config('logbook.readers', 'dana', true)", logger: Self.logger)
+            let rows = try await conn.query("SELECT count(*), count(DISTINCT first_seq) FROM logbook_frames", logger: Self.logger)
+            for try await (n, distinct) in rows.decode((Int64, Int64).self) {
+                #expect(Int(n) == frames.count && n == distinct)
+            }
+            try await conn.query("COMMIT", logger: Self.logger)
+        }
+    }
+
+    /// Row-level security binds the hub's own role: a query without a user set sees no frame,
+    /// one with a user sees that user's only, and nothing may delete or rewrite a frame.
+    @Test func rowLevelSecurityHoldsAgainstTheHubsOwnRole() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let erin = try Store.create(at: dir.path + "/erin")
+        let frank = try Store.create(at: dir.path + "/frank")
+        try edit(erin, 10, seed: 7, actor: "erin")
+        try edit(frank, 10, seed: 8, actor: "frank")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"erin","token":"erin-token-0123456789ab","user":"erin","push":"*","pull":true},
+              {"name":"frank","token":"frank-token-0123456789a","user":"frank","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        for (token, store) in [("erin-token-0123456789ab", erin), ("frank-token-0123456789a", frank)] {
+            let page = try FramePage.collect(from: store, since: .empty, limits: PageLimits()).encoded()
+            _ = try await hub.push(principal: principal(policy, token), body: page, peer: nil)
+        }
+        let (raw, task) = try cluster.rawClient()
+        defer { task.cancel() }
+        func count(readers: String?, writer: String? = nil, _ sql: PostgresQuery) async throws -> Int64 {
+            try await raw.withConnection { conn in
+                try await conn.query("BEGIN", logger: Self.logger)
+                if let readers { try await conn.query("SELECT set_config('logbook.readers', \(readers), true)", logger: Self.logger) }
+                if let writer { try await conn.query("SELECT set_config('logbook.writer', \(writer), true)", logger: Self.logger) }
+                var n: Int64 = -1
+                do {
+                    for try await c in try await conn.query(sql, logger: Self.logger).decode(Int64.self) { n = c }
+                } catch {
+                    _ = try? await conn.query("ROLLBACK", logger: Self.logger)
+                    throw ServerError(String(reflecting: error))
+                }
+                try await conn.query("ROLLBACK", logger: Self.logger)
+                return n
+            }
+        }
+        #expect(try await count(readers: nil, "SELECT count(*) FROM logbook_frames") == 0)
+        #expect(try await count(readers: nil, "SELECT count(*) FROM logbook_origins") == 0)
+        #expect(try await count(readers: "erin", "SELECT count(*) FROM logbook_frames WHERE owner <> 'erin'") == 0)
+        #expect(try await count(readers: "erin", "SELECT count(*) FROM logbook_frames") > 0)
+        #expect(try await count(readers: "erin,frank", "SELECT count(DISTINCT owner) FROM logbook_frames") == 2)
+        // No policy lets a frame be deleted or changed, not even by its owner.
+        #expect(try await count(readers: "erin", writer: "erin", "WITH d AS (DELETE FROM logbook_frames RETURNING 1) SELECT count(*) FROM d") == 0)
+        #expect(try await count(readers: "erin", writer: "erin", "WITH u AS (UPDATE logbook_frames SET frame = '\\x00' RETURNING 1) SELECT count(*) FROM u") == 0)
+        // Writing as one user a frame row of another's origin is refused by the database.
+        await #expect(throws: (any Error).self) {
+            _ = try await count(readers: "erin", writer: "erin", "WITH i AS (INSERT INTO logbook_frames SELECT origin, 999999, 999999, 'frank', '\\x00' FROM logbook_origins LIMIT 1 RETURNING 1) SELECT count(*) FROM i")
+        }
+        // The role the hub connects as is an ordinary one.
+        #expect(try await count(readers: nil, "SELECT count(*) FROM pg_roles WHERE rolname = current_user AND (rolsuper OR rolcreaterole OR rolbypassrls)") == 0)
+    }
+
+    @Test func aHubRefusesPrincipalsWithoutAUserAndBadAddresses() throws {
+        let open = try AccessPolicy(json: Data(#"{"principals":[{"name":"relay","token":"relay-token-0123456789","push":"*","pull":true}]}"#.utf8))
+        #expect(throws: HubError.self) { try HubPolicy.check(open) }
+        #expect(throws: HubError.self) { try HubPolicy.check(.open) }
+        for bad in ["mysql://u@h/d", "postgres://h/d", "postgres://u@h/", "postgres://u@h/d?sslmode=sometimes", "postgres://u@h/d?host=relative/dir",
+                    "postgres://u@h:70000/d", "postgres://u@h/d?options=-c"] {
+            #expect(throws: HubError.self, "\(bad)") { try HubDatabase(url: bad, environment: [:]) }
+        }
+        let d = try HubDatabase(url: "postgres://hub:secret@db.example:6543/logbook", environment: [:])
+        #expect(d.port == 6543 && d.tls && d.password == "secret" && !d.description.contains("secret"))
+        let local = try HubDatabase(url: "postgresql://hub@localhost/logbook?host=/run/pg", environment: ["PGPASSWORD": "pw"])
+        #expect(local.socketDirectory == "/run/pg" && !local.tls && local.password == "pw")
+    }
+}
