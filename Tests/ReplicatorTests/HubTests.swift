@@ -222,6 +222,51 @@ final class TestCluster {
         }
     }
 
+    /// An append pushed over two requests, through two nodes: held as it comes, visible (in
+    /// cursors and pages) only once its last frame is in; the second push may start again from
+    /// the committed point.
+    @Test func anAppendOverTwoPushesIsVisibleOnlyWhole() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let src = try Store.create(at: dir.path + "/src")
+        var o = AppendOptions()
+        o.frameEventsMax = 10
+        let w = try LogAppender(store: src, options: o)
+        for k in 0..<2 {
+            _ = try w.append(SampleWorkload(seed: UInt64(k), count: 25).enumerated().map { i, line in
+                var m = try MutationParser.parse(line, lineNumber: i + 1)
+                m.actor = "gina"
+                return m
+            })
+        }
+        try w.close()
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"gina","token":"gina-token-0123456789ab","user":"gina","push":"*","pull":true}]}
+            """.utf8))
+        let nodeA = try await node(cluster, policy)
+        let nodeB = try await node(cluster, policy)
+        defer {
+            nodeA.close()
+            nodeB.close()
+        }
+        let gina = try principal(policy, "gina-token-0123456789ab")
+        let frames = try FramePage.collect(from: src, since: .empty, limits: PageLimits()).frames
+        #expect(frames.count == 6)
+        let first = try await nodeA.push(principal: gina, body: FramePage(frames: Array(frames.prefix(4)), next: .empty, more: false).encoded(), peer: nil)
+        #expect(first.result.frames == 3 && first.result.incomplete == 1 && first.result.events == 25, "\(first.result)")
+        #expect(first.cursor[src.replicaID] == Seq(25))
+        #expect(try await nodeB.cursor(principal: gina).cursor[src.replicaID] == Seq(25))
+        let page = try await nodeB.reservedPage(principal: gina, since: nil, maxBytes: nil, maxFrames: nil, peer: nil)
+        page.reservation.release()
+        #expect(try FramePage.decode(page.page.bytes).frames == Array(frames.prefix(3)))
+        let rest = try await nodeB.push(principal: gina, body: FramePage(frames: Array(frames.dropFirst(3)), next: .empty, more: false).encoded(), peer: nil)
+        #expect(rest.result.frames == 2 && rest.result.alreadyHeld == 1 && rest.result.incomplete == 0, "\(rest.result)")
+        #expect(rest.cursor[src.replicaID] == Seq(50))
+        let all = try await nodeA.reservedPage(principal: gina, since: nil, maxBytes: nil, maxFrames: nil, peer: nil)
+        all.reservation.release()
+        #expect(try FramePage.decode(all.page.bytes).frames == frames)
+    }
+
     /// Row-level security binds the hub's own role: a query without a user set sees no frame,
     /// one with a user sees that user's only, and nothing may delete or rewrite a frame.
     @Test func rowLevelSecurityHoldsAgainstTheHubsOwnRole() async throws {

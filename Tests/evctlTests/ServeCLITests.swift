@@ -108,6 +108,70 @@ import Testing
         #expect(try Evctl.run(["pull", "--store", a1, url, "--token", "a1-token-0123456789abcdef"]).status == 0)
     }
 
+    /// `evctl serve --hub`: two nodes on one PostgreSQL database (a cluster of the test's own,
+    /// scripts/pg-cluster.sh), a replica pushing through one and another pulling through the
+    /// other; a node killed (SIGKILL) loses nothing it acknowledged.
+    @Test func twoHubNodesOnPostgreSQLAndOneKilled() throws {
+        let dir = TempDir()
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/pg-cluster.sh").path
+        func cluster(_ command: String) throws -> String {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/bash")
+            p.arguments = [script, command, dir.path + "/pg"]
+            let out = Pipe()
+            p.standardOutput = out
+            p.standardError = FileHandle.standardError
+            try p.run()
+            let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            guard p.terminationStatus == 0 else { throw CLIError("pg-cluster.sh \(command) failed") }
+            return text.trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        let url = try cluster("start")
+        defer { _ = try? cluster("stop") }
+        let a1 = dir.path + "/a1", a2 = dir.path + "/a2"
+        for s in [a1, a2] { try Evctl.run(["init", "--store", s]) }
+        func replica(_ s: String) throws -> String { try json(Evctl.run(["status", "--store", s, "--json"]).stdout)["replica_id"] as? String ?? "" }
+        let file = dir.path + "/tokens.json"
+        try """
+            {"principals":[{"name":"a1","token":"a1-token-0123456789abcdef","user":"alice","push":["\(try replica(a1))"],"pull":true},
+                           {"name":"a2","token":"a2-token-0123456789abcdef","user":"alice","push":["\(try replica(a2))"],"pull":true},
+                           {"name":"relay","token":"relay-token-0123456789abc","push":"*","pull":true}]}
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+        // A principal without a user: a hub refuses to start.
+        let refused = try Evctl.run(["serve", "--hub", url, "--tokens", file, "--listen", "127.0.0.1:0"])
+        #expect(refused.status != 0 && refused.stderr.contains("\"relay\" has no \"user\""))
+        let scoped = try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #""push":"*""#, with: #""user":"relay","push":"*""#)
+        try scoped.write(toFile: file, atomically: true, encoding: .utf8)
+        let (n1, url1) = try serve(["--hub", url, "--tokens", file], dir: dir)
+        let (n2, url2) = try serve(["--hub", url, "--tokens", file], dir: dir)
+        defer {
+            for n in [n1, n2] where n.isRunning {
+                n.terminate()
+                n.waitUntilExit()
+            }
+        }
+        var acknowledged = 0
+        for round in 0..<6 {
+            let r = try Evctl.run(["sample", "--count", "50", "--seed", "\(round + 1)"])
+            #expect(try Evctl.run(["append", "--store", a1, "--actor", "alice"], stdin: r.stdout).status == 0)
+            let pushed = try Evctl.run(["push", "--store", a1, url1, "--token", "a1-token-0123456789abcdef"])
+            #expect(pushed.status == 0, "\(pushed.stderr)")
+            acknowledged += 50
+            if round == 3 {
+                kill(n1.processIdentifier, SIGKILL)
+                n1.waitUntilExit()
+                break
+            }
+        }
+        let pulled = try Evctl.run(["pull", "--store", a2, url2, "--token", "a2-token-0123456789abcdef"])
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        let events = try Evctl.run(["log", "--store", a2, "--json"]).stdout.split(separator: "\n").count
+        #expect(events == acknowledged)
+        #expect(try Evctl.run(["items", "--store", a1, "--json", "--include-deleted"]).stdout == Evctl.run(["items", "--store", a2, "--json", "--include-deleted"]).stdout)
+    }
+
     @Test func serveRefusesAnOpenNonLoopbackAddressAndAPeerThatIsDown() throws {
         let dir = TempDir()
         let a = dir.path + "/a"
