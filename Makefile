@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEMO_STORE ?= ./demo/store
 EVCTL_DEBUG := .build/debug/evctl
 
-.PHONY: deps build test demo hub-demo bench bench-cli fixtures fuzz fuzz-build clean
+.PHONY: deps build test demo hub-demo hub-load bench bench-cli fixtures fuzz fuzz-build clean
 
 # System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
 # lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics), PostgreSQL (the hub's
@@ -74,6 +74,13 @@ demo: deps
 hub-demo: deps
 	$(SWIFT) build --product evctl
 	bash scripts/hub-demo.sh $(EVCTL_DEBUG) ./demo/hub
+
+# Many simulated replicas against two hub nodes on PostgreSQL, then a store's hub (docs/SCALING.md).
+HUB_LOAD_REPLICAS ?= 10000
+HUB_LOAD_SECONDS ?= 60
+hub-load: deps
+	$(SWIFT) build -c release --product hub-load
+	.build/release/hub-load --replicas $(HUB_LOAD_REPLICAS) --seconds $(HUB_LOAD_SECONDS)
 
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress

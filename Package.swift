@@ -109,6 +109,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A load simulator for hubs (docs/SCALING.md): many replicas in one process.
+        .executableTarget(
+            name: "hub-load",
+            dependencies: [
+                "Hub", "Replicator", "EventLog", "Domain",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         // Examples/: a to-do core an app developer can copy, and a command line over it.
         .target(name: "TodoCore", dependencies: ["Logbook"], path: "Examples/TodoCore/Sources/TodoCore"),
         .executableTarget(name: "todo", dependencies: ["TodoCore"], path: "Examples/TodoCore/Sources/todo"),

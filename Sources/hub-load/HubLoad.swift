@@ -1,0 +1,260 @@
+import AsyncHTTPClient
+import Domain
+import EventLog
+import Foundation
+import Hub
+import Logging
+import NIOCore
+import Replicator
+
+/// `hub-load`: many simulated replicas against a hub, in one process over pooled connections
+/// (docs/SCALING.md). Each replica is its own origin and token; users have two replicas each.
+/// A step is one replica's small append pushed through one node, then its sibling (the same
+/// user's other replica) pulling through another node, as live sync would on the watch event.
+///
+///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store]
+///
+/// Runs against two `PostgresHub` nodes on a PostgreSQL cluster it starts (scripts/pg-cluster.sh)
+/// and then against a store's hub (`ReplicaEndpoint`), in the same run, with the same replicas
+/// and schedule. Prints one JSON object per backend: events/s, push→sibling-holds p50/p99,
+/// errors, leaks (frames of another user's origin in a pull: must be 0).
+@main struct HubLoad {
+    static func main() async throws {
+        try await run(CommandLine.arguments)
+    }
+
+    nonisolated static func run(_ arguments: [String]) async throws {
+        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false
+        var args = arguments.dropFirst()
+        func value(_ flag: String) throws -> String {
+            guard let v = args.popFirst() else { throw HubError("\(flag) needs a value") }
+            return v
+        }
+        while let a = args.popFirst() {
+            switch a {
+            case "--replicas": replicas = Int(try value(a)) ?? -1
+            case "--seconds": seconds = Double(try value(a)) ?? -1
+            case "--concurrency": concurrency = Int(try value(a)) ?? -1
+            case "--skip-store": skipStore = true
+            case "--skip-hub": skipHub = true
+            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub)")
+            }
+        }
+        guard replicas >= 2, replicas % 2 == 0, seconds > 0, concurrency > 0 else { throw HubError("--replicas must be even and ≥ 2, --seconds and --concurrency positive") }
+        var logger = Logger(label: "hub-load")
+        logger.logLevel = .critical
+        let fleet = Fleet(replicas: replicas)
+        let policy = try AccessPolicy(json: fleet.tokensJSON())
+        let root = NSTemporaryDirectory() + "/hub-load-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var config = ServerConfiguration()
+        config.port = 0
+        config.policy = policy
+        config.limits.connectionsMax = max(config.limits.connectionsMax, concurrency * 4)
+
+        if !skipHub {
+            let cluster = root + "/pg"
+            let url = try shell(["start", cluster])
+            defer { _ = try? shell(["stop", cluster]) }
+            let database = try HubDatabase(url: url)
+            let a = try await PostgresHub.open(database, policies: PolicySource(policy), logger: logger)
+            let b = try await PostgresHub.open(database, policies: PolicySource(policy), logger: logger)
+            defer {
+                a.close()
+                b.close()
+            }
+            try await ReplicaServer.withRunningServer(backend: a, configuration: config, logger: logger) { urlA in
+                try await ReplicaServer.withRunningServer(backend: b, configuration: config, logger: logger) { urlB in
+                    let r = try await Run(fleet: fleet.fresh(), nodes: [urlA, urlB], seconds: seconds, concurrency: concurrency).go()
+                    print(r.json(backend: "postgres (2 nodes)"))
+                }
+            }
+        }
+        if !skipStore {
+            let store = try Store.create(at: root + "/store")
+            try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger) { url in
+                let r = try await Run(fleet: fleet.fresh(), nodes: [url, url], seconds: seconds, concurrency: concurrency).go()
+                print(r.json(backend: "store (1 node)"))
+            }
+        }
+    }
+
+    /// Runs scripts/pg-cluster.sh (found next to the working directory's package).
+    static func shell(_ args: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/bin/bash")
+        p.arguments = ["scripts/pg-cluster.sh"] + args
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw HubError("scripts/pg-cluster.sh \(args[0]) failed (run hub-load from the package's folder)") }
+        return text.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// The simulated replicas: replica 2k and 2k+1 belong to user k.
+struct Fleet: Sendable {
+    let origins: [ReplicaID]
+    let tokens: [String]
+    init(replicas: Int) {
+        origins = (0..<replicas).map { _ in ReplicaID.random() }
+        tokens = (0..<replicas).map { "load-\($0)-" + UUID().uuidString.lowercased() }
+    }
+    func user(_ r: Int) -> String { "u\(r / 2)" }
+    func sibling(_ r: Int) -> Int { r ^ 1 }
+    func tokensJSON() -> Data {
+        let principals = origins.indices.map {
+            #"{"name":"r\#($0)","token":"\#(tokens[$0])","user":"\#(user($0))","push":["\#(origins[$0])"],"pull":true}"#
+        }
+        return Data(("{\"principals\":[" + principals.joined(separator: ",") + "]}").utf8)
+    }
+    /// The same replicas with logs of their own for a new run (each backend starts empty).
+    func fresh() -> Fleet { self }
+}
+
+/// One run against some nodes.
+final class Run: @unchecked Sendable {
+    let fleet: Fleet
+    let nodes: [String]
+    let seconds: Double
+    let concurrency: Int
+    let lock = NSLock()
+    /// Per replica: its frame builder and frames sent; its cursor of pulled frames.
+    var builders: [OriginFrameBuilder]
+    var sent: [Int]
+    var cursors: [ReplicationCursor]
+    var busy: Set<Int> = []
+    var latencies: [Double] = []
+    var events = 0, errors = 0, leaks = 0, steps = 0
+    var firstError: String?
+    let client: HTTPClient
+
+    init(fleet: Fleet, nodes: [String], seconds: Double, concurrency: Int) {
+        self.fleet = fleet
+        self.nodes = nodes
+        self.seconds = seconds
+        self.concurrency = concurrency
+        builders = fleet.origins.map { OriginFrameBuilder(origin: $0) }
+        sent = Array(repeating: 0, count: fleet.origins.count)
+        cursors = Array(repeating: .empty, count: fleet.origins.count)
+        var c = HTTPClient.Configuration()
+        c.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: c)
+    }
+
+    func go() async throws -> Run {
+        let start = Date()
+        let deadline = start.addingTimeInterval(seconds)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for w in 0..<concurrency {
+                group.addTask {
+                    var rng = SystemRandomNumberGenerator()
+                    var k = w
+                    while Date() < deadline {
+                        let r = Int.random(in: 0..<self.fleet.origins.count, using: &rng)
+                        let s = self.fleet.sibling(r)
+                        let claimed = self.lock.withLock { () -> Bool in
+                            guard !self.busy.contains(r), !self.busy.contains(s) else { return false }
+                            self.busy.formUnion([r, s])
+                            return true
+                        }
+                        guard claimed else { continue }
+                        await self.step(r, via: k % self.nodes.count)
+                        self.lock.withLock {
+                            self.busy.remove(r)
+                            self.busy.remove(self.fleet.sibling(r))
+                        }
+                        k += 1
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        elapsed = Date().timeIntervalSince(start)
+        try await client.shutdown()
+        return self
+    }
+
+    var elapsed = 0.0
+
+    /// Replica `r` appends 1 to 3 events and pushes them through node `via`; its sibling pulls
+    /// through the other node.
+    func step(_ r: Int, via: Int) async {
+        let b = builders[r]
+        let n = Int.random(in: 1...3)
+        let user = fleet.user(r)
+        for i in 0..<n {
+            let line = #"{"entity":"item","op":"create","id":"\#(UUID().uuidString.lowercased())","fields":{"title":"load \#(r) \#(i)"},"actor":"\#(user)"}"#
+            guard var m = try? MutationParser.parse(line, lineNumber: 1) else { continue }
+            m.actor = user
+            b.add(m, at: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0))
+        }
+        let frames = b.finish()
+        let fresh = Array(frames[lock.withLock { sent[r] }...])
+        let began = Date()
+        do {
+            var push = HTTPClientRequest(url: nodes[via] + "/v1/frames")
+            push.method = .POST
+            push.headers.add(name: "Authorization", value: "Bearer \(fleet.tokens[r])")
+            push.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
+            push.body = .bytes(FramePage(frames: fresh, next: .empty, more: false).encoded())
+            let answer = try await client.execute(push, timeout: .seconds(60))
+            let text = try await answer.body.collect(upTo: 1 << 20)
+            guard answer.status == .ok else { throw HubError("push \(answer.status.code): \(String(buffer: text).prefix(200))") }
+            lock.withLock {
+                sent[r] = frames.count
+                events += n
+            }
+            // The sibling pulls through the other node until it holds what was pushed.
+            let s = fleet.sibling(r)
+            let target = Seq(UInt64(b.events))
+            var held = false
+            for _ in 0..<50 where !held {
+                let since = lock.withLock { cursors[s] }
+                var pull = HTTPClientRequest(url: nodes[(via + 1) % nodes.count] + "/v1/frames?since=\(since.token)")
+                pull.headers.add(name: "Authorization", value: "Bearer \(fleet.tokens[s])")
+                let got = try await client.execute(pull, timeout: .seconds(60))
+                let body = try await got.body.collect(upTo: 1 << 26)
+                guard got.status == .ok else { throw HubError("pull \(got.status.code)") }
+                let page = try FramePage.decode(Array(body.readableBytesView))
+                for f in page.frames {
+                    guard let h = FrameHeader(parsing: f) else { continue }
+                    if h.origin != fleet.origins[r] && h.origin != fleet.origins[s] { lock.withLock { leaks += 1 } }
+                }
+                let now = lock.withLock { () -> ReplicationCursor in
+                    if let next = page.next { cursors[s] = cursors[s].merged(with: next) }
+                    return cursors[s]
+                }
+                held = now[fleet.origins[r]] >= target
+            }
+            guard held else { throw HubError("the sibling did not get the push") }
+            let ms = Date().timeIntervalSince(began) * 1000
+            lock.withLock {
+                latencies.append(ms)
+                steps += 1
+            }
+        } catch {
+            lock.withLock {
+                errors += 1
+                if firstError == nil { firstError = "\(error)" }
+            }
+        }
+    }
+
+    func json(backend: String) -> String {
+        let sorted = latencies.sorted()
+        func q(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        let origins = lock.withLock { sent.filter { $0 > 0 }.count }
+        let fields: [String] = [
+            #""backend":"\#(backend)""#, #""replicas":\#(fleet.origins.count)"#, #""replicas_that_pushed":\#(origins)"#,
+            #""seconds":\#(String(format: "%.1f", elapsed))"#, #""steps":\#(steps)"#, #""events":\#(events)"#,
+            #""events_per_s":\#(String(format: "%.0f", Double(events) / max(elapsed, 0.001)))"#,
+            #""push_to_sibling_ms_p50":\#(String(format: "%.1f", q(0.5)))"#, #""push_to_sibling_ms_p99":\#(String(format: "%.1f", q(0.99)))"#,
+            #""errors":\#(errors)"#, #""leaks":\#(leaks)"#,
+        ] + (firstError.map { [#""first_error":"\#($0.prefix(200).replacingOccurrences(of: "\"", with: "'"))""#] } ?? [])
+        return "{" + fields.joined(separator: ",") + "}"
+    }
+}
