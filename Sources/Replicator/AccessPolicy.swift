@@ -57,10 +57,13 @@ public struct AccessPolicy: Sendable {
     /// True when no tokens file was given: every request acts as one principal with every right
     /// (the server only allows this on a loopback address).
     public let isOpen: Bool
+    /// Each principal's position by the SHA-256 of its token (tokens are unique).
+    private let byDigest: [[UInt8]: Int]
 
     public static let tokenLengthMin = 16
     public static let tokenLengthMax = 512
-    public static let fileBytesMax = 1 << 20
+    /// A hub may hold a principal per replica: about 150 bytes each, so some 200,000.
+    public static let fileBytesMax = 32 << 20
     public static let userLengthMax = 64
     /// The fields a principal may have: a misspelt right (`"read_user"`) is an error, never ignored.
     static let principalKeys: Set<String> = ["name", "token", "push", "pull", "user", "read_users", "comment"]
@@ -81,6 +84,9 @@ public struct AccessPolicy: Sendable {
     private init(principals: [Principal], isOpen: Bool) {
         self.principals = principals
         self.isOpen = isOpen
+        var index: [[UInt8]: Int] = [:]
+        for (i, p) in principals.enumerated() where !isOpen { index[p.digest] = i }
+        byDigest = index
     }
 
     /// Reads a tokens file.
@@ -178,16 +184,11 @@ public struct AccessPolicy: Sendable {
         guard header.utf8.count <= Self.tokenLengthMax + prefix.utf8.count, header.hasPrefix(prefix) else {
             return .failure(Denied(status: 401, message: "the Authorization header must be \"Bearer <token>\""))
         }
+        // Looked up by the SHA-256 of the presented token, never by the token: how long the lookup
+        // takes depends on that digest only, which tells nothing of any principal's token. One
+        // lookup whatever the number of principals (a hub may have one per replica).
         let presented = Array(SHA256.hash(data: Array(header.utf8.dropFirst(prefix.utf8.count))))
-        // Constant time: every principal's digest is compared in full, whatever matches.
-        var found = -1
-        for (i, p) in principals.enumerated() {
-            var diff: UInt8 = 0
-            for k in 0..<32 { diff |= p.digest[k] ^ presented[k] }
-            let hit = diff == 0
-            found = hit ? i : found
-        }
-        guard found >= 0 else { return .failure(Denied(status: 401, message: "the token is not valid for this server")) }
+        guard let found = byDigest[presented] else { return .failure(Denied(status: 401, message: "the token is not valid for this server")) }
         return .success(principals[found])
     }
 
