@@ -284,18 +284,10 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     // MARK: Push
 
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
-        let decoded: FramePage.Decoded
-        do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
-        var origins = Set<ReplicaID>()
-        for (i, f) in decoded.frames.enumerated() {
-            guard let h = FrameHeader(parsing: f) else { throw EndpointError(400, "frame \(i + 1) of \(decoded.frames.count): not a frame header; nothing was written") }
-            origins.insert(h.origin)
-        }
-        if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
+        let (frames, pushed) = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let origins = Set(pushed)
         let scope = try scope(of: principal)
         guard let user = scope.writer else { throw EndpointError(403, "principal \"\(principal.name)\" may not push to this server") }
-        let frames = decoded.frames
         let logger = self.logger, drift = clockDriftMaxMs, name = principal.name
         let answer = try await db("receiving frames") {
             try await transaction(scope) { conn -> PushAnswer in

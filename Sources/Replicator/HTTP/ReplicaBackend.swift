@@ -57,6 +57,25 @@ public struct PushAnswer: Sendable {
     }
 }
 
+/// The body of a push, checked before anything else is done with it.
+public enum PushRequest {
+    /// Checks the size, decodes the page, parses every frame's header and checks the principal
+    /// may push every origin in it. Returns the frames and their origins (sorted).
+    public static func check(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> (frames: [[UInt8]], origins: [ReplicaID]) {
+        guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
+        let decoded: FramePage.Decoded
+        do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
+        var origins = Set<ReplicaID>()
+        for (i, f) in decoded.frames.enumerated() {
+            guard let h = FrameHeader(parsing: f) else { throw EndpointError(400, "frame \(i + 1) of \(decoded.frames.count): not a frame header; nothing was written") }
+            origins.insert(h.origin)
+        }
+        let sorted = origins.sorted()
+        if let d = AccessPolicy.checkPush(principal, origins: sorted) { throw EndpointError(d.status, d.message) }
+        return (decoded.frames, sorted)
+    }
+}
+
 /// The query of a page request, checked.
 public enum PageRequest {
     /// Checks a page request: the right to pull, the cursor token, the limits (clamped to `pageMax`).

@@ -243,19 +243,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// it) and every event in it must carry its user as actor; the answer's cursor holds the
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
-        let decoded: FramePage.Decoded
-        do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
-        var origins = Set<ReplicaID>()
-        for (i, f) in decoded.frames.enumerated() {
-            guard let h = FrameHeader(parsing: f) else { throw EndpointError(400, "frame \(i + 1) of \(decoded.frames.count): not a frame header; nothing was written") }
-            origins.insert(h.origin)
-        }
-        if let d = AccessPolicy.checkPush(principal, origins: origins.sorted()) { throw EndpointError(d.status, d.message) }
+        let (frames, pushed) = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
         let store = self.store
-        let frames = decoded.frames
         let scope = readable(by: principal)
-        let pushed = origins.sorted()
         if let user = principal.user {
             try checkOwners(pushed, principal: principal, user: user)
             try await run(on: reads) { try Self.checkActors(frames, principal: principal, user: user) }
