@@ -71,6 +71,15 @@ public struct HubDatabase: Sendable, CustomStringConvertible {
         return c
     }
 
+    /// The configuration of one connection (to check the address before a pool is made).
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        if let dir = socketDirectory {
+            return .init(unixSocketPath: "\(dir)/.s.PGSQL.\(port)", username: user, password: password, database: database)
+        }
+        return .init(host: host, port: port, username: user, password: password, database: database,
+                     tls: tls ? .require(try NIOSSLContext(configuration: .makeClientConfiguration())) : .disable)
+    }
+
     /// The address without its password.
     public var description: String {
         let at = socketDirectory.map { "\(host):\(port) (socket in \($0))" } ?? "\(host):\(port)"

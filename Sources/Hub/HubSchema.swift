@@ -124,6 +124,7 @@ enum HubSchema {
     static func describe(_ error: any Error) -> String {
         if let e = error as? PSQLError {
             if let m = e.serverInfo?[.message] { return m }
+            if let u = e.underlying { return "\(e.code): \(u)" }
             return "\(e.code)"
         }
         return "\(error)"

@@ -42,6 +42,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax,
                             clockDriftMaxMs: UInt64 = AppendOptions.defaultClockDriftMaxMs, logger: Logger) async throws -> PostgresHub {
         try HubPolicy.check(policies.current)
+        // One connection first: a wrong address, user or password is named now (a pool would
+        // only keep retrying).
+        do {
+            let probe = try await PostgresConnection.connect(configuration: database.connectionConfiguration(), id: 0, logger: logger)
+            try await probe.close()
+        } catch {
+            throw HubError("cannot connect to the hub's database \(database): \(HubSchema.describe(error))")
+        }
         let client = PostgresClient(configuration: database.configuration(), backgroundLogger: logger)
         let running = Task { await client.run() }
         do {

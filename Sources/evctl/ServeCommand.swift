@@ -86,6 +86,7 @@ struct ServeCommand: AsyncStoreCommand {
     /// `--hub`: a node of a hub kept in PostgreSQL.
     func serveHub(_ address: String) async throws {
         let database = try HubDatabase(url: address)
+        if options.store != nil { throw ValidationError("--hub and --store name two different things to serve: give one") }
         guard let tokens else { throw ValidationError("--hub needs --tokens: every principal of a hub has a user") }
         var config = ServerConfiguration()
         (config.host, config.port) = try Self.parseListen(listen)

@@ -282,6 +282,15 @@ final class TestCluster {
               {"name":"frank","token":"frank-token-0123456789a","user":"frank","push":"*","pull":true}
             ]}
             """.utf8))
+        // A wrong password is named at once, not waited out.
+        var wrong = try cluster.database
+        wrong.password = "not-the-password"
+        do {
+            _ = try await PostgresHub.open(wrong, policies: PolicySource(policy), logger: Self.logger)
+            Issue.record("a wrong password was accepted")
+        } catch let e as HubError {
+            #expect(e.message.contains("password authentication failed") && !e.message.contains("not-the-password"))
+        }
         let hub = try await node(cluster, policy)
         defer { hub.close() }
         for (token, store) in [("erin-token-0123456789ab", erin), ("frank-token-0123456789a", frank)] {
