@@ -265,6 +265,15 @@ final class TestCluster {
         let all = try await nodeA.reservedPage(principal: gina, since: nil, maxBytes: nil, maxFrames: nil, peer: nil)
         all.reservation.release()
         #expect(try FramePage.decode(all.page.bytes).frames == frames)
+        // A watch stream on one node sees a push through the other.
+        var stream = try nodeB.watch(principal: gina).makeAsyncIterator()
+        #expect(await stream.next()?[src.replicaID] == Seq(50))
+        let more = try Store.create(at: dir.path + "/more")
+        try edit(more, 4, seed: 9, actor: "gina")
+        let page2 = try FramePage.collect(from: more, since: .empty, limits: PageLimits()).encoded()
+        _ = try await nodeA.push(principal: gina, body: page2, peer: nil)
+        let moved = await stream.next()
+        #expect(moved?[more.replicaID] == Seq(4) && moved?[src.replicaID] == Seq(50))
     }
 
     /// Row-level security binds the hub's own role: a query without a user set sees no frame,
