@@ -29,8 +29,12 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     public let clockDriftMaxMs: UInt64
     /// This hub's replica id (kept in the database: the same for every node).
     public let hubID: ReplicaID
-    /// How often a watch stream looks at the database for a moved cursor.
-    public var watchInterval: Duration = .milliseconds(250)
+    /// How often a watch stream looks at the database for a moved cursor when no notification
+    /// came (a notification lost while the listening connection was down).
+    public var watchInterval: Duration = .seconds(5)
+    /// The watch streams of this node, woken by notifications of moved users.
+    let watchers = Watchers()
+    private var listening: Task<Void, Never>?
     let client: PostgresClient
     let logger: Logger
     private let running: Task<Void, Never>
@@ -66,8 +70,10 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 }
                 return id
             }
-            return PostgresHub(client: client, running: running, hubID: id, policies: policies, pageMax: pageMax, pushBytesMax: pushBytesMax,
-                               memoryBytesMax: memoryBytesMax, clockDriftMaxMs: clockDriftMaxMs, logger: logger)
+            let hub = PostgresHub(client: client, running: running, hubID: id, policies: policies, pageMax: pageMax, pushBytesMax: pushBytesMax,
+                                  memoryBytesMax: memoryBytesMax, clockDriftMaxMs: clockDriftMaxMs, logger: logger)
+            hub.listen()
+            return hub
         } catch {
             running.cancel()
             throw error
@@ -90,10 +96,42 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
 
     /// Closes the node's connections.
     public func close() {
+        listening?.cancel()
         running.cancel()
     }
 
-    deinit { running.cancel() }
+    deinit {
+        listening?.cancel()
+        running.cancel()
+    }
+
+    /// `LISTEN logbook_moved` on a connection of the pool: a push through any node notifies the
+    /// users whose origins it moved (`pg_notify` at commit), and this node wakes the watch streams
+    /// that read one of them. Reconnects after a failure, waking every stream (a notification may
+    /// have been missed).
+    private func listen() {
+        let client = self.client, logger = self.logger, watchers = self.watchers
+        listening = Task {
+            while !Task.isCancelled {
+                do {
+                    try await client.withConnection { conn in
+                        try await conn.listen(on: Self.channel) { notifications in
+                            watchers.wakeAll()
+                            for try await n in notifications { watchers.wake(user: n.payload) }
+                        }
+                    }
+                } catch {
+                    if Task.isCancelled { break }
+                    logger.warning("hub: listening for pushes failed (\(HubSchema.describe(error))); watch streams poll until it is back")
+                }
+                watchers.wakeAll()
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    /// The channel pushes notify.
+    static let channel = "logbook_moved"
 
     // MARK: Transactions
 
@@ -260,13 +298,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         }
     }
 
-    /// The principal's cursor now and whenever it moves, looked at every `watchInterval` (any
-    /// node's pushes move it).
+    /// The principal's cursor now and whenever it moves: read again when a push through any node
+    /// notifies one of its users, and at least every `watchInterval`.
     public func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let scope = try scope(of: principal)
-        let logger = self.logger, interval = watchInterval
+        let logger = self.logger, interval = watchInterval, watchers = self.watchers
         return AsyncStream { continuation in
+            let wakeup = watchers.add(readers: scope.readers)
             let task = Task {
                 var last: ReplicationCursor?
                 while !Task.isCancelled {
@@ -274,11 +313,15 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         continuation.yield(c)
                         last = c
                     }
-                    try? await Task.sleep(for: interval)
+                    await wakeup.wait(upTo: interval)
                 }
                 continuation.finish()
             }
-            continuation.onTermination = { _ in task.cancel() }
+            continuation.onTermination = { _ in
+                task.cancel()
+                watchers.remove(wakeup)
+                wakeup.signal()
+            }
         }
     }
 
@@ -301,12 +344,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
             try await transaction(scope) { conn -> PushAnswer in
                 // Each origin claimed (the first push of an origin makes it its user's) and locked,
                 // in one order on every node, so concurrent pushes queue instead of deadlocking.
+                // No conflict target: two nodes claiming a new origin at once conflict on both of
+                // its unique keys, and a target naming one of them lets the other raise.
                 var tips: [ReplicaID: LogTip] = [:]
                 var committed: [ReplicaID: Int64] = [:]
                 for origin in origins.sorted() {
                     try await conn.query("""
                         INSERT INTO logbook_origins (origin, owner, claimed_by) VALUES (\(origin.rawValue), \(user), \(name))
-                        ON CONFLICT (origin) DO NOTHING
+                        ON CONFLICT DO NOTHING
                         """, logger: logger)
                     let rows = try await conn.query("""
                         SELECT committed_seq, held_seq, held_hlc, held_hash FROM logbook_origins WHERE origin = \(origin.rawValue) AND owner = \(user) FOR UPDATE
@@ -362,6 +407,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         WHERE origin = \(origin.rawValue)
                         """, logger: logger)
                 }
+                // Delivered at commit, to every node listening: their watch streams of this user wake.
+                if !result.tips.isEmpty { try await conn.query("SELECT pg_notify(\(Self.channel), \(user))", logger: logger) }
                 return PushAnswer(result: result, cursor: try await Self.cursor(conn, logger: logger))
             }
         }
@@ -373,6 +420,67 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     static func wallNow() -> UInt64 {
         let ms = Date().timeIntervalSince1970 * 1000
         return ms <= 0 ? 0 : min(UInt64(ms), HLC.wallMillisMax)
+    }
+}
+
+/// The watch streams of a node, by the users they read.
+final class Watchers: @unchecked Sendable {
+    private let lock = NSLock()
+    private var all: [ObjectIdentifier: (readers: Set<String>, wakeup: Wakeup)] = [:]
+
+    func add(readers: Set<String>) -> Wakeup {
+        let w = Wakeup()
+        lock.withLock { all[ObjectIdentifier(w)] = (readers, w) }
+        return w
+    }
+
+    func remove(_ w: Wakeup) { _ = lock.withLock { all.removeValue(forKey: ObjectIdentifier(w)) } }
+
+    func wake(user: String) {
+        for w in lock.withLock({ all.values.filter { $0.readers.contains(user) }.map(\.wakeup) }) { w.signal() }
+    }
+
+    func wakeAll() {
+        for w in lock.withLock({ all.values.map(\.wakeup) }) { w.signal() }
+    }
+}
+
+/// Wakes one waiting task; a signal with nobody waiting is kept for the next wait.
+final class Wakeup: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pending = false
+    private var waiter: CheckedContinuation<Void, Never>?
+
+    func signal() {
+        let w: CheckedContinuation<Void, Never>? = lock.withLock {
+            if let w = waiter {
+                waiter = nil
+                return w
+            }
+            pending = true
+            return nil
+        }
+        w?.resume()
+    }
+
+    /// Returns at the next signal, or after `limit`.
+    func wait(upTo limit: Duration) async {
+        let timer = Task {
+            guard (try? await Task.sleep(for: limit)) != nil else { return }  // cancelled: woken already
+            self.signal()
+        }
+        defer { timer.cancel() }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now: Bool = lock.withLock {
+                if pending {
+                    pending = false
+                    return true
+                }
+                waiter = c
+                return false
+            }
+            if now { c.resume() }
+        }
     }
 }
 
