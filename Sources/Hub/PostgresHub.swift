@@ -34,6 +34,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     public var watchInterval: Duration = .seconds(5)
     /// The watch streams of this node, woken by notifications of moved users.
     let watchers = Watchers()
+    /// The users whose origins pushes through this node moved, notified in batches.
+    let notifier: Notifier
     private var listening: Task<Void, Never>?
     let client: PostgresClient
     let logger: Logger
@@ -92,10 +94,12 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         self.metrics = ServerMetrics()
         self.clockDriftMaxMs = clockDriftMaxMs
         self.logger = logger
+        notifier = Notifier(client: client, channel: Self.channel, logger: logger)
     }
 
     /// Closes the node's connections.
     public func close() {
+        notifier.stop()
         listening?.cancel()
         running.cancel()
     }
@@ -117,7 +121,9 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     try await client.withConnection { conn in
                         try await conn.listen(on: Self.channel) { notifications in
                             watchers.wakeAll()
-                            for try await n in notifications { watchers.wake(user: n.payload) }
+                            for try await n in notifications {
+                                for user in n.payload.split(separator: ",") { watchers.wake(user: String(user)) }
+                            }
                         }
                     }
                 } catch {
@@ -407,11 +413,11 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         WHERE origin = \(origin.rawValue)
                         """, logger: logger)
                 }
-                // Delivered at commit, to every node listening: their watch streams of this user wake.
-                if !result.tips.isEmpty { try await conn.query("SELECT pg_notify(\(Self.channel), \(user))", logger: logger) }
                 return PushAnswer(result: result, cursor: try await Self.cursor(conn, logger: logger))
             }
         }
+        // Every node listening wakes its watch streams of this user (after the commit, batched).
+        if !answer.result.tips.isEmpty { notifier.moved(user) }
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) { metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil) }
         return answer
@@ -420,6 +426,68 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     static func wallNow() -> UInt64 {
         let ms = Date().timeIntervalSince1970 * 1000
         return ms <= 0 ? 0 : min(UInt64(ms), HLC.wallMillisMax)
+    }
+}
+
+/// Sends the users whose origins moved on `channel`, at most every `every`, several users per
+/// notification (comma-separated, as user names have no comma). One `pg_notify` per push cost
+/// about 30% of a hub's pushes per second under load (each is a transaction that wakes every
+/// listening backend); batching costs a follower at most `every` more.
+final class Notifier: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pending: Set<String> = []
+    private var flushing = false
+    private var stopped = false
+    let client: PostgresClient
+    let channel: String
+    let logger: Logger
+    let every: Duration = .milliseconds(25)
+    /// A notification's payload is limited to 8000 bytes.
+    static let payloadBytesMax = 7900
+
+    init(client: PostgresClient, channel: String, logger: Logger) {
+        self.client = client
+        self.channel = channel
+        self.logger = logger
+    }
+
+    func moved(_ user: String) {
+        let start: Bool = lock.withLock {
+            pending.insert(user)
+            if flushing || stopped { return false }
+            flushing = true
+            return true
+        }
+        if start { Task { await self.flush() } }
+    }
+
+    func stop() { lock.withLock { stopped = true } }
+
+    private func flush() async {
+        try? await Task.sleep(for: every)
+        let users: [String] = lock.withLock {
+            defer {
+                pending = []
+                flushing = false
+            }
+            return pending.sorted()
+        }
+        var batch: [String] = [], bytes = 0
+        func send() async {
+            guard !batch.isEmpty else { return }
+            let payload = batch.joined(separator: ",")
+            do { try await client.query("SELECT pg_notify(\(channel), \(payload))", logger: logger) } catch {
+                logger.warning("hub: notifying pushes failed (\(HubSchema.describe(error))); followers see them at their next look")
+            }
+            batch = []
+            bytes = 0
+        }
+        for u in users {
+            if bytes + u.utf8.count + 1 > Self.payloadBytesMax { await send() }
+            batch.append(u)
+            bytes += u.utf8.count + 1
+        }
+        await send()
     }
 }
 
