@@ -224,7 +224,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 var next = since
                 var bytes = 0
                 var more = false
-                origins: for origin in held.origins where held[origin] > since[origin] {
+                for origin in held.origins where held[origin] > since[origin] {
                     if bytes >= limits.maxBytes || frames.count >= limits.maxFrames {
                         more = true
                         break
@@ -248,11 +248,11 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             frames.append(frame)
                             bytes += frame.readableBytes
                             after = last
-                            next = next.merged(with: ReplicationCursor([origin: Seq(UInt64(last))]))
                         }
-                        if more { break origins }
-                        if got == 0 { break }
+                        if more || got == 0 { break }
                     }
+                    if after > Int64(since[origin].rawValue) { next = next.merged(with: ReplicationCursor([origin: Seq(UInt64(after))])) }
+                    if more { break }
                 }
                 return (frames, next, more, held)
             }
@@ -491,25 +491,39 @@ final class Notifier: @unchecked Sendable {
     }
 }
 
-/// The watch streams of a node, by the users they read.
+/// The watch streams of a node, by the users they read (a notification names users; waking
+/// them looks up those users only, whatever the number of streams).
 final class Watchers: @unchecked Sendable {
     private let lock = NSLock()
-    private var all: [ObjectIdentifier: (readers: Set<String>, wakeup: Wakeup)] = [:]
+    private var byUser: [String: [ObjectIdentifier: Wakeup]] = [:]
+    private var readers: [ObjectIdentifier: Set<String>] = [:]
 
-    func add(readers: Set<String>) -> Wakeup {
+    func add(readers users: Set<String>) -> Wakeup {
         let w = Wakeup()
-        lock.withLock { all[ObjectIdentifier(w)] = (readers, w) }
+        let id = ObjectIdentifier(w)
+        lock.withLock {
+            readers[id] = users
+            for u in users { byUser[u, default: [:]][id] = w }
+        }
         return w
     }
 
-    func remove(_ w: Wakeup) { _ = lock.withLock { all.removeValue(forKey: ObjectIdentifier(w)) } }
+    func remove(_ w: Wakeup) {
+        let id = ObjectIdentifier(w)
+        lock.withLock {
+            for u in readers.removeValue(forKey: id) ?? [] {
+                byUser[u]?[id] = nil
+                if byUser[u]?.isEmpty == true { byUser[u] = nil }
+            }
+        }
+    }
 
     func wake(user: String) {
-        for w in lock.withLock({ all.values.filter { $0.readers.contains(user) }.map(\.wakeup) }) { w.signal() }
+        for w in lock.withLock({ Array((byUser[user] ?? [:]).values) }) { w.signal() }
     }
 
     func wakeAll() {
-        for w in lock.withLock({ all.values.map(\.wakeup) }) { w.signal() }
+        for w in lock.withLock({ byUser.values.flatMap(\.values) }) { w.signal() }
     }
 }
 

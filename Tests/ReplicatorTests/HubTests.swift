@@ -74,6 +74,11 @@ final class TestCluster {
         try await PostgresHub.open(try cluster.database, policies: PolicySource(policy), logger: Self.logger)
     }
 
+    /// A tokens file of one principal that may pull and push any origin.
+    func onePrincipal(_ name: String, token: String, user: String) throws -> AccessPolicy {
+        try AccessPolicy(json: Data(#"{"principals":[{"name":"\#(name)","token":"\#(token)","user":"\#(user)","push":"*","pull":true}]}"#.utf8))
+    }
+
     func withNode<T>(_ hub: PostgresHub, _ body: (String) async throws -> T) async throws -> T {
         var config = ServerConfiguration()
         config.port = 0
@@ -182,11 +187,8 @@ final class TestCluster {
         let cluster = try TestCluster()
         let dir = Dir()
         let laptop = try Store.create(at: dir.path + "/laptop")
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[{"name":"laptop","token":"laptop-token-0123456789","user":"dana","push":"*","pull":true}]}
-            """.utf8))
-        let nodeA = try await node(cluster, policy)
-        let nodeB = try await node(cluster, policy)
+        let policy = try onePrincipal("laptop", token: "laptop-token-0123456789", user: "dana")
+        let (nodeA, nodeB) = try await (node(cluster, policy), node(cluster, policy))
         defer {
             nodeA.close()
             nodeB.close()
@@ -240,11 +242,8 @@ final class TestCluster {
             })
         }
         try w.close()
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[{"name":"gina","token":"gina-token-0123456789ab","user":"gina","push":"*","pull":true}]}
-            """.utf8))
-        let nodeA = try await node(cluster, policy)
-        let nodeB = try await node(cluster, policy)
+        let policy = try onePrincipal("gina", token: "gina-token-0123456789ab", user: "gina")
+        let (nodeA, nodeB) = try await (node(cluster, policy), node(cluster, policy))
         defer {
             nodeA.close()
             nodeB.close()
