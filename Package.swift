@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "Projections", targets: ["Projections"]),
         .library(name: "Replicator", targets: ["Replicator"]),
         .library(name: "Logbook", targets: ["Logbook"]),
+        .library(name: "Inspector", targets: ["Inspector"]),
         .executable(name: "evctl", targets: ["evctl"]),
     ],
     dependencies: [
@@ -25,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", exact: "2.1.1"),
     ],
     targets: [
         .systemLibrary(
@@ -96,10 +98,25 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // Audit inspection in the browser: read-only pages under /ui/ of `evctl serve` and `evctl inspect`.
+        .target(
+            name: "Inspector",
+            dependencies: [
+                "Logbook", "Replicator", "Projections", "EventLog",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "evctl",
             dependencies: [
                 "Logbook",
+                "Inspector",
                 "Hub",
                 "EventLog",
                 "Domain",
@@ -107,6 +124,7 @@ let package = Package(
                 "Replicator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         // A load simulator for hubs (docs/SCALING.md): many replicas in one process.

@@ -556,8 +556,13 @@ public final class Logbook: @unchecked Sendable {
     public func verify(deep: Bool = false, progress: ((Int, Int) -> Void)? = nil,
                        projectionProgress: ((Int, Int) -> Void)? = nil) throws -> (VerifyReport, projectionDifference: String?) {
         let report = try Verifier(store: store).run(progress: progress)
-        guard deep, report.isClean else { return (report, nil) }
-        return (report, try projection.verifyDeep(progress: projectionProgress))
+        guard deep, report.isClean else {
+            recordVerify(report, deep: false, difference: nil)
+            return (report, nil)
+        }
+        let difference = try projection.verifyDeep(progress: projectionProgress)
+        recordVerify(report, deep: true, difference: difference)
+        return (report, difference)
     }
 
     // MARK: Live

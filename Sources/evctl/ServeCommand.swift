@@ -1,8 +1,11 @@
 import ArgumentParser
 import Foundation
 import Hub
+import Inspector
 import Logbook
 import Logging
+import Replicator
+import ServiceLifecycle
 
 struct ServeCommand: AsyncStoreCommand {
     static let configuration = CommandConfiguration(
@@ -56,7 +59,8 @@ struct ServeCommand: AsyncStoreCommand {
 
     func execute() async throws {
         if let hub { return try await serveHub(hub) }
-        let store = try options.book(.inspect).store
+        let book = try options.book(.inspect)
+        let store = book.store
         var config = ServerConfiguration()
         (config.host, config.port) = try Self.parseListen(listen)
         if let tokens {
@@ -76,11 +80,18 @@ struct ServeCommand: AsyncStoreCommand {
         let portFile = self.portFile
         let count = config.policy.principals.count
         let principals = config.policy.isOpen ? "no tokens (loopback only)" : "\(count) principal\(count == 1 ? "" : "s") in \(tokens ?? "")"
-        let app = try ReplicaServer.application(store: store, configuration: config, logger: logger) { port in
+        // The inspector's pages under /ui/, checked against the same (reloaded) tokens.
+        var inspector: Inspector?
+        let app = try ReplicaServer.application(store: store, configuration: config, logger: logger, routes: { router, policies in
+            let i = try Inspector.open(book: book, policies: policies, secureCookies: tlsCert != nil, logger: logger)
+            i.install(on: router)
+            inspector = i
+        }, onRunning: { port in
             if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
-            Terminal.note("serving \(store.path) (replica \(store.replicaID)) at \(scheme)://\(host):\(port), \(principals)")
-        }
-        try await app.runService()
+            Terminal.note("serving \(store.path) (replica \(store.replicaID)) at \(scheme)://\(host):\(port), \(principals); audit pages at \(scheme)://\(host):\(port)/ui/")
+        })
+        let services: [any Service] = [app] + (inspector.map { [$0.indexer] } ?? [])
+        try await ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)).run()
     }
 
     /// `--hub`: a node of a hub kept in PostgreSQL.
@@ -109,10 +120,10 @@ struct ServeCommand: AsyncStoreCommand {
         let host = config.host.contains(":") ? "[\(config.host)]" : config.host
         let portFile = self.portFile
         let count = config.policy.principals.count
-        let app = try ReplicaServer.application(backend: node, configuration: config, logger: logger) { port in
+        let app = try ReplicaServer.application(backend: node, configuration: config, logger: logger, onRunning: { port in
             if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
             Terminal.note("serving hub \(node.hubID) in \(database) at \(scheme)://\(host):\(port), \(count) principal\(count == 1 ? "" : "s") in \(tokens)")
-        }
+        })
         try await app.runService()
     }
 }

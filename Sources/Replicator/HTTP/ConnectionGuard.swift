@@ -92,8 +92,9 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 /// Without tokens the server trusts whatever can reach it, which must then be this machine's
 /// own programs, not a web page in its browser: requests naming a non-loopback `Host` (DNS
 /// rebinding) or carrying an `Origin` other than the server's own are refused.
-struct LoopbackOnlyMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+public struct LoopbackOnlyMiddleware<Context: RequestContext>: RouterMiddleware {
+    public init() {}
+    public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let host = request.head.authority ?? ""
         guard ServerConfiguration.isLoopback(Self.hostName(host)) else {
             return ReplicaServer.json(.forbidden, "{\"error\":\"this server has no tokens and answers only requests addressed to a loopback name (Host \(ReplicaServer.jsonString(String(host.prefix(100)))) refused)\"}")

@@ -80,19 +80,22 @@ public enum ReplicaServer {
     static let queryBytesMax = 1 << 15
 
     /// Builds the application serving `store`; `onRunning` gets the bound port (useful with port 0).
+    /// `routes` adds routes of its own (the inspector's pages), given the policies tokens are checked against.
     public static func application(store: Store, configuration: ServerConfiguration, logger: Logger,
+                                   routes: (Router<BasicRequestContext>, PolicySource) throws -> Void = { _, _ in },
                                    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         try configuration.validate()
         let policies = PolicySource(configuration.policy)
         let endpoint = try ReplicaEndpoint(store: store, policy: configuration.policy, policies: policies, pageMax: configuration.pageMax,
                                        pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
                                        memoryBytesMax: configuration.memoryBytesMax)
-        return try application(backend: endpoint, configuration: configuration, logger: logger, onRunning: onRunning)
+        return try application(backend: endpoint, configuration: configuration, logger: logger, routes: routes, onRunning: onRunning)
     }
 
     /// Builds the application serving `backend` (its `policies` are the ones a tokens file reloads).
     public static func application(backend endpoint: some ReplicaBackend, configuration: ServerConfiguration, logger: Logger,
                                    services extra: [any Service] = [],
+                                   routes: (Router<BasicRequestContext>, PolicySource) throws -> Void = { _, _ in },
                                    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         try configuration.validate()
         let policies = endpoint.policies
@@ -224,6 +227,7 @@ public enum ReplicaServer {
                 return json(.ok, "{\"frames\":\(r.frames),\"events\":\(r.events),\"already_held\":\(r.alreadyHeld),\"incomplete\":\(r.incomplete),\"cursor\":\"\(a.cursor.token)\"}")
             }
         }
+        try routes(router, policies)
         let server: HTTPServerBuilder
         let limits = configuration.limits
         let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [RequestDeadlineHandler(limits)],
@@ -255,9 +259,10 @@ public enum ReplicaServer {
     /// Serves `store` while `body` runs (with its base URL), then stops the server: for programs
     /// and tests that run a server next to other work. `configuration.port` 0 picks a free port.
     public static func withRunningServer<T>(store: Store, configuration: ServerConfiguration, logger: Logger,
+                                            routes: (Router<BasicRequestContext>, PolicySource) throws -> Void = { _, _ in },
                                             _ body: (String) async throws -> T) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = try application(store: store, configuration: configuration, logger: logger) { continuation.yield($0) }
+        let app = try application(store: store, configuration: configuration, logger: logger, routes: routes, onRunning: { continuation.yield($0) })
         return try await withRunning(app, ports: ports, configuration: configuration, logger: logger, body)
     }
 
@@ -265,7 +270,7 @@ public enum ReplicaServer {
     public static func withRunningServer<T>(backend: some ReplicaBackend, configuration: ServerConfiguration, logger: Logger,
                                             services: [any Service] = [], _ body: (String) async throws -> T) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = try application(backend: backend, configuration: configuration, logger: logger, services: services) { continuation.yield($0) }
+        let app = try application(backend: backend, configuration: configuration, logger: logger, services: services, onRunning: { continuation.yield($0) })
         return try await withRunning(app, ports: ports, configuration: configuration, logger: logger, body)
     }
 

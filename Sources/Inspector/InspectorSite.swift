@@ -1,0 +1,337 @@
+import EventLog
+import Foundation
+import Logbook
+import Mustache
+import Projections
+import Replicator
+
+/// The inspector's pages: each reads the store (projection, audit index, log) and renders a
+/// template. Read-only: nothing here writes to the store. Every page is bounded (paginated),
+/// so its cost does not grow with the log.
+public final class InspectorSite: @unchecked Sendable {
+    public let book: Logbook
+    public let index: AuditIndex
+    let library: MustacheLibrary
+
+    /// Page sizes: rows per page of each listing.
+    static let logEventsMax = 50
+    static let entityEventsMax = 100
+    static let conflictsPageMax = 100
+    static let anomaliesPageMax = 100
+    static let subtreeMax = 200
+    static let searchResultsMax = 100
+    /// Characters of a value shown in a table cell; the rest is cut with a note.
+    static let valueCharactersMax = 500
+
+    public init(book: Logbook, index: AuditIndex) throws {
+        self.book = book
+        self.index = index
+        library = try Templates.library()
+    }
+
+    /// What every page shows around its content.
+    public struct Chrome: Sendable {
+        public var session: (principal: String, csrf: String)?
+        public var query = ""
+        public init(session: (principal: String, csrf: String)? = nil, query: String = "") {
+            self.session = session
+            self.query = query
+        }
+    }
+
+    func render(_ template: String, title: String, page: String, chrome: Chrome, _ values: [String: Any]) -> String {
+        var context = values
+        context["title"] = title
+        context["page"] = page
+        context["store"] = book.path
+        context["replica"] = book.replicaID.description
+        context["query"] = chrome.query
+        if let s = chrome.session, s.principal != "" { context["session"] = ["principal": s.principal, "csrf": s.csrf] }
+        if !index.isCaughtUp {
+            context["indexing"] = ["indexed": (try? index.indexedEvents()) ?? 0, "total": (try? book.status().log.totalEvents) ?? 0]
+        }
+        return library.render(context, withTemplate: template) ?? ""
+    }
+
+    // MARK: Links
+
+    static func query(_ pairs: [(String, String?)]) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~:")
+        let parts = pairs.compactMap { k, v -> String? in
+            guard let v, !v.isEmpty else { return nil }
+            return k + "=" + (v.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+        }
+        return parts.isEmpty ? "" : "?" + parts.joined(separator: "&")
+    }
+
+    static func entityLink(_ entity: String, _ id: String) -> String { "/ui/entity/\(entity)/\(id)" }
+    static func originLink(_ origin: String) -> String { "/ui/log" + query([("origin", origin)]) }
+
+    static func shown(_ text: String) -> String {
+        guard text.count > valueCharactersMax else { return text }
+        return String(text.prefix(valueCharactersMax)) + "… (\(text.count) characters in all)"
+    }
+
+    static func value(_ v: FieldValue) -> String {
+        switch v {
+        case .null: return "null"
+        case .integer(let i): return String(i)
+        case .real(let d): return String(d)
+        case .boolean(let b): return b ? "true" : "false"
+        case .text(let t): return shown(t)
+        }
+    }
+
+    // MARK: Event rows
+
+    /// Table rows for indexed events: each event read from the log, with the fields it holds now.
+    func eventRows(_ list: [IndexedEvent]) throws -> [[String: Any]] {
+        let events = try EventFetcher(reader: LogReader(store: book.store)).events(list)
+        let held = try book.projection.heldFields(list.map { ($0.entity, $0.entityID) })
+        return list.map { ie in
+            let e = events[MergeKeyID(origin: ie.origin, seq: ie.seq.rawValue)]
+            let origin = ie.origin.description
+            let id = ie.entityID.lowercasedString
+            let eventID = e?.eventID ?? Event.derivedEventID(origin: ie.origin, seq: ie.seq)
+            return [
+                "time": ISOTime.string(ie.hlc), "origin": origin, "originLink": Self.originLink(origin), "seq": String(ie.seq.rawValue),
+                "entity": ie.entity.name, "entityLink": "/ui/log" + Self.query([("entity", ie.entity.name)]),
+                "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? "",
+                "eventID": eventID.lowercasedString,
+                "fields": e.map { $0.fields.map { ["name": $0.name, "value": Self.value($0.value)] } } ?? [["name": "(not in the log)", "value": "compacted away"]],
+                "holds": held[eventID] ?? [],
+            ] as [String: Any]
+        }
+    }
+
+    // MARK: Pages
+
+    public func overview(_ chrome: Chrome) throws -> String {
+        let status = try book.status()
+        let indexed = try index.originEvents()
+        let me = book.replicaID
+        let ours = try book.cursor()
+        let origins: [[String: Any]] = status.log.origins.map { o in
+            [
+                "origin": o.origin.description, "logLink": Self.originLink(o.origin.description), "isLocal": o.origin == me,
+                "lastSeq": String(o.lastSeq.rawValue), "lastClock": o.lastSeq.rawValue == 0 ? "" : ISOTime.string(o.lastHLC),
+                "events": String(indexed[o.origin] ?? 0), "segments": String(o.segments), "bytes": String(o.bytes),
+            ]
+        }
+        let peers: [[String: Any]] = status.peers.map { p in
+            [
+                "name": p.name, "lag": p.cursor.map { String($0.lag(behind: ours)) } ?? "unknown",
+                "lastSync": p.lastSyncAt ?? "never", "pulled": String(p.pulledEvents), "pushed": String(p.pushedEvents),
+                "lastError": p.lastError ?? "",
+            ]
+        }
+        let chart = ActivityChart(hourly: try index.hourly())
+        let series: [[String: Any]] = chart.series.map { s in
+            ["origin": s.origin, "total": String(s.total), "peak": String(s.peak), "color": s.color,
+             "bars": s.bars.map { ["x": $0.x, "y": $0.y, "width": $0.width, "height": $0.height, "title": $0.title] }]
+        }
+        let counts = try book.projection.conflictCounts()
+        var values: [String: Any] = [
+            "origins": origins, "peers": peers,
+            "chart": ["from": chart.from, "to": chart.to, "bucket": chart.bucket, "width": String(chart.width), "height": String(chart.height), "series": series],
+            "conflictsOpen": String(counts.open), "conflictsAll": String(counts.all), "anomalies": String(try book.projection.anomalyCount()),
+        ]
+        if let v = book.lastVerify() {
+            values["verify"] = ["at": v.at, "status": v.clean ? "ok" : "error", "summary": (v.clean ? "clean" : "problems found") + (v.deep ? " (deep)" : "") + ": " + v.summary]
+        }
+        return render("overview", title: "Overview", page: "overview", chrome: chrome, values)
+    }
+
+    /// `/ui/log?origin=&entity=&id=&since=&until=&before=`.
+    public func log(_ params: [String: String], _ chrome: Chrome) throws -> String {
+        var filter = TimelineFilter()
+        if let o = params["origin"], !o.isEmpty {
+            guard let id = ReplicaID(o) else { throw InspectorError("origin=\(o) is not a replica id (a UUID)", status: 400) }
+            filter.origin = id
+        }
+        if let e = params["entity"], !e.isEmpty {
+            guard let kind = Entity(name: e) else {
+                throw InspectorError("entity=\(e) is not one of \(Entity.allCases.map(\.name).joined(separator: ", "))", status: 400)
+            }
+            filter.entity = kind
+        }
+        if let i = params["id"], !i.isEmpty {
+            guard let id = UUID(uuidString: i) else { throw InspectorError("id=\(i) is not an id (a UUID)", status: 400) }
+            filter.id = id
+        }
+        filter.sinceMillis = try Self.time(params["since"], name: "since")
+        filter.untilMillis = try Self.time(params["until"], name: "until")
+        var before: MergeKey?
+        if let b = params["before"], !b.isEmpty {
+            guard let k = MergeKey(b) else { throw InspectorError("before=\(b) is not a place in the log (HLC-ORIGIN-SEQ)", status: 400) }
+            before = k
+        }
+        let (list, more) = try index.timeline(filter, before: before, limit: Self.logEventsMax)
+        let base: [(String, String?)] = [("origin", filter.origin?.description), ("entity", filter.entity?.name), ("id", filter.id?.lowercasedString),
+                                         ("since", params["since"]), ("until", params["until"])]
+        var values: [String: Any] = [
+            "filter": ["origin": filter.origin?.description ?? "", "id": filter.id?.lowercasedString ?? "",
+                       "since": params["since"] ?? "", "until": params["until"] ?? ""],
+            "entities": Entity.allCases.map { ["name": $0.name, "selected": $0 == filter.entity] as [String: Any] },
+            "events": try eventRows(list), "shown": String(list.count),
+        ]
+        if more, let last = list.last { values["older"] = "/ui/log" + Self.query(base + [("before", MergeKey(last).description)]) }
+        if before != nil { values["newest"] = "/ui/log" + Self.query(base) }
+        return render("log", title: "Log", page: "log", chrome: chrome, values)
+    }
+
+    /// A date (`2026-01-31`, UTC) or a time (`2026-01-31T12:00:00Z`, ISO 8601) as Unix milliseconds.
+    static func time(_ text: String?, name: String) throws -> UInt64? {
+        guard let text, !text.isEmpty else { return nil }
+        let full = ISO8601DateFormatter()
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let day = ISO8601DateFormatter()
+        day.formatOptions = [.withFullDate]
+        guard text.utf8.count <= 40, let date = full.date(from: text) ?? fractional.date(from: text) ?? day.date(from: text),
+              date.timeIntervalSince1970 >= 0 else {
+            throw InspectorError("\(name)=\(text) is not a date (2026-01-31) or an ISO 8601 time (2026-01-31T12:00:00Z)", status: 400)
+        }
+        return UInt64(date.timeIntervalSince1970 * 1000)
+    }
+
+    /// `/ui/entity/ENTITY/ID?after=`.
+    public func entity(_ kindName: String, _ idText: String, after afterText: String?, _ chrome: Chrome) throws -> String {
+        guard let kind = Entity(name: kindName) else {
+            throw InspectorError("\(kindName) is not one of \(Entity.allCases.map(\.name).joined(separator: ", "))", status: 404)
+        }
+        guard let id = UUID(uuidString: idText) else { throw InspectorError("\(idText) is not an id (a UUID)", status: 404) }
+        var after: MergeKey?
+        if let a = afterText, !a.isEmpty {
+            guard let k = MergeKey(a) else { throw InspectorError("after=\(a) is not a place in the log (HLC-ORIGIN-SEQ)", status: 400) }
+            after = k
+        }
+        let idString = id.lowercasedString
+        let (list, more) = try index.entityEvents(kind, id, after: after, limit: Self.entityEventsMax)
+        let total = try index.entityEventCount(kind, id)
+        let sources = try book.projection.fieldSources(entity: kind, id: id)
+        var values: [String: Any] = ["events": try eventRows(list), "total": String(total), "shown": String(list.count),
+                                     "firstShown": after == nil ? "the first" : "after \(after!.description)"]
+        if let row = try book.projection.currentRow(entity: kind, id: id) {
+            values["current"] = ["columns": row.map { c -> [String: Any] in
+                var out: [String: Any] = ["column": c.column, "value": c.value.map(Self.shown) ?? "null"]
+                if let s = sources[c.column] {
+                    out["source"] = ["eventID": s.eventID.lowercasedString,
+                                     "link": "/ui/log" + Self.query([("origin", s.origin.description), ("before", MergeKey(hlc: HLC(rawValue: s.hlc.rawValue &+ 1), origin: s.origin, seq: s.seq).description)])]
+                }
+                return out
+            }]
+        }
+        values["conflicts"] = try book.projection.conflicts(entity: kind, id: id).map(Self.conflictRow)
+        if more, let last = list.last {
+            values["later"] = Self.entityLink(kind.name, idString) + Self.query([("after", MergeKey(last).description)])
+        }
+        if after != nil { values["first"] = Self.entityLink(kind.name, idString) }
+        if kind == .item { values["item"] = try itemSections(id) }
+        var title = "\(kind.name) \(idString)"
+        if kind == .item, let t = try book.item(id)?.title { title = "item “\(Self.shown(t))” \(idString)" }
+        return render("entity", title: title, page: "entity", chrome: chrome, values)
+    }
+
+    private func itemSections(_ id: UUID) throws -> [String: Any] {
+        let idString = id.lowercasedString
+        func label(_ r: ItemRow) -> String { r.title.map(Self.shown) ?? "(untitled)" }
+        let path = try book.projection.pathToRoot(idString).reversed().map { ["link": Self.entityLink("item", $0.id), "label": label($0)] }
+        let tags = (try book.projection.tags(of: [idString])[idString] ?? []).map {
+            ["link": Self.entityLink("tag", $0.id), "name": $0.name ?? "(unnamed)", "id": $0.id]
+        }
+        let links = try book.links(of: id).map { l -> [String: Any] in
+            let outgoing = l.fromID == idString
+            let other = (outgoing ? l.toID : l.fromID) ?? ""
+            var out: [String: Any] = ["direction": outgoing ? "to" : "from", "other": other, "link": Self.entityLink("item", other),
+                                      "kind": l.kind ?? "", "id": l.id, "selfLink": Self.entityLink("link", l.id)]
+            if let label = l.label { out["label"] = label }
+            if let w = l.weight { out["weight"] = String(w) }
+            return out
+        }
+        let under = try book.projection.items(under: idString, limit: Self.subtreeMax + 2).filter { $0.id != idString }
+        let subtree = under.prefix(Self.subtreeMax).map {
+            ["link": Self.entityLink("item", $0.id), "label": label($0), "id": $0.id, "depth": String($0.depth),
+             "indent": String(repeating: "· ", count: max(0, min($0.depth - 1, 20)))]
+        }
+        return ["path": path, "tags": tags, "links": links, "subtree": Array(subtree),
+                "subtreeMore": under.count > Self.subtreeMax, "subtreeMax": String(Self.subtreeMax)]
+    }
+
+    static func conflictRow(_ c: ConflictRow) -> [String: Any] {
+        [
+            "id": String(c.id), "entity": c.entity, "entityID": c.entityID, "entityLink": entityLink(c.entity, c.entityID), "field": c.field,
+            "winnerValue": shown(c.winnerValue), "loserValue": shown(c.loserValue), "winnerEventID": c.winnerEventID, "loserEventID": c.loserEventID,
+            "winnerOrigin": c.winnerOrigin, "loserOrigin": c.loserOrigin,
+            "winnerOriginLink": originLink(c.winnerOrigin), "loserOriginLink": originLink(c.loserOrigin),
+            "detectedAt": c.detectedAt, "resolvedBy": c.resolvedBy ?? "",
+        ]
+    }
+
+    static func afterID(_ text: String?) throws -> Int64 {
+        guard let text, !text.isEmpty else { return 0 }
+        guard let n = Int64(text), n >= 0 else { throw InspectorError("after=\(text) is not a row number", status: 400) }
+        return n
+    }
+
+    /// `/ui/conflicts?after=`.
+    public func conflicts(after text: String?, _ chrome: Chrome) throws -> String {
+        let after = try Self.afterID(text)
+        let rows = try book.projection.conflicts(afterID: after, limit: Self.conflictsPageMax + 1)
+        let page = rows.prefix(Self.conflictsPageMax)
+        let counts = try book.projection.conflictCounts()
+        var values: [String: Any] = ["conflicts": page.map(Self.conflictRow), "open": String(counts.open), "all": String(counts.all), "shown": String(page.count)]
+        if rows.count > Self.conflictsPageMax, let last = page.last { values["next"] = "/ui/conflicts?after=\(last.id)" }
+        if after > 0 { values["first"] = "/ui/conflicts" }
+        return render("conflicts", title: "Conflicts", page: "conflicts", chrome: chrome, values)
+    }
+
+    /// `/ui/anomalies?after=`.
+    public func anomalies(after text: String?, _ chrome: Chrome) throws -> String {
+        let after = try Self.afterID(text)
+        let rows = try book.projection.anomalies(afterID: after, limit: Self.anomaliesPageMax + 1)
+        let page = rows.prefix(Self.anomaliesPageMax)
+        var values: [String: Any] = [
+            "anomalies": page.map { a -> [String: Any] in
+                ["id": String(a.id), "kind": a.kind, "entity": a.entity, "entityID": a.entityID, "entityLink": Self.entityLink(a.entity, a.entityID),
+                 "attemptedOp": a.attemptedOp, "eventID": a.eventID, "otherID": a.otherID ?? "", "detectedAt": a.detectedAt, "details": a.details.map(Self.shown) ?? ""]
+            },
+            "all": String(try book.projection.anomalyCount()), "shown": String(page.count),
+        ]
+        if rows.count > Self.anomaliesPageMax, let last = page.last { values["next"] = "/ui/anomalies?after=\(last.id)" }
+        if after > 0 { values["first"] = "/ui/anomalies" }
+        return render("anomalies", title: "Anomalies", page: "anomalies", chrome: chrome, values)
+    }
+
+    /// `/ui/search?q=`: items by full-text search of titles and notes; an id goes to its item.
+    public func search(_ q: String?, _ chrome: Chrome) throws -> String {
+        var chrome = chrome
+        let text = String((q ?? "").prefix(200))
+        chrome.query = text
+        var values: [String: Any] = [:]
+        if !text.trimmingCharacters(in: .whitespaces).isEmpty {
+            let found = try book.projection.items(search: text, includeDeleted: true, limit: Self.searchResultsMax + 1)
+            let page = found.prefix(Self.searchResultsMax)
+            values["results"] = page.map { r -> [String: Any] in
+                ["link": Self.entityLink("item", r.id), "title": r.title.map(Self.shown) ?? "(untitled)", "id": r.id,
+                 "deleted": r.deletedAt != nil, "notes": r.notes.map { String($0.prefix(200)) } ?? ""]
+            }
+            values["asked"] = ["count": String(page.count), "more": found.count > Self.searchResultsMax, "query": text]
+            if let id = UUID(uuidString: text.trimmingCharacters(in: .whitespaces)), let item = try book.item(id) {
+                values["idMatch"] = ["link": Self.entityLink("item", item.id), "label": item.title.map(Self.shown) ?? item.id]
+            }
+        }
+        return render("search", title: text.isEmpty ? "Search" : "Search: \(text)", page: "search", chrome: chrome, values)
+    }
+
+    public func login(error: String?, next: String) -> String {
+        var values: [String: Any] = ["next": next]
+        if let error { values["error"] = error }
+        return render("login", title: "Sign in", page: "login", chrome: Chrome(), values)
+    }
+
+    public func problem(_ message: String, chrome: Chrome) -> String {
+        render("problem", title: "Cannot show this page", page: "problem", chrome: chrome, ["message": message])
+    }
+}
