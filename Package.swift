@@ -163,6 +163,16 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "InspectorTests",
+            dependencies: [
+                "Inspector", "Logbook", "Replicator", "EventLog",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
             name: "ProjectionsTests",
             dependencies: ["Projections", "EventLog", "Domain", .product(name: "GRDB", package: "GRDB.swift")]
         ),

@@ -1,0 +1,282 @@
+import AsyncHTTPClient
+import EventLog
+import Foundation
+import Logbook
+import Logging
+import NIOCore
+import NIOHTTP1
+import Testing
+@testable import Inspector
+@testable import Replicator
+
+final class InspectorDir: @unchecked Sendable {
+    let path: String
+    init() {
+        path = NSTemporaryDirectory() + "inspector-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+struct Answer {
+    var status: Int
+    var body: String
+    var headers: HTTPHeaders
+}
+
+/// A client that follows no redirect and keeps no cookie: each test says what it sends.
+func fetch(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], form: String? = nil) async throws -> Answer {
+    let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(redirectConfiguration: .disallow))
+    defer { _ = client.shutdown() }
+    var r = HTTPClientRequest(url: url)
+    r.method = method
+    for (k, v) in headers { r.headers.replaceOrAdd(name: k, value: v) }
+    if let form {
+        r.headers.replaceOrAdd(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        r.body = .bytes(ByteBuffer(string: form))
+    }
+    let response = try await client.execute(r, timeout: .seconds(20))
+    return Answer(status: Int(response.status.code), body: String(buffer: try await response.body.collect(upTo: 8 << 20)), headers: response.headers)
+}
+
+/// A store with what the pages show: two origins, a conflict settled by the merge, a hostile
+/// title, a tag and an item_tag, a link, a child item, and a peer.
+struct Fixture {
+    let dir = InspectorDir()
+    let book: Logbook
+    let item: UUID
+    let child: UUID
+    let tag: UUID
+    static let hostile = "<script>alert('x')</script> & \"quoted\" <img src=x onerror=alert(1)>"
+
+    init() async throws {
+        book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let b = try Logbook.open(at: dir.path + "/b", access: .readOnly, creating: true)
+        try b.close()
+        item = try book.create(ItemValues(title: .set(Self.hostile), notes: "groceries for the week"))
+        child = try book.create(ItemValues(parentID: .set(item), title: "a child"))
+        tag = try book.create(TagValues(name: "errands"))
+        _ = try book.append([.tag(item, with: tag)])
+        let other = try book.create(ItemValues(title: "linked to"))
+        _ = try book.create(LinkValues(from: item, to: other, kind: "LINK", label: "see also"))
+        let peer = Peer(dir.path + "/b")
+        try await book.sync(with: peer)
+        let bw = try Logbook.open(at: dir.path + "/b")
+        try bw.update(item, ItemValues(notes: "from b"))
+        try bw.close()
+        try book.update(item, ItemValues(notes: "from a"))
+        try await book.sync(with: peer)
+    }
+
+    func serve<T>(tokens: String? = nil, _ body: (String, PolicySource) async throws -> T) async throws -> T {
+        var config = ServerConfiguration()
+        config.port = 0
+        if let tokens { config.policy = try AccessPolicy(json: Data(tokens.utf8)) }
+        var source: PolicySource?
+        let book = self.book
+        let r = try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
+            let i = try Inspector.open(book: book, policies: policies)
+            i.install(on: router)
+            source = policies
+        }) { url in try await body(url, source!) }
+        return r
+    }
+}
+
+@Suite(.serialized) struct InspectorTests {
+    @Test func pagesShowTheStoreAndEscapeItsText() async throws {
+        let f = try await Fixture()
+        let conflict = try #require(try f.book.conflicts().first)
+        #expect(conflict.field == "notes")
+        try await f.serve { url, _ in
+            let overview = try await fetch(url + "/ui/")
+            #expect(overview.status == 200)
+            #expect(overview.headers["Content-Security-Policy"].first?.contains("default-src 'none'") == true)
+            #expect(overview.headers["Content-Type"].first?.hasPrefix("text/html") == true)
+            for o in try f.book.status().log.origins { #expect(overview.body.contains(o.origin.description)) }
+            #expect(overview.body.contains("<svg") && overview.body.contains("<rect x="))
+            #expect(overview.body.contains("1 open conflicts"))
+            #expect(overview.body.contains(f.dir.path + "/b"), "the peer is listed")
+
+            // The hostile title is text wherever it appears, never markup.
+            let log = try await fetch(url + "/ui/log")
+            #expect(log.status == 200)
+            let entity = try await fetch(url + "/ui/entity/item/\(f.item.lowercasedString)")
+            #expect(entity.status == 200)
+            for page in [log.body, entity.body] {
+                #expect(!page.contains("<script>") && !page.contains("<img src=x"))
+            }
+            #expect(entity.body.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &quot;quoted&quot;"))
+
+            // The entity page: the conflict with its winner and loser, the fields each event holds.
+            #expect(entity.body.contains(conflict.winnerEventID) && entity.body.contains(conflict.loserEventID))
+            #expect(entity.body.contains("<span class=\"label\">winner</span> <span class=\"value\">\(conflict.winnerValue.replacingOccurrences(of: "\"", with: "&quot;"))"))
+            #expect(entity.body.contains("<span class=\"label\">loser</span> <span class=\"value\">\(conflict.loserValue.replacingOccurrences(of: "\"", with: "&quot;"))"))
+            #expect(entity.body.contains("<span class=\"held\">notes</span>"))
+            #expect(entity.body.contains(f.child.lowercasedString), "the subtree")
+            #expect(entity.body.contains(">errands</a>"), "the tags")
+            #expect(entity.body.contains("see also"), "the links")
+            let events = entity.body.components(separatedBy: "<tr id=\"e-").count - 1
+            #expect(events == (try f.book.history(of: .item, id: f.item).entries.count))
+
+            // Filters match exactly: entity=tag is not item_tag.
+            let tags = try await fetch(url + "/ui/log?entity=tag")
+            #expect(tags.body.contains("/ui/entity/tag/\(f.tag.lowercasedString)"))
+            #expect(!tags.body.contains("/ui/entity/item_tag/"))
+            let byID = try await fetch(url + "/ui/log?id=\(f.child.lowercasedString.uppercased())")
+            #expect(byID.body.components(separatedBy: "<tr id=\"e-").count - 1 == 1)
+
+            let conflicts = try await fetch(url + "/ui/conflicts")
+            #expect(conflicts.body.contains("c-\(conflict.id)") && conflicts.body.contains("winner") && conflicts.body.contains("loser"))
+            let search = try await fetch(url + "/ui/search?q=quoted")
+            #expect(search.body.contains("/ui/entity/item/\(f.item.lowercasedString)"))
+            #expect((try await fetch(url + "/ui/anomalies")).status == 200)
+
+            // Bad input: a clear page naming the parameter, never a crash.
+            for (path, says) in [("/ui/log?entity=tags", "entity=tags is not one of"), ("/ui/log?origin=nope", "origin=nope"),
+                                 ("/ui/log?since=yesterday", "since=yesterday"), ("/ui/log?before=1-2-3", "before=1-2-3"),
+                                 ("/ui/conflicts?after=-4", "after=-4"), ("/ui/entity/item/not-a-uuid", "not-a-uuid"),
+                                 ("/ui/entity/items/\(f.item.lowercasedString)", "items is not one of")] {
+                let a = try await fetch(url + path)
+                #expect(a.status == 400 || a.status == 404, "\(path)")
+                #expect(a.body.contains(says), "\(path)")
+            }
+            // Read-only: a POST to a page is refused.
+            for path in ["/ui/", "/ui/log", "/ui/entity/item/\(f.item.lowercasedString)", "/ui/conflicts"] {
+                #expect(try await fetch(url + path, method: .POST, form: "x=1").status == 405, "\(path)")
+            }
+        }
+    }
+
+    @Test func paginationWalksTheWholeLogOnce() async throws {
+        let f = try await Fixture()
+        for i in 0..<130 { _ = try f.book.create(TagValues(name: .set("t\(i)"))) }
+        let total = try f.book.status().log.totalEvents
+        try await f.serve { url, _ in
+            var next: String? = "/ui/log"
+            var rows: [String] = []
+            while let n = next {
+                let page = try await fetch(url + n.replacingOccurrences(of: "&amp;", with: "&"))
+                #expect(page.status == 200)
+                rows += page.body.components(separatedBy: "<tr id=\"e-").dropFirst().map { String($0.prefix(while: { $0 != "\"" })) }
+                next = page.body.range(of: "rel=\"next\" href=\"").map { r in String(page.body[r.upperBound...].prefix(while: { $0 != "\"" })) }
+            }
+            #expect(UInt64(rows.count) == total)
+            #expect(Set(rows).count == rows.count)
+        }
+    }
+
+    static let tokens = """
+        {"principals":[
+          {"name":"reader","token":"reader-token-0123456789","push":[],"pull":true},
+          {"name":"nopull","token":"nopull-token-0123456789","push":[],"pull":false},
+          {"name":"alice","token":"alice-token-01234567890","push":[],"pull":true,"user":"alice"}
+        ]}
+        """
+
+    @Test func pagesNeedATokenThatMayPull() async throws {
+        let f = try await Fixture()
+        try await f.serve(tokens: Self.tokens) { url, policies in
+            // No credentials: sent to sign in, no data shown.
+            let anon = try await fetch(url + "/ui/log?entity=item")
+            #expect(anon.status == 303)
+            #expect(anon.headers["Location"].first == "/ui/login?next=%2Fui%2Flog%3Fentity%3Ditem")
+            #expect(!anon.body.contains(f.item.lowercasedString))
+            let login = try await fetch(url + "/ui/login")
+            #expect(login.status == 200 && login.body.contains("name=\"token\"") && !login.body.contains(f.item.lowercasedString))
+
+            // Bearer works; a token that may not pull, or is scoped to a user, gets a 403.
+            #expect(try await fetch(url + "/ui/log", headers: [("Authorization", "Bearer reader-token-0123456789")]).status == 200)
+            #expect(try await fetch(url + "/ui/log", headers: [("Authorization", "Bearer nopull-token-0123456789")]).status == 403)
+            #expect(try await fetch(url + "/ui/log", headers: [("Authorization", "Bearer alice-token-01234567890")]).status == 403)
+            let wrong = try await fetch(url + "/ui/log", headers: [("Authorization", "Bearer wrong-token-0123456789")])
+            #expect(wrong.status == 401 && !wrong.body.contains(f.item.lowercasedString))
+
+            // Signing in: a wrong token shows the form again; the right one sets a strict, HttpOnly cookie.
+            let bad = try await fetch(url + "/ui/login", method: .POST, form: "token=nope-nope-nope-nope&next=%2Fui%2Flog")
+            #expect(bad.status == 401 && bad.body.contains("not valid") && bad.headers["Set-Cookie"].isEmpty)
+            let foreign = try await fetch(url + "/ui/login", method: .POST, headers: [("Origin", "https://evil.example")], form: "token=reader-token-0123456789")
+            #expect(foreign.status == 403 && foreign.headers["Set-Cookie"].isEmpty)
+            let offsite = try await fetch(url + "/ui/login", method: .POST, form: "token=reader-token-0123456789&next=%2F%2Fevil.example%2F")
+            #expect(offsite.status == 303 && offsite.headers["Location"].first == "/ui/")
+            let ok = try await fetch(url + "/ui/login", method: .POST, form: "token=reader-token-0123456789&next=%2Fui%2Fconflicts")
+            #expect(ok.status == 303 && ok.headers["Location"].first == "/ui/conflicts")
+            let setCookie = try #require(ok.headers["Set-Cookie"].first)
+            #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Path=/ui"))
+            #expect(!setCookie.contains("reader-token"), "the cookie is a session id, not the token")
+            let cookie = String(setCookie.prefix(while: { $0 != ";" }))
+            let signedIn = try await fetch(url + "/ui/conflicts", headers: [("Cookie", cookie)])
+            #expect(signedIn.status == 200 && signedIn.body.contains("Sign out reader"))
+
+            // Signing out needs the session's CSRF token.
+            let csrf = try #require(signedIn.body.range(of: "name=\"csrf\" value=\"").map { r in String(signedIn.body[r.upperBound...].prefix(64)) })
+            #expect(try await fetch(url + "/ui/logout", method: .POST, headers: [("Cookie", cookie)], form: "csrf=0000").status == 403)
+            #expect(try await fetch(url + "/ui/conflicts", headers: [("Cookie", cookie)]).status == 200, "still signed in")
+
+            // A token revoked in the tokens file ends its sessions at once.
+            let kept = policies.current
+            policies.replace(with: try AccessPolicy(json: Data(#"{"principals":[{"name":"other","token":"other-token-0123456789","push":[],"pull":true}]}"#.utf8)))
+            let revoked = try await fetch(url + "/ui/conflicts", headers: [("Cookie", cookie)])
+            #expect(revoked.status == 401 && !revoked.body.contains("c-1"))
+            policies.replace(with: kept)
+            #expect(try await fetch(url + "/ui/conflicts", headers: [("Cookie", cookie)]).status == 303, "the session is gone")
+
+            let again = try await fetch(url + "/ui/login", method: .POST, form: "token=reader-token-0123456789")
+            let cookie2 = String(try #require(again.headers["Set-Cookie"].first).prefix(while: { $0 != ";" }))
+            let page = try await fetch(url + "/ui/", headers: [("Cookie", cookie2)])
+            let csrf2 = try #require(page.body.range(of: "name=\"csrf\" value=\"").map { r in String(page.body[r.upperBound...].prefix(64)) })
+            #expect(csrf2 != csrf)
+            let out = try await fetch(url + "/ui/logout", method: .POST, headers: [("Cookie", cookie2)], form: "csrf=\(csrf2)")
+            #expect(out.status == 303)
+            #expect(try await fetch(url + "/ui/", headers: [("Cookie", cookie2)]).status == 303)
+        }
+    }
+
+    @Test func theAuditIndexCatchesUpAndRebuildsWhatItCannotUse() throws {
+        let dir = InspectorDir()
+        let book = try Logbook.open(at: dir.path + "/s", creating: true)
+        for i in 0..<40 { _ = try book.create(TagValues(name: .set("t\(i)"))) }
+        var index: AuditIndex? = try AuditIndex(store: book.store)
+        #expect(try index!.catchUp(limit: 25) == 25)
+        #expect(!index!.isCaughtUp)
+        #expect(try index!.catchUp() == 15)
+        #expect(index!.isCaughtUp)
+        #expect(try index!.catchUp() == 0)
+        let newest = try index!.timeline(TimelineFilter(), before: nil, limit: 5)
+        #expect(newest.events.map(\.seq.rawValue) == [40, 39, 38, 37, 36] && newest.more)
+        index = nil
+        // A damaged file is set aside (kept for a look) and built again.
+        let file = dir.path + "/s/audit.sqlite"
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: file + suffix) }
+        try Data("this is not a database, just bytes in its place".utf8).write(to: URL(fileURLWithPath: file))
+        let rebuilt = try AuditIndex(store: book.store)
+        #expect(try rebuilt.catchUp() == 40)
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir.path + "/s")
+        #expect(names.contains { $0.hasPrefix("audit.sqlite.damaged-") })
+        // Another store's index in this store's place is not used.
+        let other = try Logbook.open(at: dir.path + "/o", creating: true)
+        try FileManager.default.copyItem(atPath: file, toPath: dir.path + "/o/audit.sqlite")
+        #expect(try AuditIndex(store: other.store).indexedEvents() == 0)
+    }
+
+    @Test func placesInTheLogParseOnlyWhenWhole() {
+        let k = MergeKey(hlc: HLC(rawValue: 123_456), origin: ReplicaID.random(), seq: Seq(7))
+        #expect(MergeKey(k.description) == k)
+        for bad in ["", "-", "1-2-3", "x-\(k.origin)-1", "1-\(k.origin)-0", "1-\(k.origin)-", String(repeating: "9", count: 100),
+                    "18446744073709551616-\(k.origin)-1", "1-\(k.origin)-1-1"] {
+            #expect(MergeKey(bad) == nil, "\(bad)")
+        }
+        var g = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let s = String((0..<Int.random(in: 0...60, using: &g)).map { _ in "0123456789abcdef-x".randomElement(using: &g)! })
+            _ = MergeKey(s)
+        }
+    }
+
+    @Test func templatesNeverPrintAValueUnescaped() throws {
+        for (name, text) in Templates.all {
+            #expect(!text.contains("{{{") && !text.contains("{{&"), "\(name)")
+        }
+        _ = try Templates.library()
+    }
+}
