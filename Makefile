@@ -4,11 +4,11 @@ SWIFT ?= swift
 DEMO_STORE ?= ./demo/store
 EVCTL_DEBUG := .build/debug/evctl
 
-.PHONY: deps build test demo hub-demo hub-load bench bench-cli fixtures fuzz fuzz-build clean
+.PHONY: deps build test demo hub-demo hub-load bench bench-cli bench-ui fixtures fuzz fuzz-build clean
 
 # System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
 # lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics), PostgreSQL (the hub's
-# tests and demo start their own cluster: scripts/pg-cluster.sh).
+# tests and demo start their own cluster: scripts/pg-cluster.sh), Chromium (headless, for the inspector's browser tests).
 deps:
 	@missing=""; \
 	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
@@ -20,6 +20,7 @@ deps:
 	command -v curl >/dev/null || missing="$$missing curl"; \
 	command -v python3 >/dev/null || missing="$$missing python3"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
 	    echo "installing:$$missing"; \
@@ -85,10 +86,16 @@ hub-load: deps
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress
 	$(MAKE) bench-cli
+	$(MAKE) bench-ui
 
 bench-cli: deps
 	$(SWIFT) build -c release --product evctl
 	bash scripts/bench-cli.sh
+
+# The inspector's pages on a 1M-event store with thousands of conflicts (docs/INSPECT.md).
+bench-ui: deps
+	$(SWIFT) build -c release --product evctl
+	bash scripts/bench-ui.sh
 
 # Fuzzing: every decoder of outside bytes under libFuzzer (Fuzz/, its own package), FUZZ_SECONDS
 # per target (CI: 30), corpora seeded from fixtures/; a crash fails the run and leaves its input in

@@ -28,12 +28,14 @@ struct ActivityChart {
 
     /// At most this many bars per origin: buckets are whole hours, as many as it takes.
     static let barsMax = 60
+    static let axisHoursMin: Int64 = 24
     static let palette = ["#2f6fb0", "#b0552f", "#2f8f5a", "#7a4fb0", "#b08a2f", "#2f9fa6", "#a62f6b", "#5f6b2f"]
 
     init(hourly: [ReplicaID: [(hour: Int64, events: Int64)]]) {
         let all = hourly.values.flatMap { $0.map(\.hour) }
-        let first = all.min() ?? 0
         let last = all.max() ?? 0
+        // At least a day on the axis, so that a young store's hour is a bar, not the whole chart.
+        let first = min(all.min() ?? 0, last - (Self.axisHoursMin - 1))
         let spanHours = last - first + 1
         let hoursPerBar = max(1, (spanHours + Int64(Self.barsMax) - 1) / Int64(Self.barsMax))
         let bars = Int((spanHours + hoursPerBar - 1) / hoursPerBar)

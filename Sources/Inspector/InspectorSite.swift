@@ -128,7 +128,7 @@ public final class InspectorSite: @unchecked Sendable {
         }
         let chart = ActivityChart(hourly: try index.hourly())
         let series: [[String: Any]] = chart.series.map { s in
-            ["origin": s.origin, "total": String(s.total), "peak": String(s.peak), "color": s.color,
+            ["origin": s.origin, "totalText": "\(s.total) event\(s.total == 1 ? "" : "s")", "peak": String(s.peak), "color": s.color,
              "bars": s.bars.map { ["x": $0.x, "y": $0.y, "width": $0.width, "height": $0.height, "title": $0.title] }]
         }
         let counts = try book.projection.conflictCounts()

@@ -70,7 +70,7 @@ enum Templates {
         <p class="axis">{{from}} to {{to}}, one bar per {{bucket}}.</p>
         {{#series}}
         <figure class="chart">
-        <figcaption><code>{{origin}}</code>: {{total}} events, at most {{peak}} per bar</figcaption>
+        <figcaption><code>{{origin}}</code>: {{totalText}}, at most {{peak}} per bar</figcaption>
         <svg xmlns="http://www.w3.org/2000/svg" width="{{width}}" height="{{height}}" viewBox="0 0 {{width}} {{height}}" role="img" aria-label="Events over time of origin {{origin}}">
         <rect class="frame" x="0" y="0" width="{{width}}" height="{{height}}" fill="none"/>
         {{#bars}}<rect x="{{x}}" y="{{y}}" width="{{width}}" height="{{height}}" fill="{{color}}"><title>{{title}}</title></rect>{{/bars}}

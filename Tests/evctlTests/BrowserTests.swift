@@ -1,0 +1,129 @@
+import Foundation
+import Testing
+
+/// The inspector's pages in a real browser: headless Chromium (Debian's `chromium`, installed
+/// by `make deps`) loads each page served by `evctl inspect` and `evctl serve --tokens`; the DOM
+/// it built is checked, and a screenshot of each page is kept in test-artifacts/ui/.
+@Suite(.serialized) struct BrowserTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
+    static let artifacts = root + "/test-artifacts/ui"
+
+    static var chromium: String? {
+        for p in ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/lib/chromium/chromium"] where FileManager.default.isExecutableFile(atPath: p) {
+            return p
+        }
+        return nil
+    }
+
+    struct Failure: Error, CustomStringConvertible { let description: String }
+
+    /// Runs Chromium headless with `args` on `url`; its standard output.
+    static func browse(_ url: String, _ args: [String], profile: String) throws -> String {
+        guard let chromium else { throw Failure(description: "chromium is not installed (make deps installs it)") }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: chromium)
+        p.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions",
+                       "--user-data-dir=\(profile)", "--window-size=1280,1000"] + args + [url]
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let killer = DispatchWorkItem { if p.isRunning { p.terminate() } }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: killer)
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        killer.cancel()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func start(_ args: [String], dir: TempDir) throws -> (Process, String) {
+        let portFile = dir.path + "/port-\(UUID().uuidString.prefix(6))"
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: Evctl.path)
+        p.arguments = args + ["--port-file", portFile]
+        p.standardOutput = FileHandle.nullDevice
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        for _ in 0..<400 {
+            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+                return (p, "http://127.0.0.1:\(port)")
+            }
+            guard p.isRunning else { break }
+            Thread.sleep(forTimeInterval: 0.025)
+        }
+        p.terminate()
+        throw Failure(description: "evctl \(args.first ?? "") did not start")
+    }
+
+    static let item = "00000000-0000-4000-8000-0000000000a1"
+    static let hostile = #"<script>document.title='owned'</script><img src=x onerror=alert(1)> & "quoted""#
+
+    /// Two replicas editing one item's notes at once: a conflict; a hostile title; a sample workload.
+    static func makeStore(_ dir: TempDir) throws -> String {
+        let a = dir.path + "/a", b = dir.path + "/b"
+        try Evctl.run(["init", "--store", a])
+        try Evctl.run(["init", "--store", b])
+        let title = hostile.replacingOccurrences(of: "\"", with: "\\\"")
+        try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"create","id":"\#(item)","fields":{"title":"\#(title)","notes":"shared"}}"# + "\n")
+        let sample = try Evctl.run(["sample", "--count", "400", "--seed", "3"]).stdout
+        try Evctl.run(["append", "--store", a], stdin: sample)
+        try Evctl.run(["sync", "--store", b, a])
+        try Evctl.run(["append", "--store", b], stdin: #"{"entity":"item","op":"update","id":"\#(item)","fields":{"notes":"edited on b"}}"# + "\n")
+        try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"update","id":"\#(item)","fields":{"notes":"edited on a"}}"# + "\n")
+        try Evctl.run(["sync", "--store", a, b])
+        try Evctl.run(["verify", "--store", a])
+        return a
+    }
+
+    @Test func everyPageInHeadlessChromium() throws {
+        let dir = TempDir()
+        let store = try Self.makeStore(dir)
+        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+        let (server, url) = try Self.start(["inspect", "--store", store], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        let profile = dir.path + "/chromium"
+        // (name, path, what its DOM must hold)
+        let pages: [(String, String, [String])] = [
+            ("overview", "/ui/", ["data-page=\"overview\"", "<svg", "<rect x=", "1 open conflicts", "clean: "]),
+            ("log", "/ui/log", ["data-page=\"log\"", "rel=\"next\"", "class=\"held\""]),
+            ("log-tags", "/ui/log?entity=tag", ["data-page=\"log\"", "/ui/entity/tag/"]),
+            ("entity", "/ui/entity/item/\(Self.item)", ["data-page=\"entity\"", "<span class=\"label\">winner</span>", "<span class=\"label\">loser</span>",
+                                                        "edited on a", "edited on b", "&lt;script&gt;document.title="]),
+            ("conflicts", "/ui/conflicts", ["data-page=\"conflicts\"", "winner", "loser", "/ui/entity/item/\(Self.item)"]),
+            ("anomalies", "/ui/anomalies", ["data-page=\"anomalies\""]),
+            ("search", "/ui/search?q=quoted", ["data-page=\"search\"", "/ui/entity/item/\(Self.item)"]),
+        ]
+        for (name, path, wanted) in pages {
+            let dom = try Self.browse(url + path, ["--dump-dom"], profile: profile)
+            #expect(dom.contains("</html>"), "\(name): the browser rendered a document")
+            for w in wanted { #expect(dom.contains(w), "\(name): \(w)") }
+            // The hostile title stayed text: no element of its own, and no script ran.
+            #expect(!dom.contains("<script") && !dom.contains("<img src=\"x\""), "\(name)")
+            #expect(!dom.contains("<title>owned</title>"), "\(name)")
+            if name == "log-tags" { #expect(!dom.contains("/ui/entity/item_tag/"), "entity=tag is not item_tag") }
+            let shot = Self.artifacts + "/\(name).png"
+            try? FileManager.default.removeItem(atPath: shot)
+            _ = try Self.browse(url + path, ["--screenshot=\(shot)", "--hide-scrollbars"], profile: profile)
+            let size = (try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0
+            #expect(size > 5_000, "\(name): a screenshot in \(shot)")
+        }
+    }
+
+    @Test func aBrowserWithoutATokenIsSentToSignIn() throws {
+        let dir = TempDir()
+        let store = try Self.makeStore(dir)
+        let tokens = dir.path + "/tokens.json"
+        try #"{"principals":[{"name":"auditor","token":"auditor-token-0123456789","push":[],"pull":true}]}"#.write(toFile: tokens, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+        let (server, url) = try Self.start(["serve", "--store", store, "--listen", "127.0.0.1:0", "--tokens", tokens], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        let profile = dir.path + "/chromium"
+        let dom = try Self.browse(url + "/ui/entity/item/\(Self.item)", ["--dump-dom"], profile: profile)
+        #expect(dom.contains("data-page=\"login\"") && dom.contains("name=\"token\""))
+        #expect(!dom.contains(Self.item) || dom.contains("name=\"next\" value=\"/ui/entity/item/\(Self.item)\""), "no data, only where to go back to")
+        #expect(!dom.contains("edited on"))
+        let shot = Self.artifacts + "/login.png"
+        _ = try Self.browse(url + "/ui/", ["--screenshot=\(shot)", "--hide-scrollbars"], profile: profile)
+        #expect(((try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0) > 2_000)
+    }
+}
