@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The inspector's pages on a large store (docs/INSPECT.md, "Speed"): 1M events (a sample
 # workload), 3,000 conflicts (two replicas editing the same items' notes at once, then syncing),
-# and one item with 1,000 events. `evctl inspect` serves it; the audit index is built first (its
+# and one item with 1,000 events spread over the whole log. `evctl inspect` serves it; the audit index is built first (its
 # time is printed); then each page is requested 100 times in sequence over one keep-alive
 # connection, and p50 / p99 / max are printed beside /healthz, the floor of a request.
 set -euo pipefail
@@ -11,8 +11,9 @@ EVENTS=${UI_EVENTS:-1000000}
 CONFLICTS=${UI_CONFLICTS:-3000}
 HOT=${UI_HOT_EVENTS:-1000}
 REQUESTS=${UI_REQUESTS:-100}
-WORK=$(mktemp -d)
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$WORK"' EXIT
+WORK=${KEEP:-$(mktemp -d)}
+mkdir -p "$WORK"
+trap 'kill $SERVER 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$WORK"' EXIT
 SERVER=
 A=$WORK/a B=$WORK/b
 $EVCTL init --store "$A" > /dev/null
@@ -20,15 +21,26 @@ $EVCTL init --store "$B" > /dev/null
 BULK=$((EVENTS - HOT - 2 * CONFLICTS))
 t0=$(date +%s.%N)
 $EVCTL sample --count "$BULK" --seed 7 > "$WORK/bulk.ndjson"
-$EVCTL append --store "$A" "$WORK/bulk.ndjson" > /dev/null
-python3 - "$HOT" > "$WORK/hot.ndjson" <<'PY'
+# The busy item's events are spread over the whole log, one among every BULK/HOT others, as a
+# long-lived item's edits are: its page reads events from many frames.
+python3 - "$HOT" "$WORK/bulk.ndjson" > "$WORK/all.ndjson" <<'PY'
 import json, sys
-hot = "00000000-0000-4000-8000-00000000b007"
+hot, bulk = "00000000-0000-4000-8000-00000000b007", sys.argv[2]
+n = int(sys.argv[1])
+lines = sum(1 for _ in open(bulk))
+every = max(1, lines // n)
 print(json.dumps({"entity": "item", "op": "create", "id": hot, "fields": {"title": "the busy item", "notes": "v0"}}))
-for i in range(1, int(sys.argv[1])):
-    print(json.dumps({"entity": "item", "op": "update", "id": hot, "fields": {"notes": f"v{i}", "sort_order": i}}))
+done = 1
+for k, line in enumerate(open(bulk)):
+    sys.stdout.write(line)
+    if (k + 1) % every == 0 and done < n:
+        print(json.dumps({"entity": "item", "op": "update", "id": hot, "fields": {"notes": f"v{done}", "sort_order": done}}))
+        done += 1
+while done < n:
+    print(json.dumps({"entity": "item", "op": "update", "id": hot, "fields": {"notes": f"v{done}", "sort_order": done}}))
+    done += 1
 PY
-$EVCTL append --store "$A" "$WORK/hot.ndjson" > /dev/null
+$EVCTL append --store "$A" "$WORK/all.ndjson" > /dev/null
 $EVCTL sync --store "$B" "$A" > /dev/null
 $EVCTL items --store "$A" --limit "$CONFLICTS" --json | python3 -c '
 import json, sys
@@ -81,7 +93,7 @@ pages = [
     ("log ?entity=tag", "/ui/log?entity=tag"),
     ("log ?origin=", f"/ui/log?origin={origin}"),
     ("log ?since=&until=", "/ui/log?since=2000-01-01&until=2100-01-01"),
-    ("entity, 1,000 events", f"/ui/entity/item/{hot}"),
+    ("entity, 1,000 events", f"/ui/entity/item/{hot}"),  # spread over the log: 100 a page, from ~100 frames
     ("entity, later page", later),
     ("entity with a conflict", f"/ui/entity/item/{conflicted}"),
     ("conflicts", "/ui/conflicts"),

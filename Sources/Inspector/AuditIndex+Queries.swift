@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 
 /// An event as the index knows it: where it is in the log and what it is about.
-public struct IndexedEvent: Sendable, Equatable {
+public struct IndexedEvent: Sendable {
     public var origin: ReplicaID
     public var seq: Seq
     public var hlc: HLC
@@ -11,6 +11,9 @@ public struct IndexedEvent: Sendable, Equatable {
     public var entityID: UUID
     public var op: Op
     public var actor: String?
+    public var eventID: UUID
+    /// The fields it set, values as the pages show them (long text cut).
+    public var fields: [(name: String, value: String)]
 }
 
 /// A place in merge order (hlc, origin, seq): where a page of the timeline starts.
@@ -68,10 +71,14 @@ extension AuditIndex {
 
     private static func event(_ row: Row) -> IndexedEvent? {
         guard let o = uuid(row["origin"]), let id = uuid(row["entity_id"]) else { return nil }
-        let seq: Int64 = row["seq"]
-        return IndexedEvent(origin: ReplicaID(rawValue: o), seq: Seq(UInt64(max(1, seq))), hlc: hlc(row["hlc"]),
+        let seq = Seq(UInt64(max(1, row["seq"] as Int64)))
+        let origin = ReplicaID(rawValue: o)
+        let explicit: Data? = row["event_id"]
+        return IndexedEvent(origin: origin, seq: seq, hlc: hlc(row["hlc"]),
                             entity: Entity(rawValue: UInt8(clamping: row["entity"] as Int64)), entityID: id,
-                            op: Op(rawValue: UInt8(clamping: row["op"] as Int64)), actor: row["actor"])
+                            op: Op(rawValue: UInt8(clamping: row["op"] as Int64)), actor: row["actor"],
+                            eventID: explicit.flatMap(uuid) ?? Event.derivedEventID(origin: origin, seq: seq),
+                            fields: fields(row["fields"]))
     }
 
     /// The timeline newest first: at most `limit` events before `before` (merge order), and
@@ -104,7 +111,10 @@ extension AuditIndex {
             args += [Self.key(b.hlc), Self.blob(b.origin.rawValue), Int64(clamping: b.seq.rawValue)]
         }
         let whereClause = conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND ")
-        let sql = "SELECT * FROM events\(whereClause) ORDER BY hlc DESC, origin DESC, seq DESC LIMIT ?"
+        // The index that walks the filter's rows in merge order, named so that the planner never
+        // walks the whole log for a page of a rare kind or id.
+        let index = f.id != nil ? "events_id_time" : f.entity != nil ? "events_entity_time" : f.origin != nil ? "events_origin_time" : "events_time"
+        let sql = "SELECT * FROM events INDEXED BY \(index)\(whereClause) ORDER BY hlc DESC, origin DESC, seq DESC LIMIT ?"
         args.append(Int64(limit + 1))
         let rows = try read { db in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(args)) }
         let events = rows.prefix(limit).compactMap(Self.event)
@@ -113,7 +123,7 @@ extension AuditIndex {
 
     /// One entity's events in merge order, at most `limit` after `after`, and whether there are more.
     public func entityEvents(_ entity: Entity, _ id: UUID, after: MergeKey?, limit: Int) throws -> (events: [IndexedEvent], more: Bool) {
-        var sql = "SELECT * FROM events WHERE entity_id = ? AND entity = ?"
+        var sql = "SELECT * FROM events INDEXED BY events_id_time WHERE entity_id = ? AND entity = ?"
         var args: [any DatabaseValueConvertible] = [Self.blob(id), Int64(entity.rawValue)]
         if let a = after {
             sql += " AND (hlc, origin, seq) > (?, ?, ?)"
@@ -153,39 +163,6 @@ extension AuditIndex {
             }
             return out
         }
-    }
-}
-
-/// Reads chosen events from the log by (origin, seq), each frame decoded once for the events it holds.
-struct EventFetcher {
-    let reader: LogReader
-    /// Seqs this close to the one before are read on from it rather than sought again.
-    static let gapEventsMax: UInt64 = 64
-
-    func events(_ wanted: [IndexedEvent]) throws -> [MergeKeyID: Event] {
-        var out: [MergeKeyID: Event] = [:]
-        let byOrigin = Dictionary(grouping: wanted, by: \.origin)
-        for (origin, list) in byOrigin {
-            let seqs = list.map(\.seq.rawValue).sorted()
-            var i = 0
-            while i < seqs.count {
-                let start = seqs[i]
-                try reader.forEachEvent(origin: origin, from: Seq(start)) { e in
-                    let s = e.seq.rawValue
-                    while i < seqs.count && seqs[i] < s { i += 1 }
-                    guard i < seqs.count else { return false }
-                    if seqs[i] == s {
-                        out[MergeKeyID(origin: origin, seq: s)] = e
-                        i += 1
-                        guard i < seqs.count else { return false }
-                    }
-                    return seqs[i] - s <= Self.gapEventsMax
-                }
-                // The log ended before a wanted seq (compacted away): go on with the next one.
-                if i < seqs.count && seqs[i] == start { i += 1 }
-            }
-        }
-        return out
     }
 }
 

@@ -20,7 +20,7 @@ public final class AuditIndex: @unchecked Sendable {
     let logger: Logger
 
     /// The format of the file; another number is rebuilt.
-    static let formatVersion = 1
+    static let formatVersion = 2
     /// Events written per transaction while catching up.
     static let batchEventsMax = 5_000
 
@@ -82,7 +82,7 @@ public final class AuditIndex: @unchecked Sendable {
                 CREATE TABLE origins (origin BLOB PRIMARY KEY NOT NULL, next_seq INTEGER NOT NULL, events INTEGER NOT NULL) WITHOUT ROWID;
                 CREATE TABLE events (
                     origin BLOB NOT NULL, seq INTEGER NOT NULL, hlc INTEGER NOT NULL, entity INTEGER NOT NULL,
-                    entity_id BLOB NOT NULL, op INTEGER NOT NULL, actor TEXT,
+                    entity_id BLOB NOT NULL, op INTEGER NOT NULL, actor TEXT, event_id BLOB, fields TEXT NOT NULL,
                     PRIMARY KEY (origin, seq)) WITHOUT ROWID;
                 CREATE INDEX events_time ON events(hlc, origin, seq);
                 CREATE INDEX events_origin_time ON events(origin, hlc, seq);
@@ -152,11 +152,12 @@ public final class AuditIndex: @unchecked Sendable {
         let originBlob = Data(origin.rawValue.bytes)
         var hours: [Int64: Int64] = [:]
         try db.write { db in
-            let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO events(origin, seq, hlc, entity, entity_id, op, actor) VALUES (?, ?, ?, ?, ?, ?, ?)")
+            let insert = try db.cachedStatement(sql: "INSERT OR IGNORE INTO events(origin, seq, hlc, entity, entity_id, op, actor, event_id, fields) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
             var added: Int64 = 0
             for e in batch {
                 try insert.execute(arguments: [originBlob, Int64(clamping: e.seq.rawValue), Self.key(e.hlc), Int64(e.entity.rawValue),
-                                               Data(e.entityID.bytes), Int64(e.op.rawValue), e.actor])
+                                               Data(e.entityID.bytes), Int64(e.op.rawValue), e.actor,
+                                               e.explicitEventID.map { Data($0.bytes) }, Self.fieldsText(e.fields)])
                 if db.changesCount > 0 {
                     added += 1
                     hours[Int64(e.hlc.wallMillis / 3_600_000), default: 0] += 1
@@ -171,6 +172,57 @@ public final class AuditIndex: @unchecked Sendable {
                 ON CONFLICT(origin) DO UPDATE SET next_seq = max(next_seq, excluded.next_seq), events = events + excluded.events
                 """, arguments: [originBlob, Int64(clamping: last + 1), added])
         }
+    }
+
+    /// Characters of a text value the index keeps (a page shows no more): the rest is cut, with
+    /// the full length noted, so that a note of megabytes costs the index a line.
+    static let valueCharactersMax = 500
+
+    /// An event's fields as the pages show them: a JSON array of [name, value as text].
+    static func fieldsText(_ fields: [Field]) -> String {
+        var out = "["
+        for (i, f) in fields.enumerated() {
+            if i > 0 { out += "," }
+            out += "[" + json(f.name) + "," + json(display(f.value)) + "]"
+        }
+        return out + "]"
+    }
+
+    static func display(_ v: FieldValue) -> String {
+        switch v {
+        case .null: return "null"
+        case .integer(let i): return String(i)
+        case .real(let d): return String(d)
+        case .boolean(let b): return b ? "true" : "false"
+        case .text(let t):
+            guard t.count > valueCharactersMax else { return t }
+            return String(t.prefix(valueCharactersMax)) + "… (\(t.count) characters in all)"
+        }
+    }
+
+    static func json(_ s: String) -> String {
+        var out = "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
+            }
+        }
+        return out + "\""
+    }
+
+    /// Reads `fieldsText`; a value that does not parse shows as such (the index is derived
+    /// data, checked at open, but never trusted to be well formed).
+    static func fields(_ text: String) -> [(name: String, value: String)] {
+        guard let parsed = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String]] else {
+            return [("(unreadable in the audit index)", "rebuild it: remove audit.sqlite")]
+        }
+        return parsed.map { $0.count == 2 ? ($0[0], $0[1]) : ("(unreadable)", "") }
     }
 
     /// Events indexed, and events the log holds (from each origin's first held seq).

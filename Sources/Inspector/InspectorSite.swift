@@ -19,6 +19,7 @@ public final class InspectorSite: @unchecked Sendable {
     static let conflictsPageMax = 100
     static let anomaliesPageMax = 100
     static let subtreeMax = 200
+    static let linksMax = 200
     static let searchResultsMax = 100
     /// Characters of a value shown in a table cell; the rest is cut with a note.
     static let valueCharactersMax = 500
@@ -73,34 +74,21 @@ public final class InspectorSite: @unchecked Sendable {
         return String(text.prefix(valueCharactersMax)) + "… (\(text.count) characters in all)"
     }
 
-    static func value(_ v: FieldValue) -> String {
-        switch v {
-        case .null: return "null"
-        case .integer(let i): return String(i)
-        case .real(let d): return String(d)
-        case .boolean(let b): return b ? "true" : "false"
-        case .text(let t): return shown(t)
-        }
-    }
-
     // MARK: Event rows
 
-    /// Table rows for indexed events: each event read from the log, with the fields it holds now.
+    /// Table rows for indexed events, with the fields each holds now.
     func eventRows(_ list: [IndexedEvent]) throws -> [[String: Any]] {
-        let events = try EventFetcher(reader: LogReader(store: book.store)).events(list)
         let held = try book.projection.heldFields(list.map { ($0.entity, $0.entityID) })
         return list.map { ie in
-            let e = events[MergeKeyID(origin: ie.origin, seq: ie.seq.rawValue)]
             let origin = ie.origin.description
             let id = ie.entityID.lowercasedString
-            let eventID = e?.eventID ?? Event.derivedEventID(origin: ie.origin, seq: ie.seq)
             return [
                 "time": ISOTime.string(ie.hlc), "origin": origin, "originLink": Self.originLink(origin), "seq": String(ie.seq.rawValue),
                 "entity": ie.entity.name, "entityLink": "/ui/log" + Self.query([("entity", ie.entity.name)]),
                 "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? "",
-                "eventID": eventID.lowercasedString,
-                "fields": e.map { $0.fields.map { ["name": $0.name, "value": Self.value($0.value)] } } ?? [["name": "(not in the log)", "value": "compacted away"]],
-                "holds": held[eventID] ?? [],
+                "eventID": ie.eventID.lowercasedString,
+                "fields": ie.fields.map { ["name": $0.name, "value": $0.value] },
+                "holds": held[ie.eventID] ?? [],
             ] as [String: Any]
         }
     }
@@ -241,7 +229,8 @@ public final class InspectorSite: @unchecked Sendable {
         let tags = (try book.projection.tags(of: [idString])[idString] ?? []).map {
             ["link": Self.entityLink("tag", $0.id), "name": $0.name ?? "(unnamed)", "id": $0.id]
         }
-        let links = try book.links(of: id).map { l -> [String: Any] in
+        let found = try book.projection.links(of: idString, limit: Self.linksMax + 1)
+        let links = found.prefix(Self.linksMax).map { l -> [String: Any] in
             let outgoing = l.fromID == idString
             let other = (outgoing ? l.toID : l.fromID) ?? ""
             var out: [String: Any] = ["direction": outgoing ? "to" : "from", "other": other, "link": Self.entityLink("item", other),
@@ -250,12 +239,13 @@ public final class InspectorSite: @unchecked Sendable {
             if let w = l.weight { out["weight"] = String(w) }
             return out
         }
-        let under = try book.projection.items(under: idString, limit: Self.subtreeMax + 2).filter { $0.id != idString }
+        let under = try book.projection.subtree(of: idString, limit: Self.subtreeMax + 1)
         let subtree = under.prefix(Self.subtreeMax).map {
             ["link": Self.entityLink("item", $0.id), "label": label($0), "id": $0.id, "depth": String($0.depth),
              "indent": String(repeating: "· ", count: max(0, min($0.depth - 1, 20)))]
         }
-        return ["path": path, "tags": tags, "links": links, "subtree": Array(subtree),
+        return ["path": path, "tags": tags, "links": Array(links), "linksMore": found.count > Self.linksMax, "linksMax": String(Self.linksMax),
+                "subtree": Array(subtree),
                 "subtreeMore": under.count > Self.subtreeMax, "subtreeMax": String(Self.subtreeMax)]
     }
 

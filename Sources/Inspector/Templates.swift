@@ -142,7 +142,7 @@ enum Templates {
         {{#item}}
         <section id="path"><h2>Path</h2><p>{{#path}}<a href="{{link}}">{{label}}</a> / {{/path}}</p></section>
         <section id="tags"><h2>Tags</h2><ul>{{#tags}}<li><a href="{{link}}">{{name}}</a> <code>{{id}}</code></li>{{/tags}}{{^tags}}<li>No tags.</li>{{/tags}}</ul></section>
-        <section id="links"><h2>Links</h2><ul>{{#links}}<li>{{direction}} <a href="{{link}}"><code>{{other}}</code></a> {{kind}}{{#label}} “{{label}}”{{/label}}{{#weight}} weight {{weight}}{{/weight}} (<a href="{{selfLink}}">link <code>{{id}}</code></a>)</li>{{/links}}{{^links}}<li>No links.</li>{{/links}}</ul></section>
+        <section id="links"><h2>Links</h2><ul>{{#links}}<li>{{direction}} <a href="{{link}}"><code>{{other}}</code></a> {{kind}}{{#label}} “{{label}}”{{/label}}{{#weight}} weight {{weight}}{{/weight}} (<a href="{{selfLink}}">link <code>{{id}}</code></a>)</li>{{/links}}{{^links}}<li>No links.</li>{{/links}}</ul>{{#linksMore}}<p>Only the first {{linksMax}} are shown.</p>{{/linksMore}}</section>
         <section id="subtree"><h2>Subtree</h2><ul>{{#subtree}}<li class="depth-{{depth}}">{{indent}}<a href="{{link}}">{{label}}</a> <code>{{id}}</code></li>{{/subtree}}{{^subtree}}<li>No items under it.</li>{{/subtree}}</ul>{{#subtreeMore}}<p>Only the first {{subtreeMax}} are shown.</p>{{/subtreeMore}}</section>
         {{/item}}
         <section id="conflicts">

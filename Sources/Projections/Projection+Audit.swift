@@ -89,3 +89,37 @@ extension Projection {
         }
     }
 }
+
+extension Projection {
+    /// The first `limit` items under `root` (not deleted), breadth first: depth 1 first, then
+    /// depth 2, …. The recursion itself stops after `limit` rows, so the cost is bounded by
+    /// `limit` whatever the size of the subtree; cycle-safe like `items(under:)`.
+    public func subtree(of root: String, limit: Int) throws -> [ItemRow] {
+        try pool.read { db in
+            try ItemRow.fetchAll(db, sql: """
+                WITH RECURSIVE sub(id, depth, path) AS (
+                    SELECT ?, 0, '/' || ? || '/'
+                    UNION ALL
+                    SELECT i.id, sub.depth + 1, sub.path || i.id || '/' FROM sub JOIN items i ON i.parent_id = sub.id
+                    WHERE i.deleted_at IS NULL AND instr(sub.path, '/' || i.id || '/') = 0
+                    LIMIT ?
+                )
+                SELECT items.*, sub.depth AS depth FROM sub JOIN items ON items.id = sub.id WHERE sub.depth > 0
+                ORDER BY sub.depth, items.sort_order, items.id
+                """, arguments: [root.lowercased(), root.lowercased(), max(0, limit) + 1])
+        }
+    }
+}
+
+extension Projection {
+    /// At most `limit` live links that start or end at `item`, by kind and id.
+    public func links(of item: String, limit: Int) throws -> [LinkRow] {
+        try pool.read { db in
+            try LinkRow.fetchAll(db, sql: """
+                SELECT * FROM (SELECT * FROM links WHERE from_id = ? AND deleted_at IS NULL
+                               UNION SELECT * FROM links WHERE to_id = ? AND deleted_at IS NULL)
+                ORDER BY kind, id LIMIT ?
+                """, arguments: [item.lowercased(), item.lowercased(), max(0, limit)])
+        }
+    }
+}

@@ -273,6 +273,19 @@ struct Fixture {
         }
     }
 
+    @Test func fieldsKeptByTheIndexReadBackAsShown() {
+        let long = String(repeating: "é", count: 5_000)
+        let fields = [Field("title", .text("a \"quoted\" \\ line\nnext\u{0}\u{1b}[31m")), Field("n", .integer(-3)), Field("r", .real(1.5)),
+                      Field("b", .boolean(true)), Field("z", .null), Field("notes", .text(long))]
+        let back = AuditIndex.fields(AuditIndex.fieldsText(fields))
+        #expect(back.map(\.name) == ["title", "n", "r", "b", "z", "notes"])
+        #expect(back[0].value == "a \"quoted\" \\ line\nnext\u{0}\u{1b}[31m")
+        #expect(back[1].value == "-3" && back[2].value == "1.5" && back[3].value == "true" && back[4].value == "null")
+        #expect(back[5].value.hasPrefix(String(repeating: "é", count: 500) + "…") && back[5].value.contains("5000 characters"))
+        #expect(AuditIndex.fields("not json").first?.name == "(unreadable in the audit index)")
+        #expect(AuditIndex.fields("[[1,2]]").first?.name == "(unreadable in the audit index)")
+    }
+
     @Test func templatesNeverPrintAValueUnescaped() throws {
         for (name, text) in Templates.all {
             #expect(!text.contains("{{{") && !text.contains("{{&"), "\(name)")
