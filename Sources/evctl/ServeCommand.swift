@@ -21,6 +21,9 @@ struct ServeCommand: AsyncStoreCommand {
             when it changes and on SIGHUP; an invalid one keeps the last good one. The writer lock is taken per push only,
             so local appends keep working while the server runs. Stop it with Ctrl-C or SIGTERM.
 
+            The audit pages (docs/INSPECT.md) are served under /ui/: with --tokens, sign in at /ui/login with a
+            token that may pull (or send it as Authorization: Bearer).
+
             --hub postgres://USER@HOST/DATABASE serves a hub kept in PostgreSQL instead of a store: several
             serve nodes on one database are interchangeable, and reads are enforced by row-level security.
             Every principal of a hub has a user (docs/HUB.md). The password may be given in PGPASSWORD.

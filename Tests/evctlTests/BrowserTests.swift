@@ -109,6 +109,14 @@ import Testing
         }
     }
 
+    @Test func inspectListensOnLoopbackOnly() throws {
+        let dir = TempDir()
+        try Evctl.run(["init", "--store", dir.path + "/s"])
+        let r = try Evctl.run(["inspect", "--store", dir.path + "/s", "--listen", "0.0.0.0:0"])
+        #expect(r.status != 0)
+        #expect(r.stderr.contains("loopback"))
+    }
+
     @Test func aBrowserWithoutATokenIsSentToSignIn() throws {
         let dir = TempDir()
         let store = try Self.makeStore(dir)
