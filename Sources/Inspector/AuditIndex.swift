@@ -2,6 +2,7 @@ import EventLog
 import Foundation
 import GRDB
 import Logging
+import Replicator
 import Synchronization
 
 /// An index of a store's log for the inspector's pages (`<store>/audit.sqlite`): one row per
@@ -183,7 +184,7 @@ public final class AuditIndex: @unchecked Sendable {
         var out = "["
         for (i, f) in fields.enumerated() {
             if i > 0 { out += "," }
-            out += "[" + json(f.name) + "," + json(display(f.value)) + "]"
+            out += "[" + ReplicaServer.jsonString(f.name) + "," + ReplicaServer.jsonString(display(f.value)) + "]"
         }
         return out + "]"
     }
@@ -198,22 +199,6 @@ public final class AuditIndex: @unchecked Sendable {
             guard t.count > valueCharactersMax else { return t }
             return String(t.prefix(valueCharactersMax)) + "… (\(t.count) characters in all)"
         }
-    }
-
-    static func json(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
     }
 
     /// Reads `fieldsText`; a value that does not parse shows as such (the index is derived

@@ -36,24 +36,7 @@ import Testing
         return String(decoding: data, as: UTF8.self)
     }
 
-    static func start(_ args: [String], dir: TempDir) throws -> (Process, String) {
-        let portFile = dir.path + "/port-\(UUID().uuidString.prefix(6))"
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Evctl.path)
-        p.arguments = args + ["--port-file", portFile]
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        for _ in 0..<400 {
-            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
-                return (p, "http://127.0.0.1:\(port)")
-            }
-            guard p.isRunning else { break }
-            Thread.sleep(forTimeInterval: 0.025)
-        }
-        p.terminate()
-        throw Failure(description: "evctl \(args.first ?? "") did not start")
-    }
+    static func start(_ args: [String], dir: TempDir) throws -> (Process, String) { try startListening(args, dir: dir) }
 
     static let item = "00000000-0000-4000-8000-0000000000a1"
     static let hostile = #"<script>document.title='owned'</script><img src=x onerror=alert(1)> & "quoted""#

@@ -5,22 +5,7 @@ import Testing
 @Suite(.serialized) struct ServeCLITests {
     /// Starts `evctl serve` on a free port; returns the process and its URL once it answers.
     func serve(_ args: [String], dir: TempDir) throws -> (Process, String) {
-        let portFile = dir.path + "/port-\(UUID().uuidString.prefix(6))"
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: Evctl.path)
-        p.arguments = ["serve", "--listen", "127.0.0.1:0", "--port-file", portFile] + args
-        p.standardOutput = FileHandle.nullDevice
-        p.standardError = FileHandle.nullDevice
-        try p.run()
-        for _ in 0..<400 {
-            if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
-                return (p, "http://127.0.0.1:\(port)")
-            }
-            guard p.isRunning else { break }
-            Thread.sleep(forTimeInterval: 0.025)
-        }
-        p.terminate()
-        throw CLIError("evctl serve did not start")
+        try startListening(["serve", "--listen", "127.0.0.1:0"] + args, dir: dir)
     }
 
     struct CLIError: Error { let m: String; init(_ m: String) { self.m = m } }

@@ -56,3 +56,25 @@ final class TempDir {
 func json(_ line: String) -> [String: Any] {
     (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any] ?? [:]
 }
+
+/// Starts `evctl ARGS --port-file F` (serve or inspect) and waits until it listens; its URL.
+func startListening(_ args: [String], dir: TempDir) throws -> (Process, String) {
+    let portFile = dir.path + "/port-\(UUID().uuidString.prefix(6))"
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: Evctl.path)
+    p.arguments = args + ["--port-file", portFile]
+    p.standardOutput = FileHandle.nullDevice
+    p.standardError = FileHandle.nullDevice
+    try p.run()
+    for _ in 0..<400 {
+        if let text = try? String(contentsOfFile: portFile, encoding: .utf8), let port = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) {
+            return (p, "http://127.0.0.1:\(port)")
+        }
+        guard p.isRunning else { break }
+        Thread.sleep(forTimeInterval: 0.025)
+    }
+    p.terminate()
+    throw StartFailure(description: "evctl \(args.first ?? "") did not start")
+}
+
+struct StartFailure: Error, CustomStringConvertible { let description: String }

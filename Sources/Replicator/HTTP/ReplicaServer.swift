@@ -320,7 +320,8 @@ public enum ReplicaServer {
         }
     }
 
-    static func jsonString(_ s: String) -> String {
+    /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
+    public static func jsonString(_ s: String) -> String {
         var out = "\""
         for u in s.unicodeScalars {
             switch u {
