@@ -21,7 +21,7 @@ import ServiceLifecycle
 ///
 /// With a tokens file every page needs a token that may pull (and is not scoped to a user):
 /// `Authorization: Bearer`, or the session cookie `/ui/login` sets. Without one (loopback only)
-/// the pages are open. Any other method on a page is refused (405).
+/// the pages are open. Any other method on a page is refused (405, `Allow: GET`).
 public final class Inspector: Sendable {
     public let site: InspectorSite
     let policies: PolicySource
@@ -181,10 +181,10 @@ public final class Inspector: Sendable {
         router.post("ui/logout") { request, _ in await self.signOut(request) }
         // The pages are read-only: any other method is refused.
         for path in pages {
-            for method in [HTTPRequest.Method.post, .put, .patch, .delete] {
+            for method in [HTTPRequest.Method.post, .put, .patch, .delete, .head, .options] {
                 router.on(RouterPath(path), method: method) { _, _ in
                     var r = Self.html(.methodNotAllowed, self.site.problem("The inspector's pages are read-only: \(method) is refused.", chrome: .init()))
-                    r.headers[.allow] = "GET, HEAD"
+                    r.headers[.allow] = "GET"
                     return r
                 }
             }

@@ -144,6 +144,7 @@ struct Fixture {
             // Read-only: a POST to a page is refused.
             for path in ["/ui/", "/ui/log", "/ui/entity/item/\(f.item.lowercasedString)", "/ui/conflicts"] {
                 #expect(try await fetch(url + path, method: .POST, form: "x=1").status == 405, "\(path)")
+                #expect(try await fetch(url + path, method: .DELETE).status == 405, "\(path)")
             }
         }
     }
