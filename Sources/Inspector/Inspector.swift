@@ -18,6 +18,7 @@ import ServiceLifecycle
 /// | `GET /ui/conflicts?after=`, `GET /ui/anomalies?after=` | what the merge settled or set aside |
 /// | `GET /ui/search?q=` | items by full-text search |
 /// | `GET`/`POST /ui/login`, `POST /ui/logout` | sign in with a token (kept as a session cookie), sign out |
+/// | `POST /ui/conflicts/ID/resolve` | keep a conflict's winner or loser (push right and CSRF token) |
 ///
 /// With a tokens file every page needs a token that may pull (and is not scoped to a user):
 /// `Authorization: Bearer`, or the session cookie `/ui/login` sets. Without one (loopback only)
@@ -26,6 +27,9 @@ public final class Inspector: Sendable {
     public let site: InspectorSite
     let policies: PolicySource
     let sessions = InspectorSessions()
+    /// The CSRF token of a server without tokens (no sessions): a page's forms carry it, and a
+    /// page of another site cannot read it.
+    let openCSRF = InspectorSessions.randomToken()
     /// Cookies only over TLS when the server speaks it.
     let secureCookies: Bool
     let logger: Logger
@@ -83,7 +87,7 @@ public final class Inspector: Sendable {
     /// The caller of a page: open, a bearer token, or a session cookie; anyone else is sent to sign in.
     func caller(_ request: Request) -> Caller {
         let policy = policies.current
-        if policy.isOpen { return .allowed(InspectorSite.Chrome()) }
+        if policy.isOpen { return .allowed(InspectorSite.Chrome(csrf: openCSRF, mayResolve: true)) }
         var header = request.headers[.authorization]
         var session: (id: String, InspectorSessions.Session)?
         if header == nil, let id = request.cookies[Self.cookieName]?.value, let s = sessions.session(id) {
@@ -108,7 +112,10 @@ public final class Inspector: Sendable {
             if p.user != nil {
                 return .refused(Self.html(.forbidden, site.problem("principal \"\(p.name)\" is scoped to user \(p.user!); the inspector shows the whole store, so it needs a principal without a user", chrome: .init())))
             }
-            return .allowed(InspectorSite.Chrome(session: session.map { (p.name, $0.1.csrf) }))
+            // Resolving a conflict appends an event of this replica: it needs the right to push it.
+            let mayResolve = p.push.allows(site.book.replicaID)
+            return .allowed(InspectorSite.Chrome(session: session.map { (p.name, $0.1.csrf) }, csrf: session?.1.csrf,
+                                                 mayResolve: mayResolve, bearer: session == nil))
         }
     }
 
@@ -177,6 +184,9 @@ public final class Inspector: Sendable {
             if self.policies.current.isOpen { return Self.redirect("/ui/") }
             return Self.html(.ok, self.site.login(error: nil, next: Self.safeNext(request.uri.queryParameters.get("next"))))
         }
+        router.post("ui/conflicts/{id}/resolve") { request, context in
+            await self.resolve(request, id: context.parameters.get("id") ?? "")
+        }
         router.post("ui/login") { request, _ in await self.signIn(request) }
         router.post("ui/logout") { request, _ in await self.signOut(request) }
         // The pages are read-only: any other method is refused.
@@ -239,6 +249,44 @@ public final class Inspector: Sendable {
             r.setCookie(Cookie(name: Self.cookieName, value: id, maxAge: Int(InspectorSessions.lifetimeSeconds), path: "/ui",
                                secure: secureCookies, httpOnly: true, sameSite: .strict))
             return r
+        }
+    }
+
+    /// `POST /ui/conflicts/ID/resolve` (`keep=winner|loser`, `csrf=`): the one action of the
+    /// pages. It needs the right to push this replica's origin, the page's CSRF token (a bearer
+    /// token is not sent by a browser on its own, so a request with one needs none), a form from
+    /// this server; it appends the update that settles the conflict, then goes back to the entity.
+    func resolve(_ request: Request, id idText: String) async -> Response {
+        let chrome: InspectorSite.Chrome
+        switch caller(request) {
+        case .refused(let r): return r
+        case .allowed(let c): chrome = c
+        }
+        guard chrome.mayResolve else {
+            return Self.html(.forbidden, site.problem("Resolving a conflict appends an event of replica \(site.book.replicaID); this token may not push it.", chrome: chrome))
+        }
+        let fields: [String: String]
+        do { fields = try await Self.form(request) } catch let e as InspectorError {
+            return Self.html(HTTPResponse.Status(code: e.status), site.problem(e.message, chrome: chrome))
+        } catch {
+            return Self.html(.badRequest, site.problem("the form could not be read", chrome: chrome))
+        }
+        guard Self.sameOrigin(request), chrome.bearer || InspectorSessions.same(fields["csrf"] ?? "", chrome.csrf ?? "") else {
+            return Self.html(.forbidden, site.problem("This form's CSRF token does not match; reload the page and try again.", chrome: chrome))
+        }
+        guard let id = Int64(idText), id > 0 else { return Self.html(.notFound, site.problem("\(idText) is not a conflict number", chrome: chrome)) }
+        guard let keep = fields["keep"], keep == "winner" || keep == "loser" else {
+            return Self.html(.badRequest, site.problem("keep= must be winner or loser", chrome: chrome))
+        }
+        do {
+            let (entity, entityID) = try site.resolve(conflict: id, keepWinner: keep == "winner")
+            return Self.redirect(InspectorSite.entityLink(entity, entityID) + "#c-\(id)")
+        } catch let e as LogbookError {
+            let status: HTTPResponse.Status = e.kind == .notFound ? .notFound : e.kind == .invalid ? .conflict : .serviceUnavailable
+            return Self.html(status, site.problem(e.message, chrome: chrome))
+        } catch {
+            logger.error("resolving conflict \(id) failed: \(error)")
+            return Self.html(.serviceUnavailable, site.problem("The conflict could not be resolved now: \(error)", chrome: chrome))
         }
     }
 

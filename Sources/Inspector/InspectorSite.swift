@@ -34,9 +34,18 @@ public final class InspectorSite: @unchecked Sendable {
     public struct Chrome: Sendable {
         public var session: (principal: String, csrf: String)?
         public var query = ""
-        public init(session: (principal: String, csrf: String)? = nil, query: String = "") {
+        /// The CSRF token the page's forms carry (a session's, or the open server's).
+        public var csrf: String?
+        /// Whether the caller may resolve conflicts (push this replica's origin).
+        public var mayResolve = false
+        /// Whether the caller sent a bearer token (not a cookie): a browser never does so on its own.
+        public var bearer = false
+        public init(session: (principal: String, csrf: String)? = nil, query: String = "", csrf: String? = nil, mayResolve: Bool = false, bearer: Bool = false) {
             self.session = session
             self.query = query
+            self.csrf = csrf
+            self.mayResolve = mayResolve
+            self.bearer = bearer
         }
     }
 
@@ -48,6 +57,7 @@ public final class InspectorSite: @unchecked Sendable {
         context["replica"] = book.replicaID.description
         context["query"] = chrome.query
         if let s = chrome.session, s.principal != "" { context["session"] = ["principal": s.principal, "csrf": s.csrf] }
+        if chrome.mayResolve, let csrf = chrome.csrf { context["resolve"] = ["csrf": csrf] }
         if !index.isCaughtUp {
             context["indexing"] = ["indexed": (try? index.indexedEvents()) ?? 0, "total": (try? book.status().log.totalEvents) ?? 0]
         }
@@ -255,8 +265,26 @@ public final class InspectorSite: @unchecked Sendable {
             "winnerValue": shown(c.winnerValue), "loserValue": shown(c.loserValue), "winnerEventID": c.winnerEventID, "loserEventID": c.loserEventID,
             "winnerOrigin": c.winnerOrigin, "loserOrigin": c.loserOrigin,
             "winnerOriginLink": originLink(c.winnerOrigin), "loserOriginLink": originLink(c.loserOrigin),
-            "detectedAt": c.detectedAt, "resolvedBy": c.resolvedBy ?? "",
+            "detectedAt": c.detectedAt, "resolvedBy": c.resolvedBy ?? "", "resolved": c.resolvedBy != nil,
         ]
+    }
+
+    /// Settles conflict `id`, keeping its winner's or its loser's value: an update appended
+    /// through this store's writer (this Logbook when it is one, else one opened for the call).
+    /// - Returns: the entity the conflict is on.
+    func resolve(conflict id: Int64, keepWinner: Bool) throws -> (String, String) {
+        guard let c = try book.projection.conflict(id) else { throw LogbookError(.notFound, "no conflict #\(id)") }
+        let me = book.replicaID.description
+        let localIsWinner = c.winnerOrigin == me || c.loserOrigin != me
+        let side: Logbook.Side = keepWinner == localIsWinner ? .local : .remote
+        if book.access == .readWrite {
+            try book.resolve(conflict: id, keep: side)
+        } else {
+            let writer = try Logbook.open(at: book.path, access: .readWrite)
+            defer { try? writer.close() }
+            try writer.resolve(conflict: id, keep: side)
+        }
+        return (c.entity, c.entityID)
     }
 
     static func afterID(_ text: String?) throws -> Int64 {

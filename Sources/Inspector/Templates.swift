@@ -150,7 +150,7 @@ enum Templates {
         <table class="conflicts">
         <thead><tr><th>#</th><th>Field</th><th>Winner</th><th>Loser</th><th>Detected</th><th>Resolved by</th></tr></thead>
         <tbody>
-        {{#conflicts}}<tr id="c-{{id}}"><td>{{id}}</td><td>{{field}}</td><td class="winner"><span class="label">winner</span> <span class="value">{{winnerValue}}</span><br>event <code>{{winnerEventID}}</code><br>origin <a href="{{winnerOriginLink}}"><code>{{winnerOrigin}}</code></a></td><td class="loser"><span class="label">loser</span> <span class="value">{{loserValue}}</span><br>event <code>{{loserEventID}}</code><br>origin <a href="{{loserOriginLink}}"><code>{{loserOrigin}}</code></a></td><td><time>{{detectedAt}}</time></td><td>{{resolvedBy}}</td></tr>
+        {{#conflicts}}<tr id="c-{{id}}"><td>{{id}}</td><td>{{field}}</td><td class="winner"><span class="label">winner</span> <span class="value">{{winnerValue}}</span><br>event <code>{{winnerEventID}}</code><br>origin <a href="{{winnerOriginLink}}"><code>{{winnerOrigin}}</code></a></td><td class="loser"><span class="label">loser</span> <span class="value">{{loserValue}}</span><br>event <code>{{loserEventID}}</code><br>origin <a href="{{loserOriginLink}}"><code>{{loserOrigin}}</code></a></td><td><time>{{detectedAt}}</time></td><td>{{resolvedBy}}{{^resolved}}{{#resolve}}<form class="resolve" method="post" action="/ui/conflicts/{{id}}/resolve"><input type="hidden" name="csrf" value="{{csrf}}"><button name="keep" value="winner">Keep winner</button> <button name="keep" value="loser">Keep loser</button></form>{{/resolve}}{{/resolved}}</td></tr>
         {{/conflicts}}
         {{^conflicts}}<tr><td colspan="6">No conflicts.</td></tr>{{/conflicts}}
         </tbody>
@@ -172,7 +172,7 @@ enum Templates {
         """
 
     static let conflictRows = """
-        {{#conflicts}}<tr id="c-{{id}}"><td>{{id}}</td><td><a href="{{entityLink}}">{{entity}} <code>{{entityID}}</code></a></td><td>{{field}}</td><td class="winner"><span class="label">winner</span> <span class="value">{{winnerValue}}</span><br>event <code>{{winnerEventID}}</code><br>origin <a href="{{winnerOriginLink}}"><code>{{winnerOrigin}}</code></a></td><td class="loser"><span class="label">loser</span> <span class="value">{{loserValue}}</span><br>event <code>{{loserEventID}}</code><br>origin <a href="{{loserOriginLink}}"><code>{{loserOrigin}}</code></a></td><td><time>{{detectedAt}}</time></td><td>{{resolvedBy}}</td></tr>
+        {{#conflicts}}<tr id="c-{{id}}"><td>{{id}}</td><td><a href="{{entityLink}}">{{entity}} <code>{{entityID}}</code></a></td><td>{{field}}</td><td class="winner"><span class="label">winner</span> <span class="value">{{winnerValue}}</span><br>event <code>{{winnerEventID}}</code><br>origin <a href="{{winnerOriginLink}}"><code>{{winnerOrigin}}</code></a></td><td class="loser"><span class="label">loser</span> <span class="value">{{loserValue}}</span><br>event <code>{{loserEventID}}</code><br>origin <a href="{{loserOriginLink}}"><code>{{loserOrigin}}</code></a></td><td><time>{{detectedAt}}</time></td><td>{{resolvedBy}}{{^resolved}}{{#resolve}}<form class="resolve" method="post" action="/ui/conflicts/{{id}}/resolve"><input type="hidden" name="csrf" value="{{csrf}}"><button name="keep" value="winner">Keep winner</button> <button name="keep" value="loser">Keep loser</button></form>{{/resolve}}{{/resolved}}</td></tr>
         {{/conflicts}}
         """
 

@@ -149,6 +149,69 @@ struct Fixture {
         }
     }
 
+    static func csrf(_ page: String, form action: String) -> String? {
+        guard let at = page.range(of: "action=\"\(action)\"") else { return nil }
+        return page[at.upperBound...].range(of: "name=\"csrf\" value=\"").map { r in String(page[r.upperBound...].prefix(64)) }
+    }
+
+    @Test func aConflictIsResolvedFromThePageWithItsCSRFToken() async throws {
+        let f = try await Fixture()
+        let c = try #require(try f.book.conflicts().first)
+        // As `evctl serve` and `evctl inspect` hold it: read-only; the action opens a writer.
+        let path = f.book.path
+        try f.book.close()
+        let book = try Logbook.open(at: path, access: .inspect)
+        var config = ServerConfiguration()
+        config.port = 0
+        try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
+            try Inspector.open(book: book, policies: policies).install(on: router)
+        }) { url in
+            let entityPage = "/ui/entity/item/\(f.item.lowercasedString)"
+            let page = try await fetch(url + entityPage)
+            let action = "/ui/conflicts/\(c.id)/resolve"
+            let csrf = try #require(Self.csrf(page.body, form: action))
+            // No token, a wrong one, or a form from another site: refused, nothing appended.
+            let before = try book.status().log.totalEvents
+            #expect(try await fetch(url + action, method: .POST, form: "keep=loser").status == 403)
+            #expect(try await fetch(url + action, method: .POST, form: "keep=loser&csrf=\(String(repeating: "0", count: 64))").status == 403)
+            #expect(try await fetch(url + action, method: .POST, headers: [("Origin", "https://evil.example")], form: "keep=loser&csrf=\(csrf)").status == 403)
+            #expect(try await fetch(url + action, method: .POST, form: "keep=both&csrf=\(csrf)").status == 400)
+            #expect(try book.status().log.totalEvents == before)
+            let done = try await fetch(url + action, method: .POST, form: "keep=loser&csrf=\(csrf)")
+            #expect(done.status == 303 && done.headers["Location"].first == entityPage + "#c-\(c.id)")
+            #expect(try book.status().log.totalEvents == before + 1)
+            let loser = c.loserValue.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            #expect(try book.item(f.item)?.notes == loser)
+            let after = try await fetch(url + entityPage)
+            #expect(Self.csrf(after.body, form: action) == nil, "a resolved conflict has no form")
+            #expect(try await fetch(url + action, method: .POST, form: "keep=winner&csrf=\(csrf)").status == 409)
+        }
+    }
+
+    @Test func resolvingNeedsThePushRight() async throws {
+        let f = try await Fixture()
+        let c = try #require(try f.book.conflicts().first)
+        let tokens = """
+            {"principals":[{"name":"reader","token":"reader-token-0123456789","push":[],"pull":true},
+                           {"name":"owner","token":"owner-token-01234567890","push":["\(f.book.replicaID)"],"pull":true}]}
+            """
+        try await f.serve(tokens: tokens) { url, _ in
+            let action = "/ui/conflicts/\(c.id)/resolve"
+            let reader = [("Authorization", "Bearer reader-token-0123456789")]
+            let page = try await fetch(url + "/ui/conflicts", headers: reader)
+            #expect(page.status == 200 && Self.csrf(page.body, form: action) == nil)
+            #expect(try await fetch(url + action, method: .POST, headers: reader, form: "keep=winner").status == 403)
+            // Signed in with a cookie, the owner needs the session's CSRF token.
+            let signIn = try await fetch(url + "/ui/login", method: .POST, form: "token=owner-token-01234567890")
+            let cookie = [("Cookie", String(try #require(signIn.headers["Set-Cookie"].first).prefix(while: { $0 != ";" })))]
+            let own = try await fetch(url + "/ui/conflicts", headers: cookie)
+            let csrf = try #require(Self.csrf(own.body, form: action))
+            #expect(try await fetch(url + action, method: .POST, headers: cookie, form: "keep=winner").status == 403)
+            #expect(try await fetch(url + action, method: .POST, headers: cookie, form: "keep=winner&csrf=\(csrf)").status == 303)
+            #expect(try f.book.conflicts().isEmpty)
+        }
+    }
+
     @Test func paginationWalksTheWholeLogOnce() async throws {
         let f = try await Fixture()
         for i in 0..<130 { _ = try f.book.create(TagValues(name: .set("t\(i)"))) }
