@@ -56,6 +56,27 @@ public final class AuditIndex: @unchecked Sendable {
             path = file
         }
         try Self.migrate(db, store: store)
+        try dropIfAhead()
+    }
+
+    /// An index that holds events past the end of an origin's log (the store was put back to an
+    /// older copy) describes events that are not there: it is emptied and built again.
+    private func dropIfAhead() throws {
+        let reader = LogReader(store: store)
+        var ahead: [String] = []
+        try db.read { db in
+            for row in try Row.fetchAll(db, sql: "SELECT origin, next_seq FROM origins") {
+                guard let u = Self.uuid(row[0]) else { continue }
+                let origin = ReplicaID(rawValue: u)
+                let last = try reader.tip(origin: origin, hashing: false).lastSeq.rawValue
+                if UInt64(max(1, row[1] as Int64)) - 1 > last { ahead.append("\(origin) (indexed through \((row[1] as Int64) - 1), the log ends at \(last))") }
+            }
+        }
+        guard !ahead.isEmpty else { return }
+        logger.warning("the audit index of \(store.path) is ahead of the log for \(ahead.joined(separator: ", ")); building it again")
+        try db.write { db in
+            for t in ["origins", "events", "buckets"] { try db.execute(sql: "DELETE FROM \(t)") }
+        }
     }
 
     private static func openChecked(_ file: String, store: Store, config: Configuration) throws -> DatabasePool {

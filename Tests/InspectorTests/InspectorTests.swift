@@ -323,6 +323,30 @@ struct Fixture {
         #expect(try AuditIndex(store: other.store).indexedEvents() == 0)
     }
 
+    @Test func anIndexAheadOfAStorePutBackIsBuiltAgain() throws {
+        let dir = InspectorDir()
+        var book: Logbook? = try Logbook.open(at: dir.path + "/s", creating: true)
+        for i in 0..<10 { _ = try book!.create(TagValues(name: .set("t\(i)"))) }
+        try book!.close()
+        try FileManager.default.copyItem(atPath: dir.path + "/s", toPath: dir.path + "/older")
+        book = try Logbook.open(at: dir.path + "/s")
+        for i in 10..<25 { _ = try book!.create(TagValues(name: .set("t\(i)"))) }
+        #expect(try AuditIndex(store: book!.store).catchUp() == 25)
+        try book!.close()
+        book = nil
+        // The store is put back to its older copy; the index file stays.
+        for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: dir.path + "/s/audit.sqlite" + suffix) {
+            try FileManager.default.copyItem(atPath: dir.path + "/s/audit.sqlite" + suffix, toPath: dir.path + "/older/audit.sqlite" + suffix)
+        }
+        try FileManager.default.removeItem(atPath: dir.path + "/s")
+        try FileManager.default.moveItem(atPath: dir.path + "/older", toPath: dir.path + "/s")
+        let older = try Logbook.open(at: dir.path + "/s", access: .inspect)
+        let index = try AuditIndex(store: older.store)
+        #expect(try index.indexedEvents() == 0)
+        #expect(try index.catchUp() == 10)
+        #expect(try index.timeline(TimelineFilter(), before: nil, limit: 100).events.count == 10)
+    }
+
     @Test func placesInTheLogParseOnlyWhenWhole() {
         let k = MergeKey(hlc: HLC(rawValue: 123_456), origin: ReplicaID.random(), seq: Seq(7))
         #expect(MergeKey(k.description) == k)
