@@ -14,12 +14,13 @@ let logbook: [Target.Dependency] = [
     .product(name: "Projections", package: root),
     .product(name: "Replicator", package: root),
     .product(name: "Logbook", package: root),
+    .product(name: "Inspector", package: root),
 ]
 
 let package = Package(
     name: "LogbookFuzz",
     dependencies: [.package(path: "..")],
-    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream", "FuzzLegacyImport"].map {
+    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream", "FuzzLegacyImport", "FuzzInspectorInput"].map {
         .executableTarget(name: $0, dependencies: logbook, path: "Sources/\($0)")
     }
 )

@@ -103,4 +103,8 @@ put("FuzzSnapshot", "not-sqlite", b"SQLite format 3\0" + b"\0" * 84)
 for f in sorted(glob.glob(os.path.join(root, "fixtures/legacy/*.json")) + glob.glob(os.path.join(root, "fixtures/legacy/*.sqlite"))):
     put("FuzzLegacyImport", os.path.basename(f), open(f, "rb").read())
 put("FuzzLegacyImport", "nested", b'{"items": [{"id": 1, "title": [[[[{"a": null}]]]], "created_at": 1e300}]}')
+put("FuzzInspectorInput", "form", b"token=abc%20def+ghi&next=%2Fui%2Flog%3Fentity%3Ditem&csrf=&x")
+put("FuzzInspectorInput", "place", b"117671888423682453-9993b3da-c5ab-4138-85d4-ea499b66948d-2951")
+put("FuzzInspectorInput", "time", b"2026-01-31T12:00:00.250Z")
+put("FuzzInspectorInput", "fields", b'[["title","a \\"quoted\\" line\\n"],["n","-3"]]')
 print("fuzz corpora seeded in %s from %d golden frames" % (out, len(frames)))

@@ -210,13 +210,7 @@ public final class Inspector: Sendable {
             guard body.readableBytes + chunk.readableBytes <= formBytesMax else { throw InspectorError("the form is larger than \(formBytesMax) bytes", status: 413) }
             body.writeBuffer(&chunk)
         }
-        var out: [String: String] = [:]
-        for pair in String(buffer: body).split(separator: "&") {
-            let kv = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            func decode(_ s: Substring) -> String { String(s).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? "" }
-            out[decode(kv[0])] = kv.count > 1 ? decode(kv[1]) : ""
-        }
-        return out
+        return InspectorInput.form(String(buffer: body))
     }
 
     /// A form must come from the inspector's own pages: an `Origin` header, when the browser
