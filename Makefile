@@ -69,6 +69,13 @@ demo: deps
 	 b=$$($(EVCTL_DEBUG) items --store $(DEMO_STORE)-2 --json --include-deleted --limit 1000000 | md5sum | cut -c1-16); \
 	 echo "items digest: $$a / $$b"; [ "$$a" = "$$b" ] && echo "projections agree"
 	@bash scripts/demo-http.sh $(EVCTL_DEBUG) $(DEMO_STORE)
+	@echo "== evctl inspect: the audit pages (open the URL it prints in a browser; here curl reads two)"
+	@$(EVCTL_DEBUG) inspect --store $(DEMO_STORE) --port-file $$(dirname $(DEMO_STORE))/inspect.port > /dev/null & pid=$$!; \
+	 for _ in $$(seq 1 100); do [ -s $$(dirname $(DEMO_STORE))/inspect.port ] && break; sleep 0.05; done; \
+	 url=http://127.0.0.1:$$(cat $$(dirname $(DEMO_STORE))/inspect.port)/ui; echo "$$url/"; \
+	 curl -s "$$url/" | grep -o '<a class="origin"[^>]*><code>[^<]*</code>' | sed -E 's/.*<code>(.*)<\/code>/  origin \1/'; \
+	 curl -s "$$url/log?entity=tag" | grep -c '<tr id="e-' | sed 's/^/  tag events on the first page of \/ui\/log?entity=tag: /'; \
+	 kill $$pid; rm -f $$(dirname $(DEMO_STORE))/inspect.port
 
 # Benchmarks: package-benchmark suites (release build) and the end-to-end CLI comparison.
 # A hub on PostgreSQL: a local cluster in demo/hub/pg, two serve nodes, three users' replicas.

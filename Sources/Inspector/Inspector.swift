@@ -306,8 +306,10 @@ struct AuditIndexer: Service {
     static let requestEventsMax = 2_000
     static let idleSeconds = 0.5
 
+    /// Ends when the server shuts down (SIGTERM, Ctrl-C), without an error.
     func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        let (index, logger) = (self.index, self.logger)
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 do {
                     let n = try index.catchUp(limit: 50_000, wait: true)
@@ -315,7 +317,7 @@ struct AuditIndexer: Service {
                 } catch {
                     logger.error("the audit index could not be caught up: \(error)")
                 }
-                try await Task.sleep(nanoseconds: UInt64(Self.idleSeconds * 1e9))
+                try? await Task.sleep(nanoseconds: UInt64(Self.idleSeconds * 1e9))
             }
         }
     }

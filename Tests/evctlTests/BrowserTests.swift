@@ -100,6 +100,30 @@ import Testing
         #expect(r.stderr.contains("loopback"))
     }
 
+    /// SIGTERM (or Ctrl-C) ends `evctl inspect` and `evctl serve`, with their audit indexers, cleanly.
+    @Test func inspectAndServeStopCleanlyOnSIGTERM() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        for args in [["inspect", "--store", store], ["serve", "--store", store, "--listen", "127.0.0.1:0"]] {
+            let portFile = dir.path + "/port-\(args[0])"
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: Evctl.path)
+            p.arguments = args + ["--port-file", portFile]
+            let err = Pipe()
+            p.standardOutput = FileHandle.nullDevice
+            p.standardError = err
+            try p.run()
+            for _ in 0..<400 where !FileManager.default.fileExists(atPath: portFile) { Thread.sleep(forTimeInterval: 0.025) }
+            Thread.sleep(forTimeInterval: 0.3)  // the indexer is in its wait
+            p.terminate()
+            let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            p.waitUntilExit()
+            #expect(p.terminationStatus == 0, "\(args[0]): \(text)")
+            #expect(!text.contains("error"), "\(args[0]): \(text)")
+        }
+    }
+
     @Test func aBrowserWithoutATokenIsSentToSignIn() throws {
         let dir = TempDir()
         let store = try Self.makeStore(dir)
