@@ -61,7 +61,7 @@ public final class Inspector: Sendable {
         .contentSecurityPolicy: "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
         .cacheControl: "no-store",
         HTTPField.Name("X-Content-Type-Options")!: "nosniff",
-        HTTPField.Name("Referrer-Policy")!: "no-referrer",
+        HTTPField.Name("Referrer-Policy")!: "same-origin",
         HTTPField.Name("X-Frame-Options")!: "DENY",
     ]
 

@@ -100,6 +100,58 @@ import Testing
         #expect(r.stderr.contains("loopback"))
     }
 
+    /// Drives Chromium over the DevTools protocol (scripts/browser-signin.py); its JSON answer.
+    static func drive(_ args: [String]) throws -> [String: Any] {
+        guard let chromium else { throw Failure(description: "chromium is not installed (make deps installs it)") }
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", root + "/scripts/browser-signin.py", chromium] + args
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.nullDevice
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw Failure(description: "browser-signin.py \(args.prefix(3)) failed: \(String(decoding: data, as: UTF8.self))") }
+        return json(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// A person signing in: sent from the page to the form, typing the token, landing back on
+    /// the page with its data; the cookie is out of the page's reach (HttpOnly), no script runs
+    /// (CSP), and signing out (its CSRF token) ends the session.
+    @Test func signingInAndOutInTheBrowser() throws {
+        let dir = TempDir()
+        let store = try Self.makeStore(dir)
+        let tokens = dir.path + "/tokens.json"
+        try #"{"principals":[{"name":"auditor","token":"auditor-token-0123456789","push":[],"pull":true}]}"#.write(toFile: tokens, atomically: true, encoding: .utf8)
+        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+        let (server, url) = try Self.start(["serve", "--store", store, "--listen", "127.0.0.1:0", "--tokens", tokens], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        let r = try Self.drive([url, "auditor-token-0123456789", "/ui/log?entity=tag", Self.artifacts + "/signed-in.png", dir.path + "/chromium"])
+        #expect(r["first_page"] as? String == "login" && (r["first_shows_data"] as? Int) == 0)
+        #expect(r["after"] as? String == "/ui/log?entity=tag" && r["after_page"] as? String == "log")
+        #expect(((r["after_rows"] as? Int) ?? 0) > 0)
+        #expect(r["script_sees_cookie"] as? String == "", "the session cookie is HttpOnly")
+        #expect(r["signed_in_as"] as? String == "Sign out auditor")
+        #expect(r["inline_script_ran"] as? Bool == false, "the CSP forbids the page's scripts")
+        #expect(r["after_signout"] as? String == "/ui/login" && r["again"] as? String == "login")
+    }
+
+    /// Keeping a conflict's loser with the button of its page, on `evctl inspect` (no tokens:
+    /// the page's own CSRF token), lands back on the entity with the conflict resolved.
+    @Test func resolvingAConflictInTheBrowser() throws {
+        let dir = TempDir()
+        let store = try Self.makeStore(dir)
+        let (server, url) = try Self.start(["inspect", "--store", store], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        let r = try Self.drive([url, "--resolve", "/ui/entity/item/\(Self.item)", Self.artifacts + "/resolved.png", dir.path + "/chromium"])
+        #expect(r["forms_before"] as? Int == 1 && r["forms_after"] as? Int == 0)
+        #expect(r["after"] as? String == "/ui/entity/item/\(Self.item)" && r["after_page"] as? String == "entity")
+        let items = try Evctl.run(["items", "--store", store, "--json", "--limit", "1000"]).stdout
+        #expect(items.contains("\"notes\":\"edited on b\""), "the loser's value is kept")
+        #expect(try Evctl.run(["conflicts", "--store", store]).stdout.contains("no open conflicts"))
+    }
+
     /// SIGTERM (or Ctrl-C) ends `evctl inspect` and `evctl serve`, with their audit indexers, cleanly.
     @Test func inspectAndServeStopCleanlyOnSIGTERM() throws {
         let dir = TempDir()
