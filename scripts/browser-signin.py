@@ -13,6 +13,9 @@ the body's data-page. Exits 1 when the browser does not answer in time.
 import base64, json, os, select, subprocess, sys, time
 
 chromium, base, token, path, shot, profile = sys.argv[1:7]
+# Descriptors inherited from whoever started us (a test runner's sockets) are not the browser's
+# to hold: a socket kept open by a browser is a connection its peer never sees closed.
+os.closerange(3, 65536)
 to_browser_r, to_browser_w = os.pipe()
 from_browser_r, from_browser_w = os.pipe()
 
@@ -25,6 +28,7 @@ def setup():
     os.dup2(b, 4)
     os.set_inheritable(3, True)
     os.set_inheritable(4, True)
+    os.closerange(5, 65536)
 
 
 proc = subprocess.Popen(
@@ -108,6 +112,11 @@ try:
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png))
         print(json.dumps(result))
+        sys.stdout.flush()
+        try:
+            send("Browser.close")
+        except Exception:
+            pass
         sys.exit(0)
     send("Page.navigate", {"url": base + path}, session)
     wait_event("Page.loadEventFired", session)

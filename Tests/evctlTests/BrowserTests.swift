@@ -21,8 +21,11 @@ import Testing
     static func browse(_ url: String, _ args: [String], profile: String) throws -> String {
         guard let chromium else { throw Failure(description: "chromium is not installed (make deps installs it)") }
         let p = Process()
-        p.executableURL = URL(fileURLWithPath: chromium)
-        p.arguments = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions",
+        // Through a step that closes every descriptor the test process let the child inherit (its
+        // sockets): a browser holding one keeps another test's connection open.
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", "-c", "import os, sys; os.closerange(3, 65536); os.execv(sys.argv[1], sys.argv[1:])", chromium,
+                       "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-extensions",
                        "--user-data-dir=\(profile)", "--window-size=1280,1000"] + args + [url]
         let out = Pipe()
         p.standardOutput = out
@@ -58,37 +61,39 @@ import Testing
         return a
     }
 
-    @Test func everyPageInHeadlessChromium() throws {
-        let dir = TempDir()
-        let store = try Self.makeStore(dir)
-        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
-        let (server, url) = try Self.start(["inspect", "--store", store], dir: dir)
-        defer { server.terminate(); server.waitUntilExit() }
-        let profile = dir.path + "/chromium"
-        // (name, path, what its DOM must hold)
-        let pages: [(String, String, [String])] = [
-            ("overview", "/ui/", ["data-page=\"overview\"", "<svg", "<rect x=", "1 open conflicts", "clean: "]),
-            ("log", "/ui/log", ["data-page=\"log\"", "rel=\"next\"", "class=\"held\""]),
-            ("log-tags", "/ui/log?entity=tag", ["data-page=\"log\"", "/ui/entity/tag/"]),
-            ("entity", "/ui/entity/item/\(Self.item)", ["data-page=\"entity\"", "<span class=\"label\">winner</span>", "<span class=\"label\">loser</span>",
-                                                        "edited on a", "edited on b", "&lt;script&gt;document.title="]),
-            ("conflicts", "/ui/conflicts", ["data-page=\"conflicts\"", "winner", "loser", "/ui/entity/item/\(Self.item)"]),
-            ("anomalies", "/ui/anomalies", ["data-page=\"anomalies\""]),
-            ("search", "/ui/search?q=quoted", ["data-page=\"search\"", "/ui/entity/item/\(Self.item)"]),
-        ]
-        for (name, path, wanted) in pages {
-            let dom = try Self.browse(url + path, ["--dump-dom"], profile: profile)
-            #expect(dom.contains("</html>"), "\(name): the browser rendered a document")
-            for w in wanted { #expect(dom.contains(w), "\(name): \(w)") }
-            // The hostile title stayed text: no element of its own, and no script ran.
-            #expect(!dom.contains("<script") && !dom.contains("<img src=\"x\""), "\(name)")
-            #expect(!dom.contains("<title>owned</title>"), "\(name)")
-            if name == "log-tags" { #expect(!dom.contains("/ui/entity/item_tag/"), "entity=tag is not item_tag") }
-            let shot = Self.artifacts + "/\(name).png"
-            try? FileManager.default.removeItem(atPath: shot)
-            _ = try Self.browse(url + path, ["--screenshot=\(shot)", "--hide-scrollbars"], profile: profile)
-            let size = (try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0
-            #expect(size > 5_000, "\(name): a screenshot in \(shot)")
+    @Test func everyPageInHeadlessChromium() async throws {
+        try await offThePool {
+            let dir = TempDir()
+            let store = try Self.makeStore(dir)
+            try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+            let (server, url) = try Self.start(["inspect", "--store", store], dir: dir)
+            defer { server.terminate(); server.waitUntilExit() }
+            let profile = dir.path + "/chromium"
+            // (name, path, what its DOM must hold)
+            let pages: [(String, String, [String])] = [
+                ("overview", "/ui/", ["data-page=\"overview\"", "<svg", "<rect x=", "1 open conflicts", "clean: "]),
+                ("log", "/ui/log", ["data-page=\"log\"", "rel=\"next\"", "class=\"held\""]),
+                ("log-tags", "/ui/log?entity=tag", ["data-page=\"log\"", "/ui/entity/tag/"]),
+                ("entity", "/ui/entity/item/\(Self.item)", ["data-page=\"entity\"", "<span class=\"label\">winner</span>", "<span class=\"label\">loser</span>",
+                                                            "edited on a", "edited on b", "&lt;script&gt;document.title="]),
+                ("conflicts", "/ui/conflicts", ["data-page=\"conflicts\"", "winner", "loser", "/ui/entity/item/\(Self.item)"]),
+                ("anomalies", "/ui/anomalies", ["data-page=\"anomalies\""]),
+                ("search", "/ui/search?q=quoted", ["data-page=\"search\"", "/ui/entity/item/\(Self.item)"]),
+            ]
+            for (name, path, wanted) in pages {
+                let dom = try Self.browse(url + path, ["--dump-dom"], profile: profile)
+                #expect(dom.contains("</html>"), "\(name): the browser rendered a document")
+                for w in wanted { #expect(dom.contains(w), "\(name): \(w)") }
+                // The hostile title stayed text: no element of its own, and no script ran.
+                #expect(!dom.contains("<script") && !dom.contains("<img src=\"x\""), "\(name)")
+                #expect(!dom.contains("<title>owned</title>"), "\(name)")
+                if name == "log-tags" { #expect(!dom.contains("/ui/entity/item_tag/"), "entity=tag is not item_tag") }
+                let shot = Self.artifacts + "/\(name).png"
+                try? FileManager.default.removeItem(atPath: shot)
+                _ = try Self.browse(url + path, ["--screenshot=\(shot)", "--hide-scrollbars"], profile: profile)
+                let size = (try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0
+                #expect(size > 5_000, "\(name): a screenshot in \(shot)")
+            }
         }
     }
 
@@ -119,37 +124,41 @@ import Testing
     /// A person signing in: sent from the page to the form, typing the token, landing back on
     /// the page with its data; the cookie is out of the page's reach (HttpOnly), no script runs
     /// (CSP), and signing out (its CSRF token) ends the session.
-    @Test func signingInAndOutInTheBrowser() throws {
-        let dir = TempDir()
-        let store = try Self.makeStore(dir)
-        let tokens = dir.path + "/tokens.json"
-        try #"{"principals":[{"name":"auditor","token":"auditor-token-0123456789","push":[],"pull":true}]}"#.write(toFile: tokens, atomically: true, encoding: .utf8)
-        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
-        let (server, url) = try Self.start(["serve", "--store", store, "--listen", "127.0.0.1:0", "--tokens", tokens], dir: dir)
-        defer { server.terminate(); server.waitUntilExit() }
-        let r = try Self.drive([url, "auditor-token-0123456789", "/ui/log?entity=tag", Self.artifacts + "/signed-in.png", dir.path + "/chromium"])
-        #expect(r["first_page"] as? String == "login" && (r["first_shows_data"] as? Int) == 0)
-        #expect(r["after"] as? String == "/ui/log?entity=tag" && r["after_page"] as? String == "log")
-        #expect(((r["after_rows"] as? Int) ?? 0) > 0)
-        #expect(r["script_sees_cookie"] as? String == "", "the session cookie is HttpOnly")
-        #expect(r["signed_in_as"] as? String == "Sign out auditor")
-        #expect(r["inline_script_ran"] as? Bool == false, "the CSP forbids the page's scripts")
-        #expect(r["after_signout"] as? String == "/ui/login" && r["again"] as? String == "login")
+    @Test func signingInAndOutInTheBrowser() async throws {
+        try await offThePool {
+            let dir = TempDir()
+            let store = try Self.makeStore(dir)
+            let tokens = dir.path + "/tokens.json"
+            try #"{"principals":[{"name":"auditor","token":"auditor-token-0123456789","push":[],"pull":true}]}"#.write(toFile: tokens, atomically: true, encoding: .utf8)
+            try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+            let (server, url) = try Self.start(["serve", "--store", store, "--listen", "127.0.0.1:0", "--tokens", tokens], dir: dir)
+            defer { server.terminate(); server.waitUntilExit() }
+            let r = try Self.drive([url, "auditor-token-0123456789", "/ui/log?entity=tag", Self.artifacts + "/signed-in.png", dir.path + "/chromium"])
+            #expect(r["first_page"] as? String == "login" && (r["first_shows_data"] as? Int) == 0)
+            #expect(r["after"] as? String == "/ui/log?entity=tag" && r["after_page"] as? String == "log")
+            #expect(((r["after_rows"] as? Int) ?? 0) > 0)
+            #expect(r["script_sees_cookie"] as? String == "", "the session cookie is HttpOnly")
+            #expect(r["signed_in_as"] as? String == "Sign out auditor")
+            #expect(r["inline_script_ran"] as? Bool == false, "the CSP forbids the page's scripts")
+            #expect(r["after_signout"] as? String == "/ui/login" && r["again"] as? String == "login")
+        }
     }
 
     /// Keeping a conflict's loser with the button of its page, on `evctl inspect` (no tokens:
     /// the page's own CSRF token), lands back on the entity with the conflict resolved.
-    @Test func resolvingAConflictInTheBrowser() throws {
-        let dir = TempDir()
-        let store = try Self.makeStore(dir)
-        let (server, url) = try Self.start(["inspect", "--store", store], dir: dir)
-        defer { server.terminate(); server.waitUntilExit() }
-        let r = try Self.drive([url, "--resolve", "/ui/entity/item/\(Self.item)", Self.artifacts + "/resolved.png", dir.path + "/chromium"])
-        #expect(r["forms_before"] as? Int == 1 && r["forms_after"] as? Int == 0)
-        #expect(r["after"] as? String == "/ui/entity/item/\(Self.item)" && r["after_page"] as? String == "entity")
-        let items = try Evctl.run(["items", "--store", store, "--json", "--limit", "1000"]).stdout
-        #expect(items.contains("\"notes\":\"edited on b\""), "the loser's value is kept")
-        #expect(try Evctl.run(["conflicts", "--store", store]).stdout.contains("no open conflicts"))
+    @Test func resolvingAConflictInTheBrowser() async throws {
+        try await offThePool {
+            let dir = TempDir()
+            let store = try Self.makeStore(dir)
+            let (server, url) = try Self.start(["inspect", "--store", store], dir: dir)
+            defer { server.terminate(); server.waitUntilExit() }
+            let r = try Self.drive([url, "--resolve", "/ui/entity/item/\(Self.item)", Self.artifacts + "/resolved.png", dir.path + "/chromium"])
+            #expect(r["forms_before"] as? Int == 1 && r["forms_after"] as? Int == 0)
+            #expect(r["after"] as? String == "/ui/entity/item/\(Self.item)" && r["after_page"] as? String == "entity")
+            let items = try Evctl.run(["items", "--store", store, "--json", "--limit", "1000"]).stdout
+            #expect(items.contains("\"notes\":\"edited on b\""), "the loser's value is kept")
+            #expect(try Evctl.run(["conflicts", "--store", store]).stdout.contains("no open conflicts"))
+        }
     }
 
     /// SIGTERM (or Ctrl-C) ends `evctl inspect` and `evctl serve`, with their audit indexers, cleanly.
@@ -176,21 +185,23 @@ import Testing
         }
     }
 
-    @Test func aBrowserWithoutATokenIsSentToSignIn() throws {
-        let dir = TempDir()
-        let store = try Self.makeStore(dir)
-        let tokens = dir.path + "/tokens.json"
-        try #"{"principals":[{"name":"auditor","token":"auditor-token-0123456789","push":[],"pull":true}]}"#.write(toFile: tokens, atomically: true, encoding: .utf8)
-        try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
-        let (server, url) = try Self.start(["serve", "--store", store, "--listen", "127.0.0.1:0", "--tokens", tokens], dir: dir)
-        defer { server.terminate(); server.waitUntilExit() }
-        let profile = dir.path + "/chromium"
-        let dom = try Self.browse(url + "/ui/entity/item/\(Self.item)", ["--dump-dom"], profile: profile)
-        #expect(dom.contains("data-page=\"login\"") && dom.contains("name=\"token\""))
-        #expect(!dom.contains(Self.item) || dom.contains("name=\"next\" value=\"/ui/entity/item/\(Self.item)\""), "no data, only where to go back to")
-        #expect(!dom.contains("edited on"))
-        let shot = Self.artifacts + "/login.png"
-        _ = try Self.browse(url + "/ui/", ["--screenshot=\(shot)", "--hide-scrollbars"], profile: profile)
-        #expect(((try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0) > 2_000)
+    @Test func aBrowserWithoutATokenIsSentToSignIn() async throws {
+        try await offThePool {
+            let dir = TempDir()
+            let store = try Self.makeStore(dir)
+            let tokens = dir.path + "/tokens.json"
+            try #"{"principals":[{"name":"auditor","token":"auditor-token-0123456789","push":[],"pull":true}]}"#.write(toFile: tokens, atomically: true, encoding: .utf8)
+            try FileManager.default.createDirectory(atPath: Self.artifacts, withIntermediateDirectories: true)
+            let (server, url) = try Self.start(["serve", "--store", store, "--listen", "127.0.0.1:0", "--tokens", tokens], dir: dir)
+            defer { server.terminate(); server.waitUntilExit() }
+            let profile = dir.path + "/chromium"
+            let dom = try Self.browse(url + "/ui/entity/item/\(Self.item)", ["--dump-dom"], profile: profile)
+            #expect(dom.contains("data-page=\"login\"") && dom.contains("name=\"token\""))
+            #expect(!dom.contains(Self.item) || dom.contains("name=\"next\" value=\"/ui/entity/item/\(Self.item)\""), "no data, only where to go back to")
+            #expect(!dom.contains("edited on"))
+            let shot = Self.artifacts + "/login.png"
+            _ = try Self.browse(url + "/ui/", ["--screenshot=\(shot)", "--hide-scrollbars"], profile: profile)
+            #expect(((try? FileManager.default.attributesOfItem(atPath: shot)[.size] as? Int) ?? 0) > 2_000)
+        }
     }
 }

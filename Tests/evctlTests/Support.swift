@@ -78,3 +78,12 @@ func startListening(_ args: [String], dir: TempDir) throws -> (Process, String) 
 }
 
 struct StartFailure: Error, CustomStringConvertible { let description: String }
+
+/// Runs `body`, which blocks (processes, browsers), on a thread of its own rather than one of
+/// Swift concurrency's few shared threads: a test waiting there for seconds would starve the
+/// async tests running beside it (their clients and servers time out).
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+    }
+}
