@@ -209,20 +209,21 @@ public final class Projection: @unchecked Sendable {
                 p.reserve(rows: total / 4)  // entities get several events each
                 // Bulk load: secondary indexes and triggers are set aside while rows go in, then
                 // recreated from their own SQL (the schema ends identical) and the FTS index built in one pass.
+                // Not the conflicts' index: each flush looks conflicts up by entity to settle
+                // resolutions, and without it every lookup scanned them all (quadratic).
                 let deferred = try Row.fetchAll(db, sql: """
                     SELECT type, name, sql FROM sqlite_master
-                    WHERE type IN ('index', 'trigger') AND sql IS NOT NULL AND tbl_name NOT LIKE 'sqlite_%' ORDER BY type, name
+                    WHERE type IN ('index', 'trigger') AND sql IS NOT NULL AND tbl_name NOT LIKE 'sqlite_%' AND tbl_name <> 'conflicts'
+                    ORDER BY type, name
                     """).map { (type: $0[0] as String, name: $0[1] as String, sql: $0[2] as String) }
                 for d in deferred { try db.execute(sql: "DROP \(d.type.uppercased()) \(d.name)") }
-                for (origin, from, _) in todo {
-                    try reader.forEachEvent(origin: origin, from: from) { e in
-                        try p.apply(e, db: db)
-                        if listed { events.append(e) }
-                        done += 1
-                        if done % 50_000 == 0 { progress?(done, total) }
-                        if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
-                        return true
-                    }
+                // Reading and decoding run on a second thread, ahead of merging (same order).
+                try EventPrefetcher.run(reader: reader, work: todo.map { ($0.0, $0.1) }) { e in
+                    try p.apply(e, db: db)
+                    if listed { events.append(e) }
+                    done += 1
+                    if done % 50_000 == 0 { progress?(done, total) }
+                    if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
                 }
                 try p.flush(db: db)
                 for d in deferred.sorted(by: { $0.type < $1.type }) { try db.execute(sql: d.sql) }  // indexes, then triggers

@@ -398,10 +398,15 @@ final class Projector {
             try db.cachedStatement(sql: "INSERT INTO projection_origins (idx, origin) VALUES (?, ?)").execute(arguments: [i, origins[i].description])
         }
         newOrigins.removeAll()
-        var byTable: [[(UInt64, UInt64, Key)]] = Array(repeating: [], count: schema.tables.count)
-        for k in rows.keys {
+        // Rows are reached by their place in the dictionary (no hashing, nothing moved) and
+        // freed all at once afterwards.
+        var byTable: [[(UInt64, UInt64, Dictionary<Key, RowState>.Index)]] = Array(repeating: [], count: schema.tables.count)
+        var i = rows.startIndex
+        while i != rows.endIndex {
+            let k = rows[i].key
             let sk = Self.sortKey(k.id)
-            byTable[k.table].append((sk.0, sk.1, k))
+            byTable[k.table].append((sk.0, sk.1, i))
+            rows.formIndex(after: &i)
         }
         for (t, var keys) in byTable.enumerated() where !keys.isEmpty {
             // In key order: B-tree inserts then append to pages instead of splitting them at random.
@@ -478,15 +483,24 @@ final class Projector {
         }
     }
 
-    /// Writes the rows of `keys` (each taken out of `rows`, not copied), in that order.
-    private func writeRows(table: ProjectedTable, _ keys: [Key], db: Database) throws {
+    /// Writes the rows at `places` in `rows` (read in place, not copied), in that order.
+    private func writeRows(table: ProjectedTable, _ places: [Dictionary<Key, RowState>.Index], db: Database) throws {
         let cols = table.columns
         let all = ["id"] + cols + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
         let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
         // Values are bound with SQLite's C API: building GRDB argument arrays per row cost a tenth of a rebuild.
-        for key in keys {
-            guard let row = rows.removeValue(forKey: key) else { continue }
+        var clocks: [UInt8] = []
+        for place in places {
+            let key = rows[place].key
+            try writeRow(rows[place].value, key: key, clocks: &clocks)
+        }
+        sqlite3_reset(insert.sqliteStatement)
+        sqlite3_reset(update.sqliteStatement)
+        sqlite3_clear_bindings(insert.sqliteStatement)
+        sqlite3_clear_bindings(update.sqliteStatement)
+
+        func writeRow(_ row: borrowing RowState, key: Key, clocks: inout [UInt8]) throws {
             let stmt = row.existsInDatabase ? update : insert
             let s = stmt.sqliteStatement
             sqlite3_reset(s)
@@ -502,7 +516,7 @@ final class Projector {
             Self.bindText(s, i, ISOTime.string(millis: row.version >> 16)); i += 1
             if let d = row.deletedHLC { Self.bindText(s, i, ISOTime.string(millis: d >> 16)) } else { sqlite3_bind_null(s, i) }
             i += 1
-            let clocks = row.encodeClocks()
+            row.encodeClocks(into: &clocks)
             _ = clocks.withUnsafeBytes { sqlite3_bind_blob(s, i, $0.baseAddress, Int32($0.count), Self.sqliteTransient) }
             i += 1
             if row.existsInDatabase { Self.bindText(s, i, key.id.lowercasedString) }
@@ -511,10 +525,6 @@ final class Projector {
                 throw ProjectionError.database("writing \(table.name) row \(key.id.lowercasedString): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
             }
         }
-        sqlite3_reset(insert.sqliteStatement)
-        sqlite3_reset(update.sqliteStatement)
-        sqlite3_clear_bindings(insert.sqliteStatement)
-        sqlite3_clear_bindings(update.sqliteStatement)
     }
 
     private static let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)

@@ -69,6 +69,13 @@ struct RowState {
 
     func encodeClocks() -> [UInt8] {
         var w: [UInt8] = []
+        encodeClocks(into: &w)
+        return w
+    }
+
+    /// Encodes into `w`, replacing what it held (a buffer reused row after row).
+    func encodeClocks(into w: inout [UInt8]) {
+        w.removeAll(keepingCapacity: true)
         w.reserveCapacity(16 + stamps.count * 14 + values.count * 2)
         func varint(_ v: UInt64) {
             var v = v
@@ -104,13 +111,14 @@ struct RowState {
         } else {
             varint(0)
         }
-        let set = columnStamp.enumerated().filter { $0.element != nil }
-        varint(UInt64(set.count))
-        for (c, s) in set {
+        var set = 0
+        for s in columnStamp where s != nil { set += 1 }
+        varint(UInt64(set))
+        for (c, s) in columnStamp.enumerated() {
+            guard let s else { continue }
             varint(UInt64(c))
-            varint(UInt64(s!))
+            varint(UInt64(s))
         }
-        return w
     }
 
     static func decodeClocks(_ bytes: [UInt8], columns: Int, version: UInt64) throws -> RowState {

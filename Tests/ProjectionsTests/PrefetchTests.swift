@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+@testable import EventLog
+@testable import Projections
+
+/// The rebuild's reading thread (`EventPrefetcher`): the same events in the same order as reading
+/// in line, a stop or error of the caller ends it, and damage is thrown where in-line reading meets it.
+@Suite struct PrefetchTests {
+    /// A store of 300 item events in frames of 40.
+    func store(_ dir: TempDir) throws -> Store {
+        let store = try Store.create(at: dir.path + "/s")
+        let appender = try LogAppender(store: store)
+        for k in 0..<30 {
+            _ = try appender.append((0..<10).map { i in
+                Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("t\(k)-\(i)"))])
+            })
+        }
+        try appender.close()
+        return store
+    }
+
+    func inLine(_ store: Store, _ work: [(ReplicaID, Seq)]) -> ([Event], Error?) {
+        var out: [Event] = []
+        do {
+            for (o, from) in work { try LogReader(store: store).forEachEvent(origin: o, from: from) { out.append($0); return true } }
+        } catch {
+            return (out, error)
+        }
+        return (out, nil)
+    }
+
+    @Test func eventsComeInTheOrderReadingInLineGives() throws {
+        let dir = TempDir()
+        let store = try store(dir)
+        let o = store.replicaID
+        // The same origin twice (from two places) checks that work items are read one after another.
+        let work = [(o, Seq(1)), (o, Seq(295)), (o, Seq(301))]
+        let (expected, error) = inLine(store, work)
+        #expect(error == nil)
+        #expect(expected.count == 306)
+        for (depth, batch) in [(1, 1), (2, 7), (8, 4096)] {
+            var got: [Event] = []
+            try EventPrefetcher.run(reader: LogReader(store: store), work: work, depth: depth, batchEvents: batch) { got.append($0) }
+            #expect(got == expected, "depth \(depth), batches of \(batch)")
+        }
+    }
+
+    struct Stop: Error {}
+
+    @Test func anErrorOfTheCallerStopsTheReaderAndIsThrown() throws {
+        let dir = TempDir()
+        let store = try store(dir)
+        var seen = 0
+        #expect(throws: Stop.self) {
+            try EventPrefetcher.run(reader: LogReader(store: store), work: [(store.replicaID, Seq(1))], depth: 1, batchEvents: 3) { _ in
+                seen += 1
+                if seen == 10 { throw Stop() }
+            }
+        }
+        #expect(seen == 10)
+    }
+
+    @Test func damageIsThrownAfterTheEventsBeforeIt() throws {
+        let dir = TempDir()
+        let store = try store(dir)
+        let o = store.replicaID
+        let path = store.directory(o).segmentPath(Seq(1))
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        bytes[bytes.count / 2] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: path))
+        let (expected, inLineError) = inLine(store, [(o, Seq(1))])
+        let inLineFailure = try #require(inLineError as? LogError)
+        var got: [Event] = []
+        do {
+            try EventPrefetcher.run(reader: LogReader(store: store), work: [(o, Seq(1))], depth: 2, batchEvents: 5) { got.append($0) }
+            Issue.record("damage was not reported")
+        } catch let e as LogError {
+            #expect(e.description == inLineFailure.description)
+        }
+        #expect(got == expected)
+        #expect(!got.isEmpty && got.count < 300)
+    }
+}
