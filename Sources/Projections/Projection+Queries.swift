@@ -296,19 +296,31 @@ extension Projection {
     }
 
     static func history(store: Store, entity: Entity, id: UUID) throws -> [Event] {
+        let ref = EntityRef(entity: entity, id: id)
+        return try histories(store: store, of: [ref])[ref] ?? []
+    }
+
+    /// Every event of each entity of `refs`, each list in merge order, in one pass over the log
+    /// (bringing back many purged rows at once reads the log once, not once per row).
+    static func histories(store: Store, of refs: Set<EntityRef>) throws -> [EntityRef: [Event]] {
+        guard !refs.isEmpty else { return [:] }
         let reader = LogReader(store: store)
-        var out: [Event] = []
+        var out: [EntityRef: [Event]] = [:]
         for o in try store.origins() {
             try reader.forEachEvent(origin: o) { e in
-                if e.entityID == id && e.entity == entity { out.append(e) }
+                let ref = EntityRef(entity: e.entity, id: e.entityID)
+                if refs.contains(ref) { out[ref, default: []].append(e) }
                 return true
             }
         }
-        return out.sorted { a, b in
-            if a.hlc != b.hlc { return a.hlc < b.hlc }
-            if a.origin != b.origin { return a.origin < b.origin }
-            return a.seq < b.seq
+        for k in out.keys {
+            out[k]!.sort { a, b in
+                if a.hlc != b.hlc { return a.hlc < b.hlc }
+                if a.origin != b.origin { return a.origin < b.origin }
+                return a.seq < b.seq
+            }
         }
+        return out
     }
 
     // MARK: Canonical dump

@@ -243,7 +243,7 @@ public final class Projection: @unchecked Sendable {
                 var batch: [Event] = []
                 let n = try pool.write { db -> Int in
                     let p = try Projector(schema: schema, db: db, fresh: false)
-                    p.replayEntity = { try Projection.history(store: store, entity: $0, id: $1) }
+                    p.replayEntities = { try Projection.histories(store: store, of: $0) }
                     try reader.forEachEvent(origin: origin, from: next) { e in
                         if e.seq > batchEnd { return false }
                         try p.apply(e, db: db)
@@ -274,7 +274,7 @@ public final class Projection: @unchecked Sendable {
     public func apply(_ events: [Event]) throws {
         let cursor = try pool.write { db -> [ReplicaID: Seq] in
             let p = try Projector(schema: schema, db: db, fresh: false)
-            p.replayEntity = { [store] in try Projection.history(store: store, entity: $0, id: $1) }
+            p.replayEntities = { [store] in try Projection.histories(store: store, of: $0) }
             for e in events {
                 try p.apply(e, db: db)
                 if p.pendingRows >= Projector.flushRowsMax { try p.flush(db: db) }

@@ -455,14 +455,15 @@ final class Projector {
         fresh = false
     }
 
-    /// Every event of one entity in the log, for bringing a purged row back (set by the caller
-    /// that has the store; nil in a fresh rebuild, which never loads a row).
-    var replayEntity: ((Entity, UUID) throws -> [Event])?
+    /// Every event of each entity asked for, from the log, for bringing purged rows back (set by
+    /// the caller that has the store; nil in a fresh rebuild, which never loads a row).
+    var replayEntities: ((Set<EntityRef>) throws -> [EntityRef: [Event]])?
 
     /// Purged rows touched since the last flush: a row still deleted keeps only its merge state
     /// (a late update never brings it back); a row a later restore or create brought back is made
-    /// again from all its events in the log, and written like a new row.
+    /// again from all its events in the log (one pass for all of them), and written like a new row.
     private func settlePurged(db: Database) throws {
+        var back: [Key] = []
         for (key, row) in rows where row.purged {
             let table = schema.tables[key.table]
             if let d = row.deletedHLC {
@@ -473,8 +474,14 @@ final class Projector {
                 continue
             }
             try db.cachedStatement(sql: "DELETE FROM projection_purged WHERE tbl = ? AND id = ?").execute(arguments: [table.name, key.id.lowercasedString])
+            back.append(key)
+        }
+        guard !back.isEmpty else { return }
+        let events = try replayEntities?(Set(back.map { EntityRef(entity: schema.tables[$0.table].entity, id: $0.id) })) ?? [:]
+        for key in back {
+            let table = schema.tables[key.table]
             var whole = RowState(columns: table.columns.count)
-            for e in try replayEntity?(table.entity, key.id) ?? [] {
+            for e in events[EntityRef(entity: table.entity, id: key.id)] ?? [] {
                 let originIdx = addOrigin(e.origin)
                 let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue, explicitID: e.explicitEventID)
                 merge(&whole, key: key, event: e, stamp: stamp)

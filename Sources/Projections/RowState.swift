@@ -14,6 +14,12 @@ struct Stamp: Equatable {
     var explicitID: UUID?
 }
 
+/// One entity of the log: its kind and id.
+struct EntityRef: Hashable {
+    var entity: Entity
+    var id: UUID
+}
+
 /// The merge state of one entity row: column values, the stamp that set each, the delete/restore
 /// winner, the earliest create and the newest event. Kept with the row in `_clocks`.
 struct RowState {

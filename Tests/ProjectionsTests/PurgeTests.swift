@@ -73,6 +73,32 @@ import Testing
         #expect(try Projection(store: sa).canonicalDump() == purgedDump)
     }
 
+    @Test func manyPurgedRowsBroughtBackAtOnceComeBackWhole() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let w = try ProjectedStore(store: store)
+        defer { try? w.close() }
+        let ids = (0..<40).map { _ in UUID() }
+        _ = try w.append(ids.enumerated().map { i, id in
+            Mutation(entity: .item, op: .create, entityID: id, fields: [Field("title", .text("item \(i)")), Field("notes", .text("n\(i)"))])
+        })
+        _ = try w.append(ids.map { Mutation(entity: .item, op: .update, entityID: $0, fields: [Field("title", .text("edited"))]) })
+        _ = try w.append(ids.map { Mutation(entity: .item, op: .delete, entityID: $0) })
+        let purged = try w.projection.purge(deletedBefore: ISOTime.string(millis: UInt64(Date().timeIntervalSince1970 * 1000) + 1000))
+        #expect(purged == ["items": 40])
+        // Half come back in one commit (one pass over the log for all of them); the rest stay purged.
+        _ = try w.append(ids.prefix(20).map { Mutation(entity: .item, op: .restore, entityID: $0) })
+        for (i, id) in ids.enumerated() {
+            let r = try row(w.projection, id)
+            if i < 20 {
+                #expect(r?["title"] as String? == "edited" && r?["notes"] as String? == "n\(i)" && r?["deleted_at"] as String? == nil)
+            } else {
+                #expect(r == nil)
+            }
+        }
+        #expect(try w.projection.verifyDeep() == nil)
+    }
+
     @Test func aRetentionPurgesWhatIsOldEnoughAndIsOffByDefault() throws {
         let dir = TempDir()
         let sa = try Store.create(at: dir.path + "/a")
