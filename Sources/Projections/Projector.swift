@@ -18,6 +18,8 @@ final class Projector {
     /// Dirty rows kept in memory before a flush is due (a rebuild keeps more: it never reads back).
     static let flushRowsMax = 200_000
     static let rebuildRowsMax = 1_000_000
+    /// Rows written by a flush are freed on another thread from this many on.
+    static let freeAsideRows = 50_000
 
     struct Key: Hashable {
         var table: Int
@@ -413,7 +415,15 @@ final class Projector {
             keys.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
             try writeRows(table: schema.tables[t], keys.map(\.2), db: db)
         }
-        rows.removeAll(keepingCapacity: true)
+        if rows.count >= Self.freeAsideRows {
+            // Freeing a rebuild's rows (arrays and strings of each) took a tenth of it: another
+            // thread does it while this one goes on (indexes, the FTS index, the commit).
+            let written = rows
+            rows = [:]
+            DispatchQueue.global(qos: .utility).async { withExtendedLifetime(written) {} }
+        } else {
+            rows.removeAll(keepingCapacity: true)
+        }
         for c in conflicts { try insertConflict(c, db: db) }
         conflicts.removeAll()
         for (key, c, base, by) in resolutions {
@@ -496,63 +506,80 @@ final class Projector {
         let all = ["id"] + cols + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
         let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
-        // Values are bound with SQLite's C API: building GRDB argument arrays per row cost a tenth of a rebuild.
+        // Values are bound with SQLite's C API: building GRDB argument arrays per row cost a tenth
+        // of a rebuild. Every text of a row (id, values, times) is laid out in one reused buffer and
+        // bound in place (SQLITE_STATIC), so a row costs no String and no copy inside SQLite; the
+        // bindings are cleared before the buffers go (also on an error), so none outlives them.
+        var arena: [UInt8] = []
+        arena.reserveCapacity(4096)
+        var spans: [(param: Int32, start: Int, count: Int)] = []
         var clocks: [UInt8] = []
+        defer {
+            for st in [insert.sqliteStatement, update.sqliteStatement] {
+                sqlite3_reset(st)
+                sqlite3_clear_bindings(st)
+            }
+        }
         for place in places {
             let key = rows[place].key
-            try writeRow(rows[place].value, key: key, clocks: &clocks)
+            try writeRow(rows[place].value, key: key)
         }
-        sqlite3_reset(insert.sqliteStatement)
-        sqlite3_reset(update.sqliteStatement)
-        sqlite3_clear_bindings(insert.sqliteStatement)
-        sqlite3_clear_bindings(update.sqliteStatement)
 
-        func writeRow(_ row: borrowing RowState, key: Key, clocks: inout [UInt8]) throws {
+        func writeRow(_ row: borrowing RowState, key: Key) throws {
             let stmt = row.existsInDatabase ? update : insert
             let s = stmt.sqliteStatement
             sqlite3_reset(s)
+            arena.removeAll(keepingCapacity: true)
+            spans.removeAll(keepingCapacity: true)
+            func id(_ i: Int32) {
+                spans.append((i, arena.count, 36))
+                UUIDText.append(key.id, to: &arena)
+            }
+            func time(_ i: Int32, _ hlc: UInt64?) {
+                guard let hlc else { sqlite3_bind_null(s, i); return }
+                let start = arena.count
+                ISOTime.append(millis: hlc >> 16, to: &arena)
+                spans.append((i, start, arena.count - start))
+            }
             var i: Int32 = 1
-            if !row.existsInDatabase { Self.bindText(s, i, key.id.lowercasedString); i += 1 }
+            if !row.existsInDatabase { id(i); i += 1 }
             for v in row.values {
-                Self.bind(s, i, v)
+                switch v {
+                case nil, .null?: sqlite3_bind_null(s, i)
+                case .integer(let n)?: sqlite3_bind_int64(s, i, n)
+                case .real(let d)?: sqlite3_bind_double(s, i, d)
+                case .boolean(let b)?: sqlite3_bind_int64(s, i, b ? 1 : 0)
+                case .text(let t)?:
+                    let start = arena.count
+                    arena.append(contentsOf: t.utf8)
+                    spans.append((i, start, arena.count - start))
+                }
                 i += 1
             }
             sqlite3_bind_int64(s, i, Int64(bitPattern: row.version)); i += 1
-            if let c = row.createdHLC { Self.bindText(s, i, ISOTime.string(millis: c >> 16)) } else { sqlite3_bind_null(s, i) }
-            i += 1
-            Self.bindText(s, i, ISOTime.string(millis: row.version >> 16)); i += 1
-            if let d = row.deletedHLC { Self.bindText(s, i, ISOTime.string(millis: d >> 16)) } else { sqlite3_bind_null(s, i) }
-            i += 1
+            time(i, row.createdHLC); i += 1
+            time(i, row.version); i += 1
+            time(i, row.deletedHLC); i += 1
             row.encodeClocks(into: &clocks)
-            _ = clocks.withUnsafeBytes { sqlite3_bind_blob(s, i, $0.baseAddress, Int32($0.count), Self.sqliteTransient) }
+            let clocksParam = i
             i += 1
-            if row.existsInDatabase { Self.bindText(s, i, key.id.lowercasedString) }
-            let rc = sqlite3_step(s)
+            if row.existsInDatabase { id(i) }
+            arena.append(0)  // never empty: an empty text is bound from a real address, not NULL
+            let rc = arena.withUnsafeBufferPointer { a in
+                clocks.withUnsafeBytes { c in
+                    let base = UnsafeRawPointer(a.baseAddress!).assumingMemoryBound(to: CChar.self)
+                    for span in spans { sqlite3_bind_text(s, span.param, base + span.start, Int32(span.count), Self.sqliteStatic) }
+                    sqlite3_bind_blob(s, clocksParam, c.baseAddress ?? UnsafeRawPointer(base), Int32(c.count), Self.sqliteStatic)
+                    return sqlite3_step(s)
+                }
+            }
             guard rc == SQLITE_DONE else {
                 throw ProjectionError.database("writing \(table.name) row \(key.id.lowercasedString): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
             }
         }
     }
 
-    private static let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
-
-    @inline(__always)
-    private static func bindText(_ s: OpaquePointer?, _ i: Int32, _ text: String) {
-        var text = text
-        text.withUTF8 { u in _ = sqlite3_bind_text(s, i, UnsafeRawPointer(u.baseAddress!).assumingMemoryBound(to: CChar.self), Int32(u.count), sqliteTransient) }
-    }
-
-    @inline(__always)
-    private static func bind(_ s: OpaquePointer?, _ i: Int32, _ v: FieldValue?) {
-        switch v {
-        case nil, .null?: sqlite3_bind_null(s, i)
-        case .integer(let n)?: sqlite3_bind_int64(s, i, n)
-        case .real(let d)?: sqlite3_bind_double(s, i, d)
-        case .text(let t)?: bindText(s, i, t)
-        case .boolean(let b)?: sqlite3_bind_int64(s, i, b ? 1 : 0)
-        }
-    }
-
+    private static let sqliteStatic: sqlite3_destructor_type? = nil
     static func databaseValue(_ v: FieldValue?) -> DatabaseValue {
         switch v {
         case nil, .null?: .null

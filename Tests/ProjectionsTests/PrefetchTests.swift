@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 @testable import EventLog
 @testable import Projections

@@ -44,20 +44,30 @@ public enum UUIDText {
 
     /// Canonical lowercase text of a UUID, without Foundation's formatting.
     public static func format(_ u: UUID) -> String {
+        String(unsafeUninitializedCapacity: 36) { write(u, into: $0) }
+    }
+
+    /// Appends the canonical lowercase text of `u`, as UTF-8, to `out` (no String made).
+    public static func append(_ u: UUID, to out: inout [UInt8]) {
+        let start = out.count
+        out.append(contentsOf: repeatElement(0, count: 36))
+        _ = out.withUnsafeMutableBufferPointer { write(u, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+    }
+
+    /// Writes the 36 bytes of text into `out`; returns 36.
+    static func write(_ u: UUID, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
         withUnsafeBytes(of: u.uuid) { src in
-            String(unsafeUninitializedCapacity: 36) { out in
-                var o = 0
-                for i in 0..<16 {
-                    if i == 4 || i == 6 || i == 8 || i == 10 {
-                        out[o] = 0x2D
-                        o += 1
-                    }
-                    out[o] = digits[Int(src[i] >> 4)]
-                    out[o + 1] = digits[Int(src[i] & 0x0F)]
-                    o += 2
+            var o = 0
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    out[o] = 0x2D
+                    o += 1
                 }
-                return 36
+                out[o] = digits[Int(src[i] >> 4)]
+                out[o + 1] = digits[Int(src[i] & 0x0F)]
+                o += 2
             }
+            return 36
         }
     }
 
