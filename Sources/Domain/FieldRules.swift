@@ -51,8 +51,13 @@ public enum FieldRules {
 
     /// Checks a field against its rule; returns a message naming what is wrong, or nil.
     public static func check(_ name: String, _ value: FieldValue) -> String? {
-        if case .text(let s) = value, s.utf8.count > textBytesMax {
-            return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)"
+        if case .text(let s) = value {
+            if s.utf8.count > textBytesMax { return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)" }
+            // SQLite keeps such text whole, but its readers (and GRDB's) end a string at the NUL:
+            // what follows would be lost to every query, so it is refused on the way in.
+            if let at = s.utf8.firstIndex(of: 0) {
+                return "text contains a NUL character (U+0000) at byte \(s.utf8.distance(from: s.utf8.startIndex, to: at)); text read back would end there"
+            }
         }
         let code = FieldCodes.code(name)
         // Fields added after format version 1 have no one-byte code: looked up by name.

@@ -103,6 +103,21 @@ import Testing
         }
     }
 
+    /// Text read back from SQLite ends at a NUL, so a NUL would silently cut every later read:
+    /// refused, naming the field and the byte, by the parser and by the check of built mutations.
+    @Test func refusesTextWithANul() throws {
+        let refused = Result { try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"before\u0000after"}}"#) }
+        guard case .failure(let e as InputError) = refused else {
+            Issue.record("a NUL was taken in")
+            return
+        }
+        #expect(e.field == "title" && e.message.contains("NUL") && e.message.contains("byte 6"))
+        let built = Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text("a\u{0}"))])
+        #expect(throws: InputError.self) { try FieldRules.validate(built, position: 1) }
+        // Other control characters, escaped, are text like any other.
+        _ = try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"tab\tbell\u0007"}}"#)
+    }
+
     @Test func refusesInvalidUTF8() {
         var bytes = Array(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"ab"}}"#.utf8)
         let at = bytes.firstIndex(of: UInt8(ascii: "b"))!

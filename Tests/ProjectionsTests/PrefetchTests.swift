@@ -82,3 +82,37 @@ import Testing
         #expect(!got.isEmpty && got.count < 300)
     }
 }
+
+/// The rebuild binds every text of a row from one buffer: each value must come back exactly.
+@Suite struct RebuildValueTests {
+    @Test func textsOfEveryShapeComeBackExactlyAfterARebuild() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let w = try ProjectedStore(store: store)
+        let long = String(repeating: "long é 🙂 ", count: 20_000)
+        let texts = ["", "a", "nul\u{0}inside", "ünïcödé 🙂 ✓", long, "'); DROP TABLE items; --"]
+        let ids = texts.map { _ in UUID() }
+        _ = try w.append(zip(ids, texts).map { id, t in
+            Mutation(entity: .item, op: .create, entityID: id, fields: [
+                Field("title", .text(t)), Field("notes", .text(t + t)), Field("sort_order", .integer(-7)), Field("priority", .integer(3)),
+            ])
+        })
+        _ = try w.append([Mutation(entity: .item, op: .delete, entityID: ids[1])])
+        let incremental = try w.projection.canonicalDump()
+        try w.close()
+        try Projection.rebuild(store: store)
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        #expect(try p.canonicalDump() == incremental)
+        for (id, t) in zip(ids, texts) {
+            // Compared as bytes: GRDB reads text as a C string, which ends at a NUL.
+            let row = try #require(try p.database.read { try Row.fetchOne($0, sql: "SELECT hex(title), hex(notes), sort_order, deleted_at, created_at, modified_at FROM items WHERE id = ?", arguments: [id.lowercasedString]) })
+            func hex(_ s: String) -> String { s.utf8.map { String(format: "%02X", $0) }.joined() }
+            #expect(row[0] as String? == hex(t))
+            #expect(row[1] as String? == hex(t + t))
+            #expect(row["sort_order"] as Int? == -7)
+            #expect((row["created_at"] as String?)?.count == 24 && (row["modified_at"] as String?)?.count == 24)
+            #expect((row["deleted_at"] as String? != nil) == (id == ids[1]))
+        }
+    }
+}
