@@ -146,7 +146,7 @@ extension FieldRules {
         guard m.fields.count <= fieldsMax else { throw fail("more than \(fieldsMax) fields") }
         var names = Set<String>()
         for f in m.fields {
-            guard isValidName(Array(f.name.utf8)) else {
+            guard isValidName(f.name.utf8) else {
                 throw fail("field name \"\(f.name.prefix(70))\" must be a lowercase letter followed by lowercase letters, digits or _ (at most \(nameBytesMax) bytes)")
             }
             guard names.insert(f.name).inserted else { throw fail("field appears twice", field: f.name) }

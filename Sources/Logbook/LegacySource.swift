@@ -96,16 +96,19 @@ enum LegacySource {
 
     /// Every row of `table` (a table, never a view), in rowid order when it has one.
     static func readSQLite(_ q: DatabaseQueue, table: String) throws -> LegacyTable? {
-        try q.read { db in
+        try q.read { db -> LegacyTable? in
             guard try db.tableExists(table) else { return nil }
             let quoted = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
             let withoutRowid = try Bool.fetchOne(db, sql: "SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE type = 'table' AND name = ?", arguments: [table]) ?? false
-            let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM \(quoted)" + (withoutRowid ? "" : " ORDER BY rowid"))
+            let statement = try db.makeStatement(sql: "SELECT * FROM \(quoted)" + (withoutRowid ? "" : " ORDER BY rowid"))
+            // Lowercased once per table, not once per value.
+            let names = statement.columnNames.map { $0.lowercased() }
+            let cursor = try Row.fetchCursor(statement)
             var rows: [LegacyRow] = []
             while let r = try cursor.next() {
-                var columns: [(String, LegacyValue)] = []
+                var columns: [(name: String, value: LegacyValue)] = []
                 columns.reserveCapacity(r.count)
-                for (name, v) in r {
+                for (k, v) in r.databaseValues.enumerated() {
                     let value: LegacyValue = switch v.storage {
                     case .null: .null
                     case .int64(let i): .integer(i)
@@ -113,7 +116,7 @@ enum LegacySource {
                     case .string(let s): .text(s)
                     case .blob(let b): .blob(b)
                     }
-                    columns.append((name.lowercased(), value))
+                    columns.append((names[k], value))
                 }
                 rows.append(LegacyRow(number: rows.count + 1, columns: columns))
             }
