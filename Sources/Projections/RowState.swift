@@ -79,14 +79,13 @@ struct RowState {
 
     func encodeClocks() -> [UInt8] {
         var w: [UInt8] = []
-        encodeClocks(into: &w)
+        encodeClocks(appendingTo: &w)
         return w
     }
 
-    /// Encodes into `w`, replacing what it held (a buffer reused row after row).
-    func encodeClocks(into w: inout [UInt8]) {
-        w.removeAll(keepingCapacity: true)
-        w.reserveCapacity(16 + stamps.count * 14 + values.count * 2)
+    /// Encodes after what `w` holds (a batch's buffer of row texts).
+    func encodeClocks(appendingTo w: inout [UInt8]) {
+        w.reserveCapacity(w.count + 16 + stamps.count * 14 + values.count * 2)
         func varint(_ v: UInt64) {
             var v = v
             while v >= 0x80 {

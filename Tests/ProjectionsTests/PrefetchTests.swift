@@ -115,4 +115,85 @@ import Testing
             #expect((row["deleted_at"] as String? != nil) == (id == ids[1]))
         }
     }
+
+    /// A rebuild writes a table of more than `Projector.pipelinedRows` rows through the second
+    /// thread (`RowBatch`es laid out ahead): the same rows, byte for byte, as written in line by
+    /// small incremental flushes, across batch boundaries, with texts of every shape, NULLs,
+    /// deletes and rows made of several events.
+    @Test func aTableWrittenThroughTheSecondThreadIsTheSameAsWrittenInLine() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let w = try ProjectedStore(store: store)
+        let texts = ["", "a", "nul\u{0}inside", "ünïcödé 🙂 ✓", String(repeating: "long é ", count: 200), "'); DROP TABLE items; --"]
+        let n = Projector.pipelinedRows * 2 + Projector.rowsPerBatch / 2 + 1
+        let ids = (0..<n).map { _ in UUID() }
+        var batch: [Mutation] = []
+        for (i, id) in ids.enumerated() {
+            var fields = [Field("title", .text(texts[i % texts.count]))]
+            if i % 3 == 0 { fields.append(Field("notes", .text(texts[(i / 3) % texts.count] + "\(i)"))) }
+            if i % 5 == 0 { fields.append(Field("priority", .integer(Int64(i % 4)))) }
+            batch.append(Mutation(entity: .item, op: .create, entityID: id, fields: fields))
+            if i % 7 == 0 { batch.append(Mutation(entity: .item, op: .update, entityID: id, fields: [Field("sort_order", .integer(Int64(-i)))])) }
+            if i % 11 == 0 { batch.append(Mutation(entity: .item, op: .delete, entityID: id)) }
+            // Small appends: each flush writes few rows, in line.
+            if batch.count >= 500 { _ = try w.append(batch); batch.removeAll() }
+        }
+        if !batch.isEmpty { _ = try w.append(batch) }
+        let incremental = try w.projection.canonicalDump()
+        try w.close()
+        try Projection.rebuild(store: store)
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        #expect(try p.canonicalDump() == incremental)
+        let stored = try p.database.read { db in
+            try Row.fetchAll(db, sql: "SELECT id, hex(title) FROM items").map { ($0[0] as String, $0[1] as String) }
+        }
+        #expect(stored.count == n)
+        let titles = Dictionary(uniqueKeysWithValues: stored)
+        for (i, id) in ids.enumerated() where i % 97 == 0 || i == n - 1 {
+            #expect(titles[id.lowercasedString] == texts[i % texts.count].utf8.map { String(format: "%02X", $0) }.joined())
+        }
+    }
+
+    /// `Handoff`, which both second threads use: items in order; an error of the consumer stops
+    /// the producer, which is joined; the producer's error comes after the items before it.
+    @Test func theHandoffStopsItsProducerAndPassesItsErrorOn() throws {
+        var got: [Int] = []
+        try Handoff<Int>.run(name: "test", depth: 2, produce: { hand in
+            for i in 0..<1_000 { guard hand(i) else { return } }
+        }, consume: { got.append($0) })
+        #expect(got == Array(0..<1_000))
+
+        final class Count: @unchecked Sendable {
+            let lock = NSLock()
+            var made = 0
+            var stopped = false
+        }
+        let count = Count()
+        got = []
+        #expect(throws: PrefetchTests.Stop.self) {
+            try Handoff<Int>.run(name: "test", depth: 1, produce: { hand in
+                for i in 0..<1_000_000 {
+                    count.lock.withLock { count.made += 1 }
+                    guard hand(i) else { count.lock.withLock { count.stopped = true }; return }
+                }
+            }, consume: { i in
+                got.append(i)
+                if i == 5 { throw PrefetchTests.Stop() }
+            })
+        }
+        // Joined before `run` returned: what it saw is final, and it stopped well short.
+        #expect(got == Array(0...5))
+        #expect(count.lock.withLock { count.stopped && count.made < 10 })
+
+        got = []
+        #expect(throws: PrefetchTests.Stop.self) {
+            try Handoff<Int>.run(name: "test", depth: 3, produce: { hand in
+                for i in 0..<4 { _ = hand(i) }
+                throw PrefetchTests.Stop()
+            }, consume: { got.append($0) })
+        }
+        #expect(got == [0, 1, 2, 3])
+    }
 }
+
