@@ -60,6 +60,10 @@ final class TestCluster {
 /// row-level security (docs/HUB.md).
 @Suite(.serialized) struct HubTests {
     typealias Dir = ShippingTests.Dir
+    /// The suite runs beside the whole test run on two cores: a database that answers slowly is not
+    /// what these tests look at (the default, 20 s, is for a node an operator starts).
+    static let connectTimeout = 120
+
     static let logger: Logger = {
         var l = Logger(label: "test.hub")
         l.logLevel = .error
@@ -71,7 +75,7 @@ final class TestCluster {
     }
 
     func node(_ cluster: TestCluster, _ policy: AccessPolicy) async throws -> PostgresHub {
-        try await PostgresHub.open(try cluster.database, policies: PolicySource(policy), logger: Self.logger)
+        try await PostgresHub.open(try cluster.database, policies: PolicySource(policy), connectTimeoutSeconds: Self.connectTimeout, logger: Self.logger)
     }
 
     /// A tokens file of one principal that may pull and push any origin.
@@ -111,8 +115,8 @@ final class TestCluster {
             """.utf8))
         // Two nodes starting together on an empty database: one creates the schema, both serve.
         let database = try cluster.database
-        async let a = PostgresHub.open(database, policies: PolicySource(policy), logger: Self.logger)
-        async let b = PostgresHub.open(database, policies: PolicySource(policy), logger: Self.logger)
+        async let a = PostgresHub.open(database, policies: PolicySource(policy), connectTimeoutSeconds: Self.connectTimeout, logger: Self.logger)
+        async let b = PostgresHub.open(database, policies: PolicySource(policy), connectTimeoutSeconds: Self.connectTimeout, logger: Self.logger)
         let (nodeA, nodeB) = try await (a, b)
         defer {
             nodeA.close()
