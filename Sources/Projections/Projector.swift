@@ -508,24 +508,18 @@ final class Projector {
     /// bound and stepped. From `pipelinedRows` rows on, a second thread lays out the next batches
     /// while this one writes (reading rows scattered in memory was half of writing them); nothing
     /// changes `rows` until that thread is joined. Bindings are cleared before a batch goes (also
-    /// on an error), so none outlives its buffer.
+    /// on an error: `RowBatch.write`), so none outlives its buffer.
     private func writeRows(table: ProjectedTable, _ places: [Dictionary<Key, RowState>.Index], db: Database) throws {
         let all = ["id"] + table.columns + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
         let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
-        defer {
-            for st in [insert.sqliteStatement, update.sqliteStatement] {
-                sqlite3_reset(st)
-                sqlite3_clear_bindings(st)
-            }
-        }
         func write(_ batch: RowBatch) throws {
             try batch.write(insert: insert.sqliteStatement, update: update.sqliteStatement) { id in
                 "writing \(table.name) row \(id.lowercasedString): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))"
             }
         }
         guard places.count >= Self.pipelinedRows else {
-            var batch = RowBatch()
+            var batch = RowBatch(rows: places.count)
             for place in places { batch.add(rows[place].value, id: rows[place].key.id) }
             try write(batch)
             return
@@ -538,7 +532,7 @@ final class Projector {
         try Handoff<RowBatch>.run(name: "logbook.rows", depth: 4, produce: { hand in
             var start = 0
             while start < places.count {
-                var batch = RowBatch()
+                var batch = RowBatch(rows: per)
                 for place in places[start..<min(places.count, start + per)] {
                     batch.add(shared.rows[place].value, id: shared.rows[place].key.id)
                 }
@@ -557,7 +551,6 @@ final class Projector {
         init(_ rows: [Key: RowState]) { self.rows = rows }
     }
 
-    private static let sqliteStatic: sqlite3_destructor_type? = nil
     static func databaseValue(_ v: FieldValue?) -> DatabaseValue {
         switch v {
         case nil, .null?: .null

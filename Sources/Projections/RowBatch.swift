@@ -26,15 +26,15 @@ struct RowBatch: Sendable {
     private var values: [Value] = []
     private var rows: [RowInfo] = []
 
-    init() {
-        arena.reserveCapacity(64 * 1024)
+    /// Room for about `rows` rows (a flush of one row allocates little).
+    init(rows n: Int) {
+        arena.reserveCapacity(1 + min(n, 4_096) * 160)
         // Never empty, so its address is never NULL (SQLite binds a NULL address as SQL NULL, not
         // as the empty text a value may be); no value starts at 0.
         arena.append(0)
-        values.reserveCapacity(8 * 1024)
+        values.reserveCapacity(min(n, 4_096) * 24)
+        rows.reserveCapacity(min(n, 4_096))
     }
-
-    var count: Int { rows.count }
 
     /// Lays out `row`: for an INSERT, id, the columns, version, created_at, modified_at,
     /// deleted_at, _clocks; for an UPDATE, the same without the id, then the id.
@@ -75,6 +75,9 @@ struct RowBatch: Sendable {
         values.append(.text(start: start, count: arena.count - start))
     }
 
+    /// SQLITE_STATIC: SQLite reads the bytes in place, without copying them.
+    private static let sqliteStatic: sqlite3_destructor_type? = nil
+
     /// Binds and steps each row with `insert` or `update`; the first failure is thrown with
     /// `message(id)` (read before the statement is reset). Leaves both statements reset.
     func write(insert: OpaquePointer, update: OpaquePointer, message: (UUID) -> String) throws {
@@ -96,8 +99,8 @@ struct RowBatch: Sendable {
                     case .null: sqlite3_bind_null(s, param)
                     case .integer(let n): sqlite3_bind_int64(s, param, n)
                     case .real(let d): sqlite3_bind_double(s, param, d)
-                    case .text(let start, let count): sqlite3_bind_text(s, param, base + start, Int32(count), nil)
-                    case .blob(let start, let count): sqlite3_bind_blob(s, param, base + start, Int32(count), nil)
+                    case .text(let start, let count): sqlite3_bind_text(s, param, base + start, Int32(count), Self.sqliteStatic)
+                    case .blob(let start, let count): sqlite3_bind_blob(s, param, base + start, Int32(count), Self.sqliteStatic)
                     }
                     param += 1
                 }

@@ -85,6 +85,16 @@ import Testing
 
 /// The rebuild binds every text of a row from one buffer: each value must come back exactly.
 @Suite struct RebuildValueTests {
+    /// Closes `w`, rebuilds its store's projection and expects the same tables as `w` held.
+    func rebuiltAfter(_ w: ProjectedStore, _ store: Store) throws -> Projection {
+        let incremental = try w.projection.canonicalDump()
+        try w.close()
+        try Projection.rebuild(store: store)
+        let p = try Projection(store: store)
+        #expect(try p.canonicalDump() == incremental)
+        return p
+    }
+
     @Test func textsOfEveryShapeComeBackExactlyAfterARebuild() throws {
         let dir = TempDir()
         let store = try Store.create(at: dir.path + "/s")
@@ -98,12 +108,8 @@ import Testing
             ])
         })
         _ = try w.append([Mutation(entity: .item, op: .delete, entityID: ids[1])])
-        let incremental = try w.projection.canonicalDump()
-        try w.close()
-        try Projection.rebuild(store: store)
-        let p = try Projection(store: store)
+        let p = try rebuiltAfter(w, store)
         defer { try? p.close() }
-        #expect(try p.canonicalDump() == incremental)
         for (id, t) in zip(ids, texts) {
             // Compared as bytes: GRDB reads text as a C string, which ends at a NUL.
             let row = try #require(try p.database.read { try Row.fetchOne($0, sql: "SELECT hex(title), hex(notes), sort_order, deleted_at, created_at, modified_at FROM items WHERE id = ?", arguments: [id.lowercasedString]) })
@@ -139,12 +145,8 @@ import Testing
             if batch.count >= 500 { _ = try w.append(batch); batch.removeAll() }
         }
         if !batch.isEmpty { _ = try w.append(batch) }
-        let incremental = try w.projection.canonicalDump()
-        try w.close()
-        try Projection.rebuild(store: store)
-        let p = try Projection(store: store)
+        let p = try rebuiltAfter(w, store)
         defer { try? p.close() }
-        #expect(try p.canonicalDump() == incremental)
         let stored = try p.database.read { db in
             try Row.fetchAll(db, sql: "SELECT id, hex(title) FROM items").map { ($0[0] as String, $0[1] as String) }
         }
