@@ -88,4 +88,80 @@ import Testing
                                 fields: [Field("from_id", .text("x")), Field("to_id", .text(Self.id(2).lowercasedString))])
         #expect(throws: InputError.self) { try FieldRules.validate(notAUUID, position: 1) }
     }
+
+    /// Traversal against a plain breadth-first search in memory, on random graphs with cycles,
+    /// parallel links, links of no kind, deleted links and items, and links to items that do not
+    /// exist: the same items at the same depths, reached from the same item by the same link
+    /// (the first from in id order, outgoing before incoming, then the least link id).
+    @Test(arguments: 0..<12) func traversalEqualsABreadthFirstSearchInMemory(seed: Int) throws {
+        struct Edge { var id: String; var from: String; var to: String; var kind: String?; var deleted: Bool }
+        var rng = SplitMix64(seed: UInt64(seed) &* 7919 &+ 3)
+        func pick(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let w = try ProjectedStore(store: store)
+        defer { try? w.close() }
+        let itemCount = 30 + pick(20)
+        // Ids 1...itemCount are items; ids up to itemCount + 5 are orphans (no item).
+        var deletedItems: Set<String> = []
+        var batch = (1...itemCount).map { item($0, "item \($0)") }
+        for n in 1...itemCount where pick(8) == 0 {
+            batch.append(Mutation(entity: .item, op: .delete, entityID: Self.id(n)))
+            deletedItems.insert(Self.id(n).lowercasedString)
+        }
+        var edges: [Edge] = []
+        let kinds: [String?] = ["LINK", "SEQUENCE", "AFFINITY", nil]
+        for n in 1...(itemCount * 3 + pick(itemCount)) {
+            let from = 1 + pick(itemCount + 5), to = pick(4) == 0 && !edges.isEmpty ? Int(edges[pick(edges.count)].to.suffix(12))! : 1 + pick(itemCount + 5)
+            let kind = kinds[pick(kinds.count)]
+            batch.append(link(n, from, to, kind: kind))
+            let deleted = pick(10) == 0
+            if deleted { batch.append(Mutation(entity: .link, op: .delete, entityID: Self.linkID(n))) }
+            edges.append(Edge(id: Self.linkID(n).lowercasedString, from: Self.id(from).lowercasedString, to: Self.id(to).lowercasedString,
+                              kind: kind, deleted: deleted))
+        }
+        _ = try w.append(batch)
+
+        func reference(_ root: String, depth: Int, kinds: Set<String>?, direction: LinkDirection, limit: Int) -> [LinkedItem] {
+            var seen: Set<String> = [root], out: [LinkedItem] = [], frontier = [root]
+            var level = 0
+            while level < depth, !frontier.isEmpty, out.count < limit {
+                level += 1
+                var next: [LinkedItem] = []
+                for near in frontier {
+                    let ways: [Bool] = switch direction { case .outgoing: [true]; case .incoming: [false]; case .both: [true, false] }
+                    for outgoing in ways {
+                        let found = edges.filter { !$0.deleted && (outgoing ? $0.from : $0.to) == near }
+                            .map { (far: outgoing ? $0.to : $0.from, edge: $0) }
+                            .sorted { ($0.far, $0.edge.id) < ($1.far, $1.edge.id) }
+                        for (far, edge) in found {
+                            if let kinds, !kinds.contains(edge.kind ?? "") { continue }
+                            if seen.contains(far) || deletedItems.contains(far) { continue }
+                            seen.insert(far)
+                            let n = Int(far.suffix(12))!
+                            let exists = n <= itemCount
+                            next.append(LinkedItem(id: far, depth: level, via: near, linkID: edge.id, kind: edge.kind,
+                                                   title: exists ? "item \(n)" : nil, exists: exists))
+                        }
+                    }
+                }
+                next.sort { $0.id < $1.id }
+                if out.count + next.count > limit { next = Array(next.prefix(limit - out.count)) }
+                out += next
+                frontier = next.filter(\.exists).map(\.id)
+            }
+            return out
+        }
+
+        for _ in 0..<40 {
+            let root = Self.id(1 + pick(itemCount + 5)).lowercasedString
+            let depth = 1 + pick(5)
+            let kindSet: Set<String>? = pick(3) == 0 ? Set([["LINK"], ["SEQUENCE", ""], [""]][pick(3)]) : nil
+            let direction = LinkDirection.allCases[pick(3)]
+            let limit = pick(4) == 0 ? 1 + pick(10) : 100_000
+            let got = try w.projection.linked(from: root, depth: depth, kinds: kindSet, direction: direction, limit: limit)
+            let want = reference(root, depth: depth, kinds: kindSet, direction: direction, limit: limit)
+            #expect(got == want, "seed \(seed): from \(root) depth \(depth) kinds \(String(describing: kindSet)) \(direction) limit \(limit)")
+        }
+    }
 }
