@@ -35,7 +35,7 @@ func fetch(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)]
         r.headers.replaceOrAdd(name: "Content-Type", value: "application/x-www-form-urlencoded")
         r.body = .bytes(ByteBuffer(string: form))
     }
-    let response = try await client.execute(r, timeout: .seconds(20))
+    let response = try await client.execute(r, timeout: .seconds(120))
     return Answer(status: Int(response.status.code), body: String(buffer: try await response.body.collect(upTo: 8 << 20)), headers: response.headers)
 }
 

@@ -196,7 +196,7 @@ struct SplitMix {
                 r.body = .bytes(ByteBuffer(bytes: body))
                 r.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
             }
-            let response = try await client.execute(r, timeout: .seconds(30))
+            let response = try await client.execute(r, timeout: .seconds(120))
             let text = String(buffer: try await response.body.collect(upTo: 1 << 26))
             try await client.shutdown()
             return Raw(status: Int(response.status.code), body: text)

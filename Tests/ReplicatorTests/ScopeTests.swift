@@ -35,7 +35,7 @@ import Testing
         do {
             var r = HTTPClientRequest(url: url)
             r.headers.add(name: "Authorization", value: "Bearer \(token)")
-            let response = try await client.execute(r, timeout: .seconds(30))
+            let response = try await client.execute(r, timeout: .seconds(120))
             let body = try await response.body.collect(upTo: 1 << 26)
             try await client.shutdown()
             return (Int(response.status.code), Array(body.readableBytesView), response.headers.first(name: "Logbook-Cursor"))

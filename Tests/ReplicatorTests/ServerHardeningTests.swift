@@ -16,7 +16,7 @@ import Testing
     }
 
     static func request(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], body: [UInt8]? = nil,
-                        timeout: Int64 = 10) async throws -> (Int, String) {
+                        timeout: Int64 = 120) async throws -> (Int, String) {
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         defer { _ = client.shutdown() }
         var r = HTTPClientRequest(url: url)
