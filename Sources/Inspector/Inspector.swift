@@ -147,7 +147,13 @@ public final class Inspector: Sendable {
     static func parameters(_ request: Request) throws -> [String: String] {
         guard (request.uri.query?.utf8.count ?? 0) <= 4096 else { throw InspectorError("the query is longer than 4096 bytes", status: 414) }
         var out: [String: String] = [:]
-        for (k, v) in request.uri.queryParameters { out[String(k)] = String(v) }
+        for (k, v) in request.uri.queryParameters {
+            // A NUL would end the text SQLite is given (GRDB binds strings up to it).
+            guard !k.utf8.contains(0), !v.utf8.contains(0) else {
+                throw InspectorError("the query parameter \(printable(String(k), limit: 40)) contains a NUL character (U+0000)", status: 400)
+            }
+            out[String(k)] = String(v)
+        }
         return out
     }
 

@@ -95,7 +95,8 @@ extension Projection {
     /// depth 2, …. The recursion itself stops after `limit` rows, so the cost is bounded by
     /// `limit` whatever the size of the subtree; cycle-safe like `items(under:)`.
     public func subtree(of root: String, limit: Int) throws -> [ItemRow] {
-        try pool.read { db in
+        let root = try Projection.argument(root, "the subtree's root")
+        return try pool.read { db in
             try ItemRow.fetchAll(db, sql: """
                 WITH RECURSIVE sub(id, depth, path) AS (
                     SELECT ?, 0, '/' || ? || '/'
@@ -114,7 +115,8 @@ extension Projection {
 extension Projection {
     /// At most `limit` live links that start or end at `item`, by kind and id.
     public func links(of item: String, limit: Int) throws -> [LinkRow] {
-        try pool.read { db in
+        let item = try Projection.argument(item, "the item id")
+        return try pool.read { db in
             try LinkRow.fetchAll(db, sql: """
                 SELECT * FROM (SELECT * FROM links WHERE from_id = ? AND deleted_at IS NULL
                                UNION SELECT * FROM links WHERE to_id = ? AND deleted_at IS NULL)

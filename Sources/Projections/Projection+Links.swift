@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// Which way a traversal follows links.
 public enum LinkDirection: String, Sendable, CaseIterable {
@@ -63,45 +64,66 @@ extension Projection {
     public func linked(from start: String, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
                        limit: Int = 100_000) throws -> [LinkedItem] {
         guard depth >= 1 else { throw ProjectionError.invalid("depth must be at least 1 (got \(depth))") }
-        let root = start.lowercased()
+        let root = try Projection.argument(start, "the start").lowercased()
         return try pool.read { db in
+            // Each direction's query reads one partial index (links_from, links_to; covering, as
+            // links is WITHOUT ROWID) by its first column and looks the far end up in items by
+            // primary key. Rows come in index order and are read through SQLite's C interface.
+            let outgoing = try db.cachedStatement(sql: """
+                SELECT l.to_id, l.id, l.kind, i.title, i.deleted_at IS NOT NULL, i.id IS NOT NULL FROM links l
+                LEFT JOIN items i ON i.id = l.to_id
+                WHERE l.from_id = ? AND l.deleted_at IS NULL AND l.to_id IS NOT NULL
+                """)
+            let incoming = try db.cachedStatement(sql: """
+                SELECT l.from_id, l.id, l.kind, i.title, i.deleted_at IS NOT NULL, i.id IS NOT NULL FROM links l
+                LEFT JOIN items i ON i.id = l.from_id
+                WHERE l.to_id = ? AND l.deleted_at IS NULL AND l.from_id IS NOT NULL
+                """)
+            let statements = switch direction {
+            case .outgoing: [outgoing.sqliteStatement]
+            case .incoming: [incoming.sqliteStatement]
+            case .both: [outgoing.sqliteStatement, incoming.sqliteStatement]
+            }
+            defer { for s in statements { sqlite3_reset(s); sqlite3_clear_bindings(s) } }
             var seen: Set<String> = [root]
             var out: [LinkedItem] = []
             var frontier = [root]
-            // Each direction's query reads one partial index (links_from, links_to) by its first
-            // column and looks the far end up in items by primary key.
-            let outgoing = try db.cachedStatement(sql: """
-                SELECT l.to_id, l.id, l.kind, i.title, i.deleted_at, i.id IS NOT NULL FROM links l
-                LEFT JOIN items i ON i.id = l.to_id
-                WHERE l.from_id = ? AND l.deleted_at IS NULL AND l.to_id IS NOT NULL ORDER BY l.to_id, l.id
-                """)
-            let incoming = try db.cachedStatement(sql: """
-                SELECT l.from_id, l.id, l.kind, i.title, i.deleted_at, i.id IS NOT NULL FROM links l
-                LEFT JOIN items i ON i.id = l.from_id
-                WHERE l.to_id = ? AND l.deleted_at IS NULL AND l.from_id IS NOT NULL ORDER BY l.from_id, l.id
-                """)
-            let statements: [Statement] = switch direction {
-            case .outgoing: [outgoing]
-            case .incoming: [incoming]
-            case .both: [outgoing, incoming]
-            }
             var level = 0
             while level < depth, !frontier.isEmpty, out.count < limit {
                 level += 1
+                // An item is reached from the first frontier item (by id) that links to it,
+                // outgoing before incoming, by the least link id between the two.
                 var next: [LinkedItem] = []
-                for from in frontier {
-                    for statement in statements {
-                        let rows = try Row.fetchCursor(statement, arguments: [from])
-                        while let r = try rows.next() {
-                            let kind: String? = r[2]
+                var reachedBy: [String: (index: Int, from: Int, direction: Int)] = [:]
+                for (f, from) in frontier.enumerated() {
+                    for (d, s) in statements.enumerated() {
+                        sqlite3_reset(s)
+                        guard from.withCString({ sqlite3_bind_text(s, 1, $0, Int32(from.utf8.count), Self.sqliteTransient) }) == SQLITE_OK else {
+                            throw ProjectionError.database("cannot read the links of \(printable(from, limit: 40)): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
+                        }
+                        while true {
+                            let rc = sqlite3_step(s)
+                            if rc == SQLITE_DONE { break }
+                            guard rc == SQLITE_ROW else {
+                                throw ProjectionError.database("cannot read the links of \(printable(from, limit: 40)): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
+                            }
+                            let kind = Self.text(s, 2)
                             if let kinds, !kinds.contains(kind ?? "") { continue }
-                            let id: String = r[0]
-                            guard !seen.contains(id) else { continue }
-                            let exists: Bool = r[5]
-                            let deletedAt: String? = r[4]
-                            if exists && deletedAt != nil { continue }  // deleted: not returned, not followed
+                            guard let id = Self.text(s, 0) else { continue }  // the query excludes NULL
+                            if seen.contains(id) {
+                                // A parallel link from the same item and way, of a smaller id.
+                                if let r = reachedBy[id], r.from == f, r.direction == d, let link = Self.text(s, 1), link < next[r.index].linkID {
+                                    next[r.index].linkID = link
+                                    next[r.index].kind = kind
+                                }
+                                continue
+                            }
+                            let exists = sqlite3_column_int(s, 5) != 0
+                            if exists && sqlite3_column_int(s, 4) != 0 { continue }  // deleted: not returned, not followed
                             seen.insert(id)
-                            next.append(LinkedItem(id: id, depth: level, via: from, linkID: r[1], kind: kind, title: r[3], exists: exists))
+                            reachedBy[id] = (next.count, f, d)
+                            next.append(LinkedItem(id: id, depth: level, via: from, linkID: Self.text(s, 1) ?? "", kind: kind,
+                                                   title: Self.text(s, 3), exists: exists))
                         }
                     }
                 }
@@ -114,9 +136,18 @@ extension Projection {
         }
     }
 
+    private static let sqliteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    /// Column `column` of the row `statement` is on, as text (nil when NULL).
+    private static func text(_ statement: OpaquePointer, _ column: Int32) -> String? {
+        guard let p = sqlite3_column_text(statement, column) else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: p, count: Int(sqlite3_column_bytes(statement, column))), as: UTF8.self)
+    }
+
     /// The links that start or end at `item` (deleted ones only when asked for), by kind then id.
     public func links(of item: String, includeDeleted: Bool = false) throws -> [LinkRow] {
-        try pool.read { db in
+        let item = try Projection.argument(item, "the item id")
+        return try pool.read { db in
             try LinkRow.fetchAll(db, sql: """
                 SELECT * FROM links WHERE (from_id = ? OR to_id = ?)\(includeDeleted ? "" : " AND deleted_at IS NULL")
                 ORDER BY kind, id

@@ -139,12 +139,24 @@ public struct AnomalyRow: Sendable, Equatable, FetchableRecord {
 }
 
 extension Projection {
+    /// `text` as an argument of a query, refused when it holds a NUL character: a string bound
+    /// through GRDB ends at its first NUL, so `a\0b` would be read as `a` and match, or write,
+    /// what it does not name. Text kept here never holds one (`FieldRules` refuses it on the way in).
+    static func argument(_ text: String, _ what: String) throws -> String {
+        if let at = text.utf8.firstIndex(of: 0) {
+            throw ProjectionError.invalid("\(what) contains a NUL character (U+0000) at byte \(text.utf8.distance(from: text.utf8.startIndex, to: at))")
+        }
+        return text
+    }
+
     /// Items, optionally matching a full-text search (prefix search, diacritics folded) and/or
     /// limited to the subtree under an item; deleted items are excluded unless asked for.
     public func items(search: String? = nil, under root: String? = nil, includeDeleted: Bool = false, limit: Int = 1000) throws -> [ItemRow] {
         try pool.read { db in
             var sql: String
             var args: [DatabaseValueConvertible?] = []
+            if let root { _ = try Projection.argument(root, "the subtree's root") }
+            if let search { _ = try Projection.argument(search, "the search") }
             if let root {
                 // Cycle-safe: a visited path string stops the recursion at a repeated id.
                 sql = """
@@ -209,7 +221,8 @@ extension Projection {
 
     /// The path from an item up to its root (the item first), stopping at a cycle.
     public func pathToRoot(_ id: String) throws -> [ItemRow] {
-        try pool.read { db in
+        let id = try Projection.argument(id, "the item id")
+        return try pool.read { db in
             try ItemRow.fetchAll(db, sql: """
                 WITH RECURSIVE up(id, parent_id, depth, path) AS (
                     SELECT id, parent_id, 0, '/' || id || '/' FROM items WHERE id = ?
@@ -381,10 +394,13 @@ extension Projection {
     // MARK: app_settings (device-local, never derived from the log nor shipped)
 
     public func setting(_ key: String) throws -> String? {
-        try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM app_settings WHERE key = ?", arguments: [key]) }
+        let key = try Projection.argument(key, "the setting's key")
+        return try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM app_settings WHERE key = ?", arguments: [key]) }
     }
 
     public func setSetting(_ key: String, _ value: String?) throws {
+        let key = try Projection.argument(key, "the setting's key")
+        if let value { _ = try Projection.argument(value, "the value of setting \(printable(key, limit: 40))") }
         try pool.write { db in
             if let value {
                 try db.execute(sql: "INSERT INTO app_settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value", arguments: [key, value])

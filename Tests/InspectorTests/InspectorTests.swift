@@ -136,7 +136,8 @@ struct Fixture {
             for (path, says) in [("/ui/log?entity=tags", "entity=tags is not one of"), ("/ui/log?origin=nope", "origin=nope"),
                                  ("/ui/log?since=yesterday", "since=yesterday"), ("/ui/log?before=1-2-3", "before=1-2-3"),
                                  ("/ui/conflicts?after=-4", "after=-4"), ("/ui/entity/item/not-a-uuid", "not-a-uuid"),
-                                 ("/ui/entity/items/\(f.item.lowercasedString)", "items is not one of")] {
+                                 ("/ui/entity/items/\(f.item.lowercasedString)", "items is not one of"),
+                                 ("/ui/search?q=quoted%00x", "q contains a NUL character")] {
                 let a = try await fetch(url + path)
                 #expect(a.status == 400 || a.status == 404, "\(path)")
                 #expect(a.body.contains(says), "\(path)")

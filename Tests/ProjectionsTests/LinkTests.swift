@@ -63,6 +63,49 @@ import Testing
         #expect(ids(try p.linked(from: Self.id(1).uuidString, depth: 1)) == ["2@1", "4@1"])
     }
 
+    /// A start of any text (typed by a user: quotes, backslashes, control characters, other
+    /// scripts) is read as itself: nothing is reached from an id no item has.
+    @Test func startsOfAnyTextAreReadAsThemselves() throws {
+        let dir = TempDir()
+        let w = try graph(dir)
+        defer { try? w.close() }
+        let one = Self.id(1).lowercasedString
+        for start in ["a\"b", "\\", "x\ny\t\u{01}", "'); DROP TABLE links; --", "été 東京 🙂", "", one + " ", one + "%"] {
+            #expect(try w.projection.linked(from: start, depth: 3, direction: .both).isEmpty, "\(start.debugDescription)")
+        }
+        #expect(ids(try w.projection.linked(from: one, depth: 10)) == ["2@1", "4@1", "3@2", "5@2", "9@2"])
+    }
+
+    /// A string bound through GRDB ends at its first NUL, so an id with one would be read as the
+    /// id before it: every query taking text refuses a NUL by name and position instead, and a
+    /// setting is neither read nor written under a cut key.
+    @Test func queryArgumentsWithANULAreRefused() throws {
+        let dir = TempDir()
+        let w = try graph(dir)
+        defer { try? w.close() }
+        let p = w.projection
+        let cut = Self.id(1).lowercasedString + "\u{0}x"
+        func refused(_ what: String, _ body: () throws -> Void) {
+            do { try body(); Issue.record("\(what): accepted a NUL") } catch {
+                #expect("\(error)".contains("NUL character (U+0000) at byte 36"), "\(what): \(error)")
+            }
+        }
+        refused("linked") { _ = try p.linked(from: cut, depth: 2) }
+        refused("links(of:)") { _ = try p.links(of: cut) }
+        refused("links(of:limit:)") { _ = try p.links(of: cut, limit: 10) }
+        refused("subtree") { _ = try p.subtree(of: cut, limit: 10) }
+        refused("items(under:)") { _ = try p.items(under: cut) }
+        refused("pathToRoot") { _ = try p.pathToRoot(cut) }
+        let t36 = String(repeating: "t", count: 36)
+        refused("items(search:)") { _ = try p.items(search: t36 + "\u{0}item") }
+        try p.setSetting("theme", "dark")
+        refused("setting") { _ = try p.setting(t36 + "\u{0}") }
+        refused("setSetting key") { try p.setSetting(t36 + "\u{0}theme", "light") }
+        refused("setSetting value") { try p.setSetting("theme", t36 + "\u{0}") }
+        #expect(try p.setting("theme") == "dark")
+        #expect(try p.setting(t36) == nil)
+    }
+
     @Test func restoringALinkOrAnItemBringsItBackIntoTraversals() throws {
         let dir = TempDir()
         let w = try graph(dir)
