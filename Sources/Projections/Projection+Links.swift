@@ -98,7 +98,8 @@ extension Projection {
                 for (f, from) in frontier.enumerated() {
                     for (d, s) in statements.enumerated() {
                         sqlite3_reset(s)
-                        guard from.withCString({ sqlite3_bind_text(s, 1, $0, Int32(from.utf8.count), Self.sqliteTransient) }) == SQLITE_OK else {
+                        guard let length = Int32(exactly: from.utf8.count),
+                              from.withCString({ sqlite3_bind_text(s, 1, $0, length, Self.sqliteTransient) }) == SQLITE_OK else {
                             throw ProjectionError.database("cannot read the links of \(printable(from, limit: 40)): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
                         }
                         while true {
