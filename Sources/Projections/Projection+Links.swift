@@ -98,8 +98,10 @@ extension Projection {
                 for (f, from) in frontier.enumerated() {
                     for (d, s) in statements.enumerated() {
                         sqlite3_reset(s)
-                        guard let length = Int32(exactly: from.utf8.count),
-                              from.withCString({ sqlite3_bind_text(s, 1, $0, length, Self.sqliteTransient) }) == SQLITE_OK else {
+                        guard let length = Int32(exactly: from.utf8.count) else {
+                            throw ProjectionError.invalid("the id \(printable(from, limit: 40)) is \(from.utf8.count) bytes long, more than SQLite can bind")
+                        }
+                        guard from.withCString({ sqlite3_bind_text(s, 1, $0, length, Self.sqliteTransient) }) == SQLITE_OK else {
                             throw ProjectionError.database("cannot read the links of \(printable(from, limit: 40)): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
                         }
                         while true {
