@@ -110,14 +110,14 @@ extension Projection {
                             guard rc == SQLITE_ROW else {
                                 throw ProjectionError.database("cannot read the links of \(printable(from, limit: 40)): \(String(cString: sqlite3_errmsg(db.sqliteConnection)))")
                             }
-                            let kind = Self.text(s, 2)
-                            if let kinds, !kinds.contains(kind ?? "") { continue }
+                            // The kind is read as text only when a filter or a reached item needs it.
+                            if let kinds, !kinds.contains(Self.text(s, 2) ?? "") { continue }
                             guard let id = Self.text(s, 0) else { continue }  // the query excludes NULL
                             if seen.contains(id) {
                                 // A parallel link from the same item and way, of a smaller id.
                                 if let r = reachedBy[id], r.from == f, r.direction == d, let link = Self.text(s, 1), link < next[r.index].linkID {
                                     next[r.index].linkID = link
-                                    next[r.index].kind = kind
+                                    next[r.index].kind = Self.text(s, 2)
                                 }
                                 continue
                             }
@@ -125,7 +125,7 @@ extension Projection {
                             if exists && sqlite3_column_int(s, 4) != 0 { continue }  // deleted: not returned, not followed
                             seen.insert(id)
                             reachedBy[id] = (next.count, f, d)
-                            next.append(LinkedItem(id: id, depth: level, via: from, linkID: Self.text(s, 1) ?? "", kind: kind,
+                            next.append(LinkedItem(id: id, depth: level, via: from, linkID: Self.text(s, 1) ?? "", kind: Self.text(s, 2),
                                                    title: Self.text(s, 3), exists: exists))
                         }
                     }
