@@ -421,6 +421,87 @@ struct LegacyImporter {
         return id
     }
 
+    /// Maps `rows` of `table` as `row(_:table:entity:)` does one by one, in shares of
+    /// `shareRows` mapped side by side on the machine's cores, each round's results taken back in
+    /// row order: the report, the events and their order are those of mapping them one by one.
+    /// - Parameter done: called on this thread after each round with the rows mapped so far.
+    /// - Returns: the ids of the rows that became entities, in row order.
+    mutating func rows(_ rows: [LegacyRow], table: String, entity: Entity, shareRows: Int = 8_192, done: (Int) -> Void = { _ in }) -> [UUID] {
+        let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
+        var ids: [UUID] = []
+        ids.reserveCapacity(rows.count)
+        guard workers > 1, rows.count > shareRows else {
+            for (i, r) in rows.enumerated() {
+                if let id = row(r, table: table, entity: entity) { ids.append(id) }
+                if (i + 1) % shareRows == 0 { done(i + 1) }
+            }
+            done(rows.count)
+            return ids
+        }
+        var start = 0
+        while start < rows.count {
+            let bounds = (0..<workers).map { w in
+                min(rows.count, start + w * shareRows)..<min(rows.count, start + (w + 1) * shareRows)
+            }.filter { !$0.isEmpty }
+            var shares = bounds.map { _ in self.share() }
+            var shareIDs = [[UUID]](repeating: [], count: bounds.count)
+            shares.withUnsafeMutableBufferPointer { sharesBuffer in
+                shareIDs.withUnsafeMutableBufferPointer { idsBuffer in
+                    // Each worker touches only its own share and its own ids.
+                    nonisolated(unsafe) let out = sharesBuffer
+                    nonisolated(unsafe) let outIDs = idsBuffer
+                    DispatchQueue.concurrentPerform(iterations: bounds.count) { w in
+                        for r in rows[bounds[w]] {
+                            if let id = out[w].row(r, table: table, entity: entity) { outIDs[w].append(id) }
+                        }
+                    }
+                }
+            }
+            for (w, s) in shares.enumerated() {
+                absorb(s)
+                ids += shareIDs[w]
+            }
+            start = bounds.last!.upperBound
+            done(start)
+        }
+        return ids
+    }
+
+    /// An importer for a share of a table's rows: this one's settings, nothing counted yet.
+    private func share() -> LegacyImporter {
+        var s = self
+        s.report.tables = [:]
+        s.report.keptAside = []
+        s.report.adjusted = []
+        s.report.adjustedCount = 0
+        s.pending = []
+        s.settings = []
+        s.order = 0
+        return s
+    }
+
+    /// Takes back what a share mapped, after what this one holds: counts added, lists cut as
+    /// they would have been, its events ordered after this one's.
+    private mutating func absorb(_ s: LegacyImporter) {
+        for (name, t) in s.report.tables {
+            report.tables[name, default: .init()].read += t.read
+            report.tables[name, default: .init()].deleted += t.deleted
+            report.tables[name, default: .init()].imported += t.imported
+            report.tables[name, default: .init()].keptAside += t.keptAside
+            report.tables[name, default: .init()].orphans += t.orphans
+        }
+        report.keptAside += s.report.keptAside.prefix(max(0, LegacyImportReport.listedMax - report.keptAside.count))
+        report.adjusted += s.report.adjusted.prefix(max(0, LegacyImportReport.listedMax - report.adjusted.count))
+        report.adjustedCount += s.report.adjustedCount
+        pending.reserveCapacity(pending.count + s.pending.count)
+        for var p in s.pending {
+            p.order += order
+            pending.append(p)
+        }
+        order += s.order
+        fieldNames.merge(s.fieldNames) { a, _ in a }
+    }
+
     private mutating func append(_ millis: UInt64, _ m: Mutation) {
         pending.append(Pending(millis: millis, order: order, mutation: m))
         order += 1
@@ -436,7 +517,8 @@ struct LegacyImporter {
         for p in pending where p.mutation.op == .create { byEntity[p.mutation.entity, default: []].append(p.mutation) }
         for (entity, table, field, target) in checks {
             for m in byEntity[entity] ?? [] {
-                guard case .text(let t)? = m.fields.first(where: { $0.name == field })?.value, let u = UUID(uuidString: t) else { continue }
+                guard case .text(var t)? = m.fields.first(where: { $0.name == field })?.value,
+                      let u = t.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }) ?? UUID(uuidString: t) else { continue }
                 if ids[target]?.contains(u) == true { continue }
                 let source = format == .v1SQLite && table == "items" && field == "parent_id" ? "items" : table
                 report.tables[source, default: .init()].orphans += 1

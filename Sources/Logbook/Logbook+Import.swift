@@ -121,10 +121,12 @@ extension Logbook {
             ? [("tags", .tag), ("item_tags", .itemTag)]
             : [("items", .item), ("tags", .tag), ("item_tags", .itemTag), ("time_entries", .timeEntry), ("saved_searches", .savedSearch)]
         for (table, entity) in plain {
-            for r in tables[table]?.rows ?? [] {
-                step()
-                if let id = importer.row(r, table: table, entity: entity) { ids[table, default: []].insert(id) }
+            let before = done
+            let mapped = importer.rows(tables[table]?.rows ?? [], table: table, entity: entity) { n in
+                done = before + n
+                progress?("mapping", done, total)
             }
+            ids[table, default: []].formUnion(mapped)
         }
         for r in tables["app_settings"]?.rows ?? [] {
             if case .text(let k)? = r["key"] {

@@ -120,6 +120,44 @@ import Testing
     }
 
     /// Every time spelling the import reads, against Foundation's parser and known values.
+    /// Rows mapped in shares side by side give exactly what mapping them one by one gives: the
+    /// report (counts, the lists cut at `listedMax`), the events in their order, and the ids.
+    @Test(arguments: [1, 7, 500, 100_000]) func rowsMappedInSharesAreMappedAsOneByOne(shareRows: Int) throws {
+        var rng = SystemRandomNumberGenerator()
+        var rows: [LegacyRow] = []
+        for n in 1...3_000 {
+            let id: LegacyValue = switch n % 9 {
+            case 0: .text("not an id \(n)")                       // kept aside
+            case 1, 2: .integer(Int64(n))                         // a UUIDv5
+            default: .text(UUID().uuidString)                    // uppercase: lowercased
+            }
+            let created: LegacyValue = n % 11 == 0 ? .text("next week") : .integer(1_700_000_000 + Int64(n))  // adjusted
+            let modified: LegacyValue = n % 3 == 0 ? .integer(1_700_000_000_000 + Int64(n) * 1000 + Int64.random(in: 0...9, using: &rng)) : .null
+            rows.append(LegacyRow(number: n, columns: [
+                ("id", id), ("title", .text("row \(n)")), ("parent_id", n % 5 == 0 ? .integer(Int64(n / 2)) : .null),
+                ("sort_order", n % 13 == 0 ? .text("high") : .real(Double(n))), ("created_at", created), ("modified_at", modified),
+                ("deleted_at", n % 7 == 0 ? .integer(1_800_000_000) : .null), ("energy", .integer(Int64(n % 5))), ("ck_change_tag", .text("x")),
+            ]))
+        }
+        let report = LegacyImportReport(file: "f", format: "sqlite-synced", sha256: "", bytes: 0, backup: "", origin: "", events: 0, alreadyHeld: 0,
+                                        tables: [:], keptAside: [], orphans: [], adjusted: [], adjustedCount: 0, settingsImported: 0,
+                                        settingsKept: 0, leftBehind: [])
+        var one = LegacyImporter(format: .syncedSQLite, fileTimeMillis: 1_600_000_000_000, nowMillis: 1_900_000_000_000, report: report)
+        let oneIDs = rows.compactMap { one.row($0, table: "items", entity: .item) }
+        var shared = LegacyImporter(format: .syncedSQLite, fileTimeMillis: 1_600_000_000_000, nowMillis: 1_900_000_000_000, report: report)
+        var rounds: [Int] = []
+        let sharedIDs = shared.rows(rows, table: "items", entity: .item, shareRows: shareRows) { rounds.append($0) }
+        // Compared as booleans: a failure should not print thousands of values.
+        let sameIDs = sharedIDs == oneIDs, sameReport = shared.report == one.report
+        #expect(sameIDs && sameReport, "ids \(sameIDs), report \(sameReport)")
+        #expect(one.report.keptAside.count == LegacyImportReport.listedMax && one.report.adjusted.count == LegacyImportReport.listedMax)
+        #expect(one.report.tables["items"]?.keptAside == 333 && one.report.tables["items"]?.read == 3_000)
+        let sameEvents = shared.pending.map(\.mutation) == one.pending.map(\.mutation)
+        let sameTimes = shared.pending.map(\.millis) == one.pending.map(\.millis), sameOrder = shared.pending.map(\.order) == one.pending.map(\.order)
+        #expect(sameEvents && sameTimes && sameOrder, "events \(sameEvents), times \(sameTimes), order \(sameOrder)")
+        #expect(rounds.last == rows.count && rounds == rounds.sorted())
+    }
+
     @Test func legacyTimesInEverySpelling() {
         let f = ISO8601DateFormatter()
         f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
