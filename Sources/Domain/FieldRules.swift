@@ -112,16 +112,24 @@ public enum FieldRules {
 
     /// The id the pair in `fields` (item_id, tag_id) derives, or nil when they do not name one.
     public static func pairID(_ fields: [Field]) -> UUID? {
-        guard case .text(let i)? = fields.first(where: { $0.name == "item_id" })?.value,
-              case .text(let t)? = fields.first(where: { $0.name == "tag_id" })?.value,
-              let iu = UUIDText.parse(Array(i.utf8)[...]), let tu = UUIDText.parse(Array(t.utf8)[...]) else { return nil }
+        // Every item_tag create is checked this way when projected: parsed in place, no copies.
+        guard case .text(var i)? = fields.first(where: { $0.name == "item_id" })?.value,
+              case .text(var t)? = fields.first(where: { $0.name == "tag_id" })?.value,
+              let iu = i.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }),
+              let tu = t.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }) else { return nil }
         return itemTagID(item: iu, tag: tu)
     }
 
     /// The id of an item_tag entity: a UUIDv5 of its (item, tag) pair, so every replica that links
     /// the same pair names the same entity.
     public static func itemTagID(item: UUID, tag: UUID) -> UUID {
-        UUIDv5.make(namespace: itemTagNamespace, name: Array((item.lowercasedString + ":" + tag.lowercasedString).utf8))
+        // The name is "item:tag", both in canonical lowercase text, written as bytes directly.
+        var name: [UInt8] = []
+        name.reserveCapacity(73)
+        UUIDText.append(item, to: &name)
+        name.append(0x3A)
+        UUIDText.append(tag, to: &name)
+        return UUIDv5.make(namespace: itemTagNamespace, name: name)
     }
 
     /// The id of a completion or recurrence exception: a UUIDv5 of (kind of row, item, original
@@ -189,10 +197,13 @@ public enum UUIDv5 {
         var h = Insecure.SHA1()
         withUnsafeBytes(of: namespace.uuid) { h.update(bufferPointer: $0) }
         h.update(data: name)
-        var bytes = Array(h.finalize().prefix(16))
-        bytes[6] = (bytes[6] & 0x0F) | 0x50
-        bytes[8] = (bytes[8] & 0x3F) | 0x80
-        return bytes.withUnsafeBytes { UUID(bytes: $0) }
+        var u: uuid_t = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+        h.finalize().withUnsafeBytes { digest in
+            withUnsafeMutableBytes(of: &u) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: digest[0..<16])) }
+        }
+        u.6 = (u.6 & 0x0F) | 0x50
+        u.8 = (u.8 & 0x3F) | 0x80
+        return UUID(uuid: u)
     }
 }
 

@@ -333,8 +333,9 @@ final class Projector {
         let byCode = columnByCode[key.table]
         // An item_tag is the pair it was created with: pair fields that name another pair (a
         // peer's bad event) are not applied; they stay in the log.
+        // Pair fields equal to the row's own cannot change the pair: only others are hashed.
         let foreignPair = e.entity == .itemTag && e.fields.contains { $0.name == "item_id" || $0.name == "tag_id" }
-            && FieldRules.pairID(e.fields) != e.entityID
+            && !holdsPair(row, table: key.table, e.fields) && FieldRules.pairID(e.fields) != e.entityID
         for var f in e.fields {
             let code = FieldCodes.code(f.name)
             let column = code != 0 ? byCode[code] : (columnIndex[key.table][f.name] ?? -1)
@@ -369,6 +370,16 @@ final class Projector {
             }
         }
         row.compact()
+    }
+
+    /// True when every pair field of `fields` (item_id, tag_id) equals the value `row` holds in
+    /// that column: applying them cannot change which pair the row is.
+    private func holdsPair(_ row: RowState, table: Int, _ fields: [Field]) -> Bool {
+        guard let item = columnIndex[table]["item_id"], let tag = columnIndex[table]["tag_id"] else { return false }
+        for f in fields where f.name == "item_id" || f.name == "tag_id" {
+            guard let held = row.values[f.name == "item_id" ? item : tag], held == f.value else { return false }
+        }
+        return true
     }
 
     /// DESIGN rule 5: a value overwritten by an event whose author had not seen it (its base is

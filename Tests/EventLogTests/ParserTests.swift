@@ -63,6 +63,17 @@ import Testing
         #expect(a.entityID == FieldRules.itemTagID(item: UUID(uuidString: id)!, tag: UUID(uuidString: tag)!))
     }
 
+    /// The ids are part of the format: pinned to values made by another implementation of RFC 9562
+    /// version 5 (Python's `uuid.uuid5`), whatever case the pair is spelled in.
+    @Test func itemTagAndLegacyIDsAreStandardUUIDv5s() {
+        let item = "0a6f3c1e-5b2d-4e8f-9a7c-1d2e3f4a5b6c", tag = "f1e2d3c4-b5a6-4978-8a9b-0c1d2e3f4a5b"
+        #expect(FieldRules.itemTagID(item: UUID(uuidString: item)!, tag: UUID(uuidString: tag)!).lowercasedString == "433ba525-7219-5617-a191-7070b9970ea9")
+        #expect(FieldRules.pairID([Field("tag_id", .text(tag.uppercased())), Field("item_id", .text(item))])?.lowercasedString == "433ba525-7219-5617-a191-7070b9970ea9")
+        #expect(FieldRules.pairID([Field("item_id", .text(item)), Field("tag_id", .text("not a uuid"))]) == nil)
+        #expect(UUIDv5.make(namespace: UUID(uuidString: "3c0a5f6e-8d1b-4b7a-9e2c-6f4d8a1b2c3e")!, name: Array("items:42".utf8)).lowercasedString
+                == "0866fa82-824f-520e-b30e-c73d4f0362dd")
+    }
+
     /// Each bad line is refused with its line number, the column and field where it can say.
     @Test(arguments: [
         ("not json", "expected '{'"),
