@@ -65,7 +65,7 @@ public enum FieldRules {
         if case .null = value { return nullable ? nil : "must not be null (expected \(kind.expected))" }
         let ok: Bool
         switch (kind, value) {
-        case (.uuid, .text(var s)): ok = s.withUTF8 { UUIDText.parse(UnsafeRawBufferPointer($0)) } != nil
+        case (.uuid, .text(let s)): ok = UUIDText.parse(s) != nil
         case (.timestamp, .text(let s)): ok = Timestamp.isValid(s, dateOnly: false)
         case (.date, .text(let s)): ok = Timestamp.isValid(s, dateOnly: true)
         default: ok = kind.holds(value)
@@ -113,10 +113,9 @@ public enum FieldRules {
     /// The id the pair in `fields` (item_id, tag_id) derives, or nil when they do not name one.
     public static func pairID(_ fields: [Field]) -> UUID? {
         // Every item_tag create is checked this way when projected: parsed in place, no copies.
-        guard case .text(var i)? = fields.first(where: { $0.name == "item_id" })?.value,
-              case .text(var t)? = fields.first(where: { $0.name == "tag_id" })?.value,
-              let iu = i.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }),
-              let tu = t.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }) else { return nil }
+        guard case .text(let i)? = fields.first(where: { $0.name == "item_id" })?.value,
+              case .text(let t)? = fields.first(where: { $0.name == "tag_id" })?.value,
+              let iu = UUIDText.parse(i), let tu = UUIDText.parse(t) else { return nil }
         return itemTagID(item: iu, tag: tu)
     }
 

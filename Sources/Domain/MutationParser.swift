@@ -367,7 +367,7 @@ private struct JSONScanner {
         if entityID == nil, entity == .completion || entity == .recurrenceException {
             guard case .text(let it)? = fs.first(where: { $0.name == "item_id" })?.value,
                   case .text(let date)? = fs.first(where: { $0.name == "original_occurrence_date" })?.value,
-                  let iu = UUIDText.parse(Array(it.utf8)[...]) else {
+                  let iu = UUIDText.parse(it) else {
                 throw InputError(line: line, column: nil, field: "id", message: "missing key \"id\" (or fields item_id and original_occurrence_date)")
             }
             entityID = FieldRules.occurrenceID(entity, item: iu, originalDate: date)

@@ -118,10 +118,7 @@ struct LegacyImporter {
         switch v {
         case .integer(let i): return UUIDv5.make(namespace: idNamespace, name: Array("\(table):\(i)".utf8))
         case .text(let s):
-            if s.utf8.count == 36 {
-                var s = s
-                if let u = s.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }) { return u }  // fast: no Foundation parse
-            }
+            if s.utf8.count == 36, let u = UUIDText.parse(s) { return u }  // fast: no Foundation parse
             // Foundation's trim cost a twentieth of an import: only text that may need it goes there.
             let edges = (s.utf8.first, s.utf8.last)
             let plain = edges.0.map { $0 > 0x20 && $0 < 0x80 } == true && edges.1.map { $0 > 0x20 && $0 < 0x80 } == true
@@ -517,8 +514,8 @@ struct LegacyImporter {
         for p in pending where p.mutation.op == .create { byEntity[p.mutation.entity, default: []].append(p.mutation) }
         for (entity, table, field, target) in checks {
             for m in byEntity[entity] ?? [] {
-                guard case .text(var t)? = m.fields.first(where: { $0.name == field })?.value,
-                      let u = t.withUTF8({ UUIDText.parse(UnsafeRawBufferPointer($0)) }) ?? UUID(uuidString: t) else { continue }
+                guard case .text(let t)? = m.fields.first(where: { $0.name == field })?.value,
+                      let u = UUIDText.parse(t) ?? UUID(uuidString: t) else { continue }
                 if ids[target]?.contains(u) == true { continue }
                 let source = format == .v1SQLite && table == "items" && field == "parent_id" ? "items" : table
                 report.tables[source, default: .init()].orphans += 1

@@ -46,6 +46,8 @@ final class Projector {
     private var columnByCode: [[Int]] = []
     /// Per table: what each column may hold (DomainSchema), or nil when anything goes.
     private var columnKinds: [[FieldKind?]] = []
+    /// Per table: the columns of item_tag's pair (item_id, tag_id), when it has both.
+    private var pairColumns: [(item: Int, tag: Int)?] = []
     private var lastOrigin: (ReplicaID, Int)?
     private(set) var origins: [ReplicaID] = []
     private var originIndex: [ReplicaID: Int] = [:]
@@ -98,6 +100,7 @@ final class Projector {
             columnIndex.append(Dictionary(uniqueKeysWithValues: t.columns.enumerated().map { ($1, $0) }))
             columnByCode.append(FieldCodes.names.map { name in t.columns.firstIndex(of: name) ?? -1 })
             columnKinds.append(t.columns.map { DomainSchema.fieldRules[$0]?.kind })
+            pairColumns.append(t.columns.firstIndex(of: "item_id").flatMap { i in t.columns.firstIndex(of: "tag_id").map { (i, $0) } })
         }
         for row in try Row.fetchAll(db, sql: "SELECT idx, origin FROM projection_origins ORDER BY idx") {
             let idx: Int = try row.decode(atIndex: 0)
@@ -375,9 +378,9 @@ final class Projector {
     /// True when every pair field of `fields` (item_id, tag_id) equals the value `row` holds in
     /// that column: applying them cannot change which pair the row is.
     private func holdsPair(_ row: RowState, table: Int, _ fields: [Field]) -> Bool {
-        guard let item = columnIndex[table]["item_id"], let tag = columnIndex[table]["tag_id"] else { return false }
+        guard let pair = pairColumns[table] else { return false }
         for f in fields where f.name == "item_id" || f.name == "tag_id" {
-            guard let held = row.values[f.name == "item_id" ? item : tag], held == f.value else { return false }
+            guard let held = row.values[f.name == "item_id" ? pair.item : pair.tag], held == f.value else { return false }
         }
         return true
     }

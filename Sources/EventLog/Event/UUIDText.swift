@@ -6,6 +6,12 @@ public enum UUIDText {
         b.withUnsafeBytes { parse($0) }
     }
 
+    /// Parses text in place (no copy of its bytes), hex digits in either case.
+    public static func parse(_ s: String) -> UUID? {
+        var s = s
+        return s.withUTF8 { parse(UnsafeRawBufferPointer($0)) }
+    }
+
     /// Parses 36 bytes of UUID text; with `lowercaseOnly`, only the canonical lowercase form.
     @inline(__always)
     public static func parse(_ b: UnsafeRawBufferPointer, lowercaseOnly: Bool = false) -> UUID? {
