@@ -86,7 +86,10 @@ public enum FieldRules {
     /// A UUID field's value with its hex digits lowercase (unchanged when they already are).
     @inline(__always)
     public static func lowercasingUUID(_ value: FieldValue) -> FieldValue {
-        guard case .text(let s) = value, s.utf8.count == 36, s.utf8.contains(where: { $0 >= 0x41 && $0 <= 0x46 }) else { return value }
+        guard case .text(let s) = value, s.utf8.count == 36 else { return value }
+        let upper: (UInt8) -> Bool = { $0 >= 0x41 && $0 <= 0x46 }
+        // In place when the text is contiguous (always, for Swift's own strings): merging asks this of every UUID field.
+        guard s.utf8.withContiguousStorageIfAvailable({ $0.contains(where: upper) }) ?? s.utf8.contains(where: upper) else { return value }
         return .text(s.lowercased())
     }
 

@@ -52,6 +52,23 @@ import Testing
         }
     }
 
+    /// Field codes are found through flat tables by (length, first letter): every known name is
+    /// its own code, whatever its storage (literal, built, small or not), and anything else is 0.
+    @Test func everyKnownFieldNameIsItsCodeAndNothingElseIs() {
+        for (code, name) in EventCodec.knownFieldNames.enumerated() where code > 0 {
+            #expect(EventCodec.knownCode(name) == code, "\(name)")
+            #expect(EventCodec.knownCode(String(decoding: Array(name.utf8), as: UTF8.self)) == code, "\(name), built")
+            // Near misses are 0, unless they are another known name ("note" and "notes").
+            for near in [name.uppercased(), name + "s", String(name.dropLast()), String(name.dropLast()) + "\u{0}", "x" + name.dropFirst()] {
+                #expect(EventCodec.knownCode(near) == EventCodec.knownFieldNames.lastIndex(of: near) ?? 0, "\(near)")
+            }
+        }
+        for other in ["", "a", "#3", "zz", "title ", " title", "tītle", String(repeating: "t", count: 40), "original_occurrence_datf"] {
+            #expect(EventCodec.knownCode(other) == 0, "\(other)")
+        }
+        #expect(EventCodec.knownCode("kind") != EventCodec.knownCode("name") && EventCodec.knownCode("note") == 25)
+    }
+
     @Test func encodingIsDeterministic() {
         let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("z", .integer(1)), Field("a", .text("x")), Field("title", .null)])
         let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m)

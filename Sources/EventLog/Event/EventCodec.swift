@@ -30,27 +30,46 @@ enum EventCodec {
         return n
     }
     /// Candidate codes by (name length, first letter), so finding a name's code costs one or
-    /// two byte comparisons instead of hashing.
-    static let codeTable: [[UInt8]] = {
-        var t = [[UInt8]](repeating: [], count: 32 * 26)
-        for (i, n) in knownFieldNames.enumerated() where i > 0 {
-            let u = Array(n.utf8)
-            t[u.count * 26 + Int(u[0] - 0x61)].append(UInt8(i))
-        }
-        return t
+    /// two byte comparisons instead of hashing: slot `len * 26 + letter` lists its codes at
+    /// `candidates[slots[slot] ..< slots[slot + 1]]`; each name's bytes are at
+    /// `nameBytes[nameStarts[code] ..< nameStarts[code + 1]]`. Flat, so a lookup copies nothing.
+    static let slots: [Int] = {
+        var counts = [Int](repeating: 0, count: 32 * 26 + 1)
+        for n in knownFieldNames.dropFirst() { counts[slot(n)] += 1 }
+        var starts = [0]
+        for c in counts.dropLast() { starts.append(starts.last! + c) }
+        return starts
     }()
+    static let candidates: [UInt8] = {
+        var byCode = Array(knownFieldNames.indices.dropFirst())
+        byCode.sort { (slot(knownFieldNames[$0]), $0) < (slot(knownFieldNames[$1]), $1) }
+        return byCode.map { UInt8($0) }
+    }()
+    static let nameBytes: [UInt8] = knownFieldNames.flatMap { Array($0.utf8) }
+    static let nameStarts: [Int] = knownFieldNames.reduce(into: [0]) { $0.append($0.last! + $1.utf8.count) }
+
+    private static func slot(_ name: String) -> Int {
+        let u = Array(name.utf8)
+        return u.count * 26 + Int(u[0] - 0x61)
+    }
 
     /// The one-byte code of a known field name, or 0.
     @inline(__always)
     static func knownCode(_ name: String) -> Int {
-        var name = name
-        return name.withUTF8 { u -> Int in
-            guard u.count < 32, let f = u.first, f >= 0x61, f <= 0x7A else { return 0 }
-            for c in codeTable[u.count * 26 + Int(f - 0x61)] where knownFieldBytes[Int(c)].elementsEqual(u) { return Int(c) }
+        name.utf8.withContiguousStorageIfAvailable(knownCode) ?? Array(name.utf8).withUnsafeBufferPointer(knownCode)
+    }
+
+    static func knownCode(_ u: UnsafeBufferPointer<UInt8>) -> Int {
+        guard u.count < 32, let f = u.first, f >= 0x61, f <= 0x7A else { return 0 }
+        let slot = u.count * 26 + Int(f - 0x61)
+        return nameBytes.withUnsafeBufferPointer { bytes in
+            for i in slots[slot]..<slots[slot + 1] {
+                let c = Int(candidates[i])
+                if memcmp(bytes.baseAddress! + nameStarts[c], u.baseAddress!, u.count) == 0 { return c }
+            }
             return 0
         }
     }
-    static let knownFieldBytes: [[UInt8]] = knownFieldNames.map { Array($0.utf8) }
 
     enum ValueTag: UInt8 {
         case null = 0, boolFalse = 1, boolTrue = 2, integer = 3, real = 4, text = 5, uuidText = 6
