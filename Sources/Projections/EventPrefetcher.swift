@@ -2,43 +2,58 @@ import EventLog
 import Foundation
 
 /// Reads and decodes events on a thread of its own while the caller applies the ones before:
-/// a rebuild's reading (segments, checksums, hash chain, LZ4, decoding and upcasting) overlaps its
-/// merging on a second core. Events come out in exactly the order `LogReader.forEachEvent` gives
-/// them, origin after origin, in batches; at most `depth` batches wait decoded, which bounds memory.
+/// a rebuild's reading (segments, checksums, hash chain, LZ4, decoding and upcasting) and the
+/// placing of each field (`FieldLayout.prepare`) overlap its merging on a second core. Events come
+/// out in exactly the order `LogReader.forEachEvent` gives them, origin after origin, in batches;
+/// at most `depth` batches wait decoded, which bounds memory.
 ///
 /// An error of the reading thread is thrown to the caller where it would have been met reading
 /// in line (after the events before it); when the caller stops early or throws, the reader is
 /// told to stop and joined before `run` returns, so no thread outlives it.
 enum EventPrefetcher {
+    /// Batches are freed here once applied: freeing every event's fields and texts took a tenth
+    /// of merging, and the reading core, which waits for the merging one, has the time.
+    private static let freeing = DispatchQueue(label: "logbook.prefetch.free", qos: .utility)
+
     /// Calls `body` with each event of each `(origin, from)` in `work`, in order.
     static func run(reader: LogReader, work: [(ReplicaID, Seq)], depth: Int = 8, batchEvents: Int = 4096,
                     _ body: (Event) throws -> Void) throws {
-        try Handoff<[Event]>.run(name: "logbook.prefetch", depth: depth, produce: { hand in
-            var batch: [Event] = []
-            batch.reserveCapacity(batchEvents)
+        try runBatches(reader: reader, work: work, layout: nil, depth: depth, batchEvents: batchEvents) { batch in
+            // Through the buffer: each event is lent to `body`.
+            try batch.events.withUnsafeBufferPointer { events in
+                for i in events.indices { try body(events[i]) }
+            }
+        }
+    }
+
+    /// Calls `body` with each batch of the events of each `(origin, from)` in `work`, in order;
+    /// with `layout`, each batch's events are prepared for merging (`PreparedBatch.prepared`,
+    /// `PreparedBatch.fields`). The batch is the caller's until `body` returns.
+    static func runBatches(reader: LogReader, work: [(ReplicaID, Seq)], layout: FieldLayout?, depth: Int = 8, batchEvents: Int = 4096,
+                           _ body: (PreparedBatch) throws -> Void) throws {
+        try Handoff<PreparedBatch>.run(name: "logbook.prefetch", depth: depth, produce: { hand in
+            var batch = PreparedBatch(capacity: batchEvents, layout: layout)
             var stopped = false
             do {
                 for (origin, from) in work where !stopped {
                     try reader.forEachEvent(origin: origin, from: from) { e in
-                        batch.append(e)
+                        if let layout { batch.prepared.append(layout.prepare(e, into: &batch.fields, pairEagerly: true)) }
+                        batch.events.append(e)
                         guard batch.count >= batchEvents else { return true }
                         guard hand(batch) else { stopped = true; return false }
-                        batch = []
-                        batch.reserveCapacity(batchEvents)
+                        batch = PreparedBatch(capacity: batchEvents, layout: layout)
                         return true
                     }
                 }
             } catch {
                 // The events read before the damage are applied first.
-                if !batch.isEmpty { _ = hand(batch) }
+                if batch.count > 0 { _ = hand(batch) }
                 throw error
             }
-            if !batch.isEmpty && !stopped { _ = hand(batch) }
+            if batch.count > 0 && !stopped { _ = hand(batch) }
         }, consume: { batch in
-            // Through the buffer: each event is lent to `body`, not copied (a copy retains every field).
-            try batch.withUnsafeBufferPointer { events in
-                for i in events.indices { try body(events[i]) }
-            }
+            try body(batch)
+            freeing.async { withExtendedLifetime(batch) {} }
         })
     }
 }

@@ -78,8 +78,8 @@ extension Projection {
                 let blob: Data = try row.decode(atIndex: 0)
                 let version: Int64 = try row.decode(atIndex: 1)
                 let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
-                for (c, s) in state.columnStamp.enumerated() {
-                    guard let s else { continue }
+                for (c, cell) in state.cells.enumerated() {
+                    guard let s = cell.stamp else { continue }
                     out[p.eventID(state.stamps[s]), default: []].append(table.columns[c])
                 }
                 if let l = state.lifecycle { out[p.eventID(state.stamps[l.stamp]), default: []].append("deleted_at") }

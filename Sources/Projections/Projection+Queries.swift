@@ -290,8 +290,8 @@ extension Projection {
             let p = try Projector(schema: schema, db: db, fresh: true)
             let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
             var out: [String: (UUID, ReplicaID, Seq, HLC)] = [:]
-            for (c, s) in state.columnStamp.enumerated() {
-                guard let s else { continue }
+            for (c, cell) in state.cells.enumerated() {
+                guard let s = cell.stamp else { continue }
                 let st = state.stamps[s]
                 out[table.columns[c]] = (p.eventID(st), p.origin(st), Seq(st.seq), HLC(rawValue: st.hlc))
             }

@@ -217,13 +217,19 @@ public final class Projection: @unchecked Sendable {
                     ORDER BY type, name
                     """).map { (type: $0[0] as String, name: $0[1] as String, sql: $0[2] as String) }
                 for d in deferred { try db.execute(sql: "DROP \(d.type.uppercased()) \(d.name)") }
-                // Reading and decoding run on a second thread, ahead of merging (same order).
-                try EventPrefetcher.run(reader: reader, work: todo.map { ($0.0, $0.1) }) { e in
-                    try p.apply(e, db: db)
-                    if listed { events.append(e) }
-                    done += 1
-                    if done % 50_000 == 0 { progress?(done, total) }
-                    if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
+                // Reading, decoding and placing fields run on a second thread, ahead of merging (same order).
+                try EventPrefetcher.runBatches(reader: reader, work: todo.map { ($0.0, $0.1) }, layout: p.layout) { batch in
+                    try batch.events.withUnsafeBufferPointer { batchEvents in
+                        try batch.fields.withUnsafeMutableBufferPointer { fields in
+                            for i in batchEvents.indices {
+                                try p.apply(batchEvents.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
+                                if listed { events.append(batchEvents[i]) }
+                                done += 1
+                                if done % 50_000 == 0 { progress?(done, total) }
+                                if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
+                            }
+                        }
+                    }
                 }
                 try p.flush(db: db)
                 for d in deferred.sorted(by: { $0.type < $1.type }) { try db.execute(sql: d.sql) }  // indexes, then triggers

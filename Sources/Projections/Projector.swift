@@ -11,10 +11,14 @@ import GRDBSQLite
 ///
 /// Events accumulate in memory (bounded by `flushRowsMax`) and are written, with the
 /// projection cursor, in one transaction by `flush`. Not thread-safe: used inside one write.
+///
+/// The state every event touches is marked `@exclusivity(unchecked)`: one thread uses a
+/// Projector, and no access to it overlaps another (the compiler still checks what it can see);
+/// the run-time check of each access was a tenth of merging.
 final class Projector {
     let schema: ProjectionSchema
     /// In a fresh rebuild no row exists until the first flush: rows are not looked up before it.
-    private(set) var fresh: Bool
+    @exclusivity(unchecked) private(set) var fresh: Bool
     /// Dirty rows kept in memory before a flush is due (a rebuild keeps more: it never reads back).
     static let flushRowsMax = 200_000
     static let rebuildRowsMax = 1_000_000
@@ -39,31 +43,26 @@ final class Projector {
         }
     }
 
-    /// Table of each entity, by the entity's raw value (-1: none).
-    private var tableByEntity = [Int](repeating: -1, count: 256)
-    private var columnIndex: [[String: Int]] = []
-    /// Per table: column of each known field code (the event codec's one-byte names), or -1.
-    private var columnByCode: [[Int]] = []
-    /// Per table: what each column may hold (DomainSchema), or nil when anything goes.
-    private var columnKinds: [[FieldKind?]] = []
-    /// Per table: the columns of item_tag's pair (item_id, tag_id), when it has both.
-    private var pairColumns: [(item: Int, tag: Int)?] = []
-    private var lastOrigin: (ReplicaID, Int)?
+    /// Where each field of an event goes (constants, shared with a rebuild's reading thread).
+    let layout: FieldLayout
+    /// Fields of the event being applied (`apply(_:db:)`), reused from one event to the next.
+    private var scratch: [PreparedField] = []
+    @exclusivity(unchecked) private var lastOrigin: (ReplicaID, Int)?
     private(set) var origins: [ReplicaID] = []
     private var originIndex: [ReplicaID: Int] = [:]
     private var originKeys: [(UInt64, UInt64)] = []
     private var newOrigins: [Int] = []
-    private(set) var rows: [Key: RowState] = [:]
+    @exclusivity(unchecked) private(set) var rows: [Key: RowState] = [:]
     /// The projection cursor as last written (origins never applied here are absent).
     private var cursor: [ReplicaID: Seq] = [:]
     /// Per origin index: the last seq applied, and whether it moved since the last flush (kept in
     /// arrays so an event costs no hashing of its origin).
-    private var appliedSeq: [UInt64] = []
-    private var cursorMoved: [Bool] = []
-    private var conflicts: [ConflictRecord] = []
-    private var resolutions: [(Key, Int, UInt64, String)] = []
+    @exclusivity(unchecked) private var appliedSeq: [UInt64] = []
+    @exclusivity(unchecked) private var cursorMoved: [Bool] = []
+    @exclusivity(unchecked) private var conflicts: [ConflictRecord] = []
+    @exclusivity(unchecked) private var resolutions: [(Key, Int, UInt64, String)] = []
     private var occurrenceChecks = Set<Key>()
-    private(set) var openConflicts = 0
+    @exclusivity(unchecked) private(set) var openConflicts = 0
     /// Events this build did not understand entirely, since the last flush.
     struct UnreadKey: Hashable { var entity: UInt8, op: UInt8, version: UInt8 }
     /// Which event holds a writer-supplied event id: the first in merge order of those carrying it.
@@ -80,27 +79,21 @@ final class Projector {
     /// file already held), and whether it was loaded from the file.
     private var carriers: [UUID: (list: [IDHolder], stored: Int)] = [:]
     private var unread: [UnreadKey: Int] = [:]
-    private(set) var eventsApplied = 0
+    @exclusivity(unchecked) private(set) var eventsApplied = 0
     /// Runs of consecutive new seqs of one origin, in the order applied: the commit journal's rows.
-    private var runs: [(origin: Int, first: UInt64, last: UInt64)] = []
+    @exclusivity(unchecked) private var runs: [(origin: Int, first: UInt64, last: UInt64)] = []
     /// Rows the commit journal keeps (older ones are pruned now and then).
     static let journalRowsMax: Int64 = 100_000
 
     init(schema: ProjectionSchema, db: Database, fresh: Bool) throws {
         self.schema = schema
         self.fresh = fresh
+        layout = FieldLayout(schema: schema)
         for row in try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor") {
             let text: String = try row.decode(atIndex: 0)
             let seq: Int64 = try row.decode(atIndex: 1)
             guard seq >= 0 else { throw ProjectionError.database("projection_cursor holds seq \(seq); run `evctl replay --rebuild`") }
             if let o = ReplicaID(text) { cursor[o] = Seq(UInt64(seq)) }
-        }
-        for (i, t) in schema.tables.enumerated() {
-            tableByEntity[Int(t.entity.rawValue)] = i
-            columnIndex.append(Dictionary(uniqueKeysWithValues: t.columns.enumerated().map { ($1, $0) }))
-            columnByCode.append(FieldCodes.names.map { name in t.columns.firstIndex(of: name) ?? -1 })
-            columnKinds.append(t.columns.map { DomainSchema.fieldRules[$0]?.kind })
-            pairColumns.append(t.columns.firstIndex(of: "item_id").flatMap { i in t.columns.firstIndex(of: "tag_id").map { (i, $0) } })
         }
         for row in try Row.fetchAll(db, sql: "SELECT idx, origin FROM projection_origins ORDER BY idx") {
             let idx: Int = try row.decode(atIndex: 0)
@@ -164,43 +157,59 @@ final class Projector {
     /// Applies one event. Merging is idempotent and commutative, so a duplicate or an event that
     /// arrives out of order changes nothing it should not; the cursor keeps the highest seq applied.
     func apply(_ e: Event, db: Database) throws {
+        scratch.removeAll(keepingCapacity: true)
+        let prepared = layout.prepare(e, into: &scratch, pairEagerly: false)
+        try withUnsafePointer(to: e) { event in
+            try scratch.withUnsafeMutableBufferPointer { try apply(event, prepared, fields: $0, db: db) }
+        }
+    }
+
+    /// Applies the event at `event`, whose fields `prepared` places in `fields` (values are taken
+    /// from there into rows: what is left is what was not applied, or what a value replaced).
+    /// The event is read in place: only what merging needs of it is loaded, and nothing is copied.
+    func apply(_ event: UnsafePointer<Event>, _ prepared: PreparedEvent, fields: UnsafeMutableBufferPointer<PreparedField>, db: Database) throws {
+        let origin = event.pointee.origin, seq = event.pointee.seq, entity = event.pointee.entity
         let originIdx: Int
-        if let (o, i) = lastOrigin, o == e.origin {
+        if let (o, i) = lastOrigin, o == origin {
             originIdx = i
         } else {
-            originIdx = addOrigin(e.origin)
-            lastOrigin = (e.origin, originIdx)
+            originIdx = addOrigin(origin)
+            lastOrigin = (origin, originIdx)
         }
-        let isNew = e.seq.rawValue > appliedSeq[originIdx]
+        let isNew = seq.rawValue > appliedSeq[originIdx]
         if isNew {
-            appliedSeq[originIdx] = e.seq.rawValue
+            appliedSeq[originIdx] = seq.rawValue
             cursorMoved[originIdx] = true
-            if let r = runs.last, r.origin == originIdx, r.last &+ 1 == e.seq.rawValue {
-                runs[runs.count - 1].last = e.seq.rawValue
+            if let r = runs.last, r.origin == originIdx, r.last &+ 1 == seq.rawValue {
+                runs[runs.count - 1].last = seq.rawValue
             } else {
-                runs.append((originIdx, e.seq.rawValue, e.seq.rawValue))
+                runs.append((originIdx, seq.rawValue, seq.rawValue))
             }
         }
         eventsApplied += 1
-        if !e.isUnderstood {
+        let op = event.pointee.op, version = event.pointee.schemaVersion
+        // `Event.isUnderstood`, from the loaded fields (calling it would copy the event).
+        if !(entity.isKnown && op.isKnown && version <= Event.currentSchemaVersion) {
             // A newer build's event: kept in the log, projected as far as this build understands
             // (the fields it knows of a known entity and op), and counted (once: a redelivery is
             // not past the cursor) so an upgraded build knows to rebuild (docs/FORMAT.md, "Evolution").
             if isNew {
-                unread[UnreadKey(entity: e.entity.rawValue, op: e.op.rawValue, version: e.schemaVersion), default: 0] += 1
+                unread[UnreadKey(entity: entity.rawValue, op: op.rawValue, version: version), default: 0] += 1
             }
-            guard e.entity.isKnown && e.op.isKnown else { return }
+            guard entity.isKnown && op.isKnown else { return }
         }
-        if isNew, let id = e.explicitEventID { try noteEventID(id, e, db: db) }
-        let t = tableByEntity[Int(e.entity.rawValue)]
+        let explicitID = event.pointee.explicitEventID
+        if isNew, let id = explicitID { try noteEventID(id, event.pointee, db: db) }
+        let t = prepared.table
         guard t >= 0 else { return }
-        let key = Key(table: t, id: e.entityID)
+        let key = Key(table: t, id: event.pointee.entityID)
         if !fresh && rows[key] == nil { rows[key] = try load(key, db: db) }
-        let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue,
-                          explicitID: e.explicitEventID)
+        let stamp = Stamp(hlc: event.pointee.hlc.rawValue, origin: originIdx, seq: seq.rawValue, base: event.pointee.base?.rawValue,
+                          explicitID: explicitID)
         let columns = schema.tables[t].columns.count
-        merge(&rows[key, default: RowState(columns: columns)], key: key, event: e, stamp: stamp)  // in place: one lookup, no copy
-        if e.entity == .completion || e.entity == .recurrenceException { occurrenceChecks.insert(key) }
+        // In place: one lookup, no copy.
+        merge(&rows[key, default: RowState(columns: columns)], key: key, event: event, prepared: prepared, fields: fields, stamp: stamp)
+        if entity == .completion || entity == .recurrenceException { occurrenceChecks.insert(key) }
     }
 
     /// Seed 004's rule for ids: an event id seen again on another event, with another payload
@@ -304,7 +313,7 @@ final class Projector {
         let blob: Data = try r.decode(atIndex: table.columns.count + 1)
         let version: Int64 = try r.decode(atIndex: table.columns.count)
         row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
-        for c in 0..<table.columns.count { row.values[c] = Self.fieldValue(r[c] as DatabaseValue) }
+        for c in 0..<table.columns.count { row.cells[c].value = Self.fieldValue(r[c] as DatabaseValue) }
         row.existsInDatabase = true
         return row
     }
@@ -319,52 +328,46 @@ final class Projector {
         }
     }
 
-    private func merge(_ row: inout RowState, key: Key, event e: Event, stamp: Stamp) {
+    private func merge(_ row: inout RowState, key: Key, event: UnsafePointer<Event>, prepared: PreparedEvent,
+                       fields: UnsafeMutableBufferPointer<PreparedField>, stamp: Stamp) {
         row.version = max(row.version, stamp.hlc)
-        switch e.op {
+        let op = event.pointee.op
+        switch op {
         case .create, .delete, .restore:
             // A create asserts existence: like a restore, it takes part in the delete/restore
             // lifecycle, so tagging again after untagging (the same pair id), or re-inserting a
             // deleted id, brings the entity back when it is the later event (docs/PROJECTION.md).
-            if e.op == .create { row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc) }
+            if op == .create { row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc) }
             if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
-                row.lifecycle = (row.intern(stamp), e.op == .delete)
+                row.lifecycle = (row.intern(stamp), op == .delete)
             }
         default:
             break  // .update; an unknown op never gets here (`apply`)
         }
-        let byCode = columnByCode[key.table]
+        let range = prepared.fieldStart..<prepared.fieldEnd
         // An item_tag is the pair it was created with: pair fields that name another pair (a
         // peer's bad event) are not applied; they stay in the log.
         // Pair fields equal to the row's own cannot change the pair: only others are hashed.
-        let foreignPair = e.entity == .itemTag && e.fields.contains { $0.name == "item_id" || $0.name == "tag_id" }
-            && !holdsPair(row, table: key.table, e.fields) && FieldRules.pairID(e.fields) != e.entityID
-        for var f in e.fields {
-            let code = FieldCodes.code(f.name)
-            let column = code != 0 ? byCode[code] : (columnIndex[key.table][f.name] ?? -1)
-            guard column >= 0 else { continue }  // not a column of this schema: stays in the log
-            if foreignPair && (f.name == "item_id" || f.name == "tag_id") { continue }
+        let foreignPair = prepared.pairFields && !holdsPair(row, table: key.table, fields, range)
+            && !(prepared.pairIsEntity ?? (FieldRules.pairID(event.pointee.fields) == event.pointee.entityID))
+        for i in range {
             // A value of another type than its column holds (a peer's event; input is checked on
             // the way in) is not applied: it stays in the log, and the column stays readable.
-            if let kind = columnKinds[key.table][column] {
-                guard kind.holds(f.value) else { continue }
-                // UUIDs are kept lowercase, whoever wrote them (an older build kept them as given).
-                if kind == .uuid { f.value = FieldRules.lowercasingUUID(f.value) }
-            }
-            let c = column
-            if let current = row.columnStamp[c] {
+            guard fields[i].applies, !(foreignPair && fields[i].pair) else { continue }
+            let c = Int(fields[i].column)
+            if let current = row.cells[c].stamp {
                 let w = row.stamps[current]
                 if w.hlc == stamp.hlc && w.origin == stamp.origin && w.seq == stamp.seq { continue }
                 if after(stamp, w) {
-                    noteConflict(key: key, field: f.name, winner: stamp, winnerValue: f.value, loser: w, loserValue: row.values[c] ?? .null, winnerIsNew: true)
-                    row.values[c] = f.value
-                    row.columnStamp[c] = row.intern(stamp)
-                } else {
-                    noteConflict(key: key, field: f.name, winner: w, winnerValue: row.values[c] ?? .null, loser: stamp, loserValue: f.value, winnerIsNew: false)
+                    if mayConflict(winner: stamp, loser: w) {
+                        noteConflict(key: key, column: c, winner: stamp, winnerValue: fields[i].value ?? .null, loser: w, loserValue: row.cells[c].value ?? .null)
+                    }
+                    take(&fields[i], into: &row, column: c, stamp: stamp)
+                } else if mayConflict(winner: w, loser: stamp) {
+                    noteConflict(key: key, column: c, winner: w, winnerValue: row.cells[c].value ?? .null, loser: stamp, loserValue: fields[i].value ?? .null)
                 }
             } else {
-                row.values[c] = f.value
-                row.columnStamp[c] = row.intern(stamp)
+                take(&fields[i], into: &row, column: c, stamp: stamp)
             }
             // A write that has seen both sides of an open conflict resolves it; conflicts found
             // since the last flush count too (a rebuild flushes once, at the end).
@@ -375,23 +378,39 @@ final class Projector {
         row.compact()
     }
 
-    /// True when every pair field of `fields` (item_id, tag_id) equals the value `row` holds in
-    /// that column: applying them cannot change which pair the row is.
-    private func holdsPair(_ row: RowState, table: Int, _ fields: [Field]) -> Bool {
-        guard let pair = pairColumns[table] else { return false }
-        for f in fields where f.name == "item_id" || f.name == "tag_id" {
-            guard let held = row.values[f.name == "item_id" ? pair.item : pair.tag], held == f.value else { return false }
+    /// Moves the field's value into the row's column (the value it replaces goes back to the
+    /// field, freed with the batch): no copy, and the value's memory is not touched.
+    @inline(__always)
+    private func take(_ field: inout PreparedField, into row: inout RowState, column c: Int, stamp: Stamp) {
+        let s = row.intern(stamp)
+        swap(&row.cells[c].value, &field.value)
+        row.cells[c].stamp = s
+    }
+
+    /// True when every pair field (item_id, tag_id) among `fields[range]` equals the value `row`
+    /// holds in that column: applying them cannot change which pair the row is.
+    private func holdsPair(_ row: borrowing RowState, table: Int, _ fields: UnsafeMutableBufferPointer<PreparedField>, _ range: Range<Int>) -> Bool {
+        guard layout.pairColumns[table] != nil else { return false }
+        for i in range where fields[i].pair {
+            guard let held = row.cells[Int(fields[i].column)].value, held == fields[i].value else { return false }
         }
         return true
     }
 
     /// DESIGN rule 5: a value overwritten by an event whose author had not seen it (its base is
-    /// older than that value), from another origin, is a conflict. Equal values are not.
-    private func noteConflict(key: Key, field: String, winner: Stamp, winnerValue: FieldValue, loser: Stamp, loserValue: FieldValue, winnerIsNew: Bool) {
-        guard winner.origin != loser.origin, winnerValue != loserValue else { return }
+    /// older than that value), from another origin, is a conflict. Equal values are not. The
+    /// stamps are tested first, before any value is looked at (`noteConflict` then compares them).
+    @inline(__always)
+    private func mayConflict(winner: Stamp, loser: Stamp) -> Bool {
         // The later writer (the winner) decides: had it seen the value it overwrote?
-        guard let base = winner.base, base < loser.hlc else { return }
-        conflicts.append(ConflictRecord(entity: schema.tables[key.table].entity, id: key.id, field: field,
+        guard winner.origin != loser.origin, let base = winner.base else { return false }
+        return base < loser.hlc
+    }
+
+    /// Records a conflict between stamps `mayConflict` let through, unless the values are equal.
+    private func noteConflict(key: Key, column: Int, winner: Stamp, winnerValue: FieldValue, loser: Stamp, loserValue: FieldValue) {
+        guard winnerValue != loserValue else { return }
+        conflicts.append(ConflictRecord(entity: schema.tables[key.table].entity, id: key.id, field: schema.tables[key.table].columns[column],
                                         winner: winner, winnerValue: winnerValue, loser: loser, loserValue: loserValue))
     }
 
@@ -508,7 +527,11 @@ final class Projector {
             for e in events[EntityRef(entity: table.entity, id: key.id)] ?? [] {
                 let originIdx = addOrigin(e.origin)
                 let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue, explicitID: e.explicitEventID)
-                merge(&whole, key: key, event: e, stamp: stamp)
+                scratch.removeAll(keepingCapacity: true)
+                let prepared = layout.prepare(e, into: &scratch, pairEagerly: false)
+                withUnsafePointer(to: e) { event in
+                    scratch.withUnsafeMutableBufferPointer { merge(&whole, key: key, event: event, prepared: prepared, fields: $0, stamp: stamp) }
+                }
             }
             rows[key] = whole
         }

@@ -23,9 +23,27 @@ struct EntityRef: Hashable {
 /// The merge state of one entity row: column values, the stamp that set each, the delete/restore
 /// winner, the earliest create and the newest event. Kept with the row in `_clocks`.
 struct RowState {
-    var values: [FieldValue?]
-    /// Per column: index into `stamps` of the event whose value the column holds.
-    var columnStamp: [Int?]
+    /// One column: its value, and which event set it.
+    struct Cell {
+        var value: FieldValue?
+        /// Index into `stamps` of the event whose value the column holds, or -1. (Compacting
+        /// keeps `stamps` to the events columns and lifecycle refer to: a few dozen at most.)
+        var stampIndex: Int32
+
+        init(value: FieldValue? = nil, stamp: Int? = nil) {
+            self.value = value
+            stampIndex = stamp.map { Int32(clamping: $0) } ?? -1
+        }
+
+        var stamp: Int? {
+            get { stampIndex >= 0 ? Int(stampIndex) : nil }
+            set { stampIndex = newValue.map { Int32(clamping: $0) } ?? -1 }
+        }
+    }
+
+    /// Per column, value and stamp side by side: merging reads both for every field, and one
+    /// array is one fetch from memory where two arrays were two (half of merging was waiting for them).
+    var cells: [Cell]
     var stamps: [Stamp] = []
     /// The greatest delete or restore event, and whether it deleted.
     var lifecycle: (stamp: Int, deleted: Bool)?
@@ -38,8 +56,7 @@ struct RowState {
     var purged = false
 
     init(columns: Int) {
-        values = Array(repeating: nil, count: columns)
-        columnStamp = Array(repeating: nil, count: columns)
+        cells = Array(repeating: Cell(), count: columns)
     }
 
     var deleted: Bool { lifecycle?.deleted ?? false }
@@ -48,6 +65,7 @@ struct RowState {
     /// The index of `s` in `stamps`, adding it if new.
     mutating func intern(_ s: Stamp) -> Int {
         if let i = stamps.firstIndex(where: { $0.hlc == s.hlc && $0.origin == s.origin && $0.seq == s.seq }) { return i }
+        if stamps.isEmpty { stamps.reserveCapacity(4) }  // one allocation, not one per doubling
         stamps.append(s)
         return stamps.count - 1
     }
@@ -56,7 +74,7 @@ struct RowState {
     mutating func compact() {
         guard stamps.count > 2 else { return }
         var used: UInt64 = 0
-        for c in columnStamp { if let c { used |= 1 << UInt64(c & 63) } }
+        for c in cells { if let s = c.stamp { used |= 1 << UInt64(s & 63) } }
         if let l = lifecycle { used |= 1 << UInt64(l.stamp & 63) }
         guard used.nonzeroBitCount < stamps.count, stamps.count <= 64 else { return }
         // In place, with the new places on the stack: this runs for most events, and two arrays
@@ -70,7 +88,7 @@ struct RowState {
                 kept += 1
             }
             stamps.removeLast(stamps.count - kept)
-            for c in columnStamp.indices { if let s = columnStamp[c] { columnStamp[c] = remap[s] } }
+            for c in cells.indices { if let s = cells[c].stamp { cells[c].stamp = remap[s] } }
             if let l = lifecycle { lifecycle = (remap[l.stamp], l.deleted) }
         }
     }
@@ -85,7 +103,7 @@ struct RowState {
 
     /// Encodes after what `w` holds (a batch's buffer of row texts).
     func encodeClocks(appendingTo w: inout [UInt8]) {
-        w.reserveCapacity(w.count + 16 + stamps.count * 14 + values.count * 2)
+        w.reserveCapacity(w.count + 16 + stamps.count * 14 + cells.count * 2)
         func varint(_ v: UInt64) {
             var v = v
             while v >= 0x80 {
@@ -121,10 +139,10 @@ struct RowState {
             varint(0)
         }
         var set = 0
-        for s in columnStamp where s != nil { set += 1 }
+        for c in cells where c.stampIndex >= 0 { set += 1 }
         varint(UInt64(set))
-        for (c, s) in columnStamp.enumerated() {
-            guard let s else { continue }
+        for (c, cell) in cells.enumerated() {
+            guard let s = cell.stamp else { continue }
             varint(UInt64(c))
             varint(UInt64(s))
         }
@@ -176,7 +194,7 @@ struct RowState {
         for _ in 0..<m {
             let c = Int(try varint()), s = Int(try varint())
             guard c < columns, s < r.stamps.count else { throw ProjectionError.damagedClocks }
-            r.columnStamp[c] = s
+            r.cells[c].stamp = s
         }
         return r
     }
