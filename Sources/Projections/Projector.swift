@@ -331,6 +331,9 @@ final class Projector {
     private func merge(_ row: inout RowState, key: Key, event: UnsafePointer<Event>, prepared: PreparedEvent,
                        fields: UnsafeMutableBufferPointer<PreparedField>, stamp: Stamp) {
         row.version = max(row.version, stamp.hlc)
+        // Whether a stamp lost what it held (a column or the lifecycle): only then may one be left
+        // unused, for `compact` to drop (most events of a rebuild replace nothing).
+        var replaced = false
         let op = event.pointee.op
         switch op {
         case .create, .delete, .restore:
@@ -339,6 +342,7 @@ final class Projector {
             // deleted id, brings the entity back when it is the later event (docs/PROJECTION.md).
             if op == .create { row.createdHLC = min(row.createdHLC ?? .max, stamp.hlc) }
             if row.lifecycle == nil || after(stamp, row.stamps[row.lifecycle!.stamp]) {
+                replaced = replaced || row.lifecycle != nil
                 row.lifecycle = (row.intern(stamp), op == .delete)
             }
         default:
@@ -363,6 +367,7 @@ final class Projector {
                         noteConflict(key: key, column: c, winner: stamp, winnerValue: fields[i].value ?? .null, loser: w, loserValue: row.cells[c].value ?? .null)
                     }
                     take(&fields[i], into: &row, column: c, stamp: stamp)
+                    replaced = true
                 } else if mayConflict(winner: w, loser: stamp) {
                     noteConflict(key: key, column: c, winner: w, winnerValue: row.cells[c].value ?? .null, loser: stamp, loserValue: fields[i].value ?? .null)
                 }
@@ -375,7 +380,7 @@ final class Projector {
                 resolutions.append((key, c, base, eventID(stamp).lowercasedString))
             }
         }
-        row.compact()
+        if replaced { row.compact() }
     }
 
     /// Moves the field's value into the row's column (the value it replaces goes back to the

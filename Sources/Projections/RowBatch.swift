@@ -40,8 +40,8 @@ struct RowBatch: Sendable {
     /// deleted_at, _clocks; for an UPDATE, the same without the id, then the id.
     mutating func add(_ row: borrowing RowState, id: UUID) {
         if !row.existsInDatabase { addID(id) }
-        for cell in row.cells {
-            switch cell.value {
+        for c in row.cells.indices {
+            switch row.cells[c].value {
             case nil, .null?: values.append(.null)
             case .integer(let n)?: values.append(.integer(n))
             case .real(let d)?: values.append(.real(d))

@@ -74,7 +74,9 @@ struct RowState {
     mutating func compact() {
         guard stamps.count > 2 else { return }
         var used: UInt64 = 0
-        for c in cells { if let s = c.stamp { used |= 1 << UInt64(s & 63) } }
+        // By index, reading only the stamp: iterating the cells would copy each value (counting a
+        // reference to every text, memory merging otherwise never touches).
+        for c in cells.indices where cells[c].stampIndex >= 0 { used |= 1 << UInt64(cells[c].stampIndex & 63) }
         if let l = lifecycle { used |= 1 << UInt64(l.stamp & 63) }
         guard used.nonzeroBitCount < stamps.count, stamps.count <= 64 else { return }
         // In place, with the new places on the stack: this runs for most events, and two arrays
@@ -139,10 +141,10 @@ struct RowState {
             varint(0)
         }
         var set = 0
-        for c in cells where c.stampIndex >= 0 { set += 1 }
+        for c in cells.indices where cells[c].stampIndex >= 0 { set += 1 }
         varint(UInt64(set))
-        for (c, cell) in cells.enumerated() {
-            guard let s = cell.stamp else { continue }
+        for c in cells.indices {
+            guard let s = cells[c].stamp else { continue }
             varint(UInt64(c))
             varint(UInt64(s))
         }
