@@ -177,6 +177,26 @@ import Testing
         #expect(try oneByOne.canonicalDump() == first)
     }
 
+    /// Entity ids come from peers. Ids crafted so that their two halves XOR to one word (or that
+    /// differ only where the table is folded in) must not share a hash: a dictionary of a
+    /// rebuild's rows keyed by them would turn quadratic (hash flooding).
+    @Test func rowKeysCraftedToCollideDoNotShareAHash() {
+        func id(_ a: UInt64, _ b: UInt64) -> UUID {
+            var bytes = [UInt8](repeating: 0, count: 16)
+            withUnsafeBytes(of: a) { bytes.replaceSubrange(0..<8, with: $0) }
+            withUnsafeBytes(of: b) { bytes.replaceSubrange(8..<16, with: $0) }
+            return bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(as: uuid_t.self)) }
+        }
+        var sameFold = Set<Int>(), sameFirstWord = Set<Int>()
+        for i in 0..<1000 {
+            let a = UInt64(i) &* 0x9E37_79B9_7F4A_7C15
+            sameFold.insert(Projector.Key(table: 1, id: id(a, a ^ 0x0123_4567_89AB_CDEF)).hashValue)
+            sameFirstWord.insert(Projector.Key(table: i % 8, id: id(7, UInt64(i % 8))).hashValue)
+        }
+        #expect(sameFold.count > 990)
+        #expect(sameFirstWord.count == 8)  // eight distinct keys, eight hashes
+    }
+
     /// Seed 004: an event id seen again on another event with another payload is a sync anomaly,
     /// whatever the order the two arrive in; the same payload under two positions is not; both
     /// events are applied as the events they are.
