@@ -480,13 +480,7 @@ struct LegacyImporter {
     /// Takes back what a share mapped, after what this one holds: counts added, lists cut as
     /// they would have been, its events ordered after this one's.
     private mutating func absorb(_ s: LegacyImporter) {
-        for (name, t) in s.report.tables {
-            report.tables[name, default: .init()].read += t.read
-            report.tables[name, default: .init()].deleted += t.deleted
-            report.tables[name, default: .init()].imported += t.imported
-            report.tables[name, default: .init()].keptAside += t.keptAside
-            report.tables[name, default: .init()].orphans += t.orphans
-        }
+        for (name, t) in s.report.tables { report.tables[name, default: .init()].add(t) }
         report.keptAside += s.report.keptAside.prefix(max(0, LegacyImportReport.listedMax - report.keptAside.count))
         report.adjusted += s.report.adjusted.prefix(max(0, LegacyImportReport.listedMax - report.adjusted.count))
         report.adjustedCount += s.report.adjustedCount
@@ -530,4 +524,15 @@ struct LegacyImporter {
 extension InputError {
     /// The error's text without the position (the report names the row itself).
     var message: String { "\(self)" }
+}
+
+extension LegacyImportReport.Table {
+    /// Adds another share's counts of the same table.
+    mutating func add(_ o: Self) {
+        read += o.read
+        deleted += o.deleted
+        imported += o.imported
+        keptAside += o.keptAside
+        orphans += o.orphans
+    }
 }

@@ -46,7 +46,7 @@ struct FieldLayout: @unchecked Sendable {
     /// reading thread does it); without, merging works it out only when the row does not hold that pair already.
     func prepare(_ e: Event, into fields: inout [PreparedField], pairEagerly: Bool) -> PreparedEvent {
         let start = fields.count
-        let t = Int(e.entity.rawValue) < tableByEntity.count ? tableByEntity[Int(e.entity.rawValue)] : -1
+        let t = tableByEntity[Int(e.entity.rawValue)]  // 256 entries: every raw value
         guard t >= 0 else { return PreparedEvent(table: -1, fieldStart: start, fieldEnd: start, pairFields: false, pairIsEntity: nil) }
         let codeBase = t * codeStride, kindBase = kindStart[t]
         let itemTag = e.entity == .itemTag

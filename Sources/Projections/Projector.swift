@@ -161,10 +161,16 @@ final class Projector {
     /// Applies one event. Merging is idempotent and commutative, so a duplicate or an event that
     /// arrives out of order changes nothing it should not; the cursor keeps the highest seq applied.
     func apply(_ e: Event, db: Database) throws {
+        try withPrepared(e) { try apply($0, $1, fields: $2, db: db) }
+    }
+
+    /// Places `e`'s fields in `scratch` and lends the event, its place and its fields to `body`
+    /// (an event applied on its own: a rebuild places fields on its reading thread instead).
+    private func withPrepared<R>(_ e: Event, _ body: (UnsafePointer<Event>, PreparedEvent, UnsafeMutableBufferPointer<PreparedField>) throws -> R) rethrows -> R {
         scratch.removeAll(keepingCapacity: true)
         let prepared = layout.prepare(e, into: &scratch, pairEagerly: false)
-        try withUnsafePointer(to: e) { event in
-            try scratch.withUnsafeMutableBufferPointer { try apply(event, prepared, fields: $0, db: db) }
+        return try withUnsafePointer(to: e) { event in
+            try scratch.withUnsafeMutableBufferPointer { try body(event, prepared, $0) }
         }
     }
 
@@ -536,11 +542,7 @@ final class Projector {
             for e in events[EntityRef(entity: table.entity, id: key.id)] ?? [] {
                 let originIdx = addOrigin(e.origin)
                 let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue, explicitID: e.explicitEventID)
-                scratch.removeAll(keepingCapacity: true)
-                let prepared = layout.prepare(e, into: &scratch, pairEagerly: false)
-                withUnsafePointer(to: e) { event in
-                    scratch.withUnsafeMutableBufferPointer { merge(&whole, key: key, event: event, prepared: prepared, fields: $0, stamp: stamp) }
-                }
+                withPrepared(e) { merge(&whole, key: key, event: $0, prepared: $1, fields: $2, stamp: stamp) }
             }
             rows[key] = whole
         }

@@ -25,15 +25,10 @@ struct EntityRef: Hashable {
 struct RowState {
     /// One column: its value, and which event set it.
     struct Cell {
-        var value: FieldValue?
+        var value: FieldValue? = nil
         /// Index into `stamps` of the event whose value the column holds, or -1. (Compacting
         /// keeps `stamps` to the events columns and lifecycle refer to: a few dozen at most.)
-        var stampIndex: Int32
-
-        init(value: FieldValue? = nil, stamp: Int? = nil) {
-            self.value = value
-            stampIndex = stamp.map { Int32(clamping: $0) } ?? -1
-        }
+        var stampIndex: Int32 = -1
 
         var stamp: Int? {
             get { stampIndex >= 0 ? Int(stampIndex) : nil }
