@@ -13,3 +13,18 @@ int logbook_sqlite_guard(void *connection, int allow_triggers) {
     }
     return SQLITE_OK;
 }
+
+int logbook_sqlite_limits(void *connection, int length_max, int sql_length_max) {
+    sqlite3 *db = (sqlite3 *)connection;
+    sqlite3_limit(db, SQLITE_LIMIT_LENGTH, length_max);
+    sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, sql_length_max);
+    sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+    if (sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1) != length_max) return SQLITE_ERROR;
+    if (sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, -1) != sql_length_max) return SQLITE_ERROR;
+    if (sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, -1) != 0) return SQLITE_ERROR;
+    return SQLITE_OK;
+}
+
+int logbook_sqlite_allow_attach(void *connection, int count) {
+    return sqlite3_limit((sqlite3 *)connection, SQLITE_LIMIT_ATTACHED, count);
+}

@@ -36,10 +36,10 @@ public final class AuditIndex: @unchecked Sendable {
         self.store = store
         self.logger = logger
         let file = store.path + "/audit.sqlite"
-        var config = Configuration()
+        var config = SQLiteFactory.configuration(.ours)
         config.busyMode = .timeout(5)
         if inMemory || !FileManager.default.isWritableFile(atPath: store.path) {
-            db = try DatabaseQueue(configuration: config)
+            db = try SQLiteFactory.queue(nil, .ours, config)
             path = nil
         } else {
             do {
@@ -80,7 +80,7 @@ public final class AuditIndex: @unchecked Sendable {
     }
 
     private static func openChecked(_ file: String, store: Store, config: Configuration) throws -> DatabasePool {
-        let pool = try DatabasePool(path: file, configuration: config)
+        let pool = try SQLiteFactory.pool(file, config)
         try pool.read { db in
             if try db.tableExists("meta") {
                 let ok = try String.fetchOne(db, sql: "PRAGMA quick_check") ?? "?"

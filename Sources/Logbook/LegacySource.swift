@@ -58,6 +58,14 @@ public enum LegacyFormat: String, Sendable {
 /// Reads a legacy file into tables. The file is a kept copy (the backup), never the user's own.
 enum LegacySource {
     static let syncedTables = ["items", "tags", "item_tags", "time_entries", "saved_searches", "app_settings"]
+
+    /// The largest legacy file `import-legacy` reads (a task manager's data is far smaller).
+    static let fileBytesMax = 4 << 30
+    /// What reading a table may yield beyond the bytes its file holds: values are stored in the
+    /// file, so more than this means something computes them as they are read (a column's
+    /// default written into the schema by hand, say), and the import stops instead of filling
+    /// memory.
+    static func valueBytesMax(fileBytes: Int) -> Int { fileBytes.multipliedReportingOverflow(by: 4).partialValue + (64 << 20) }
     static let v1Tables = ["folders", "items", "tags", "notes", "item_tags"]
 
     /// Tells the format from the file's first bytes (and, for SQLite, its tables).
@@ -80,12 +88,7 @@ enum LegacySource {
     /// Opens a private copy of an SQLite file on a hardened connection: nothing the file holds
     /// (triggers, views, functions) runs; only tables are read.
     static func openSQLite(_ path: String) throws -> DatabaseQueue {
-        var config = Configuration()
-        config.prepareDatabase { db in
-            try SQLiteGuard.harden(db, allowTriggers: false)
-            try db.execute(sql: "PRAGMA cell_size_check = ON")
-        }
-        do { return try DatabaseQueue(path: path, configuration: config) } catch {
+        do { return try SQLiteFactory.queue(path, .foreign) } catch {
             throw LogbookError(.invalid, "\(path): not a readable SQLite database (\(error))")
         }
     }
@@ -95,10 +98,19 @@ enum LegacySource {
     }
 
     /// Every row of `table` (a table, never a view), in rowid order when it has one.
-    static func readSQLite(_ q: DatabaseQueue, table: String) throws -> LegacyTable? {
+    /// Generated and hidden columns, views and virtual tables are refused (`SQLiteFactory.plainTable`):
+    /// their values would be computed as they are read. So is a table whose values add up to
+    /// more than `valueBytesMax(fileBytes:)`.
+    static func readSQLite(_ q: DatabaseQueue, table: String, file: String, fileBytes: Int) throws -> LegacyTable? {
         try q.read { db -> LegacyTable? in
-            guard try db.tableExists(table) else { return nil }
-            let quoted = "\"" + table.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+            do {
+                guard try SQLiteFactory.plainTable(db, table, file: file) else { return nil }
+            } catch let e as DatabaseError {
+                throw LogbookError(.invalid, e.message ?? "\(file): table \(table) refused", hint: "nothing was imported")
+            }
+            let valueBytesMax = valueBytesMax(fileBytes: fileBytes)
+            var valueBytes = 0
+            let quoted = SQLiteFactory.quote(table)
             let withoutRowid = try Bool.fetchOne(db, sql: "SELECT sql LIKE '%WITHOUT ROWID%' FROM sqlite_master WHERE type = 'table' AND name = ?", arguments: [table]) ?? false
             let statement = try db.makeStatement(sql: "SELECT * FROM \(quoted)" + (withoutRowid ? "" : " ORDER BY rowid"))
             // Lowercased once per table, not once per value.
@@ -116,7 +128,16 @@ enum LegacySource {
                     case .string(let s): .text(s)
                     case .blob(let b): .blob(b)
                     }
+                    switch v.storage {
+                    case .string(let s): valueBytes += s.utf8.count
+                    case .blob(let b): valueBytes += b.count
+                    default: valueBytes += 8
+                    }
                     columns.append((names[k], value))
+                }
+                guard valueBytes <= valueBytesMax else {
+                    throw LogbookError(.invalid, "\(file): table \(table), row \(rows.count + 1): the values read so far add up to \(valueBytes) bytes, more than the \(valueBytesMax) a file of \(fileBytes) bytes can hold; something computes them as they are read",
+                                       hint: "nothing was imported")
                 }
                 rows.append(LegacyRow(number: rows.count + 1, columns: columns))
             }

@@ -36,9 +36,15 @@ extension Logbook {
         let format = try LegacySource.detect(imports + "/incoming.tmp") {
             // A private copy to read SQLite from (and to replay a -wal into): the backup stays as it came.
             try FileManager.default.copyItem(atPath: imports + "/incoming.tmp", toPath: scratch + "/db.sqlite")
-            if let wal = try? Data(contentsOf: URL(fileURLWithPath: path + "-wal")), !wal.isEmpty {
-                try wal.write(to: URL(fileURLWithPath: scratch + "/db.sqlite-wal"))
-                try wal.write(to: URL(fileURLWithPath: imports + "/\(sha).sqlite-wal"))
+            if FileManager.default.fileExists(atPath: path + "-wal") {
+                let wal: Data
+                do { wal = Data(try ForeignFile.read(path + "-wal", bytesMax: LegacySource.fileBytesMax, op: "import-legacy")) } catch let e as LogError {
+                    throw LogbookError(.invalid, "\(path)-wal: \(e.message)", hint: e.hint)
+                }
+                if !wal.isEmpty {
+                    try wal.write(to: URL(fileURLWithPath: scratch + "/db.sqlite-wal"))
+                    try wal.write(to: URL(fileURLWithPath: imports + "/\(sha).sqlite-wal"))
+                }
             }
             sqlite = try LegacySource.openSQLite(scratch + "/db.sqlite")
             return try LegacySource.sqliteTables(sqlite!)
@@ -58,7 +64,7 @@ extension Logbook {
         var tables: [String: LegacyTable] = [:]
         if let q = sqlite {
             let wanted = format == .v1SQLite ? LegacySource.v1Tables : LegacySource.syncedTables
-            for name in wanted { tables[name] = try LegacySource.readSQLite(q, table: name) }
+            for name in wanted { tables[name] = try LegacySource.readSQLite(q, table: name, file: path, fileBytes: bytes) }
             importer.report.leftBehind = try LegacySource.sqliteTables(q)
                 .filter { !wanted.contains($0) && !$0.hasPrefix("sqlite_") && $0 != "grdb_migrations" }.sorted()
         } else {
@@ -197,9 +203,13 @@ extension Logbook {
     /// Copies `source` to `temp` while hashing it, syncs the copy, and reads it back to check it.
     /// - Returns: the SHA-256 (hex) and the size.
     static func copyHashing(from source: String, to temp: String) throws -> (String, Int) {
-        guard let input = FileHandle(forReadingAtPath: source) else {
-            throw LogbookError(.notFound, "\(source): cannot be opened for reading")
+        // Only a regular file, opened without blocking (a FIFO would hang the import holding the
+        // writer lock) and at most `LegacySource.fileBytesMax` bytes.
+        let opened: (fd: Int32, size: Int)
+        do { opened = try ForeignFile.openRegular(source, bytesMax: LegacySource.fileBytesMax, op: "import-legacy") } catch let e as LogError {
+            throw LogbookError(.invalid, "\(source): \(e.message)", hint: e.hint)
         }
+        let input = FileHandle(fileDescriptor: opened.fd, closeOnDealloc: true)
         defer { try? input.close() }
         try? FileManager.default.removeItem(atPath: temp)
         guard FileManager.default.createFile(atPath: temp, contents: nil), let output = FileHandle(forWritingAtPath: temp) else {

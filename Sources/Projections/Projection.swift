@@ -66,7 +66,7 @@ public final class Projection: @unchecked Sendable {
     }
 
     static func configuration() -> Configuration {
-        var c = SQLiteGuard.configuration()
+        var c = SQLiteFactory.configuration(.ours)
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA cache_size = -65536")
@@ -75,7 +75,7 @@ public final class Projection: @unchecked Sendable {
     }
 
     static func openPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
-        let pool = try DatabasePool(path: path, configuration: configuration())
+        let pool = try SQLiteFactory.pool(path, configuration())
         try schema.migrator().migrate(pool)
         return pool
     }
@@ -83,13 +83,13 @@ public final class Projection: @unchecked Sendable {
     /// A scratch database for a rebuild: no journal and no syncs while it fills (it is only used
     /// once it is complete: a crash leaves a temp file that the next rebuild deletes), a large cache.
     static func openRebuildQueue(_ path: String, schema: ProjectionSchema) throws -> DatabaseQueue {
-        var c = SQLiteGuard.configuration()
+        var c = SQLiteFactory.configuration(.ours)
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = OFF")
             try db.execute(sql: "PRAGMA synchronous = OFF")
             try db.execute(sql: "PRAGMA cache_size = -262144")
         }
-        let q = try DatabaseQueue(path: path, configuration: c)
+        let q = try SQLiteFactory.queue(path, .ours, c)
         try schema.migrator().migrate(q)
         return q
     }
@@ -139,9 +139,9 @@ public final class Projection: @unchecked Sendable {
     /// or written): empty when the file or the table does not exist.
     public static func unreadEvents(at path: String) throws -> [UnreadEvents] {
         guard FileManager.default.fileExists(atPath: path) else { return [] }
-        var c = SQLiteGuard.configuration()
+        var c = SQLiteFactory.configuration(.ours)
         c.readonly = true
-        let q = try DatabaseQueue(path: path, configuration: c)
+        let q = try SQLiteFactory.queue(path, .ours, c)
         defer { try? q.close() }
         return try q.read { db in try db.tableExists("projection_unread") ? try unreadEvents(db) : [] }
     }
@@ -211,12 +211,12 @@ public final class Projection: @unchecked Sendable {
                 // recreated from their own SQL (the schema ends identical) and the FTS index built in one pass.
                 // Not the conflicts' index: each flush looks conflicts up by entity to settle
                 // resolutions, and without it every lookup scanned them all (quadratic).
-                let deferred = try Row.fetchAll(db, sql: """
-                    SELECT type, name, sql FROM sqlite_master
-                    WHERE type IN ('index', 'trigger') AND sql IS NOT NULL AND tbl_name NOT LIKE 'sqlite_%' AND tbl_name <> 'conflicts'
-                    ORDER BY type, name
-                    """).map { (type: $0[0] as String, name: $0[1] as String, sql: $0[2] as String) }
-                for d in deferred { try db.execute(sql: "DROP \(d.type.uppercased()) \(d.name)") }
+                // Which ones, by name and SQL, comes from this build's own migrations run in memory:
+                // the file's schema is compared with them as data, and no SQL text read from the
+                // file is ever executed (an index whose name is SQL is left alone, not run).
+                let present = Set(try Projection.indexesAndTriggers(db))
+                let deferred = try Projection.ownIndexesAndTriggers(schema).filter(present.contains)
+                for d in deferred { try db.execute(sql: "DROP \(d.type == "index" ? "INDEX" : "TRIGGER") \(SQLiteFactory.quote(d.name))") }
                 // Reading, decoding and placing fields run on a second thread, ahead of merging (same order).
                 try EventPrefetcher.runBatches(reader: reader, work: todo.map { ($0.0, $0.1) }, layout: p.layout) { batch in
                     try batch.events.withUnsafeBufferPointer { batchEvents in
@@ -319,9 +319,9 @@ public final class Projection: @unchecked Sendable {
             // Device-local settings survive a rebuild, and with them what was purged.
             if FileManager.default.fileExists(atPath: target) {
                 try pool.writeWithoutTransaction { db in
-                    try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
-                    try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings SELECT key, value FROM old.app_settings")
-                    try db.execute(sql: "DETACH DATABASE old")
+                    try SQLiteFactory.attaching(db, target, for: .previousProjection) { old in
+                        try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings SELECT key, value FROM \(old).app_settings")
+                    }
                     try db.inTransaction {
                         try Projection.reapplyPurge(db, schema: schema)
                         return .commit
@@ -342,12 +342,37 @@ public final class Projection: @unchecked Sendable {
         return n
     }
 
+    /// An index or trigger a bulk load sets aside and recreates.
+    struct SchemaObject: Hashable { var type: String, name: String, sql: String }
+
+    /// The indexes and triggers of the open database that a bulk load may set aside (not the
+    /// conflicts' index, which each flush uses), as data.
+    static func indexesAndTriggers(_ db: Database) throws -> [SchemaObject] {
+        try Row.fetchAll(db, sql: """
+            SELECT type, name, sql FROM sqlite_master
+            WHERE type IN ('index', 'trigger') AND sql IS NOT NULL AND tbl_name NOT LIKE 'sqlite_%' AND tbl_name <> 'conflicts'
+            ORDER BY type, name
+            """).compactMap { row in
+            guard let t = SnapshotSchema.text(row[0]), let n = SnapshotSchema.text(row[1]), let q = SnapshotSchema.text(row[2]) else { return nil }
+            return SchemaObject(type: t, name: n, sql: q)
+        }
+    }
+
+    /// The same, as this build's own migrations of `schema` make them (in a private in-memory
+    /// database): the only SQL a bulk load runs to recreate them.
+    static func ownIndexesAndTriggers(_ schema: ProjectionSchema) throws -> [SchemaObject] {
+        let q = try SQLiteFactory.queue(nil, .ours)
+        defer { try? q.close() }
+        try schema.migrator().migrate(q)
+        return try q.read(indexesAndTriggers)
+    }
+
     /// fsyncs `temp`, checkpoints and closes out the old file's WAL, renames, fsyncs the directory.
     static func swapIn(_ temp: String, over target: String) throws {
         try DurableFile.sync(temp, op: "rebuild")
         if FileManager.default.fileExists(atPath: target) {
             // Fold the old WAL into the old file first: a stale WAL must never meet the new file.
-            if let old = try? DatabaseQueue(path: target) {
+            if let old = try? SQLiteFactory.queue(target, .ours) {
                 try? old.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
                 try? old.close()
             }

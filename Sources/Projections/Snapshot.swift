@@ -41,9 +41,9 @@ public enum Snapshot {
         try? FileManager.default.removeItem(atPath: tmp)
         do {
             try projected.projection.pool.writeWithoutTransaction { db in
-                try db.execute(sql: "VACUUM INTO ?", arguments: [tmp])
+                try SQLiteFactory.vacuum(db, into: tmp)
             }
-            let queue = try DatabaseQueue(path: tmp, configuration: SQLiteGuard.configuration())
+            let queue = try SQLiteFactory.queue(tmp, .ours)
             try queue.write { db in
                 try db.execute(sql: "DELETE FROM app_settings")
                 for sql in SnapshotSchema.snapshotTablesSQL { try db.execute(sql: sql) }
@@ -257,11 +257,11 @@ extension Snapshot {
         try queue.writeWithoutTransaction { db in
             if FileManager.default.fileExists(atPath: target) {
                 // This store's own projection file: its device-local settings stay.
-                try db.execute(sql: "ATTACH DATABASE ? AS old", arguments: [target])
-                if try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM old.sqlite_master WHERE type = 'table' AND name = 'app_settings'") == true {
-                    try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings (key, value) SELECT key, value FROM old.app_settings")
+                try SQLiteFactory.attaching(db, target, for: .previousProjection) { old in
+                    if try Bool.fetchOne(db, sql: "SELECT count(*) > 0 FROM \(old).sqlite_master WHERE type = 'table' AND name = 'app_settings'") == true {
+                        try db.execute(sql: "INSERT OR REPLACE INTO main.app_settings (key, value) SELECT key, value FROM \(old).app_settings")
+                    }
                 }
-                try db.execute(sql: "DETACH DATABASE old")
             }
         }
         try queue.close()
@@ -295,15 +295,15 @@ extension Snapshot {
         let queue = try Projection.openRebuildQueue(to, schema: .current)
         do {
             try queue.writeWithoutTransaction { db in
-                try db.execute(sql: "ATTACH DATABASE ? AS snap", arguments: [from])
-                defer { try? db.execute(sql: "DETACH DATABASE snap") }
-                try db.inTransaction {
-                    for (table, columns) in try SnapshotSchema.copiedTables(from: snapshotSchema) {
-                        let list = columns.map(SnapshotSchema.quote).joined(separator: ", ")
-                        let name = SnapshotSchema.quote(table)
-                        try db.execute(sql: "INSERT INTO main.\(name) (\(list)) SELECT \(list) FROM snap.\(name)")
+                try SQLiteFactory.attaching(db, from, for: .snapshotRows) { snap in
+                    try db.inTransaction {
+                        for (table, columns) in try SnapshotSchema.copiedTables(from: snapshotSchema) {
+                            let list = columns.map(SnapshotSchema.quote).joined(separator: ", ")
+                            let name = SnapshotSchema.quote(table)
+                            try db.execute(sql: "INSERT INTO main.\(name) (\(list)) SELECT \(list) FROM \(snap).\(name)")
+                        }
+                        return .commit
                     }
-                    return .commit
                 }
             }
             try queue.writeWithoutTransaction { db in _ = try db.execute(sql: "PRAGMA journal_mode = WAL") }

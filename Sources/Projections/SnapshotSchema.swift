@@ -49,7 +49,7 @@ enum SnapshotSchema {
     }
 
     private static func makeReference(migrations count: Int) throws -> Reference {
-        let queue = try DatabaseQueue(configuration: SQLiteGuard.configuration())
+        let queue = try SQLiteFactory.queue(nil, .ours)
         try ProjectionSchema.current.migrator(upTo: count).migrate(queue)
         return try queue.write { db in
             for sql in snapshotTablesSQL + [eventIDsTableSQL] { try db.execute(sql: sql) }
@@ -119,13 +119,10 @@ enum SnapshotSchema {
     /// Opens a snapshot that came from elsewhere, read-only, on a connection that cannot run
     /// anything the file asks for.
     static func openUntrusted(_ path: String) throws -> DatabaseQueue {
-        var config = Configuration()
-        config.readonly = true
-        config.prepareDatabase { db in
-            try SQLiteGuard.harden(db, allowTriggers: false)
-            try db.execute(sql: "PRAGMA cell_size_check = ON")
-        }
-        do { return try DatabaseQueue(path: path, configuration: config) } catch {
+        do {
+            try ForeignFile.checkRegular(path, bytesMax: Snapshot.absoluteBytesMax, op: "open a snapshot")
+            return try SQLiteFactory.queue(path, .foreign)
+        } catch {
             throw ProjectionError.database("\(path) is not a snapshot (not an SQLite database: \(error))")
         }
     }
@@ -170,7 +167,7 @@ enum SnapshotSchema {
     }
 
     /// An SQL identifier, quoted (names reach SQL only this way).
-    static func quote(_ name: String) -> String { "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\"" }
+    static func quote(_ name: String) -> String { SQLiteFactory.quote(name) }
 
     /// A value as text when it is text (never converted from another type: no trap on bad data).
     static func text(_ v: DatabaseValue) -> String? {

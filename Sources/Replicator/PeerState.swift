@@ -27,9 +27,9 @@ public final class PeerState: Sendable {
     public init(store: Store) throws {
         // Several processes may sync the same store at once (two `evctl sync` runs, a server and a
         // client): each waits its turn for the file's lock instead of failing with SQLITE_BUSY.
-        var config = SQLiteGuard.configuration()
+        var config = SQLiteFactory.configuration(.ours)
         config.busyMode = .timeout(PeerState.busyWaitSeconds)
-        db = try DatabaseQueue(path: PeerState.path(of: store), configuration: config)
+        db = try SQLiteFactory.queue(PeerState.path(of: store), .ours, config)
         // Created inside an immediate transaction: two processes opening a new store's peers
         // file at once take turns (a migrator's check-then-create lets both try to create).
         try db.writeWithoutTransaction { db in

@@ -204,4 +204,38 @@ import Testing
         #expect(throws: LogbookError.self) { try book.importLegacy(from: dir.path + "/missing.sqlite") }
         #expect(try book.status().log.totalEvents == 0)
     }
+
+    /// A legacy file that computes as it is read: a generated column whose expression builds a
+    /// huge value (a 12 KiB file made the import hold 2.5 GiB), a hidden column of a virtual
+    /// table, a FIFO (the import hung holding the writer lock). Each is refused, naming the file
+    /// and what was refused, and nothing is appended.
+    @Test func aLegacyFileThatComputesOnReadOrIsNoRegularFileIsRefused() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/s", creating: true)
+        let generated = dir.path + "/generated.sqlite"
+        let q = try DatabaseQueue(path: generated)
+        try q.write { db in
+            try db.execute(sql: "CREATE TABLE items (id TEXT, title TEXT, big BLOB GENERATED ALWAYS AS (zeroblob(100000000)) VIRTUAL)")
+            for i in 0..<30 { try db.execute(sql: "INSERT INTO items (id, title) VALUES (?, 'x')", arguments: ["\(i)"]) }
+        }
+        try q.close()
+        do { try book.importLegacy(from: generated); Issue.record("accepted") } catch {
+            #expect("\(error)".contains("column big of table items is a generated column"), "\(error)")
+            #expect("\(error)".contains("generated.sqlite"))
+        }
+        let fifo = dir.path + "/pipe.sqlite"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        do { try book.importLegacy(from: fifo); Issue.record("accepted") } catch {
+            #expect("\(error)".contains("not a regular file (a FIFO)"), "\(error)")
+        }
+        #expect(try book.status().log.totalEvents == 0)
+        // The store stays usable: a real import goes through afterwards.
+        let ok = try copy("synced.sqlite", into: dir)
+        #expect(try book.importLegacy(from: ok).events > 0)
+    }
+
+    @Test func valuesBeyondWhatTheFileHoldsStopTheRead() {
+        #expect(LegacySource.valueBytesMax(fileBytes: 12 << 10) < 100 << 20)
+        #expect(LegacySource.valueBytesMax(fileBytes: Int.max) > 0)
+    }
 }

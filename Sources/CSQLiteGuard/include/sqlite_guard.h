@@ -10,4 +10,13 @@
 /// sqlite3_db_config is variadic, which Swift cannot call directly; this is why the shim exists.
 int logbook_sqlite_guard(void *connection, int allow_triggers);
 
+/// Lowers the connection's run-time limits: the largest string or blob (`length_max` bytes),
+/// the longest SQL statement (`sql_length_max` bytes), and no attached database at all (ATTACH
+/// fails until `logbook_sqlite_allow_attach` raises the limit for one named internal use).
+/// Returns 0 on success.
+int logbook_sqlite_limits(void *connection, int length_max, int sql_length_max);
+
+/// Sets how many databases may be attached (0 or 1); returns the previous limit.
+int logbook_sqlite_allow_attach(void *connection, int count);
+
 #endif

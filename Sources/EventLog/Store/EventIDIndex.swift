@@ -11,14 +11,14 @@ final class EventIDIndex {
     private var inTransaction = false
 
     init(path: String) throws {
-        var config = SQLiteGuard.configuration()
+        var config = SQLiteFactory.configuration(.ours)
         config.allowsUnsafeTransactions = true
         config.prepareDatabase { db in
             // The log is the truth; a lost index tail is rebuilt from it at open.
             try db.execute(sql: "PRAGMA synchronous = OFF")
         }
         do {
-            db = try DatabaseQueue(path: path, configuration: config)
+            db = try SQLiteFactory.queue(path, .ours, config)
             try db.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
                 try db.execute(sql: """

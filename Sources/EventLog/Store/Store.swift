@@ -35,7 +35,8 @@ public struct Store: Sendable {
             throw LogError(.notAStore, op, "no store here (store.json is missing)", file: path,
                            hint: "create one with `evctl init --store \(path)`")
         }
-        let bytes = try FileIO.readFile(meta, op: op)
+        // A store on a shared path is a peer's: its store.json is read as foreign bytes.
+        let bytes = try ForeignFile.read(meta, bytesMax: 64 << 10, op: op)
         guard let obj = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               let version = obj["format_version"] as? Int,
               let idText = obj["replica_id"] as? String else {

@@ -42,14 +42,14 @@ public final class OriginOwners: @unchecked Sendable {
 
     private func open() throws -> DatabaseQueue {
         if let q = queue { return q }
-        var c = SQLiteGuard.configuration()
+        var c = SQLiteFactory.configuration(.ours)
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = FULL")
         }
         let q: DatabaseQueue
         do {
-            q = try DatabaseQueue(path: path, configuration: c)
+            q = try SQLiteFactory.queue(path, .ours, c)
             try q.write { db in
                 try db.execute(sql: """
                     CREATE TABLE IF NOT EXISTS owners (
