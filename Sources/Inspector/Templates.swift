@@ -1,9 +1,12 @@
 import Mustache
 
-/// The inspector's pages as Mustache templates. Every `{{value}}` is HTML-escaped by the
-/// renderer (`<`, `>`, `&`, `"`, `'`), so text from the data (titles, actors, field values) is
-/// shown as text wherever it appears, in an element or an attribute. No template uses the
-/// unescaped forms (`{{{…}}}`, `{{&…}}`); a test checks that.
+/// The inspector's pages as Mustache templates. Every `{{value}}` is escaped by `HTMLEscape`
+/// (`<`, `>`, `&`, `"`, `'`, per Unicode scalar), so text from the data (titles, actors, field
+/// values) is shown as text wherever it appears, in an element or an attribute. The library's own
+/// escaper compares grapheme clusters and is never used: `library()` puts the content-type
+/// pragma naming ours at the head of every template, partials included (a partial starts over
+/// with the library's default). No template uses the unescaped forms (`{{{…}}}`, `{{&…}}`); a
+/// test checks that.
 enum Templates {
     static let all: [String: String] = [
         "header": header, "footer": footer, "overview": overview, "log": log, "entity": entity,
@@ -11,10 +14,14 @@ enum Templates {
     ]
 
     static func library() throws -> MustacheLibrary {
+        MustacheContentTypes.register(HTMLEscape.ContentType(), named: HTMLEscape.contentTypeName)
         var library = MustacheLibrary()
-        for (name, text) in all { try library.register(text, named: name) }
+        for (name, text) in all { try library.register(pragma + text, named: name) }
         return library
     }
+
+    /// Selects `HTMLEscape` for the rest of a template (and must head each one: see above).
+    static let pragma = "{{% CONTENT_TYPE: \(HTMLEscape.contentTypeName)}}"
 
     static let header = """
         <!doctype html>

@@ -375,6 +375,72 @@ struct Fixture {
         #expect(AuditIndex.fields("[[1,2]]").first?.name == "(unreadable in the audit index)")
     }
 
+    /// Each of `< > & " '` with U+0600 (which joins the next character's grapheme cluster) before
+    /// it and a combining acute accent after it: an escaper that compares `Character`s sees neither.
+    static let clustered: [String] = ["<", ">", "&", "\"", "'"].flatMap { c in ["\u{0600}" + c, c + "\u{0301}"] }
+    static let clusteredTitle = "\u{0600}<meta http-equiv=refresh content=\"0;url=http://example.invalid/\u{0301}\">" + clustered.joined(separator: " ")
+
+    /// Whether `page`'s UTF-8 bytes hold `needle`'s (String.contains compares grapheme clusters).
+    /// A needle ending in `&` counts only where no character reference follows it (an escaped
+    /// `<` after U+0600 is U+0600 then `&lt;`).
+    static func holdsBytes(_ page: String, _ needle: String) -> Bool {
+        let bytes = Array(page.utf8), n = Array(needle.utf8)
+        guard n.count <= bytes.count else { return false }
+        let references = ["amp;", "lt;", "gt;", "quot;", "#39;"].map { Array($0.utf8) }
+        return (0...(bytes.count - n.count)).contains { i in
+            guard bytes[i..<(i + n.count)].elementsEqual(n) else { return false }
+            guard n.last == UInt8(ascii: "&") else { return true }
+            let rest = bytes[(i + n.count)...]
+            return !references.contains { rest.starts(with: $0) }
+        }
+    }
+
+    /// The first of the five characters `page` holds raw next to the scalar that hid it.
+    static func rawClusteredMarkup(_ page: String) -> String? {
+        clustered.first { holdsBytes(page, $0) }.map { $0.unicodeScalars.map { String(format: "U+%04X", $0.value) }.joined(separator: " ") }
+    }
+
+    @Test func escapingWorksPerScalarNotPerCharacter() {
+        for c in Self.clustered {
+            let e = HTMLEscape.escape("a" + c + "b")
+            #expect(Self.rawClusteredMarkup(e) == nil, "\(c.unicodeScalars.map(\.value))")
+            #expect(!e.utf8.contains(UInt8(ascii: "<")) && !e.utf8.contains(UInt8(ascii: ">")) && !e.utf8.contains(UInt8(ascii: "\"")) && !e.utf8.contains(UInt8(ascii: "'")))
+        }
+        #expect(HTMLEscape.escape("plain é text") == "plain é text")
+        #expect(HTMLEscape.escape("\u{0600}<b>") == "\u{0600}&lt;b&gt;")
+        #expect(HTMLEscape.escape("\"\u{0301}&'") == "&quot;\u{0301}&amp;&#39;")
+    }
+
+    /// Text whose markup characters share a grapheme cluster with a neighbour, in a title, notes, a
+    /// tag's name, a link's label and kind and a search query, is text on every page: in elements,
+    /// in attributes, in the search box and on the problem page that echoes a bad parameter.
+    @Test func clusteredMarkupIsEscapedOnEveryPage() async throws {
+        let f = try await Fixture()
+        let item = try f.book.create(ItemValues(title: .set(Self.clusteredTitle), notes: .set(Self.clustered.joined())))
+        let tag = try f.book.create(TagValues(name: .set("tag " + Self.clusteredTitle)))
+        _ = try f.book.append([.tag(item, with: tag)])
+        let link = try f.book.create(LinkValues(from: item, to: f.item, kind: .set("K" + Self.clustered.joined()), label: .set(Self.clusteredTitle)))
+        func q(_ s: String) -> String { s.addingPercentEncoding(withAllowedCharacters: .alphanumerics)! }
+        try await f.serve { url, _ in
+            let paths = ["/ui/", "/ui/log", "/ui/log?entity=item", "/ui/entity/item/\(item.lowercasedString)",
+                         "/ui/entity/tag/\(tag.lowercasedString)", "/ui/entity/link/\(link.lowercasedString)",
+                         "/ui/entity/item/\(f.item.lowercasedString)", "/ui/conflicts", "/ui/anomalies",
+                         "/ui/search?q=\(q(Self.clusteredTitle))", "/ui/search?q=meta", "/ui/log?origin=\(q(Self.clusteredTitle))",
+                         "/ui/log?entity=\(q(Self.clusteredTitle))", "/ui/login?next=\(q(Self.clusteredTitle))"]
+            for path in paths {
+                let page = try await fetch(url + path)
+                #expect(page.status < 500, "\(path)")
+                #expect(Self.rawClusteredMarkup(page.body) == nil, "\(path): \(Self.rawClusteredMarkup(page.body) ?? "")")
+                #expect(!Self.holdsBytes(page.body, "<meta http-equiv"), "\(path)")
+            }
+            // The title is shown (escaped) where it is expected.
+            let entity = try await fetch(url + "/ui/entity/item/\(item.lowercasedString)")
+            #expect(entity.body.contains("\u{0600}&lt;meta http-equiv=refresh"))
+            let search = try await fetch(url + "/ui/search?q=\(q(Self.clusteredTitle))")
+            #expect(search.body.contains("value=\"\u{0600}&lt;meta"))
+        }
+    }
+
     @Test func templatesNeverPrintAValueUnescaped() throws {
         for (name, text) in Templates.all {
             #expect(!text.contains("{{{") && !text.contains("{{&"), "\(name)")
