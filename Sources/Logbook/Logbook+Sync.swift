@@ -128,7 +128,7 @@ extension Logbook {
             return try await remembering(peer) {
                 var e = Exchange()
                 if pull { e.pulled = try await self.pullFrom(StoreTransport(store: other), peer: peer, progress: progress) }
-                if push { e.received = try StoreSync.ship(from: self.store, to: other, recovered: self.options.recovered) }
+                if push { e.received = try StoreSync.ship(from: self.store, toPeer: other, recovered: self.options.recovered) }
                 return (e, try other.cursor())
             }
         }

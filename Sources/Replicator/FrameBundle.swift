@@ -258,14 +258,22 @@ public enum StoreSync {
         return total
     }
 
-    /// Opens `destination` for writing (taking its lock), receives everything `source` holds past
-    /// it, projects what arrived, and closes it again.
+    /// Sends a peer's store reached by path everything `source` holds past it: takes the peer's
+    /// writer lock, receives the frames into its logs (verified as from any peer), and closes it.
+    /// Nothing else of the peer is opened or run: not its projection, not its event-id index, no
+    /// SQLite file at all (its owner catches them up from the log at its next open). See
+    /// docs/SECURITY.md, "Stores on a shared path".
     /// - Parameters:
-    ///   - recovered: told what recovery did when `destination` was opened.
-    ///   - progress: projection progress (events done, events to do).
-    public static func ship(from source: Store, to destination: Store, recovered: ((RecoveryReport) -> Void)? = nil,
-                            progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
-        try receiving(into: destination, recovered: recovered, progress: progress) { try pull(from: source, into: $0) }
+    ///   - recovered: told what recovery did when the peer's logs were opened.
+    ///   - lockWait: how long to wait for the peer's writer lock.
+    public static func ship(from source: Store, toPeer destination: Store, recovered: ((RecoveryReport) -> Void)? = nil,
+                            lockWait: Double = lockWaitSeconds) throws -> ReceiveResult {
+        let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender.receivingForPeer(destination) }
+        defer { try? appender.close() }
+        recovered?(appender.recovery)
+        let r = try pull(from: source, into: appender)
+        try appender.close()
+        return r
     }
 
     /// Opens `destination` for writing, imports a bundle into it, projects, and closes it.

@@ -203,8 +203,12 @@ public enum Replication {
     }
 }
 
-/// Another store reachable as a path (a shared folder, a mounted disk), as a transport: pages
-/// are collected from its log, pushes take its writer lock for each page and project it.
+/// Another store reachable as a path (a shared folder, a mounted disk), as a transport. The
+/// store is a peer, not ours: pages are collected from its log files and verified on arrival as
+/// any peer's; a push takes its writer lock for each page and receives the frames into its logs
+/// (`LogAppender.receivingForPeer`); a snapshot is the one it keeps, copied as data and checked
+/// by `Snapshot.install` as one from a server. No SQLite file of it is opened here, and its
+/// projection is caught up by its own replica when it next opens. See docs/SECURITY.md.
 public struct StoreTransport: ReplicaTransport {
     public let store: Store
     public init(store: Store) { self.store = store }
@@ -217,23 +221,29 @@ public struct StoreTransport: ReplicaTransport {
     }
 
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
-        let projected: ProjectedStore
-        do { projected = try ProjectedStore(store: store) } catch let e as LogError where e.isLocked {
+        let appender: LogAppender
+        do { appender = try LogAppender.receivingForPeer(store) } catch let e as LogError where e.isLocked {
             throw TransferFailure.transient(e.description, code: .busy)
         }
-        defer { try? projected.close() }
+        defer { try? appender.close() }
         let r: ReceiveResult
-        do { r = try projected.appender.receive(page.frames) } catch let e as LogError { throw TransferFailure.refused(e, by: store.path) }
-        try projected.projection.catchUp()
+        do { r = try appender.receive(page.frames) } catch let e as LogError { throw TransferFailure.refused(e, by: store.path) }
+        try appender.close()
         // An append left open here is dropped when the store is closed: the cursor says only
         // what is committed, so the next page starts at that append again.
         return (r, try store.cursor())
     }
 
+    /// The snapshot the peer keeps (`snapshot.sqlite`, made when it compacted or was itself
+    /// bootstrapped), copied byte for byte: the receiver checks it as any peer's snapshot
+    /// (`Snapshot.install` reads it untrusted). Only a regular file, at most
+    /// `Snapshot.absoluteBytesMax` bytes, is copied.
     public func snapshot(to path: String) async throws {
-        let projected = try ProjectedStore.open(store: store, waitingUpTo: 2)
-        defer { try? projected.close() }
-        _ = try Snapshot.make(projected, to: path)
+        let kept = Snapshot.keptPath(of: store)
+        guard FileManager.default.fileExists(atPath: kept) else {
+            throw TransferFailure.permanent("\(store.path) keeps no snapshot (\(kept)) to bootstrap from; pull from a peer that still holds the log instead")
+        }
+        try ForeignFile.copy(kept, to: path, bytesMax: Snapshot.absoluteBytesMax, op: "copy a peer's snapshot")
     }
 }
 

@@ -55,7 +55,7 @@ import Testing
         _ = try await Replication.pull(from: StoreTransport(store: src), store: byPull, limits: PageLimits(maxBytes: pageBytes))
         try same(src, byPull)
         let byPush = try Store.create(at: dir.path + "/by-push")
-        _ = try StoreSync.ship(from: src, to: byPush)
+        _ = try StoreSync.ship(from: src, toPeer: byPush)
         try same(src, byPush)
         // By bundle.
         let bundle = dir.path + "/all.bundle"

@@ -139,7 +139,9 @@ extension LogAppender {
         // 3. Derived state: event ids (of committed appends only: an open append's ids wait in
         // memory until it commits, so a dropped open tail leaves nothing behind), clock, index
         // checkpoints.
-        try? ids.begin()
+        // A peer's store reached by path has no index open here: its owner indexes these ids
+        // from the log at its next open.
+        try? index?.begin()
         for (origin, _, header, eventIDs, _) in accepted {
             clock.observe(header.lastHLC)
             var p = pending[origin] ?? PendingAppend()
@@ -151,14 +153,16 @@ extension LogAppender {
                 continue
             }
             pending[origin] = nil
-            for (id, seq) in p.ids { try? ids.insert(id, origin: origin, seq: seq) }
+            if let index { for (id, seq) in p.ids { try? index.insert(id, origin: origin, seq: seq) } }
             result.frames += p.frames
             result.events += p.events
             result.tips[origin] = header.lastSeq
         }
         result.incomplete = Set(accepted.map(\.0)).reduce(0) { $0 + (pending[$1]?.frames ?? 0) }
-        for (origin, seq) in result.tips { try? ids.setIndexedThrough(origin, seq) }
-        if (try? ids.commit()) == nil { ids.rollback() }
+        if let index {
+            for (origin, seq) in result.tips { try? index.setIndexedThrough(origin, seq) }
+            if (try? index.commit()) == nil { index.rollback() }
+        }
         for origin in starts.keys { try writer(for: origin).checkpointIndex(everyBytes: options.indexCheckpointBytes) }
         if let lost = lostOwnTail, own.committed.lastSeq >= lost.committed { lostOwnTail = nil }  // restored from a peer
         return result

@@ -67,7 +67,16 @@ public final class LogAppender {
 
     private let lock: StoreLock
     var clock: HybridClock
-    let ids: EventIDIndex
+    /// The event-id index; nil for a peer's store reached by path (`receivingForPeer`), whose
+    /// index this process never opens (its owner catches it up from the log at its next open).
+    let index: EventIDIndex?
+    /// The index of a writer of its own store (every use outside `receive` and `close`).
+    private var ids: EventIDIndex {
+        guard let index else { preconditionFailure("a peer's store reached by path has no event-id index open here") }
+        return index
+    }
+    /// Whether this writer only receives frames into a peer's store (see `receivingForPeer`).
+    public var isPeerReceiver: Bool { index == nil }
     /// This replica's own log.
     let own: SegmentWriter
     private var active: SegmentIndex { own.active }
@@ -117,7 +126,21 @@ public final class LogAppender {
 
     /// Opens the store for writing: takes the lock, recovers every origin's log, catches up the event-id index.
     /// - Throws: `LogError` when another process holds the lock, or a log is damaged beyond a torn tail.
-    public init(store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions()) throws {
+    public convenience init(store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions()) throws {
+        try self.init(store: store, wallClock: wallClock, options: options, peer: false)
+    }
+
+    /// Opens a peer's store, reached by path (a shared folder, a mounted disk), to receive frames
+    /// into its logs and nothing else: it takes the store's lock and recovers its logs like any
+    /// writer (a torn tail is cut off before anything is appended after it), but opens no SQLite
+    /// file of it (its event-id index is caught up from the log by its owner's next open) and
+    /// refuses appends of its own (`begin` throws). Frames are verified as from any peer. See
+    /// docs/SECURITY.md, "Stores on a shared path".
+    public static func receivingForPeer(_ store: Store, wallClock: any WallClock = SystemWallClock(), options: AppendOptions = AppendOptions()) throws -> LogAppender {
+        try LogAppender(store: store, wallClock: wallClock, options: options, peer: true)
+    }
+
+    private init(store: Store, wallClock: any WallClock, options: AppendOptions, peer: Bool) throws {
         self.store = store
         self.options = options
         lock = try StoreLock(storePath: store.path)
@@ -136,15 +159,17 @@ public final class LogAppender {
             recovery = report
             clock = HybridClock(wall: wallClock, last: maxHLC)
             own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
-            ids = try EventIDIndex(path: store.path + "/eventids.sqlite")
             idMark = Seq(0)
+            index = peer ? nil : try EventIDIndex(path: store.path + "/eventids.sqlite")
             // Evidence that this store once committed more of its own log than it now holds.
             if let mark = own.markAhead { lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: mark, evidence: "its durable mark (DURABLE)") }
-            let indexed = try ids.indexedThrough(store.replicaID)
-            if indexed > own.committed.lastSeq, indexed > (lostOwnTail?.committed ?? Seq(0)) {
-                lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: indexed, evidence: "its event-id index")
+            if let index {
+                let indexed = try index.indexedThrough(store.replicaID)
+                if indexed > own.committed.lastSeq, indexed > (lostOwnTail?.committed ?? Seq(0)) {
+                    lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: indexed, evidence: "its event-id index")
+                }
+                try catchUpIDs(tips)
             }
-            try catchUpIDs(tips)
         } catch {
             lock.release()
             throw error
@@ -167,9 +192,10 @@ public final class LogAppender {
         }
         try own.writeIndex()
         for w in received.values { try w.writeIndex() }
-        try ids.begin()
-        try ids.setIndexedThrough(origin, active.lastSeq)
-        try ids.commit()
+        guard let index else { return }
+        try index.begin()
+        try index.setIndexedThrough(origin, active.lastSeq)
+        try index.commit()
     }
 
     // MARK: Appending
@@ -197,6 +223,10 @@ public final class LogAppender {
     func begin(listingAllDuplicates: Bool) throws {
         precondition(!closed, "appender is closed")
         precondition(txn == nil, "an append is already in progress")
+        guard index != nil else {
+            throw LogError(.invalidInput, "append", "this is a peer's store reached by path: frames are received into it, and only its own replica appends to it",
+                           file: store.path, hint: "nothing was appended")
+        }
         if let lost = lostOwnTail {
             throw LogError(.ownLogDamaged, "append",
                            "this store's own log ends at seq \(lost.holds), but seq \(lost.committed) was committed (\(lost.evidence) says so): the frames after \(lost.holds) were lost to damage, and new events would reuse their seqs",

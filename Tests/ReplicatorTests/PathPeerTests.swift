@@ -1,0 +1,117 @@
+import EventLog
+import Foundation
+import GRDB
+import Projections
+import Testing
+@testable import Replicator
+
+/// A store reached by path is a peer, not ours: pushing to it and pulling from it read and
+/// append its frames and touch no other file of it. Before the fix, a push opened the peer's
+/// projection for writing and caught it up (running what its `sqlite_master` said), and opened
+/// its event-id index; a bootstrap opened its projection to make a snapshot.
+@Suite(.serialized) struct PathPeerTests {
+    typealias Dir = ShippingTests.Dir
+
+    /// Every file of `store` but its logs, by name: its bytes, or what it is instead.
+    func filesBesideTheLog(_ store: Store) throws -> [String: [UInt8]] {
+        var out: [String: [UInt8]] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: store.path) where name != "log" {
+            out[name] = FileManager.default.contents(atPath: store.path + "/" + name).map { Array($0) } ?? Array("(not readable)".utf8)
+        }
+        return out
+    }
+
+    /// A projection file an attacker wrote: SQL in an index's name, a trigger, no migrations.
+    func craftProjection(_ projection: String) throws {
+        for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: projection + s) }
+        let q = try DatabaseQueue(path: projection)
+        try q.write { db in
+            try db.execute(sql: "CREATE TABLE items (id TEXT, title TEXT)")
+            try db.execute(sql: #"CREATE INDEX "x ON items(id); ATTACH DATABASE 'x' AS y; --" ON items(title)"#)
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.execute(sql: "CREATE TRIGGER t AFTER INSERT ON items BEGIN DELETE FROM items; END")
+        }
+        try q.close()
+    }
+
+    @Test func pushAndPullByPathTouchNothingButThePeersLog() async throws {
+        let dir = Dir()
+        let mine = try Store.create(at: dir.path + "/mine")
+        let peer = try Store.create(at: dir.path + "/peer")
+        let pm = try ProjectedStore(store: mine)
+        _ = try pm.append(ShippingTests().mutations(120, seed: 31))
+        try pm.close()
+        let pp = try ProjectedStore(store: peer)
+        _ = try pp.append(ShippingTests().mutations(80, seed: 32))
+        try pp.close()
+
+        // The peer's SQLite files are replaced by what an attacker on the shared folder chose:
+        // a projection whose schema holds SQL in an index's name and a trigger, and an event-id
+        // index that is not a database at all. None of it may run or even be opened here.
+        let projection = Projection.path(for: peer)
+        try craftProjection(projection)
+        try Data("not an SQLite database".utf8).write(to: URL(fileURLWithPath: peer.path + "/eventids.sqlite"))
+        let untouched = try filesBesideTheLog(peer)
+
+        let mineBefore = try Projection(store: mine).canonicalDump()
+        let pushed = try StoreSync.ship(from: mine, toPeer: peer)
+        #expect(pushed.events == 120)
+        let pushedAgain = try await Replication.push(from: mine, to: StoreTransport(store: peer))
+        #expect(pushedAgain.events == 0)
+        let pulled = try await Replication.pull(from: StoreTransport(store: peer), store: mine)
+        #expect(pulled.events == 80)
+        #expect(try mine.cursor() == (try peer.cursor()))
+        #expect(try filesBesideTheLog(peer) == untouched, "the peer's files beside its log are byte for byte as they were")
+        #expect(try Verifier(store: peer).run().isClean)
+
+        // Our own projection holds both logs and nothing the peer's files said.
+        let p = try Projection(store: mine)
+        #expect(try p.verifyDeep() == nil)
+        #expect(try p.canonicalDump() != mineBefore)
+        try p.close()
+
+        // Its owner, opening it, rebuilds what it derives from the log: the event-id index from
+        // scratch (the damaged one set aside by hand, as its hint says), and its projection.
+        try FileManager.default.removeItem(atPath: peer.path + "/eventids.sqlite")
+        for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: projection + s) }
+        let owner = try ProjectedStore(store: peer)
+        try owner.projection.catchUp()
+        #expect(try owner.projection.canonicalDump() == (try Projection(store: mine).canonicalDump()))
+        try owner.close()
+    }
+
+    @Test func aPeersOwnIndexCatchesUpWhatWasReceivedByPath() throws {
+        let dir = Dir()
+        let mine = try Store.create(at: dir.path + "/mine")
+        let peer = try Store.create(at: dir.path + "/peer")
+        // An append with a writer-supplied id, received by the peer through a path push.
+        let id = UUID()
+        let pm = try ProjectedStore(store: mine)
+        var m = ShippingTests().mutations(1, seed: 5)[0]
+        m.eventID = id
+        _ = try pm.append([m])
+        try pm.close()
+        let pp = try ProjectedStore(store: peer)
+        _ = try pp.append(ShippingTests().mutations(3, seed: 6))
+        try pp.close()
+        _ = try StoreSync.ship(from: mine, toPeer: peer)
+        // The peer's owner opens its store: its index learns the id from the log, so a retry of
+        // that write there is recognised.
+        let owner = try LogAppender.opening(peer)
+        var retry = ShippingTests().mutations(1, seed: 7)[0]
+        retry.eventID = id
+        let r = try owner.append([retry])
+        #expect(r.appended == 0 && r.duplicateCount == 1 && r.duplicates.first?.origin == mine.replicaID)
+        try owner.close()
+    }
+
+    @Test func aPeerReceiverAppendsNothingOfItsOwn() throws {
+        let dir = Dir()
+        let peer = try Store.create(at: dir.path + "/peer")
+        let a = try LogAppender.receivingForPeer(peer)
+        #expect(throws: LogError.self) { try a.append(ShippingTests().mutations(1, seed: 1)) }
+        try a.close()
+        #expect(!FileManager.default.fileExists(atPath: peer.path + "/eventids.sqlite"))
+        #expect(try peer.cursor()[peer.replicaID].rawValue == 0)
+    }
+}
