@@ -21,12 +21,16 @@ struct VerifyCommand: StoreCommand {
             Terminal.progress("verifying: \(done >> 20) of \(total >> 20) MiB")
         }, projectionProgress: progress.report)
         Terminal.endProgress()
+        // A projection that differs from a rebuild is a problem like any in the log: the summary
+        // line, its count and the top-level `ok` all say it.
+        let problemCount = report.problems.count + (deepProblem == nil ? 0 : 1)
+        let ok = problemCount == 0
         if options.json {
             let problems = report.problems.map {
                 JSON.object([("file", JSON.string($0.file)), ("offset", String($0.offset)), ("message", JSON.string($0.message))])
             }
             print(JSON.object([
-                ("ok", report.isClean ? "true" : "false"), ("origins", String(report.origins)), ("segments", String(report.segments)),
+                ("ok", ok ? "true" : "false"), ("origins", String(report.origins)), ("segments", String(report.segments)),
                 ("frames", String(report.frames)), ("events", String(report.events)), ("bytes", String(report.bytes)),
                 ("problems", "[" + problems.joined(separator: ",") + "]"),
                 ("notes", "[" + report.notes.map(JSON.string).joined(separator: ",") + "]"),
@@ -38,8 +42,8 @@ struct VerifyCommand: StoreCommand {
             if deep {
                 if let d = deepProblem { print("problem: projection differs from a rebuild: \(d)") } else if report.isClean { print("projection: identical to a rebuild from the log") }
             }
-            print("\(report.isClean ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames, \(report.events) events, \(report.bytes) bytes checked; \(report.problems.count) problems")
+            print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames, \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
         }
-        if !report.isClean || deepProblem != nil { throw ExitCode(1) }
+        if !ok { throw ExitCode(1) }
     }
 }

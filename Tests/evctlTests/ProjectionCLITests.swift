@@ -86,6 +86,11 @@ import Projections
         try p.close()
         let bad = try Evctl.run(["verify", "--deep", "--store", store])
         #expect(bad.status == 1 && bad.stdout.contains("tampered"))
+        // The summary line agrees with the problem it printed, and so does --json's top-level ok.
+        #expect(bad.stdout.contains("FAILED:") && bad.stdout.contains("; 1 problem\n") && !bad.stdout.contains("ok:"))
+        let badJSON = try Evctl.run(["verify", "--deep", "--store", store, "--json"])
+        #expect(badJSON.status == 1 && json(badJSON.stdout)["ok"] as? Bool == false)
+        #expect((json(badJSON.stdout)["projection"] as? [String: Any])?["ok"] as? Bool == false)
         #expect(json(try Evctl.run(["replay", "--rebuild", "--store", store, "--json"]).stdout)["events"] as? Int == 2000)
         #expect(try Evctl.run(["verify", "--deep", "--store", store]).status == 0)
     }
