@@ -177,6 +177,45 @@ import Testing
         endpoint.stopWatching()
     }
 
+    /// A push that is refused claims nothing: before, a scoped user's push of frames the store
+    /// then refused (422) still made their origins that user's, so a scoped user took the
+    /// server's own origin (and then pulled it).
+    @Test func aRefusedPushClaimsNothing() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        try edit(hub, 4, seed: 1, actor: nil)
+        // A store with the hub's replica id, whose events carry bob's name: frames of the hub's own origin.
+        let twin = dir.path + "/twin"
+        try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: hub.path + "/store.json", toPath: twin + "/store.json")
+        let twinStore = try Store.open(at: twin)
+        try edit(twinStore, 8, seed: 2, actor: "bob")  // past what the hub holds of its own log
+        // A new origin whose second append is sent without its first: a gap, refused on receipt.
+        let gappy = try Store.create(at: dir.path + "/gappy")
+        try edit(gappy, 2, seed: 3, actor: "bob")
+        let afterFirst = try gappy.cursor()
+        try edit(gappy, 2, seed: 4, actor: "bob")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+                           {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}]}
+            """.utf8))
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            let before = try hub.cursor()
+            var (code, text) = try await push(try FramePage.collect(from: twinStore, since: .empty, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("owned by no user"), "\(code) \(text)")
+            (code, text) = try await push(try FramePage.collect(from: gappy, since: afterFirst, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 422, "\(code) \(text)")
+            #expect(try hub.cursor() == before)
+            #expect(try OriginOwners(store: hub).all.isEmpty, "nothing claimed")
+            // bob reads nothing of the hub's origin; the origin of his refused push is claimed when its log arrives whole.
+            let (status, body, _) = try await fetch(url + "/v1/frames?since=&page_version=2", token: "bob-token-0123456789abc")
+            #expect(try status == 200 && FramePage.decode(body).frames.isEmpty)
+            (code, text) = try await push(try FramePage.collect(from: gappy, since: .empty, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "\(code) \(text)")
+            #expect(try OriginOwners(store: hub).all == [gappy.replicaID: "bob"])
+        }
+    }
+
     @Test func tokensFilesNameWhatIsWrong() throws {
         func refusal(_ principal: String) -> String {
             do {

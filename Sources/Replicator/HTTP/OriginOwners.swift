@@ -70,19 +70,26 @@ public final class OriginOwners: @unchecked Sendable {
     /// Every owned origin and its user.
     public var all: [ReplicaID: String] { lock.withLock { owners } }
 
+    /// What a claim did: the first origin another user owns (nothing was claimed then), or the
+    /// origins this claim made `user`'s (to `release` if the push that claimed them is refused).
+    public struct Claim: Sendable, Equatable {
+        public var taken: ReplicaID?
+        public var new: [ReplicaID]
+    }
+
     /// Makes `user` the owner of every origin in `origins` that has none, durably, and returns
-    /// the first origin another user owns (nothing is claimed then), or nil.
-    public func claim(_ origins: some Sequence<ReplicaID>, user: String, principal: String) throws -> ReplicaID? {
+    /// the first origin another user owns (nothing is claimed then), or the origins it claimed.
+    public func claim(_ origins: some Sequence<ReplicaID>, user: String, principal: String) throws -> Claim {
         try lock.withLock {
             var new: [ReplicaID] = []
             for o in origins {
                 switch owners[o] {
                 case nil: new.append(o)
                 case user?: continue
-                default: return o
+                default: return Claim(taken: o, new: [])
                 }
             }
-            guard !new.isEmpty else { return nil }
+            guard !new.isEmpty else { return Claim(taken: nil, new: []) }
             let q = try open()
             let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
             do {
@@ -96,7 +103,25 @@ public final class OriginOwners: @unchecked Sendable {
                 throw ServerError("\(path): cannot record who owns origin \(new[0]): \(error)")
             }
             for o in new { owners[o] = user }
-            return nil
+            return Claim(taken: nil, new: new)
+        }
+    }
+
+    /// Takes back what a claim of `user` made (its push was refused: a refusal changes nothing).
+    public func release(_ claim: Claim, user: String) throws {
+        guard !claim.new.isEmpty else { return }
+        try lock.withLock {
+            let q = try open()
+            do {
+                try q.write { db in
+                    for o in claim.new {
+                        try db.execute(sql: "DELETE FROM owners WHERE origin = ? AND user = ?", arguments: [o.description, user])
+                    }
+                }
+            } catch {
+                throw ServerError("\(path): cannot take back the claim of origin \(claim.new[0]): \(error)")
+            }
+            for o in claim.new where owners[o] == user { owners[o] = nil }
         }
     }
 }

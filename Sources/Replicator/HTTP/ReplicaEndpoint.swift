@@ -269,17 +269,37 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             return PushAnswer(result: r, cursor: scope.map { c.filtered($0) } ?? c)
         }
         var answer = try await run(on: writes) { () throws -> PushAnswer in
-            // Claimed, durably, before a frame is written (pushes run one at a time here).
-            if let user = principal.user, let taken = try self.owners.claim(pushed, user: user, principal: principal.name) {
-                throw Self.foreignOrigin(taken, principal: principal, user: user)
+            // Claimed, durably, before a frame is written (pushes run one at a time here), and
+            // taken back if the frames are refused: a refusal changes nothing.
+            var claim: OriginOwners.Claim?
+            if let user = principal.user {
+                // Only an origin this store holds nothing of can be claimed: one it already holds
+                // (its own, or one an unscoped principal pushed) belongs to no user to take.
+                let reader = LogReader(store: store)
+                for o in pushed where self.owners.owner(of: o) == nil {
+                    if try o == store.replicaID || (reader.tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
+                        throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
+                                            code: .forbidden, origin: o)
+                    }
+                }
+                let c = try self.owners.claim(pushed, user: user, principal: principal.name)
+                if let taken = c.taken { throw Self.foreignOrigin(taken, principal: principal, user: user) }
+                claim = c
             }
-            let projected = try self.openWriter()
+            func refused(_ error: any Error) -> any Error {
+                if let claim, let user = principal.user {
+                    do { try self.owners.release(claim, user: user) } catch { return error }
+                }
+                return error
+            }
+            let projected: ProjectedStore
+            do { projected = try self.openWriter() } catch { throw refused(error) }
             let r: ReceiveResult
             do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput || e.isClockAhead {
-                throw EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs)
+                throw refused(EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs))
             } catch {
                 self.closeWriter()
-                throw error
+                throw refused(error)
             }
             do { try projected.projection.catchUp() } catch {
                 self.closeWriter()
