@@ -120,6 +120,39 @@ enum HubSchema {
         }
     }
 
+    /// The guarantees the hub relies on, checked at start instead of trusted: the role it
+    /// connects as is bound by row-level security (not a superuser, no BYPASSRLS), and both
+    /// tables have it enabled and forced (it then binds their owner, the hub's own role, too).
+    static let protectedTables = ["logbook_origins", "logbook_frames"]
+
+    /// Refuses a role that row-level security does not bind.
+    static func checkRole(_ conn: PostgresConnection, logger: Logger, database: HubDatabase) async throws {
+        var found = false
+        for try await (name, superuser, bypass) in try await conn.query("SELECT rolname::text, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user", logger: logger)
+            .decode((String, Bool, Bool).self) {
+            found = true
+            if superuser || bypass {
+                throw HubError("the role \(printable(name, limit: 64)) the hub connects as to \(database) is \(superuser ? "a superuser" : "allowed to bypass row-level security (BYPASSRLS)"): row-level security would not bind it, and every user would be handed everyone's frames; connect as an ordinary role (scripts/pg-cluster.sh makes one, docs/HUB.md)")
+            }
+        }
+        guard found else { throw HubError("the role the hub connects as to \(database) is not in pg_roles") }
+    }
+
+    /// Refuses tables whose row-level security is not enabled and forced.
+    static func checkRowLevelSecurity(_ client: PostgresClient, logger: Logger, database: HubDatabase) async throws {
+        var seen: Set<String> = []
+        for try await (name, enabled, forced) in try await client.query("""
+            SELECT c.relname::text, c.relrowsecurity, c.relforcerowsecurity FROM pg_class c
+            WHERE c.relname = ANY(\(protectedTables)) AND c.relnamespace = to_regnamespace(current_schema())::oid
+            """, logger: logger).decode((String, Bool, Bool).self) {
+            seen.insert(name)
+            guard enabled && forced else {
+                throw HubError("table \(name) in \(database) has row-level security \(enabled ? "enabled but not forced" : "disabled"): the hub relies on it to keep each user's frames from the others; restore it (ALTER TABLE \(name) ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY)")
+            }
+        }
+        for t in protectedTables where !seen.contains(t) { throw HubError("table \(t) is missing from \(database)") }
+    }
+
     /// A database error in a line (the server's message when there is one).
     static func describe(_ error: any Error) -> String {
         if let e = error as? PSQLError {

@@ -49,10 +49,19 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             clockDriftMaxMs: UInt64 = AppendOptions.defaultClockDriftMaxMs, logger: Logger) async throws -> PostgresHub {
         try HubPolicy.check(policies.current)
         // One connection first: a wrong address, user or password is named now (a pool would
-        // only keep retrying).
+        // only keep retrying); and a role that row-level security would not bind is refused
+        // before it creates or touches anything.
         do {
             let probe = try await PostgresConnection.connect(configuration: database.connectionConfiguration(), id: 0, logger: logger)
+            do {
+                try await HubSchema.checkRole(probe, logger: logger, database: database)
+            } catch {
+                try? await probe.close()
+                throw error
+            }
             try await probe.close()
+        } catch let e as HubError {
+            throw e
         } catch {
             throw HubError("cannot connect to the hub's database \(database): \(HubSchema.describe(error))")
         }
@@ -61,7 +70,11 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         do {
             // A pool waits for a database that does not answer; a node starting says so instead.
             let id = try await withThrowingTaskGroup(of: ReplicaID?.self) { group in
-                group.addTask { try await HubSchema.migrate(client, logger: logger, database: database) }
+                group.addTask {
+                    let id = try await HubSchema.migrate(client, logger: logger, database: database)
+                    try await HubSchema.checkRowLevelSecurity(client, logger: logger, database: database)
+                    return id
+                }
                 group.addTask {
                     try await Task.sleep(for: .seconds(connectTimeoutSeconds))
                     return nil
@@ -185,10 +198,13 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         }
     }
 
-    /// The committed cursor the transaction may see.
-    static func cursor(_ conn: PostgresConnection, logger: Logger) async throws -> ReplicationCursor {
+    /// The committed cursor the transaction may see. Filtered by owner here too, not only by
+    /// row-level security: one layer failing (a policy dropped, RLS switched off by hand) leaks
+    /// nothing.
+    static func cursor(_ conn: PostgresConnection, _ scope: Scope, logger: Logger) async throws -> ReplicationCursor {
         var entries: [ReplicaID: Seq] = [:]
-        let rows = try await conn.query("SELECT origin, committed_seq FROM logbook_origins WHERE committed_seq > 0", logger: logger)
+        let readers = scope.readers.sorted()
+        let rows = try await conn.query("SELECT origin, committed_seq FROM logbook_origins WHERE committed_seq > 0 AND owner = ANY(\(readers))", logger: logger)
         for try await (origin, seq) in rows.decode((UUID, Int64).self) where seq > 0 {
             entries[ReplicaID(rawValue: origin)] = Seq(UInt64(seq))
         }
@@ -200,7 +216,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     public func metricsText(principal p: AccessPolicy.Principal) async -> String {
         guard let scope = try? scope(of: p) else { return metrics.render(current: nil, memory: memory, scope: .init(origins: { _ in false }, user: "")) }
         let logger = self.logger
-        let current = try? await transaction(scope) { try await Self.cursor($0, logger: logger) }
+        let current = try? await transaction(scope) { try await Self.cursor($0, scope, logger: logger) }
         let held = Set(current?.origins ?? [])
         return metrics.render(current: current, memory: memory, scope: .init(origins: { held.contains($0) }, user: p.user ?? ""))
     }
@@ -209,7 +225,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let scope = try scope(of: principal)
         let logger = self.logger
-        let c = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, logger: logger) } }
+        let c = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, scope, logger: logger) } }
         return (hubID, c)
     }
 
@@ -219,7 +235,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let logger = self.logger
         let (frames, next, more, held) = try await db("reading frames") {
             try await transaction(scope) { conn -> ([ByteBuffer], ReplicationCursor, Bool, ReplicationCursor) in
-                let held = try await Self.cursor(conn, logger: logger)
+                let held = try await Self.cursor(conn, scope, logger: logger)
+                let readers = scope.readers.sorted()
                 var frames: [ByteBuffer] = []
                 var next = since
                 var bytes = 0
@@ -235,7 +252,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         let batch = min(512, limits.maxFrames - frames.count + 1)
                         let rows = try await conn.query("""
                             SELECT last_seq, frame FROM logbook_frames
-                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through)
+                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through) AND owner = ANY(\(readers))
                             ORDER BY first_seq LIMIT \(batch)
                             """, logger: logger)
                         var got = 0
@@ -285,7 +302,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let (since, limits) = try PageRequest.check(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames, pageMax: pageMax)
         let scope = try scope(of: principal)
         let logger = self.logger
-        let holder = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, logger: logger) } }
+        let holder = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, scope, logger: logger) } }
         var slice = limits
         slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
         let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
@@ -315,7 +332,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
             let task = Task {
                 var last: ReplicationCursor?
                 while !Task.isCancelled {
-                    if let c = try? await self.transaction(scope, { try await Self.cursor($0, logger: logger) }), c != last {
+                    if let c = try? await self.transaction(scope, { try await Self.cursor($0, scope, logger: logger) }), c != last {
                         continuation.yield(c)
                         last = c
                     }
@@ -413,7 +430,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         WHERE origin = \(origin.rawValue)
                         """, logger: logger)
                 }
-                return PushAnswer(result: result, cursor: try await Self.cursor(conn, logger: logger))
+                return PushAnswer(result: result, cursor: try await Self.cursor(conn, scope, logger: logger))
             }
         }
         // Every node listening wakes its watch streams of this user (after the commit, batched).

@@ -363,6 +363,85 @@ final class TestCluster {
         #expect(try await count(readers: nil, "SELECT count(*) FROM pg_roles WHERE rolname = current_user AND (rolsuper OR rolcreaterole OR rolbypassrls)") == 0)
     }
 
+    /// The cluster's superuser, straight to the hub's database.
+    func superClient(_ cluster: TestCluster) throws -> (PostgresClient, Task<Void, Never>) {
+        let d = try cluster.database
+        let c = PostgresClient(configuration: .init(host: d.host, port: d.port, username: "postgres", password: "logbook-test", database: d.database, tls: .disable))
+        return (c, Task { await c.run() })
+    }
+
+    /// A node checks the guarantees it relies on instead of trusting them: it refuses to start as
+    /// a role row-level security does not bind (before, a superuser's node handed every user
+    /// everyone's frames) or on tables whose RLS is not enabled and forced; and its reads filter
+    /// by owner themselves, so RLS switched off behind a running node's back leaks nothing.
+    @Test func aNodeChecksItsOwnGuaranteesAtStart() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let erin = try Store.create(at: dir.path + "/erin")
+        let frank = try Store.create(at: dir.path + "/frank")
+        try edit(erin, 10, seed: 7, actor: "erin")
+        try edit(frank, 10, seed: 8, actor: "frank")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"erin","token":"erin-token-0123456789ab","user":"erin","push":"*","pull":true},
+              {"name":"frank","token":"frank-token-0123456789a","user":"frank","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let (sup, task) = try superClient(cluster)
+        defer { task.cancel() }
+        func run(_ sql: String) async throws {
+            try await sup.withConnection { conn in _ = try await conn.query(PostgresQuery(unsafeSQL: sql), logger: Self.logger) }
+        }
+        func refusal(_ url: String) async -> String {
+            do {
+                let h = try await PostgresHub.open(try HubDatabase(url: url), policies: PolicySource(policy), connectTimeoutSeconds: Self.connectTimeout, logger: Self.logger)
+                h.close()
+                return "started"
+            } catch { return "\(error)" }
+        }
+        // A superuser is refused before it creates anything.
+        let superURL = cluster.url.replacingOccurrences(of: "postgres://logbook:", with: "postgres://postgres:")
+        #expect(await refusal(superURL).contains("is a superuser"))
+        var tables: Int64 = -1
+        try await sup.withConnection { conn in
+            for try await n in try await conn.query("SELECT count(*) FROM pg_class WHERE relname = 'logbook_frames'", logger: Self.logger).decode(Int64.self) { tables = n }
+        }
+        #expect(tables == 0)
+        // The ordinary role starts (and creates the schema); one with BYPASSRLS is refused.
+        #expect(await refusal(cluster.url) == "started")
+        try await run("CREATE ROLE bypasser LOGIN PASSWORD 'bypass-password' BYPASSRLS")
+        let bypassURL = cluster.url.replacingOccurrences(of: "postgres://logbook:logbook-test@", with: "postgres://bypasser:bypass-password@")
+        #expect(await refusal(bypassURL).contains("BYPASSRLS"))
+        // Tables whose row-level security is not forced, or not enabled: refused.
+        try await run("ALTER TABLE logbook_frames NO FORCE ROW LEVEL SECURITY")
+        let notForced = await refusal(cluster.url)
+        #expect(notForced.contains("logbook_frames") && notForced.contains("enabled but not forced"), "\(notForced)")
+        try await run("ALTER TABLE logbook_frames FORCE ROW LEVEL SECURITY")
+        try await run("ALTER TABLE logbook_origins DISABLE ROW LEVEL SECURITY")
+        let disabled = await refusal(cluster.url)
+        #expect(disabled.contains("table logbook_origins") && disabled.contains("has row-level security disabled"), "\(disabled)")
+        try await run("ALTER TABLE logbook_origins ENABLE ROW LEVEL SECURITY")
+
+        // A running node whose tables lose RLS behind its back: its own owner filter still holds.
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        for (token, store) in [("erin-token-0123456789ab", erin), ("frank-token-0123456789a", frank)] {
+            let page = try FramePage.collect(from: store, since: .empty, limits: PageLimits()).encoded()
+            _ = try await hub.push(principal: principal(policy, token), body: page, peer: nil)
+        }
+        try await run("ALTER TABLE logbook_frames DISABLE ROW LEVEL SECURITY")
+        try await run("ALTER TABLE logbook_origins DISABLE ROW LEVEL SECURITY")
+        let p = try principal(policy, "erin-token-0123456789ab")
+        let (_, cursor) = try await hub.cursor(principal: p)
+        #expect(Set(cursor.origins) == [erin.replicaID])
+        try await withNode(hub) { url in
+            let (status, body, _) = try await ScopeTests().fetch(url + "/v1/frames?since=&page_version=2", token: "erin-token-0123456789ab")
+            #expect(status == 200)
+            let frames = try FramePage.decode(body).frames
+            #expect(!frames.isEmpty && frames.allSatisfy { FrameHeader(parsing: $0)?.origin == erin.replicaID })
+        }
+    }
+
     @Test func aHubRefusesPrincipalsWithoutAUserAndBadAddresses() throws {
         let open = try AccessPolicy(json: Data(#"{"principals":[{"name":"relay","token":"relay-token-0123456789","push":"*","pull":true}]}"#.utf8))
         #expect(throws: HubError.self) { try HubPolicy.check(open) }
