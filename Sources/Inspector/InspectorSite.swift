@@ -12,6 +12,9 @@ public final class InspectorSite: @unchecked Sendable {
     public let book: Logbook
     public let index: AuditIndex
     let library: MustacheLibrary
+    /// Who owns each origin of a served store, for events that name no actor (attributed by
+    /// ownership); read again when the owners' file changes.
+    private let owners = OwnersFile()
 
     /// Page sizes: rows per page of each listing.
     static let logEventsMax = 50
@@ -95,7 +98,7 @@ public final class InspectorSite: @unchecked Sendable {
             return [
                 "time": ISOTime.string(ie.hlc), "origin": origin, "originLink": Self.originLink(origin), "seq": String(ie.seq.rawValue),
                 "entity": ie.entity.name, "entityLink": "/ui/log" + Self.query([("entity", ie.entity.name)]),
-                "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? "",
+                "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? owners.owner(of: ie.origin, in: book.store).map { "\($0) (owner)" } ?? "",
                 "eventID": ie.eventID.lowercasedString,
                 "fields": ie.fields.map { ["name": $0.name, "value": $0.value] },
                 "holds": held[ie.eventID] ?? [],
@@ -351,5 +354,29 @@ public final class InspectorSite: @unchecked Sendable {
 
     public func problem(_ message: String, chrome: Chrome) -> String {
         render("problem", title: "Cannot show this page", page: "problem", chrome: chrome, ["message": message])
+    }
+}
+
+/// `OriginOwners` of a store as pages read them: loaded when the file changes (size or time),
+/// so a claim made by the server shows without reading the file on every page.
+final class OwnersFile: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stamp: [Int]?
+    private var owners: [ReplicaID: String] = [:]
+
+    func owner(of origin: ReplicaID, in store: Store) -> String? {
+        let path = store.path + "/" + OriginOwners.fileName
+        // The file and its WAL (a claim is committed to the WAL first).
+        let now = [path, path + "-wal"].flatMap { p -> [Int] in
+            let attrs = try? FileManager.default.attributesOfItem(atPath: p)
+            return [attrs?[.size] as? Int ?? -1, Int(((attrs?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0) * 1e6)]
+        }
+        return lock.withLock {
+            if stamp == nil || stamp! != now {
+                owners = (try? OriginOwners(store: store).all) ?? [:]
+                stamp = now
+            }
+            return owners[origin]
+        }
     }
 }

@@ -441,6 +441,21 @@ struct Fixture {
         }
     }
 
+    /// An event that names no actor, in an origin a user owns on a served store, is shown as that
+    /// user's (attributed by ownership); one that names its actor shows it as it is.
+    @Test func eventsWithoutAnActorShowTheirOriginsOwner() async throws {
+        let f = try await Fixture()
+        let other = try Store.open(at: f.dir.path + "/b")
+        _ = try OriginOwners(store: f.book.store).claim([other.replicaID], user: "bob", principal: "bob-phone")
+        _ = try f.book.append([Change.create(ItemValues(title: "named")).by("carol")])
+        try await f.serve { url, _ in
+            let log = try await fetch(url + "/ui/log?origin=\(other.replicaID)")
+            #expect(log.status == 200 && log.body.contains("<td>bob (owner)</td>"), "\(log.body.prefix(300))")
+            let mine = try await fetch(url + "/ui/log?origin=\(f.book.replicaID)")
+            #expect(mine.body.contains("<td>carol</td>") && !mine.body.contains("(owner)"))
+        }
+    }
+
     @Test func templatesNeverPrintAValueUnescaped() throws {
         for (name, text) in Templates.all {
             #expect(!text.contains("{{{") && !text.contains("{{&"), "\(name)")

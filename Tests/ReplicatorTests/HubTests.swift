@@ -173,6 +173,14 @@ final class TestCluster {
                                                            token: "bob-token-0123456789abc")
                 #expect(code == 403 && text.contains("actor"))
                 #expect(try await nodeA.cursor(principal: bob).cursor.origins == [bob1.replicaID])
+                // History written before the replica joined (no actor): accepted in bob's own origin,
+                // which bob's push claims; attributed to him by ownership.
+                let past = try Store.create(at: dir.path + "/bobs-past")
+                try edit(past, 4, seed: 9, actor: nil)
+                (code, text) = try await ScopeTests().push(try FramePage.collect(from: past, since: .empty, limits: PageLimits()), to: urlB,
+                                                           token: "bob-token-0123456789abc")
+                #expect(code == 200, "\(text)")
+                #expect(Set(try await nodeA.cursor(principal: bob).cursor.origins) == [bob1.replicaID, past.replicaID])
                 // A forged frame (rewritten history): 422, nothing written.
                 var forged = fresh.frames
                 forged[0][FrameHeader.size + 2] ^= 0x40

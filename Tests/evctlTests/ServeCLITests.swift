@@ -75,11 +75,17 @@ import Testing
         let a2Items = try Evctl.run(["items", "--store", a2]).stdout
         #expect(a2Items.contains("alice on a1") && !a2Items.contains("bob on b1"))
         #expect(!(try Evctl.run(["items", "--store", b1]).stdout.contains("alice")))
-        // An event without bob as its actor: refused, with the reason.
+        // An event without an actor in bob's own origin: his, by ownership (history written before
+        // the replica joined the hub can always be pushed).
         try Evctl.run(["append", "--store", b1], stdin: item(3, "no actor"))
+        let accepted = try Evctl.run(["push", "--store", b1, url, "--token", "b1-token-0123456789abcdef"])
+        #expect(accepted.status == 0, "\(accepted.stderr)")
+        #expect(try Evctl.run(["items", "--store", hub]).stdout.contains("no actor"))
+        // An event naming another user as its actor: refused, with the reason.
+        try Evctl.run(["append", "--store", b1, "--actor", "alice"], stdin: item(4, "alice's name on b1"))
         let refused = try Evctl.run(["push", "--store", b1, url, "--token", "b1-token-0123456789abcdef"])
         #expect(refused.status == 1 && refused.stderr.contains("403") && refused.stderr.contains("actor"))
-        #expect(!(try Evctl.run(["items", "--store", hub]).stdout.contains("no actor")))
+        #expect(!(try Evctl.run(["items", "--store", hub]).stdout.contains("alice's name")))
         // a2's token revoked: the file is replaced, and SIGHUP has it read at once.
         try tokens([all[0], all[2]]).write(toFile: file, atomically: true, encoding: .utf8)
         kill(server.processIdentifier, SIGHUP)

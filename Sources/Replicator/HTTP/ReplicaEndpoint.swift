@@ -327,9 +327,13 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                       code: .forbidden, origin: o)
     }
 
-    /// Refuses (403) a page with an event whose actor is not `user`: frames travel verbatim, so
-    /// the server checks what the client wrote instead of setting it. A frame that does not
-    /// decode is refused as damaged (422), as receiving would.
+    /// Refuses (403) a page with an event that names an actor other than `user`: frames travel
+    /// verbatim, so the server checks what the client wrote instead of setting it. An event
+    /// without an actor is accepted: the page's origins are the user's (owned, or claimed by this
+    /// push), and such an event is attributed by ownership to the origin's owner, so a replica's
+    /// history written before it joined a scoped server can still be pushed (the log is
+    /// immutable: refusing it would strand it forever). A frame that does not decode is refused
+    /// as damaged (422), as receiving would.
     public static func checkActors(_ frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws {
         for (i, f) in frames.enumerated() {
             let (h, events) = try f.withUnsafeBytes { p in
@@ -337,9 +341,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                     throw EndpointError(422, "frame \(i + 1) of \(frames.count): \(e.description); nothing was written", code: .corrupt)
                 }
             }
-            for e in events where e.actor != user {
+            for e in events where e.actor != nil && e.actor != user {
                 let actor = e.actor.map { "actor \"\(printable($0, limit: 64))\"" } ?? "no actor"
-                throw EndpointError(403, "origin \(h.origin) seq \(e.seq) carries \(actor): principal \"\(principal.name)\" may push only events whose actor is its user \"\(user)\" (set \"actor\" on every event it writes); nothing was written",
+                throw EndpointError(403, "origin \(h.origin) seq \(e.seq) carries \(actor): principal \"\(principal.name)\" may push only events whose actor is its user \"\(user)\" or that name none; nothing was written",
                                     code: .forbidden, origin: h.origin, seqs: e.seq.rawValue...e.seq.rawValue)
             }
         }
