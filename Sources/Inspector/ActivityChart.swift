@@ -20,6 +20,8 @@ struct ActivityChart {
         var color: String
     }
     var series: [Series]
+    /// Origins with events that are not drawn (past `Bounds.chartSeriesMax`, the fewest events).
+    var seriesLeftOut = 0
     var from: String
     var to: String
     var bucket: String
@@ -49,7 +51,11 @@ struct ActivityChart {
         bucket = hoursPerBar == 1 ? "1 hour" : hoursPerBar % 24 == 0 ? "\(hoursPerBar / 24) days" : "\(hoursPerBar) hours"
         var out: [Series] = []
         let h = Double(height)
-        for (n, origin) in hourly.keys.sorted().enumerated() {
+        // The origins with the most events, at most `Bounds.chartSeriesMax` of them, in id order.
+        let totals = hourly.mapValues { $0.reduce(Int64(0)) { $0 &+ $1.events } }
+        let drawnOrigins = Set(totals.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }.prefix(Bounds.chartSeriesMax).map(\.key))
+        seriesLeftOut = hourly.count - drawnOrigins.count
+        for (n, origin) in hourly.keys.sorted().filter(drawnOrigins.contains).enumerated() {
             var counts = [Int64](repeating: 0, count: max(bars, 1))
             for (hour, events) in hourly[origin] ?? [] {
                 let i = Int((hour - first) / hoursPerBar)

@@ -198,14 +198,21 @@ public final class AuditIndex: @unchecked Sendable {
 
     /// Characters of a text value the index keeps (a page shows no more): the rest is cut, with
     /// the full length noted, so that a note of megabytes costs the index a line.
-    static let valueCharactersMax = 500
+    static let valueCharactersMax = Bounds.valueCharactersMax
 
-    /// An event's fields as the pages show them: a JSON array of [name, value as text].
+    /// An event's fields as the pages show them: a JSON array of [name, value as text]. At most
+    /// `Bounds.fieldsShownMax` fields are kept (then one more entry counts the rest), names cut
+    /// at `Bounds.fieldNameCharactersMax` characters: an event of a million fields costs the
+    /// index a line, not a megabyte, and its page a table row.
     static func fieldsText(_ fields: [Field]) -> String {
         var out = "["
-        for (i, f) in fields.enumerated() {
+        for (i, f) in fields.prefix(Bounds.fieldsShownMax).enumerated() {
             if i > 0 { out += "," }
-            out += "[" + ReplicaServer.jsonString(f.name) + "," + ReplicaServer.jsonString(display(f.value)) + "]"
+            let name = f.name.count > Bounds.fieldNameCharactersMax ? String(f.name.prefix(Bounds.fieldNameCharactersMax)) + "…" : f.name
+            out += "[" + ReplicaServer.jsonString(name) + "," + ReplicaServer.jsonString(display(f.value)) + "]"
+        }
+        if fields.count > Bounds.fieldsShownMax {
+            out += ",[\"…\"," + ReplicaServer.jsonString("\(fields.count - Bounds.fieldsShownMax) more fields (\(fields.count) in all)") + "]"
         }
         return out + "]"
     }

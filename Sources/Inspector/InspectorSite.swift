@@ -17,15 +17,15 @@ public final class InspectorSite: @unchecked Sendable {
     private let owners = OwnersFile()
 
     /// Page sizes: rows per page of each listing.
-    static let logEventsMax = 50
-    static let entityEventsMax = 100
-    static let conflictsPageMax = 100
-    static let anomaliesPageMax = 100
-    static let subtreeMax = 200
-    static let linksMax = 200
-    static let searchResultsMax = 100
+    static let logEventsMax = Bounds.logEventsPerPage
+    static let entityEventsMax = Bounds.entityEventsPerPage
+    static let conflictsPageMax = Bounds.conflictsPerPage
+    static let anomaliesPageMax = Bounds.conflictsPerPage
+    static let subtreeMax = Bounds.subtreeShownMax
+    static let linksMax = Bounds.linksShownMax
+    static let searchResultsMax = Bounds.searchResultsPerPage
     /// Characters of a value shown in a table cell; the rest is cut with a note.
-    static let valueCharactersMax = 500
+    static let valueCharactersMax = Bounds.valueCharactersMax
 
     public init(book: Logbook, index: AuditIndex) throws {
         self.book = book
@@ -135,7 +135,8 @@ public final class InspectorSite: @unchecked Sendable {
         let counts = try book.projection.conflictCounts()
         var values: [String: Any] = [
             "origins": origins, "peers": peers,
-            "chart": ["from": chart.from, "to": chart.to, "bucket": chart.bucket, "width": String(chart.width), "height": String(chart.height), "series": series],
+            "chart": ["from": chart.from, "to": chart.to, "bucket": chart.bucket, "width": String(chart.width), "height": String(chart.height), "series": series,
+                      "seriesLeftOut": chart.seriesLeftOut > 0 ? String(chart.seriesLeftOut) : false],
             "conflictsOpen": String(counts.open), "conflictsAll": String(counts.all), "anomalies": String(try book.projection.anomalyCount()),
         ]
         if let v = book.lastVerify() {
@@ -238,8 +239,12 @@ public final class InspectorSite: @unchecked Sendable {
     private func itemSections(_ id: UUID) throws -> [String: Any] {
         let idString = id.lowercasedString
         func label(_ r: ItemRow) -> String { r.title.map(Self.shown) ?? "(untitled)" }
-        let path = try book.projection.pathToRoot(idString).reversed().map { ["link": Self.entityLink("item", $0.id), "label": label($0)] }
-        let tags = (try book.projection.tags(of: [idString])[idString] ?? []).map {
+        // The walk up stops after `Bounds.walkDepthMax` ancestors: then the farthest shown is not a root.
+        let up = try book.projection.pathToRoot(idString)
+        let pathCut = up.count > Bounds.walkDepthMax && up.last?.parentID != nil
+        let path = up.reversed().map { ["link": Self.entityLink("item", $0.id), "label": label($0)] }
+        let allTags = try book.projection.tags(of: [idString])[idString] ?? []
+        let tags = allTags.prefix(Bounds.tagsShownMax).map {
             ["link": Self.entityLink("tag", $0.id), "name": $0.name ?? "(unnamed)", "id": $0.id]
         }
         let found = try book.projection.links(of: idString, limit: Self.linksMax + 1)
@@ -257,7 +262,9 @@ public final class InspectorSite: @unchecked Sendable {
             ["link": Self.entityLink("item", $0.id), "label": label($0), "id": $0.id, "depth": String($0.depth),
              "indent": String(repeating: "· ", count: max(0, min($0.depth - 1, 20)))]
         }
-        return ["path": path, "tags": tags, "links": Array(links), "linksMore": found.count > Self.linksMax, "linksMax": String(Self.linksMax),
+        return ["path": path, "pathCut": pathCut, "walkDepthMax": String(Bounds.walkDepthMax),
+                "tags": Array(tags), "tagsMore": allTags.count > Bounds.tagsShownMax ? String(allTags.count - Bounds.tagsShownMax) : false,
+                "links": Array(links), "linksMore": found.count > Self.linksMax, "linksMax": String(Self.linksMax),
                 "subtree": Array(subtree),
                 "subtreeMore": under.count > Self.subtreeMax, "subtreeMax": String(Self.subtreeMax)]
     }

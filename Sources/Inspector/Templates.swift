@@ -85,6 +85,7 @@ enum Templates {
         </figure>
         {{/series}}
         {{^series}}<p>No events yet.</p>{{/series}}
+        {{#seriesLeftOut}}<p class="axis">… {{seriesLeftOut}} more origins, with fewer events, are not drawn.</p>{{/seriesLeftOut}}
         {{/chart}}
         </section>
         <section id="peers">
@@ -147,8 +148,8 @@ enum Templates {
         {{^current}}<p>The projection holds no row for it (never created, or purged).</p>{{/current}}
         </section>
         {{#item}}
-        <section id="path"><h2>Path</h2><p>{{#path}}<a href="{{link}}">{{label}}</a> / {{/path}}</p></section>
-        <section id="tags"><h2>Tags</h2><ul>{{#tags}}<li><a href="{{link}}">{{name}}</a> <code>{{id}}</code></li>{{/tags}}{{^tags}}<li>No tags.</li>{{/tags}}</ul></section>
+        <section id="path"><h2>Path</h2><p>{{#pathCut}}… (more than {{walkDepthMax}} ancestors: the farthest are not shown) / {{/pathCut}}{{#path}}<a href="{{link}}">{{label}}</a> / {{/path}}</p></section>
+        <section id="tags"><h2>Tags</h2><ul>{{#tags}}<li><a href="{{link}}">{{name}}</a> <code>{{id}}</code></li>{{/tags}}{{^tags}}<li>No tags.</li>{{/tags}}</ul>{{#tagsMore}}<p>… {{tagsMore}} more tags are not shown.</p>{{/tagsMore}}</section>
         <section id="links"><h2>Links</h2><ul>{{#links}}<li>{{direction}} <a href="{{link}}"><code>{{other}}</code></a> {{kind}}{{#label}} “{{label}}”{{/label}}{{#weight}} weight {{weight}}{{/weight}} (<a href="{{selfLink}}">link <code>{{id}}</code></a>)</li>{{/links}}{{^links}}<li>No links.</li>{{/links}}</ul>{{#linksMore}}<p>Only the first {{linksMax}} are shown.</p>{{/linksMore}}</section>
         <section id="subtree"><h2>Subtree</h2><ul>{{#subtree}}<li class="depth-{{depth}}">{{indent}}<a href="{{link}}">{{label}}</a> <code>{{id}}</code></li>{{/subtree}}{{^subtree}}<li>No items under it.</li>{{/subtree}}</ul>{{#subtreeMore}}<p>Only the first {{subtreeMax}} are shown.</p>{{/subtreeMore}}</section>
         {{/item}}

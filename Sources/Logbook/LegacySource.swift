@@ -60,7 +60,7 @@ enum LegacySource {
     static let syncedTables = ["items", "tags", "item_tags", "time_entries", "saved_searches", "app_settings"]
 
     /// The largest legacy file `import-legacy` reads (a task manager's data is far smaller).
-    static let fileBytesMax = 4 << 30
+    static let fileBytesMax = Bounds.legacyFileBytesMax
     /// What reading a table may yield beyond the bytes its file holds: values are stored in the
     /// file, so more than this means something computes them as they are read (a column's
     /// default written into the schema by hand, say), and the import stops instead of filling

@@ -64,6 +64,9 @@ extension Projection {
     public func linked(from start: String, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
                        limit: Int = 100_000) throws -> [LinkedItem] {
         guard depth >= 1 else { throw ProjectionError.invalid("depth must be at least 1 (got \(depth))") }
+        guard depth <= Bounds.walkDepthMax else {
+            throw ProjectionError.invalid("depth \(depth) is more than the \(Bounds.walkDepthMax) levels a walk follows")
+        }
         let root = try Projection.argument(start, "the start").lowercased()
         return try pool.read { db in
             // Each direction's query reads one partial index (links_from, links_to; covering, as

@@ -158,13 +158,15 @@ extension Projection {
             if let root { _ = try Projection.argument(root, "the subtree's root") }
             if let search { _ = try Projection.argument(search, "the search") }
             if let root {
-                // Cycle-safe: a visited path string stops the recursion at a repeated id.
+                // Cycle-safe: a visited path string stops the recursion at a repeated id; and
+                // bounded: no deeper than `Bounds.walkDepthMax` levels (the path string grows
+                // with depth, and the walk with its square).
                 sql = """
                     WITH RECURSIVE sub(id, depth, path) AS (
                         SELECT id, 0, '/' || id || '/' FROM items WHERE id = ?
                         UNION ALL
                         SELECT i.id, sub.depth + 1, sub.path || i.id || '/' FROM items i JOIN sub ON i.parent_id = sub.id
-                        WHERE instr(sub.path, '/' || i.id || '/') = 0
+                        WHERE instr(sub.path, '/' || i.id || '/') = 0 AND sub.depth < \(Bounds.walkDepthMax)
                     )
                     SELECT items.*, sub.depth AS depth FROM sub JOIN items ON items.id = sub.id
                     """
@@ -219,7 +221,9 @@ extension Projection {
         }
     }
 
-    /// The path from an item up to its root (the item first), stopping at a cycle.
+    /// The path from an item up to its root (the item first), stopping at a cycle, and after
+    /// `Bounds.walkDepthMax` ancestors (then the last row returned is not a root: its
+    /// `parentID` is set).
     public func pathToRoot(_ id: String) throws -> [ItemRow] {
         let id = try Projection.argument(id, "the item id")
         return try pool.read { db in
@@ -228,7 +232,7 @@ extension Projection {
                     SELECT id, parent_id, 0, '/' || id || '/' FROM items WHERE id = ?
                     UNION ALL
                     SELECT i.id, i.parent_id, up.depth + 1, up.path || i.id || '/' FROM items i JOIN up ON i.id = up.parent_id
-                    WHERE instr(up.path, '/' || i.id || '/') = 0
+                    WHERE instr(up.path, '/' || i.id || '/') = 0 AND up.depth < \(Bounds.walkDepthMax)
                 )
                 SELECT items.*, up.depth AS depth FROM up JOIN items ON items.id = up.id ORDER BY up.depth
                 """, arguments: [id.lowercased()])

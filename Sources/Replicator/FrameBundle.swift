@@ -120,9 +120,14 @@ public enum FrameBundle {
     /// One pass over a bundle: its framing, each frame handed to `frame`, then the trailer
     /// (count and checksum). A pass that fails has handed over only frames before the fault.
     private static func scan(_ path: String, _ frame: ([UInt8]) throws -> Void) throws {
-        guard let input = FileHandle(forReadingAtPath: path) else { throw BundleError("cannot read \(path)") }
+        // Only a regular file (a FIFO would block the import holding the writer lock), bounded.
+        let opened: (fd: Int32, size: Int)
+        do { opened = try ForeignFile.openRegular(path, bytesMax: Bounds.bundleFileBytesMax, op: "read bundle") } catch let e as LogError {
+            throw BundleError("cannot read \(path): \(e.message)")
+        }
+        let input = FileHandle(fileDescriptor: opened.fd, closeOnDealloc: true)
         defer { try? input.close() }
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        let size = opened.size
         guard size >= 8 + 16 else { throw BundleError("\(path) is not a Logbook bundle (\(size) bytes is too short)") }
         var reader = ChunkReader(input)
         var crc = CRC32C()

@@ -456,6 +456,23 @@ struct Fixture {
         }
     }
 
+    /// What one event or one store can make a page hold is bounded: an event of 100,000 fields
+    /// keeps `Bounds.fieldsShownMax` of them and a count (before: 2,000,000 fields made /ui/log
+    /// take 17 s and 144 MB); long names are cut; a chart draws at most `Bounds.chartSeriesMax`.
+    @Test func whatAPeerControlsIsBoundedOnThePages() {
+        let many = (0..<100_000).map { Field("f\($0)", .integer(Int64($0))) } + [Field(String(repeating: "n", count: 5000), .null)]
+        let kept = AuditIndex.fields(AuditIndex.fieldsText(many))
+        #expect(kept.count == Bounds.fieldsShownMax + 1)
+        #expect(kept.last?.name == "…" && kept.last?.value.contains("\(many.count - Bounds.fieldsShownMax) more fields") == true)
+        let long = AuditIndex.fields(AuditIndex.fieldsText([Field(String(repeating: "n", count: 5000), .null)]))
+        #expect(long.first?.name.count == Bounds.fieldNameCharactersMax + 1)
+        var hourly: [ReplicaID: [(hour: Int64, events: Int64)]] = [:]
+        for n in 0..<100 { hourly[ReplicaID(rawValue: UUID())] = [(hour: 490_000, events: Int64(n + 1))] }
+        let chart = ActivityChart(hourly: hourly)
+        #expect(chart.series.count == Bounds.chartSeriesMax && chart.seriesLeftOut == 100 - Bounds.chartSeriesMax)
+        #expect(chart.series.allSatisfy { $0.total > Int64(100 - Bounds.chartSeriesMax) }, "the origins with the most events are drawn")
+    }
+
     @Test func templatesNeverPrintAValueUnescaped() throws {
         for (name, text) in Templates.all {
             #expect(!text.contains("{{{") && !text.contains("{{&"), "\(name)")

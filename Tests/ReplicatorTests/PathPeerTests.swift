@@ -114,4 +114,26 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: peer.path + "/eventids.sqlite"))
         #expect(try peer.cursor()[peer.replicaID].rawValue == 0)
     }
+
+    /// A bundle, a peer's store.json and its kept snapshot are read only when regular files: a
+    /// FIFO given as one is refused at once instead of blocking (holding the writer lock).
+    @Test func foreignFilesThatAreNotRegularAreRefusedWithoutBlocking() async throws {
+        let dir = Dir()
+        let store = try Store.create(at: dir.path + "/s")
+        let fifo = dir.path + "/in.bundle"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        do { _ = try StoreSync.importBundle(fifo, to: store); Issue.record("accepted") } catch {
+            #expect("\(error)".contains("not a regular file (a FIFO)"), "\(error)")
+        }
+        let peer = try Store.create(at: dir.path + "/peer")
+        try FileManager.default.removeItem(atPath: peer.path + "/store.json")
+        #expect(mkfifo(peer.path + "/store.json", 0o644) == 0)
+        #expect { _ = try Store.open(at: peer.path) } throws: { "\($0)".contains("not a regular file") }
+        #expect(mkfifo(dir.path + "/snapshot.sqlite", 0o644) == 0)
+        #expect { try ForeignFile.copy(dir.path + "/snapshot.sqlite", to: dir.path + "/copy", bytesMax: 1 << 20, op: "test") } throws: { "\($0)".contains("a FIFO") }
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/copy"))
+        // Over the bound: refused, naming the size.
+        try Data(count: 4096).write(to: URL(fileURLWithPath: dir.path + "/big"))
+        #expect { _ = try ForeignFile.read(dir.path + "/big", bytesMax: 1024, op: "test") } throws: { "\($0)".contains("4096 bytes, more than the 1024") }
+    }
 }

@@ -22,4 +22,21 @@ import Testing
         let line = [UInt8](repeating: UInt8(ascii: "x"), count: ServerSentEvents.lineBytesMax + 1)
         #expect { _ = try p.add(line) } throws: { ($0 as? TransferFailure)?.code == .invalidAnswer }
     }
+
+    /// Endless `data:` lines, each short, and no blank line: before, the event grew without end
+    /// (the client reached 1.7 GiB); now it is an error once the event passes its bound.
+    @Test func anEndlessEventIsAnErrorNotMemory() throws {
+        var p = ServerSentEvents()
+        let chunk = Array(String(repeating: "data: " + String(repeating: "y", count: 1000) + "\n", count: 64).utf8)
+        var fed = 0
+        var failure: TransferFailure?
+        while fed <= ServerSentEvents.eventBytesMax + chunk.count {
+            do { _ = try p.add(chunk) } catch let e as TransferFailure { failure = e; break }
+            fed += chunk.count
+        }
+        #expect(failure?.code == .invalidAnswer && fed <= ServerSentEvents.eventBytesMax)
+        // A stream of ordinary events, however long, goes on.
+        var q = ServerSentEvents()
+        for _ in 0..<2000 { #expect(try q.add(Array("event: cursor\ndata: lbc1.AAAA\n\n".utf8)).count == 1) }
+    }
 }

@@ -36,7 +36,7 @@ public struct Store: Sendable {
                            hint: "create one with `evctl init --store \(path)`")
         }
         // A store on a shared path is a peer's: its store.json is read as foreign bytes.
-        let bytes = try ForeignFile.read(meta, bytesMax: 64 << 10, op: op)
+        let bytes = try ForeignFile.read(meta, bytesMax: Bounds.storeFileBytesMax, op: op)
         guard let obj = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any],
               let version = obj["format_version"] as? Int,
               let idText = obj["replica_id"] as? String else {

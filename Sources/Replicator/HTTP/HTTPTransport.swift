@@ -313,7 +313,9 @@ func hex(_ digest: SHA256.Digest) -> String {
 }
 
 /// A Server-Sent Events parser (the subset `/v1/watch` uses: `event:` and `data:` fields, comment
-/// lines, events ended by a blank line). Bounded: a line over 64 KiB is an error, not memory.
+/// lines, events ended by a blank line). Bounded: a line over `Bounds.streamLineBytesMax`, or an
+/// event whose lines add up to more than `Bounds.streamEventBytesMax` (endless `data:` lines and
+/// no blank line), is an error, not memory.
 /// Total over any bytes (a fuzz target, FuzzEventStream, holds it to that).
 public struct ServerSentEvents: Sendable {
     /// One event: its name (`message` unless the stream says) and its data lines joined by `\n`.
@@ -328,7 +330,11 @@ public struct ServerSentEvents: Sendable {
     private var current = Event()
     private var hasData = false
     /// The longest line accepted, in bytes.
-    public static let lineBytesMax = 1 << 16
+    public static let lineBytesMax = Bounds.streamLineBytesMax
+    /// The most bytes of one event, its lines together.
+    public static let eventBytesMax = Bounds.streamEventBytesMax
+    /// Bytes of the event being read so far.
+    private var eventBytes = 0
 
     /// Feeds the next bytes of the stream (split anywhere) and returns the events they complete.
     /// - Throws: `TransferFailure` `invalid_answer` for a line longer than `lineBytesMax`.
@@ -341,7 +347,12 @@ public struct ServerSentEvents: Sendable {
                     if hasData { out.append(current) }
                     current = Event()
                     hasData = false
+                    eventBytes = 0
                 } else if line.first != UInt8(ascii: ":") {
+                    eventBytes += line.count + 1
+                    guard eventBytes <= Self.eventBytesMax else {
+                        throw TransferFailure(.invalidAnswer, "an event stream event is longer than \(Self.eventBytesMax) bytes (no blank line ends it)")
+                    }
                     let text = String(decoding: line, as: UTF8.self)
                     let (field, value) = text.firstIndex(of: ":").map { (String(text[..<$0]), String(text[text.index(after: $0)...]).drop { $0 == " " }) }
                         .map { ($0.0, String($0.1)) } ?? (text, "")
