@@ -38,24 +38,33 @@ public final class AuditIndex: @unchecked Sendable {
         let file = store.path + "/audit.sqlite"
         var config = SQLiteFactory.configuration(.ours)
         config.busyMode = .timeout(5)
+        var opened: (db: any DatabaseWriter, path: String?)
         if inMemory || !FileManager.default.isWritableFile(atPath: store.path) {
-            db = try SQLiteFactory.queue(nil, .ours, config)
-            path = nil
+            opened = (try SQLiteFactory.queue(nil, .ours, config), nil)
         } else {
             do {
-                db = try Self.openChecked(file, store: store, config: config)
-            } catch {
-                // Derived data: a file that cannot be used is set aside (never read as data) and built again.
-                let aside = file + ".damaged-\(Int(Date().timeIntervalSince1970))"
-                logger.warning("the audit index \(file) cannot be used (\(error)); moved to \(aside) and built again")
-                for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: file + suffix) {
-                    try FileManager.default.moveItem(atPath: file + suffix, toPath: aside + suffix)
+                do {
+                    opened = (try Self.openChecked(file, store: store, config: config), file)
+                } catch where !DiskSpace.cannotWrite(error, near: store.path) {
+                    // Derived data: a file that cannot be used is set aside (never read as data) and built again.
+                    let aside = file + ".damaged-\(Int(Date().timeIntervalSince1970))"
+                    logger.warning("the audit index \(file) cannot be used (\(error)); moved to \(aside) and built again")
+                    for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: file + suffix) {
+                        try FileManager.default.moveItem(atPath: file + suffix, toPath: aside + suffix)
+                    }
+                    opened = (try Self.openChecked(file, store: store, config: config), file)
                 }
-                db = try Self.openChecked(file, store: store, config: config)
+                try Self.migrate(opened.db, store: store)
+            } catch where DiskSpace.cannotWrite(error, near: store.path) {
+                // A full disk or a read-only mount: the pages still work, indexing in memory
+                // (the file is left as it is, not set aside: nothing is wrong with it).
+                logger.warning("the audit index \(file) cannot be written now (\(error)); indexing in memory")
+                opened = (try SQLiteFactory.queue(nil, .ours, config), nil)
             }
-            path = file
         }
-        try Self.migrate(db, store: store)
+        db = opened.db
+        path = opened.path
+        if path == nil { try Self.migrate(db, store: store) }
         try dropIfAhead()
     }
 

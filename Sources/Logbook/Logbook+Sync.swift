@@ -104,8 +104,8 @@ extension Logbook {
 
     /// The peers this store exchanged with, their last cursor, time and error.
     public func peers() throws -> [PeerState.Peer] {
-        guard PeerState.exists(in: store) else { return [] }
-        return try peerState().peers()
+        // Read without creating or writing the file: a reader never needs to write.
+        return try PeerState.peers(of: store)
     }
 
     /// One exchange, remembered: the outcome (time, error, and the peer's cursor when the peer

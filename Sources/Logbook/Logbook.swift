@@ -71,7 +71,7 @@ public final class Logbook: @unchecked Sendable {
                 // A reader follows a projection file renamed in by a rebuild or a snapshot install.
                 if let p = opened, writer != nil || p.isCurrentFile { return p }
                 let stale = opened
-                let p = try Projection(store: store)
+                let p = try writer == nil ? Projection(readingIfNeeded: store) : Projection(store: store)
                 opened = p
                 // Closing the old file's pool ends its change streams; a writer's own is never replaced.
                 try? stale?.close()
@@ -154,8 +154,15 @@ public final class Logbook: @unchecked Sendable {
                 return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
                                recovery: appender.recovery, behind: 0)
             } catch let e as LogError where e.isLocked {
-                let projection = try Projection(store: store)
+                let projection = try Projection(readingIfNeeded: store)
                 let behind = try projection.lag().values.reduce(0, +)
+                return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
+                               recovery: nil, behind: behind)
+            } catch where DiskSpace.cannotWrite(error, near: store.path) {
+                // A full disk, a read-only mount, a lock file that cannot be written: reads never
+                // need to write, so the projection is read as it is (how far behind, reported).
+                let projection = try Projection(readingIfNeeded: store)
+                let behind = (try? projection.lag().values.reduce(0, +)) ?? 0
                 return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
                                recovery: nil, behind: behind)
             }

@@ -35,6 +35,40 @@ public final class Projection: @unchecked Sendable {
 
     public static func path(for store: Store) -> String { store.path + "/projection.sqlite" }
 
+    /// Opens the store's projection for a reader: as `init(store:)` does, and when that cannot
+    /// write (a full disk, a read-only mount), read-only as the file is, without migrating it
+    /// (a reader never needs to write; a projection still to be migrated is then an error
+    /// saying so).
+    public convenience init(readingIfNeeded store: Store) throws {
+        do {
+            try self.init(store: store)
+        } catch where DiskSpace.cannotWrite(error, near: store.path) {
+            try self.init(store: store, readOnly: true)
+        }
+    }
+
+    /// Opens the projection read-only: nothing is created, migrated or written.
+    init(store: Store, readOnly: Bool) throws {
+        self.store = store
+        self.schema = .current
+        self.path = Projection.path(for: store)
+        do {
+            var c = Projection.configuration()
+            c.readonly = true
+            pool = try SQLiteFactory.pool(self.path, c)
+            let applied = try pool.read { db in try db.tableExists("grdb_migrations") ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") : [] }
+            guard Set(applied).isSuperset(of: schema.migrations.map(\.name)) else {
+                try? pool.close()
+                throw ProjectionError.database("\(self.path) needs migrating before it can be read, and it cannot be written now")
+            }
+        } catch let e as ProjectionError {
+            throw e
+        } catch {
+            throw ProjectionError.database("cannot open \(self.path) to read: \(error)")
+        }
+        fileID = Projection.identity(self.path)
+    }
+
     /// Opens (creating and migrating if needed) the store's projection.
     public init(store: Store, schema: ProjectionSchema = .current, path: String? = nil) throws {
         self.store = store
@@ -68,11 +102,17 @@ public final class Projection: @unchecked Sendable {
     static func configuration() -> Configuration {
         var c = SQLiteFactory.configuration(.ours)
         c.prepareDatabase { db in
+            // The WAL is cut back to this size whenever a checkpoint lets it start over: a large
+            // catch-up does not leave a WAL the size of the projection on the disk.
+            try db.execute(sql: "PRAGMA journal_size_limit = \(walBytesMax)")
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
             try db.execute(sql: "PRAGMA cache_size = -65536")
         }
         return c
     }
+
+    /// What the projection's WAL is kept to between catch-ups (docs/FORMAT.md, "Projection").
+    public static let walBytesMax = 4 << 20
 
     static func openPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
         let pool = try SQLiteFactory.pool(path, configuration())
@@ -272,8 +312,14 @@ public final class Projection: @unchecked Sendable {
                 if n == 0 { break }
             }
         }
+        // After a large catch-up, the WAL is folded back and cut (best effort: a reader in the
+        // middle of a read keeps it for now, and `journal_size_limit` cuts it at the next reset).
+        if done >= walCheckpointEvents { _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
         return done
     }
+
+    /// A catch-up of at least this many events folds the WAL back into the file when it ends.
+    static let walCheckpointEvents = 10_000
 
     /// Applies events directly (they must also be in the log for a later rebuild to agree).
     /// Used by tests and by embedders that project events as they receive them.

@@ -30,6 +30,9 @@ public final class PeerState: Sendable {
         var config = SQLiteFactory.configuration(.ours)
         config.busyMode = .timeout(PeerState.busyWaitSeconds)
         db = try SQLiteFactory.queue(PeerState.path(of: store), .ours, config)
+        // A file that has its table is only read here: reading the peers (`evctl status`) never
+        // writes, so it works on a full disk or a read-only mount.
+        if try db.read({ db in try db.tableExists("peers") }) { return }
         // Created inside an immediate transaction: two processes opening a new store's peers
         // file at once take turns (a migrator's check-then-create lets both try to create).
         try db.writeWithoutTransaction { db in
@@ -64,14 +67,28 @@ public final class PeerState: Sendable {
         }
     }
 
+    /// The peers `store` records, read without writing anything (none when its file has no
+    /// table yet): what `status` shows, also on a full disk or a read-only mount.
+    public static func peers(of store: Store) throws -> [Peer] {
+        guard exists(in: store) else { return [] }
+        var config = SQLiteFactory.configuration(.ours)
+        config.readonly = true
+        config.busyMode = .timeout(PeerState.busyWaitSeconds)
+        let q = try SQLiteFactory.queue(path(of: store), .ours, config)
+        defer { try? q.close() }
+        return try q.read { db in try db.tableExists("peers") ? try Self.peers(db) : [] }
+    }
+
     public func peers() throws -> [Peer] {
-        try db.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM peers ORDER BY name").map { row in
-                let token: String? = try row.decode(forColumn: "cursor")
-                return Peer(name: try row.decode(forColumn: "name"), cursor: token.flatMap { try? ReplicationCursor(token: $0) },
-                            lastSyncAt: try row.decode(forColumn: "last_sync_at"), lastError: try row.decode(forColumn: "last_error"),
-                            pulledEvents: try row.decode(forColumn: "pulled_events"), pushedEvents: try row.decode(forColumn: "pushed_events"))
-            }
+        try db.read(Self.peers)
+    }
+
+    static func peers(_ db: Database) throws -> [Peer] {
+        try Row.fetchAll(db, sql: "SELECT * FROM peers ORDER BY name").map { row in
+            let token: String? = try row.decode(forColumn: "cursor")
+            return Peer(name: try row.decode(forColumn: "name"), cursor: token.flatMap { try? ReplicationCursor(token: $0) },
+                        lastSyncAt: try row.decode(forColumn: "last_sync_at"), lastError: try row.decode(forColumn: "last_error"),
+                        pulledEvents: try row.decode(forColumn: "pulled_events"), pushedEvents: try row.decode(forColumn: "pushed_events"))
         }
     }
 }

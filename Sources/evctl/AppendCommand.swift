@@ -49,7 +49,9 @@ struct AppendCommand: StoreCommand {
         Terminal.endProgress()
         defer {
             if let projectionError {
-                Terminal.error("the events were appended (durably) but not projected: \(projectionError)\nhint: do not append them again; `evctl replay` completes the projection")
+                let why = DiskSpace.isFull(projectionError, near: options.path)
+                    ? "no space left on \(DiskSpace.describe(near: options.path)): \(projectionError)" : "\(projectionError)"
+                Terminal.error("the events were appended (durably) but not projected: \(why)\nhint: do not append them again; `evctl replay` (or the next writer to open the store) completes the projection")
             }
         }
         if options.json {

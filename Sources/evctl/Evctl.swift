@@ -23,6 +23,9 @@ struct Evctl: AsyncParsableCommand {
 extension Evctl {
     /// Exit status of `append` when its events are in the log but the projection failed.
     static let appendedNotProjected: Int32 = 5
+    /// A write failed because the disk is full: nothing acknowledged was lost; free space and
+    /// run it again (work resumes by itself).
+    static let diskFull: Int32 = 6
 }
 
 /// Seconds a writing command waits while another process holds the store's writer lock (a
@@ -46,11 +49,14 @@ struct StoreOptions: ParsableArguments {
     /// Opens the store through the Logbook, reporting on stderr what recovery repaired, how far
     /// behind a read-only projection is, and projection progress on a terminal.
     func book(_ access: Logbook.Access, project: Bool = true, lockWait: Double = writerLockWait) throws -> Logbook {
+        Terminal.storePath = path
         let progress = ProjectionProgress()
         let book = try Logbook.open(at: path, access: access, options: Logbook.Options(
             lockWait: lockWait, project: project, progress: { progress.report($0, $1) }, recovered: { Terminal.reportRecovery($0) }))
         Terminal.endProgress()
-        if book.behindAtOpen > 0 { Terminal.note("another process is writing; the projection is \(book.behindAtOpen) events behind the log") }
+        if book.behindAtOpen > 0 {
+            Terminal.note("the projection is \(book.behindAtOpen) events behind the log (another process is writing, or the store cannot be written now: a full disk, a read-only mount)")
+        }
         return book
     }
 }
@@ -86,8 +92,15 @@ extension AsyncStoreCommand {
 }
 
 enum Terminal {
+    /// The store the command works on, for errors that name its disk.
+    nonisolated(unsafe) static var storePath: String?
+
     /// Prints what failed and gives the exit status that says what kind of failure it was.
     static func exitCode(for error: any Error) -> any Error {
+        if !(error is ExitCode), DiskSpace.isFull(error, near: storePath ?? (error as? LogError)?.file) {
+            Terminal.error(diskFull(error))
+            return ExitCode(Evctl.diskFull)
+        }
         switch error {
         case let e as ExitCode: return e
         case let e as InputError:
@@ -107,6 +120,11 @@ enum Terminal {
             Terminal.error(String(describing: error))
             return ExitCode(1)
         }
+    }
+
+    /// A write refused for space: the disk, what is free, and that nothing acknowledged was lost.
+    static func diskFull(_ error: any Error) -> String {
+        "no space left on \(DiskSpace.describe(near: storePath ?? ".")): \(error); nothing acknowledged was lost and every file stays verifiable: free some space and run it again"
     }
 
     /// Error and note messages may quote data (a peer's answer, a file's bytes): control

@@ -15,6 +15,7 @@ struct ReplayCommand: StoreCommand {
         let start = Date()
         let n: Int
         if rebuild {
+            Terminal.storePath = options.path
             n = try Logbook.rebuildProjection(at: options.path, lockWait: 0, recovered: Terminal.reportRecovery, progress: progress.report)
         } else {
             let book = try options.book(.readWrite, project: false, lockWait: 0)

@@ -20,6 +20,9 @@ struct StatusCommand: StoreCommand {
                 ("total_events", String(s.totalEvents)), ("segments", String(s.segments)),
                 ("log_bytes", String(s.logBytes)), ("bytes_on_disk", String(s.bytesOnDisk)),
                 ("origins", "[" + origins.joined(separator: ",") + "]"),
+                ("files", "[" + s.files.map { JSON.object([("name", JSON.string($0.name)), ("bytes", String($0.bytes))]) }.joined(separator: ",") + "]"),
+                ("disk", s.disk.map { JSON.object([("mount_point", JSON.string($0.mountPoint)), ("total_bytes", String($0.totalBytes)),
+                                                   ("available_bytes", String($0.availableBytes))]) } ?? "null"),
                 ("peers", "[" + peers.map { p in
                     JSON.object([("name", JSON.string(p.name)), ("cursor", p.cursor.map { JSON.string($0.token) } ?? "null"),
                                  ("last_sync_at", p.lastSyncAt.map(JSON.string) ?? "null"), ("last_error", p.lastError.map(JSON.string) ?? "null"),
@@ -39,6 +42,8 @@ struct StatusCommand: StoreCommand {
                 let last = o.lastSeq.rawValue == 0 ? "empty" : "last seq \(o.lastSeq) at \(ISOTime.string(o.lastHLC))"
                 print("origin      \(o.origin)\(mine): \(last), \(o.segments) segments, \(o.bytes) bytes")
             }
+            for f in s.files { print("file        \(printable(f.name)): \(f.bytes) bytes") }
+            if let d = s.disk { print("disk        mounted at \(printable(d.mountPoint)): \(d.availableBytes) of \(d.totalBytes) bytes free") }
             for p in peers {
                 let when = p.lastSyncAt.map { "last synced \($0)" } ?? "never synced"
                 print("peer        \(printable(p.name)): \(when), \(p.pulledEvents) events pulled, \(p.pushedEvents) pushed" + (p.lastError.map { "; last error: \(printable($0, limit: 300))" } ?? ""))

@@ -31,14 +31,25 @@ final class StoreLock: @unchecked Sendable {
         }
         self.path = path
         self.fd = fd
-        let pid = Array("\(getpid())\n".utf8)
-        _ = ftruncate(fd, 0)
-        try pid.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: 0, path: path, op: "lock") }
+        // The holder's pid, for the message a second writer gets: a hint, not the lock. Written
+        // over the file's first bytes in place (a fixed width, no truncation first), so a lock
+        // taken on a full disk reuses the block the file already has; when even that cannot be
+        // written (a new file on a full disk), the lock is held all the same.
+        Self.writeHolder(fd, "\(getpid())")
+    }
+
+    /// The pid field's width: the largest pid fits, padded with spaces.
+    static let holderBytes = 16
+
+    private static func writeHolder(_ fd: Int32, _ text: String) {
+        var bytes = Array(text.utf8.prefix(holderBytes - 1))
+        bytes += [UInt8](repeating: UInt8(ascii: " "), count: holderBytes - 1 - bytes.count) + [0x0A]
+        _ = bytes.withUnsafeBytes { p in Glibc.pwrite(fd, p.baseAddress, p.count, 0) }
     }
 
     func release() {
         guard fd >= 0 else { return }
-        _ = ftruncate(fd, 0)
+        Self.writeHolder(fd, "")
         flock(fd, LOCK_UN)
         FileIO.close(fd)
         fd = -1

@@ -18,6 +18,10 @@ public struct StoreStatus: Sendable {
     public var logBytes: Int { origins.reduce(0) { $0 + $1.bytes } }
     /// Bytes of every file in the store directory (log, indexes, databases).
     public var bytesOnDisk: Int
+    /// Each entry of the store directory with its bytes (a folder: everything under it), by name.
+    public var files: [(name: String, bytes: Int)] = []
+    /// The filesystem the store is on: where it is mounted, its size and what is free.
+    public var disk: DiskSpace.Usage?
 }
 
 extension Store {
@@ -32,7 +36,15 @@ extension Store {
             let tip = try reader.tip(origin: o)
             origins.append(.init(origin: o, lastSeq: tip.lastSeq, lastHLC: tip.lastHLC, segments: segs.count, bytes: bytes))
         }
-        return StoreStatus(replicaID: replicaID, origins: origins, bytesOnDisk: Self.directoryBytes(path))
+        var status = StoreStatus(replicaID: replicaID, origins: origins, bytesOnDisk: Self.directoryBytes(path))
+        status.files = ((try? FileIO.listDirectory(path, op: "status")) ?? []).sorted().map { n in
+            let full = path + "/" + n
+            var st = stat()
+            guard lstat(full, &st) == 0 else { return (n, 0) }
+            return (n, (st.st_mode & S_IFMT) == S_IFDIR ? Self.directoryBytes(full) : Int(st.st_size))
+        }
+        status.disk = DiskSpace.usage(of: path)
+        return status
     }
 
     static func directoryBytes(_ path: String) -> Int {
