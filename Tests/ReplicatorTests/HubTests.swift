@@ -94,6 +94,29 @@ final class TestCluster {
         try #require(try? policy.authenticate(authorization: "Bearer \(token)").get())
     }
 
+    /// Two users with a replica of ten events each, and a tokens file of one principal each.
+    func erinAndFrank(_ dir: Dir) throws -> (Store, Store, AccessPolicy) {
+        let erin = try Store.create(at: dir.path + "/erin")
+        let frank = try Store.create(at: dir.path + "/frank")
+        try edit(erin, 10, seed: 7, actor: "erin")
+        try edit(frank, 10, seed: 8, actor: "frank")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"erin","token":"erin-token-0123456789ab","user":"erin","push":"*","pull":true},
+              {"name":"frank","token":"frank-token-0123456789a","user":"frank","push":"*","pull":true}
+            ]}
+            """.utf8))
+        return (erin, frank, policy)
+    }
+
+    /// Pushes each replica's whole log through `hub` as its own principal.
+    func pushBoth(_ erin: Store, _ frank: Store, to hub: PostgresHub, _ policy: AccessPolicy) async throws {
+        for (token, store) in [("erin-token-0123456789ab", erin), ("frank-token-0123456789a", frank)] {
+            let page = try FramePage.collect(from: store, since: .empty, limits: PageLimits()).encoded()
+            _ = try await hub.push(principal: principal(policy, token), body: page, peer: nil)
+        }
+    }
+
     @Test func twoNodesServeOneHubToThreeUsers() async throws {
         let cluster = try TestCluster()
         let dir = Dir()
@@ -312,16 +335,7 @@ final class TestCluster {
     @Test func rowLevelSecurityHoldsAgainstTheHubsOwnRole() async throws {
         let cluster = try TestCluster()
         let dir = Dir()
-        let erin = try Store.create(at: dir.path + "/erin")
-        let frank = try Store.create(at: dir.path + "/frank")
-        try edit(erin, 10, seed: 7, actor: "erin")
-        try edit(frank, 10, seed: 8, actor: "frank")
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"erin","token":"erin-token-0123456789ab","user":"erin","push":"*","pull":true},
-              {"name":"frank","token":"frank-token-0123456789a","user":"frank","push":"*","pull":true}
-            ]}
-            """.utf8))
+        let (erin, frank, policy) = try erinAndFrank(dir)
         // A wrong password is named at once, not waited out.
         var wrong = try cluster.database
         wrong.password = "not-the-password"
@@ -333,10 +347,7 @@ final class TestCluster {
         }
         let hub = try await node(cluster, policy)
         defer { hub.close() }
-        for (token, store) in [("erin-token-0123456789ab", erin), ("frank-token-0123456789a", frank)] {
-            let page = try FramePage.collect(from: store, since: .empty, limits: PageLimits()).encoded()
-            _ = try await hub.push(principal: principal(policy, token), body: page, peer: nil)
-        }
+        try await pushBoth(erin, frank, to: hub, policy)
         let (raw, task) = try cluster.rawClient()
         defer { task.cancel() }
         func count(readers: String?, writer: String? = nil, _ sql: PostgresQuery) async throws -> Int64 {
@@ -385,16 +396,7 @@ final class TestCluster {
     @Test func aNodeChecksItsOwnGuaranteesAtStart() async throws {
         let cluster = try TestCluster()
         let dir = Dir()
-        let erin = try Store.create(at: dir.path + "/erin")
-        let frank = try Store.create(at: dir.path + "/frank")
-        try edit(erin, 10, seed: 7, actor: "erin")
-        try edit(frank, 10, seed: 8, actor: "frank")
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"erin","token":"erin-token-0123456789ab","user":"erin","push":"*","pull":true},
-              {"name":"frank","token":"frank-token-0123456789a","user":"frank","push":"*","pull":true}
-            ]}
-            """.utf8))
+        let (erin, frank, policy) = try erinAndFrank(dir)
         let (sup, task) = try superClient(cluster)
         defer { task.cancel() }
         func run(_ sql: String) async throws {
@@ -433,10 +435,7 @@ final class TestCluster {
         // A running node whose tables lose RLS behind its back: its own owner filter still holds.
         let hub = try await node(cluster, policy)
         defer { hub.close() }
-        for (token, store) in [("erin-token-0123456789ab", erin), ("frank-token-0123456789a", frank)] {
-            let page = try FramePage.collect(from: store, since: .empty, limits: PageLimits()).encoded()
-            _ = try await hub.push(principal: principal(policy, token), body: page, peer: nil)
-        }
+        try await pushBoth(erin, frank, to: hub, policy)
         try await run("ALTER TABLE logbook_frames DISABLE ROW LEVEL SECURITY")
         try await run("ALTER TABLE logbook_origins DISABLE ROW LEVEL SECURITY")
         let p = try principal(policy, "erin-token-0123456789ab")
