@@ -21,7 +21,9 @@ public final class AuditIndex: @unchecked Sendable {
     let logger: Logger
 
     /// The format of the file; another number is rebuilt.
-    static let formatVersion = 2
+    /// 3: an event's fields are kept bounded (`fieldsText`); an index of an older version is
+    /// built again, so no unbounded field list of an earlier build is shown.
+    static let formatVersion = 3
     /// Events written per transaction while catching up.
     static let batchEventsMax = 5_000
 
@@ -244,7 +246,8 @@ public final class AuditIndex: @unchecked Sendable {
         guard let parsed = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String]] else {
             return [("(unreadable in the audit index)", "rebuild it: remove audit.sqlite")]
         }
-        return parsed.map { $0.count == 2 ? ($0[0], $0[1]) : ("(unreadable)", "") }
+        // At most the bound and the entry counting the rest, whatever the text holds.
+        return parsed.prefix(Bounds.fieldsShownMax + 1).map { $0.count == 2 ? ($0[0], $0[1]) : ("(unreadable)", "") }
     }
 
     /// Events indexed, and events the log holds (from each origin's first held seq).

@@ -380,7 +380,9 @@ final class OwnersFile: @unchecked Sendable {
         }
         return lock.withLock {
             if stamp == nil || stamp! != now {
-                owners = (try? OriginOwners(store: store).all) ?? [:]
+                // Read-only: a page never writes. A file that cannot be read shows no owner (the
+                // event's actor cell stays empty, as it is for an origin nobody owns).
+                owners = (try? OriginOwners.read(store: store)) ?? [:]
                 stamp = now
             }
             return owners[origin]

@@ -219,6 +219,10 @@ extension Logbook {
         var bytes = 0
         do {
             while let chunk = try input.read(upToCount: 1 << 20), !chunk.isEmpty {
+                // A file that grows while it is copied stops at the bound too.
+                guard bytes + chunk.count <= LegacySource.fileBytesMax else {
+                    throw LogbookError(.invalid, "\(source): grew past the \(LegacySource.fileBytesMax) bytes import-legacy reads while it was copied")
+                }
                 hash.update(data: chunk)
                 try output.write(contentsOf: chunk)
                 bytes += chunk.count

@@ -40,46 +40,55 @@ public final class Projection: @unchecked Sendable {
     /// (a reader never needs to write; a projection still to be migrated is then an error
     /// saying so).
     public convenience init(readingIfNeeded store: Store) throws {
+        let path = Projection.path(for: store)
+        let pool: DatabasePool
         do {
-            try self.init(store: store)
+            pool = try Projection.openPool(path, schema: .current)
         } catch where DiskSpace.cannotWrite(error, near: store.path) {
-            try self.init(store: store, readOnly: true)
+            pool = try Projection.openReadOnlyPool(path, schema: .current)
+        } catch {
+            throw ProjectionError.database("cannot open \(path): \(error)")
         }
+        self.init(store: store, schema: .current, path: path, pool: pool)
     }
 
     /// Opens the projection read-only: nothing is created, migrated or written.
-    init(store: Store, readOnly: Bool) throws {
-        self.store = store
-        self.schema = .current
-        self.path = Projection.path(for: store)
+    static func openReadOnlyPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
         do {
             var c = Projection.configuration()
             c.readonly = true
-            pool = try SQLiteFactory.pool(self.path, c)
+            let pool = try SQLiteFactory.pool(path, c)
             let applied = try pool.read { db in try db.tableExists("grdb_migrations") ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") : [] }
             guard Set(applied).isSuperset(of: schema.migrations.map(\.name)) else {
                 try? pool.close()
-                throw ProjectionError.database("\(self.path) needs migrating before it can be read, and it cannot be written now")
+                throw ProjectionError.database("\(path) needs migrating before it can be read, and it cannot be written now")
             }
+            return pool
         } catch let e as ProjectionError {
             throw e
         } catch {
-            throw ProjectionError.database("cannot open \(self.path) to read: \(error)")
+            throw ProjectionError.database("cannot open \(path) to read: \(error)")
         }
-        fileID = Projection.identity(self.path)
     }
 
     /// Opens (creating and migrating if needed) the store's projection.
-    public init(store: Store, schema: ProjectionSchema = .current, path: String? = nil) throws {
+    public convenience init(store: Store, schema: ProjectionSchema = .current, path: String? = nil) throws {
+        let path = path ?? Projection.path(for: store)
+        let pool: DatabasePool
+        do {
+            pool = try Projection.openPool(path, schema: schema)
+        } catch {
+            throw ProjectionError.database("cannot open \(path): \(error)")
+        }
+        self.init(store: store, schema: schema, path: path, pool: pool)
+    }
+
+    private init(store: Store, schema: ProjectionSchema, path: String, pool: DatabasePool) {
         self.store = store
         self.schema = schema
-        self.path = path ?? Projection.path(for: store)
-        do {
-            pool = try Projection.openPool(self.path, schema: schema)
-        } catch {
-            throw ProjectionError.database("cannot open \(self.path): \(error)")
-        }
-        fileID = Projection.identity(self.path)
+        self.path = path
+        self.pool = pool
+        fileID = Projection.identity(path)
     }
 
     /// The file's identity (device, inode) when it was opened.

@@ -97,8 +97,10 @@ enum Terminal {
 
     /// Prints what failed and gives the exit status that says what kind of failure it was.
     static func exitCode(for error: any Error) -> any Error {
-        if !(error is ExitCode), DiskSpace.isFull(error, near: storePath ?? (error as? LogError)?.file) {
-            Terminal.error(diskFull(error))
+        // The disk of the file that failed (a peer's, for a push by path), else the store's.
+        let near = (error as? LogError)?.file ?? storePath
+        if !(error is ExitCode), DiskSpace.isFull(error, near: near) {
+            Terminal.error(diskFull(error, near: near))
             return ExitCode(Evctl.diskFull)
         }
         switch error {
@@ -123,8 +125,8 @@ enum Terminal {
     }
 
     /// A write refused for space: the disk, what is free, and that nothing acknowledged was lost.
-    static func diskFull(_ error: any Error) -> String {
-        "no space left on \(DiskSpace.describe(near: storePath ?? ".")): \(error); nothing acknowledged was lost and every file stays verifiable: free some space and run it again"
+    static func diskFull(_ error: any Error, near: String?) -> String {
+        "no space left on \(DiskSpace.describe(near: near ?? ".")): \(error); nothing acknowledged was lost and every file stays verifiable: free some space and run it again"
     }
 
     /// Error and note messages may quote data (a peer's answer, a file's bytes): control

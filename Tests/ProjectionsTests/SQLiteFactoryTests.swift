@@ -100,7 +100,7 @@ import Testing
         "all.joined(separator: \", \")", "all.map { _ in \"?\" }.joined(separator: \", \")",
         "(all.dropFirst()).map { \"\\($0) = ?\" }.joined(separator: \", \")", "$0", "d.type == \"index\" ? \"INDEX\" : \"TRIGGER\"",
         "Array(repeating: \"?\", count: chunk.count).joined(separator: \",\")", "Bounds.walkDepthMax",
-        "includeDeleted ? \"\" : \" AND deleted_at IS NULL\"",
+        "includeDeleted ? \"\" : \" AND deleted_at IS NULL\"", "walBytesMax",
     ]
 
     @Test func noIdentifierReachesSQLUnquoted() throws {

@@ -136,4 +136,36 @@ import Testing
         try Data(count: 4096).write(to: URL(fileURLWithPath: dir.path + "/big"))
         #expect { _ = try ForeignFile.read(dir.path + "/big", bytesMax: 1024, op: "test") } throws: { "\($0)".contains("4096 bytes, more than the 1024") }
     }
+
+    /// A peer's files are hostile too: its LOCK as a symbolic link to a file of ours (a push
+    /// wrote the holder's pid over that file's first bytes), a FIFO in place of a segment (a pull
+    /// hung, holding this store's writer lock). Each is refused; nothing of ours changes.
+    @Test func aPeersLinksAndFIFOsAreRefused() async throws {
+        let dir = Dir()
+        let mine = try Store.create(at: dir.path + "/mine")
+        let pm = try ProjectedStore(store: mine)
+        _ = try pm.append(ShippingTests().mutations(20, seed: 41))
+        try pm.close()
+        let victim = dir.path + "/victim.txt"
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
+        let peer = try Store.create(at: dir.path + "/peer")
+        try? FileManager.default.removeItem(atPath: peer.path + "/LOCK")
+        try FileManager.default.createSymbolicLink(atPath: peer.path + "/LOCK", withDestinationPath: victim)
+        #expect { _ = try StoreSync.ship(from: mine, toPeer: peer) } throws: { "\($0)".contains("symbolic link") }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("precious".utf8))
+        #expect(try peer.cursor()[mine.replicaID].rawValue == 0)
+
+        let other = try Store.create(at: dir.path + "/other")
+        let po = try ProjectedStore(store: other)
+        _ = try po.append(ShippingTests().mutations(5, seed: 42))
+        try po.close()
+        let logDir = other.path + "/log/" + other.replicaID.description
+        let seg = try #require(try FileManager.default.contentsOfDirectory(atPath: logDir).first { $0.hasSuffix(".seg") })
+        let segPath = logDir + "/" + seg
+        try FileManager.default.removeItem(atPath: segPath)
+        #expect(mkfifo(segPath, 0o644) == 0)
+        let before = try mine.cursor()
+        await #expect(throws: (any Error).self) { _ = try await Replication.pull(from: StoreTransport(store: other), store: mine) }
+        #expect(try mine.cursor() == before)
+    }
 }

@@ -75,6 +75,11 @@ public final class LogAppender {
         guard let index else { preconditionFailure("a peer's store reached by path has no event-id index open here") }
         return index
     }
+    /// Throws for a peer receiver, whose store's event-id index is never opened here.
+    private func requireIndex(_ op: String) throws {
+        guard index == nil else { return }
+        throw LogError(.invalidInput, op, "this is a peer's store reached by path: its event-id index is not opened here", file: store.path)
+    }
     /// Whether this writer only receives frames into a peer's store (see `receivingForPeer`).
     public var isPeerReceiver: Bool { index == nil }
     /// This replica's own log.
@@ -345,6 +350,7 @@ public final class LogAppender {
     ///   none): recorded so it is not looked for again, but still reported by this open.
     public func adoptEventIDs(_ entries: [(UUID, Seq)], origin: ReplicaID, through: Seq, complete: Bool = true) throws {
         precondition(txn == nil, "adopting ids during an append")
+        try requireIndex("adopt event ids")
         try ids.adopt(entries, origin: origin, through: through)
         if complete, let missing = eventIDsMissingBeforeFloor[origin], missing <= through {
             eventIDsMissingBeforeFloor[origin] = nil
@@ -357,6 +363,7 @@ public final class LogAppender {
     /// from it.
     public func forEachEventID(_ body: ([(UUID, ReplicaID, Seq)]) throws -> Void) throws {
         precondition(txn == nil, "reading ids during an append")
+        try requireIndex("read event ids")
         try ids.forEach(body)
     }
 

@@ -51,18 +51,19 @@ public enum DiskSpace {
         return current
     }
 
-    /// Whether `error` (or what it wraps) was a write refused for lack of space; `path` is where
-    /// the write went, for errors that only say "I/O error" (checked against what is free now).
+    /// Whether `error` was a write refused for lack of space; `path` is where the write went,
+    /// for errors that only say "I/O error" (checked against what is free now). Decided by the
+    /// error's type, errno and SQLite result code only, never by its text: a message can quote
+    /// a peer's words (a server answering "No space left on device" is not this disk being full).
     public static func isFull(_ error: any Error, near path: String?) -> Bool {
         if let e = error as? LogError, let n = e.errno, n == ENOSPC || n == EDQUOT { return true }
         if let e = error as? DatabaseError, e.resultCode == .SQLITE_FULL { return true }
-        let ns = error as NSError
-        if ns.domain == NSPOSIXErrorDomain, ns.code == Int(ENOSPC) || ns.code == Int(EDQUOT) { return true }
-        if ns.domain == NSCocoaErrorDomain, ns.code == NSFileWriteOutOfSpaceError { return true }
-        let text = String(describing: error)
-        if text.contains("No space left on device") || text.contains("database or disk is full") { return true }
-        let ioError = (error as? DatabaseError).map { $0.resultCode == .SQLITE_IOERR } ?? false
-            || (error as? LogError)?.kind == .io || text.contains("disk I/O error")
+        if !(error is LogError) && !(error is DatabaseError) {
+            let ns = error as NSError
+            if ns.domain == NSPOSIXErrorDomain, ns.code == Int(ENOSPC) || ns.code == Int(EDQUOT) { return true }
+            if ns.domain == NSCocoaErrorDomain, ns.code == NSFileWriteOutOfSpaceError { return true }
+        }
+        let ioError = (error as? DatabaseError).map { $0.resultCode == .SQLITE_IOERR } ?? false || (error as? LogError)?.kind == .io
         if ioError, let path, let u = usage(of: path), u.availableBytes < lowBytes { return true }
         return false
     }
@@ -73,8 +74,7 @@ public enum DiskSpace {
         if isFull(error, near: path) { return true }
         if let e = error as? LogError, let n = e.errno, n == EROFS || n == EACCES || n == EPERM { return true }
         if let e = error as? DatabaseError, e.resultCode == .SQLITE_READONLY || e.resultCode == .SQLITE_CANTOPEN || e.resultCode == .SQLITE_PERM { return true }
-        let text = String(describing: error)
-        return text.contains("Read-only file system") || text.contains("attempt to write a readonly database") || text.contains("Permission denied")
+        return false
     }
 
     /// A line that names the disk: where it is mounted and what is free on it.
@@ -83,3 +83,4 @@ public enum DiskSpace {
         return "the disk holding \(path) (the filesystem mounted at \(u.mountPoint): \(u.availableBytes) of \(u.totalBytes) bytes free)"
     }
 }
+

@@ -7,9 +7,34 @@ import Foundation
 
 /// Thin, checked wrappers over POSIX file calls. Every failure becomes a `LogError` naming the file.
 enum FileIO {
+    /// Opens a file of a store (ours, or a peer's reached by path, whose files are hostile): a
+    /// symbolic link is refused (`O_NOFOLLOW`: a write cannot be sent to another file, a read
+    /// cannot be pointed at one), and so is anything but a regular file, checked with `fstat` on
+    /// the descriptor opened without blocking (a FIFO would hang the process, holding whatever
+    /// lock it took). Directories are opened with `O_DIRECTORY` and only checked to be ones.
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644, op: String) throws -> Int32 {
-        let fd = path.withCString { Glibc.open($0, flags | O_CLOEXEC, mode) }
-        if fd < 0 { throw LogError(.io, op, "cannot open", file: path, errno: errno) }
+        let directory = flags & O_DIRECTORY != 0
+        let extra = directory ? O_CLOEXEC : O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
+        let fd = path.withCString { Glibc.open($0, flags | extra, mode) }
+        if fd < 0 {
+            let e = errno
+            if e == ELOOP { throw LogError(.invalidInput, op, "is a symbolic link; a store's files are never followed elsewhere", file: path, errno: e) }
+            throw LogError(.io, op, "cannot open", file: path, errno: e)
+        }
+        guard !directory else { return fd }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            let e = errno
+            Glibc.close(fd)
+            throw LogError(.io, op, "cannot stat", file: path, errno: e)
+        }
+        guard (st.st_mode & S_IFMT) == S_IFREG else {
+            Glibc.close(fd)
+            throw LogError(.invalidInput, op, "not a regular file (\(ForeignFile.kind(st.st_mode))); only regular files are read or written", file: path,
+                           hint: "copy it to a regular file first")
+        }
+        // Reads and writes of a regular file never block; the flag goes, so nothing downstream sees it.
+        _ = fcntl(fd, F_SETFL, flags & O_APPEND)
         return fd
     }
 
@@ -53,10 +78,15 @@ enum FileIO {
         return done
     }
 
-    static func readFile(_ path: String, op: String) throws -> [UInt8] {
+    /// Reads a whole file of at most `bytesMax` bytes (a larger one is an error, not an allocation
+    /// of whatever size a peer's file claims).
+    static func readFile(_ path: String, op: String, bytesMax: Int = 16 << 20) throws -> [UInt8] {
         let fd = try open(path, O_RDONLY, op: op)
         defer { FileIO.close(fd) }
         let size = try fileSize(fd, path: path, op: op)
+        guard size <= bytesMax else {
+            throw LogError(.corrupt, op, "the file is \(size) bytes, more than the \(bytesMax) it can be", file: path)
+        }
         var buf = [UInt8](repeating: 0, count: size)
         let n = try buf.withUnsafeMutableBytes { try pread(fd, into: $0, count: size, at: 0, path: path, op: op) }
         buf.removeLast(size - n)

@@ -16,25 +16,17 @@ public enum ForeignFile {
     /// bytes. Returns the descriptor (the caller closes it) and the file's size.
     /// - Throws: `LogError` naming the file and what it is instead.
     public static func openRegular(_ path: String, bytesMax: Int, op: String) throws -> (fd: Int32, size: Int) {
-        let fd = try FileIO.open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY, op: op)
-        var st = stat()
-        guard fstat(fd, &st) == 0 else {
-            let e = errno
+        // FileIO.open refuses what is not a regular file (without blocking) and symbolic links.
+        let fd = try FileIO.open(path, O_RDONLY, op: op)
+        let size: Int
+        do { size = try FileIO.fileSize(fd, path: path, op: op) } catch {
             FileIO.close(fd)
-            throw LogError(.io, op, "cannot stat", file: path, errno: e)
+            throw error
         }
-        guard (st.st_mode & S_IFMT) == S_IFREG else {
-            FileIO.close(fd)
-            throw LogError(.invalidInput, op, "not a regular file (\(kind(st.st_mode))); only regular files are read", file: path,
-                           hint: "copy it to a regular file first")
-        }
-        let size = Int(st.st_size)
         guard size <= bytesMax else {
             FileIO.close(fd)
             throw LogError(.invalidInput, op, "the file is \(size) bytes, more than the \(bytesMax) allowed", file: path)
         }
-        // Reads of a regular file never block; clear the flag so nothing downstream sees it.
-        _ = fcntl(fd, F_SETFL, 0)
         return (fd, size)
     }
 

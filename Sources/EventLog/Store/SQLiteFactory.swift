@@ -56,7 +56,7 @@ public enum SQLiteFactory {
 
     /// Applies the settings to an open connection.
     static func harden(_ db: Database, _ trust: Trust) throws {
-        guard let connection = db.sqliteConnection else { return }
+        guard let connection = db.sqliteConnection else { throw DatabaseError(message: "no SQLite connection to harden") }
         let raw = UnsafeMutableRawPointer(connection)
         var rc = logbook_sqlite_guard(raw, trust == .ours ? 1 : 0)
         if rc == 0 { rc = logbook_sqlite_limits(raw, Int32(lengthMax), Int32(sqlLengthMax)) }
@@ -111,11 +111,10 @@ public enum SQLiteFactory {
     /// - Throws: `DatabaseError` naming the table and column.
     @discardableResult
     public static func plainTable(_ db: Database, _ table: String, file: String) throws -> Bool {
-        guard let row = try Row.fetchOne(db, sql: "SELECT type, sql FROM sqlite_master WHERE name = ? AND type IN ('table', 'view')", arguments: [table]) else { return false }
-        let type: String? = row[0]
-        let sql: String? = row[1]
-        guard type == "table" else { throw refusal(file, "\(table) is a view, not a table") }
-        if let sql, sql.uppercased().hasPrefix("CREATE VIRTUAL") { throw refusal(file, "\(table) is a virtual table") }
+        // SQLite's own word on what the object is (not the schema's SQL text, which a crafted
+        // file can spell in ways a text check misses).
+        guard let type = try String.fetchOne(db, sql: "SELECT type FROM pragma_table_list WHERE schema = 'main' AND name = ?", arguments: [table]) else { return false }
+        guard type == "table" else { throw refusal(file, "\(table) is a \(type == "view" ? "view" : type == "virtual" ? "virtual table" : "\(printable(type, limit: 20)) table"), not a table") }
         for c in try Row.fetchAll(db, sql: "SELECT name, hidden FROM pragma_table_xinfo(?)", arguments: [table]) {
             let hidden: Int64 = c[1] ?? 0
             if hidden != 0 {

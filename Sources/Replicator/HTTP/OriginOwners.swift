@@ -22,17 +22,8 @@ public final class OriginOwners: @unchecked Sendable {
         guard FileManager.default.fileExists(atPath: path) else { return }
         let q = try open()
         do {
-            owners = try q.read { db in
-                var out: [ReplicaID: String] = [:]
-                for row in try Row.fetchAll(db, sql: "SELECT origin, user FROM owners") {
-                    guard let text = row[0] as String?, let origin = ReplicaID(text), origin.description == text,
-                          let user = row[1] as String?, AccessPolicy.isValidUser(user) else {
-                        throw ServerError("\(path): a row of owners is not an origin and a user name (\(String(describing: row).prefix(120)))")
-                    }
-                    out[origin] = user
-                }
-                return out
-            }
+            let path = self.path
+            owners = try q.read { db in try Self.rows(db, path: path) }
         } catch let e as ServerError {
             throw e
         } catch {
@@ -62,6 +53,38 @@ public final class OriginOwners: @unchecked Sendable {
         }
         queue = q
         return q
+    }
+
+    /// Every owned origin of `store`, read without writing anything (read-only, nothing created):
+    /// what the pages show beside actor-less events, also on a full disk or a read-only mount.
+    /// - Throws: `ServerError` naming the file when it cannot be read or holds a bad row.
+    public static func read(store: Store) throws -> [ReplicaID: String] {
+        let path = store.path + "/" + fileName
+        guard FileManager.default.fileExists(atPath: path) else { return [:] }
+        do {
+            var c = SQLiteFactory.configuration(.ours)
+            c.readonly = true
+            c.busyMode = .timeout(5)
+            let q = try SQLiteFactory.queue(path, .ours, c)
+            defer { try? q.close() }
+            return try q.read { db in try db.tableExists("owners") ? try rows(db, path: path) : [:] }
+        } catch let e as ServerError {
+            throw e
+        } catch {
+            throw ServerError("\(path): cannot read the origins' owners: \(error)")
+        }
+    }
+
+    static func rows(_ db: Database, path: String) throws -> [ReplicaID: String] {
+        var out: [ReplicaID: String] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT origin, user FROM owners") {
+            guard let text = row[0] as String?, let origin = ReplicaID(text), origin.description == text,
+                  let user = row[1] as String?, AccessPolicy.isValidUser(user) else {
+                throw ServerError("\(path): a row of owners is not an origin and a user name (\(String(describing: row).prefix(120)))")
+            }
+            out[origin] = user
+        }
+        return out
     }
 
     /// The user who owns `origin`, if any.

@@ -286,11 +286,18 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                 if let taken = c.taken { throw Self.foreignOrigin(taken, principal: principal, user: user) }
                 claim = c
             }
-            func refused(_ error: any Error) -> any Error {
+            func refused(_ refusal: any Error) -> any Error {
                 if let claim, let user = principal.user {
-                    do { try self.owners.release(claim, user: user) } catch { return error }
+                    do { try self.owners.release(claim, user: user) } catch {
+                        // The refusal is still the answer, and says that its claim stayed (the
+                        // origin holds no frame of this push; an operator can remove the row).
+                        if var e = refusal as? EndpointError {
+                            e.message += "; the claim of origin \(claim.new[0]) could not be taken back: \(error)"
+                            return e
+                        }
+                    }
                 }
-                return error
+                return refusal
             }
             let projected: ProjectedStore
             do { projected = try self.openWriter() } catch { throw refused(error) }
