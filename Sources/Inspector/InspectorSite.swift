@@ -92,13 +92,14 @@ public final class InspectorSite: @unchecked Sendable {
     /// Table rows for indexed events, with the fields each holds now.
     func eventRows(_ list: [IndexedEvent]) throws -> [[String: Any]] {
         let held = try book.projection.heldFields(list.map { ($0.entity, $0.entityID) })
+        let owners = list.contains { $0.actor == nil } ? self.owners.all(in: book.store) : [:]  // once per page
         return list.map { ie in
             let origin = ie.origin.description
             let id = ie.entityID.lowercasedString
             return [
                 "time": ISOTime.string(ie.hlc), "origin": origin, "originLink": Self.originLink(origin), "seq": String(ie.seq.rawValue),
                 "entity": ie.entity.name, "entityLink": "/ui/log" + Self.query([("entity", ie.entity.name)]),
-                "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? owners.owner(of: ie.origin, in: book.store).map { "\($0) (owner)" } ?? "",
+                "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? owners[ie.origin].map { "\($0) (owner)" } ?? "",
                 "eventID": ie.eventID.lowercasedString,
                 "fields": ie.fields.map { ["name": $0.name, "value": $0.value] },
                 "holds": held[ie.eventID] ?? [],
@@ -371,7 +372,7 @@ final class OwnersFile: @unchecked Sendable {
     private var stamp: [Int]?
     private var owners: [ReplicaID: String] = [:]
 
-    func owner(of origin: ReplicaID, in store: Store) -> String? {
+    func all(in store: Store) -> [ReplicaID: String] {
         let path = store.path + "/" + OriginOwners.fileName
         // The file and its WAL (a claim is committed to the WAL first).
         let now = [path, path + "-wal"].flatMap { p -> [Int] in
@@ -385,7 +386,7 @@ final class OwnersFile: @unchecked Sendable {
                 owners = (try? OriginOwners.read(store: store)) ?? [:]
                 stamp = now
             }
-            return owners[origin]
+            return owners
         }
     }
 }

@@ -153,16 +153,12 @@ public final class Logbook: @unchecked Sendable {
                 try projection.catchUp(progress: progress)
                 return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
                                recovery: appender.recovery, behind: 0)
-            } catch let e as LogError where e.isLocked {
+            } catch where (error as? LogError)?.isLocked == true || DiskSpace.cannotWrite(error, near: store.path) {
+                // Another process writes, or the store cannot be written now (a full disk, a
+                // read-only mount, a lock file that cannot be written): reads never need to write,
+                // so the projection is read as it is (how far behind, reported).
                 let projection = try Projection(readingIfNeeded: store)
                 let behind = try projection.lag().values.reduce(0, +)
-                return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
-                               recovery: nil, behind: behind)
-            } catch where DiskSpace.cannotWrite(error, near: store.path) {
-                // A full disk, a read-only mount, a lock file that cannot be written: reads never
-                // need to write, so the projection is read as it is (how far behind, reported).
-                let projection = try Projection(readingIfNeeded: store)
-                let behind = (try? projection.lag().values.reduce(0, +)) ?? 0
                 return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
                                recovery: nil, behind: behind)
             }

@@ -21,6 +21,15 @@ import Testing
         return out
     }
 
+    /// A new store at `dir/name` holding `mutations`, appended and projected, closed again.
+    func store(_ dir: Dir, _ name: String, _ mutations: [Mutation]) throws -> Store {
+        let s = try Store.create(at: dir.path + "/" + name)
+        let p = try ProjectedStore(store: s)
+        _ = try p.append(mutations)
+        try p.close()
+        return s
+    }
+
     /// A projection file an attacker wrote: SQL in an index's name, a trigger, no migrations.
     func craftProjection(_ projection: String) throws {
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: projection + s) }
@@ -36,14 +45,8 @@ import Testing
 
     @Test func pushAndPullByPathTouchNothingButThePeersLog() async throws {
         let dir = Dir()
-        let mine = try Store.create(at: dir.path + "/mine")
-        let peer = try Store.create(at: dir.path + "/peer")
-        let pm = try ProjectedStore(store: mine)
-        _ = try pm.append(ShippingTests().mutations(120, seed: 31))
-        try pm.close()
-        let pp = try ProjectedStore(store: peer)
-        _ = try pp.append(ShippingTests().mutations(80, seed: 32))
-        try pp.close()
+        let mine = try store(dir, "mine", ShippingTests().mutations(120, seed: 31))
+        let peer = try store(dir, "peer", ShippingTests().mutations(80, seed: 32))
 
         // The peer's SQLite files are replaced by what an attacker on the shared folder chose:
         // a projection whose schema holds SQL in an index's name and a trigger, and an event-id
@@ -142,10 +145,7 @@ import Testing
     /// hung, holding this store's writer lock). Each is refused; nothing of ours changes.
     @Test func aPeersLinksAndFIFOsAreRefused() async throws {
         let dir = Dir()
-        let mine = try Store.create(at: dir.path + "/mine")
-        let pm = try ProjectedStore(store: mine)
-        _ = try pm.append(ShippingTests().mutations(20, seed: 41))
-        try pm.close()
+        let mine = try store(dir, "mine", ShippingTests().mutations(20, seed: 41))
         let victim = dir.path + "/victim.txt"
         try Data("precious".utf8).write(to: URL(fileURLWithPath: victim))
         let peer = try Store.create(at: dir.path + "/peer")
@@ -155,10 +155,7 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: victim)) == Data("precious".utf8))
         #expect(try peer.cursor()[mine.replicaID].rawValue == 0)
 
-        let other = try Store.create(at: dir.path + "/other")
-        let po = try ProjectedStore(store: other)
-        _ = try po.append(ShippingTests().mutations(5, seed: 42))
-        try po.close()
+        let other = try store(dir, "other", ShippingTests().mutations(5, seed: 42))
         let logDir = other.path + "/log/" + other.replicaID.description
         let seg = try #require(try FileManager.default.contentsOfDirectory(atPath: logDir).first { $0.hasSuffix(".seg") })
         let segPath = logDir + "/" + seg

@@ -80,8 +80,6 @@ public final class LogAppender {
         guard index == nil else { return }
         throw LogError(.invalidInput, op, "this is a peer's store reached by path: its event-id index is not opened here", file: store.path)
     }
-    /// Whether this writer only receives frames into a peer's store (see `receivingForPeer`).
-    public var isPeerReceiver: Bool { index == nil }
     /// This replica's own log.
     let own: SegmentWriter
     private var active: SegmentIndex { own.active }
