@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEMO_STORE ?= ./demo/store
 EVCTL_DEBUG := .build/debug/evctl
 
-.PHONY: deps build test demo hub-demo hub-load bench bench-cli bench-ui fixtures fuzz fuzz-build clean
+.PHONY: deps deps-core build test check demo hub-demo hub-load bench bench-cli bench-ui fixtures fuzz fuzz-build clean
 
 # System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
 # lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics), PostgreSQL (the hub's
@@ -30,11 +30,30 @@ deps:
 	  fi; \
 	fi
 
+# What `make check` needs: the libraries the code links and the tools its tests run.
+deps-core:
+	@missing=""; \
+	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	command -v lz4 >/dev/null || missing="$$missing lz4"; \
+	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	command -v openssl >/dev/null || missing="$$missing openssl"; \
+	if [ -n "$$missing" ]; then echo "missing system packages:$$missing — run: sudo apt-get install -y$$missing (or make deps as root)" >&2; exit 1; fi
+
 build: deps
 	$(SWIFT) build --build-tests
 
+# Everything, as CI runs it: PostgreSQL clusters, Chromium, a tmpfs mounted for the full-disk drill (root).
 test: build
 	$(SWIFT) test
+
+# The fast lane: no root, no servers, no browser. Skips the suites that start PostgreSQL (HubTests,
+# the hub nodes of ServeCLITests), drive Chromium (BrowserTests) or mount a filesystem (DiskFullTests).
+CHECK_SKIP := --skip HubTests --skip BrowserTests --skip DiskFullTests --skip twoHubNodesOnPostgreSQLAndOneKilled
+check: deps-core
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build $(CHECK_SKIP)
 
 demo: deps
 	$(SWIFT) build --product evctl

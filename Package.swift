@@ -5,28 +5,37 @@ let package = Package(
     name: "Logbook",
     platforms: [.macOS(.v14)],
     products: [
+        // Products by who uses them (docs/EMBEDDING.md). An app depends on `Logbook` alone: the store
+        // and the sync client, no server code (no Hummingbird, PostgresNIO or Mustache module).
+        .library(name: "Logbook", targets: ["Logbook"]),
+        // What `evctl serve` runs: the replica server and the audit pages, for a program that serves a store.
+        .library(name: "LogbookServer", targets: ["LogbookServer", "Inspector"]),
+        // The PostgreSQL hub that serve nodes share.
+        .library(name: "LogbookHub", targets: ["Hub"]),
+        .executable(name: "evctl", targets: ["evctl"]),
+        // The layers below the door, for this repository's own packages (Benchmarks/, Fuzz/), which
+        // measure and fuzz them directly. Not API: an app imports Logbook.
         .library(name: "EventLog", targets: ["EventLog"]),
         .library(name: "Domain", targets: ["Domain"]),
         .library(name: "Projections", targets: ["Projections"]),
         .library(name: "Replicator", targets: ["Replicator"]),
-        .library(name: "Logbook", targets: ["Logbook"]),
         .library(name: "Inspector", targets: ["Inspector"]),
-        .executable(name: "evctl", targets: ["evctl"]),
     ],
     dependencies: [
-        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        // `from:` ranges throughout, so an app with its own GRDB 7.x, NIO or Hummingbird 2.x resolves.
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
-        .package(url: "https://github.com/hummingbird-project/hummingbird", exact: "2.28.1"),
-        .package(url: "https://github.com/swift-server/async-http-client", exact: "1.37.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
-        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
-        .package(url: "https://github.com/hummingbird-project/swift-mustache", exact: "2.1.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.1"),
     ],
     targets: [
         .systemLibrary(
@@ -66,17 +75,29 @@ let package = Package(
                 "EventLog", "Projections",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                // HTTP/ : the server (Hummingbird) and the client (AsyncHTTPClient).
+                // The sync client only (AsyncHTTPClient); the server is LogbookServer.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The replica server of `evctl serve` (docs/PROTOCOL.md): endpoints, tokens, owners, bounds.
+        .target(
+            name: "LogbookServer",
+            dependencies: [
+                "EventLog", "Projections", "Replicator",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -90,7 +111,7 @@ let package = Package(
         .target(
             name: "Hub",
             dependencies: [
-                "EventLog", "Replicator",
+                "EventLog", "Replicator", "LogbookServer",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -102,7 +123,7 @@ let package = Package(
         .target(
             name: "Inspector",
             dependencies: [
-                "Logbook", "Replicator", "Projections", "EventLog",
+                "Logbook", "LogbookServer", "Replicator", "Projections", "EventLog",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Mustache", package: "swift-mustache"),
@@ -116,6 +137,7 @@ let package = Package(
             name: "evctl",
             dependencies: [
                 "Logbook",
+                "LogbookServer",
                 "Inspector",
                 "Hub",
                 "EventLog",
@@ -131,7 +153,7 @@ let package = Package(
         .executableTarget(
             name: "hub-load",
             dependencies: [
-                "Hub", "Replicator", "EventLog", "Domain",
+                "Hub", "LogbookServer", "Replicator", "EventLog", "Domain",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -140,19 +162,22 @@ let package = Package(
         // Examples/: a to-do core an app developer can copy, and a command line over it.
         .target(name: "TodoCore", dependencies: ["Logbook"], path: "Examples/TodoCore/Sources/TodoCore"),
         .executableTarget(name: "todo", dependencies: ["TodoCore"], path: "Examples/TodoCore/Sources/todo"),
+        // One TempDir and one ManualClock for every test target.
+        .target(name: "TestSupport", dependencies: ["EventLog"], path: "Tests/TestSupport"),
         .testTarget(
             name: "LogbookTests",
-            dependencies: ["Logbook", "TodoCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TestSupport", "Logbook", "LogbookServer", "TodoCore", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "EventLogTests",
-            dependencies: ["EventLog", "Domain", "CLZ4"],
+            dependencies: ["TestSupport", "EventLog", "Domain", "CLZ4"],
             resources: []
         ),
         .testTarget(
             name: "ReplicatorTests",
             dependencies: [
-                "Replicator", "EventLog", "Projections", "Domain", "Hub",
+                "TestSupport",
+                "Replicator", "LogbookServer", "EventLog", "Projections", "Domain", "Hub",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -165,7 +190,8 @@ let package = Package(
         .testTarget(
             name: "InspectorTests",
             dependencies: [
-                "Inspector", "Logbook", "Replicator", "EventLog",
+                "TestSupport",
+                "Inspector", "Logbook", "LogbookServer", "Replicator", "EventLog",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -174,11 +200,11 @@ let package = Package(
         ),
         .testTarget(
             name: "ProjectionsTests",
-            dependencies: ["Projections", "EventLog", "Domain", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["TestSupport", "Projections", "EventLog", "Domain", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "evctlTests",
-            dependencies: ["EventLog", "Projections", "Domain"]
+            dependencies: ["TestSupport", "EventLog", "Projections", "Domain"]
         ),
         // The benchmarks are a package of their own (Benchmarks/Package.swift); the fuzz targets too (Fuzz/).
     ]

@@ -316,7 +316,7 @@ enum LinkGraph {
     /// links of one item, its far ends looked up in items), as an app would write it by hand.
     /// Returns the ids reached, in the order `linked(from:)` returns them.
     static func oneQueryPerItem(_ projection: Projection, from start: String, depth: Int) throws -> [String] {
-        try projection.database.read { db in
+        try projection.read { db in
             let statement = try db.cachedStatement(sql: """
                 SELECT l.to_id, i.id IS NOT NULL, i.deleted_at IS NOT NULL FROM links l LEFT JOIN items i ON i.id = l.to_id
                 WHERE l.from_id = ? AND l.deleted_at IS NULL AND l.to_id IS NOT NULL
@@ -349,7 +349,7 @@ enum Baseline {
         let path = Workload.root + "/baseline.sqlite"
         for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + s) }
         var tables: [(String, [String], [[DatabaseValue]])] = []
-        try projection.database.read { db in
+        try projection.read { db in
             for t in projection.schema.tables {
                 let cols = ["id"] + t.columns + ["created_at", "modified_at", "deleted_at"]
                 let rows = try Row.fetchAll(db, sql: "SELECT \(cols.joined(separator: ", ")) FROM \(t.name)").map { r in cols.indices.map { r[$0] as DatabaseValue } }

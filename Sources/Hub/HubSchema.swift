@@ -1,4 +1,5 @@
 import EventLog
+import LogbookServer
 import Foundation
 import Logging
 import PostgresNIO

@@ -1,4 +1,5 @@
 import EventLog
+import LogbookServer
 import Foundation
 import GRDB
 import Logging
@@ -37,7 +38,7 @@ public final class AuditIndex: @unchecked Sendable {
     public init(store: Store, inMemory: Bool = false, logger: Logger = Logger(label: "evctl.inspect")) throws {
         self.store = store
         self.logger = logger
-        let file = store.path + "/audit.sqlite"
+        let file = store.layout.audit
         var config = SQLiteFactory.configuration(.ours)
         config.busyMode = .timeout(5)
         var opened: (db: any DatabaseWriter, path: String?)

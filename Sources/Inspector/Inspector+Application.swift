@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logbook
+import LogbookServer
 import Logging
 import NIOCore
 import Replicator

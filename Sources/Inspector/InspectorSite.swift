@@ -1,4 +1,5 @@
 import EventLog
+import LogbookServer
 import Foundation
 import Logbook
 import Mustache
@@ -373,7 +374,7 @@ final class OwnersFile: @unchecked Sendable {
     private var owners: [ReplicaID: String] = [:]
 
     func all(in store: Store) -> [ReplicaID: String] {
-        let path = store.path + "/" + OriginOwners.fileName
+        let path = store.layout.originOwners
         // The file and its WAL (a claim is committed to the WAL first).
         let now = [path, path + "-wal"].flatMap { p -> [Int] in
             let attrs = try? FileManager.default.attributesOfItem(atPath: p)

@@ -21,7 +21,7 @@ extension Logbook {
     @discardableResult
     public func importLegacy(from path: String, progress: ((String, Int, Int) -> Void)? = nil) throws -> LegacyImportReport {
         let w = try requireWriter("import-legacy")
-        let imports = store.path + "/imports"
+        let imports = store.layout.imports
         try FileManager.default.createDirectory(atPath: imports, withIntermediateDirectories: true)
 
         // 1. The backup: a byte-identical copy with its SHA-256, written, synced and read back.

@@ -12,7 +12,7 @@ public struct VerifyRecord: Sendable, Codable, Equatable {
     public var deep: Bool
     public var summary: String
 
-    static let fileName = "last-verify.json"
+    static let fileName = StoreLayout.Entry.lastVerify.rawValue
     /// A record is a few lines; anything larger is not one.
     static let fileBytesMax = 64 << 10
 }
@@ -20,7 +20,7 @@ public struct VerifyRecord: Sendable, Codable, Equatable {
 extension Logbook {
     /// What the last `verify` found, if one was recorded.
     public func lastVerify() -> VerifyRecord? {
-        let path = store.path + "/" + VerifyRecord.fileName
+        let path = store.layout.lastVerify
         guard let attrs = try? FileManager.default.attributesOfItem(atPath: path),
               let size = attrs[.size] as? Int, size <= VerifyRecord.fileBytesMax,
               let data = FileManager.default.contents(atPath: path) else { return nil }
@@ -38,6 +38,6 @@ extension Logbook {
         let record = VerifyRecord(at: ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000))),
                                   clean: report.isClean && difference == nil, deep: deep, summary: summary)
         guard FileManager.default.isWritableFile(atPath: store.path), let data = try? JSONEncoder().encode(record) else { return }
-        try? DurableFile.write(Array(data), to: store.path + "/" + VerifyRecord.fileName, op: "record verify")
+        try? DurableFile.write(Array(data), to: store.layout.lastVerify, op: "record verify")
     }
 }

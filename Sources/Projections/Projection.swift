@@ -33,7 +33,7 @@ public final class Projection: @unchecked Sendable {
     let pool: DatabasePool
     let hub = ChangeHub()
 
-    public static func path(for store: Store) -> String { store.path + "/projection.sqlite" }
+    public static func path(for store: Store) -> String { store.layout.projection }
 
     /// Opens the store's projection for a reader: as `init(store:)` does, and when that cannot
     /// write (a full disk, a read-only mount), read-only as the file is, without migrating it
@@ -143,8 +143,17 @@ public final class Projection: @unchecked Sendable {
         return q
     }
 
-    /// The database, for queries of your own (read-only use is safe from any thread).
-    public var database: DatabasePool { pool }
+    /// The database itself: only this package writes it (an app reads through `read`).
+    package var database: DatabasePool { pool }
+
+    /// Runs `body` on a read-only connection to the projection, for queries of your own: a write
+    /// in it fails (SQLite opens readers read-only), so nothing but the log changes the tables.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T { try pool.read(body) }
+
+    /// `read(_:)` off the caller's thread, on GRDB's reader queue.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.read(body)
+    }
 
     // MARK: Catching up
 
@@ -364,7 +373,7 @@ public final class Projection: @unchecked Sendable {
     @discardableResult
     public static func rebuild(store: Store, schema: ProjectionSchema = .current, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
         let target = path(for: store)
-        let temp = target + ".rebuild"
+        let temp = store.layout.projectionRebuild
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) }
         var n = 0
         do {

@@ -148,7 +148,7 @@ public enum Snapshot {
 /// here (`LogAppender.opening`), so the log never opens an SQLite file that came from a peer.
 extension Snapshot {
     /// Where `store` keeps its snapshot.
-    public static func keptPath(of store: Store) -> String { store.path + "/snapshot.sqlite" }
+    public static func keptPath(of store: Store) -> String { store.layout.snapshot }
 
     /// The table of writer-supplied event ids in a snapshot.
     static let eventIDsTable = "snapshot_event_ids"

@@ -86,7 +86,7 @@ public final class CursorWatcher: @unchecked Sendable {
         let files = DirectoryWatch()
         while !lock.withLock({ stopped }) {
             // The log directory, and each origin's (a new origin makes a new one).
-            let log = store.path + "/log"
+            let log = store.layout.log
             files.add(log)
             for name in (try? FileManager.default.contentsOfDirectory(atPath: log)) ?? [] { files.add(log + "/" + name) }
             if let now = try? CursorWatcher.durableCursor(store) {

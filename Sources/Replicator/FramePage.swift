@@ -262,7 +262,7 @@ public struct FramePage: Sendable, Equatable {
 extension LogReader {
     /// Throws `TransferFailure.cursorExpired` when `origin`'s log here starts after a floor (a
     /// snapshot) past `held`: the frames between are gone, so the receiver must bootstrap.
-    func requireHeld(origin: ReplicaID, past held: Seq) throws {
+    package func requireHeld(origin: ReplicaID, past held: Seq) throws {
         if let floor = try floor(origin: origin), held < floor.lastSeq {
             throw TransferFailure.cursorExpired("the log of origin \(origin) here starts after seq \(floor.lastSeq) (the receiver holds through \(held)); "
                                                 + "the receiver must bootstrap from a snapshot (evctl pull does)")

@@ -22,7 +22,7 @@ public final class PeerState: Sendable {
     /// Whether `store` has exchanged with any peer yet (its peers file exists).
     public static func exists(in store: Store) -> Bool { FileManager.default.fileExists(atPath: path(of: store)) }
 
-    static func path(of store: Store) -> String { store.path + "/peers.sqlite" }
+    static func path(of store: Store) -> String { store.layout.peers }
 
     public init(store: Store) throws {
         // Several processes may sync the same store at once (two `evctl sync` runs, a server and a

@@ -65,7 +65,7 @@ public enum Replication {
             let outcome = try await pullOnce(from: peer, store: store, project: project, limits: limits, retry: retry,
                                              lockWait: lockWait, recovered: recovered, progress: progress)
             if case .failure(let f as TransferFailure) = outcome, f.code == .cursorExpired, bootstrap, !bootstrapped {
-                let file = store.path + "/snapshot.incoming"
+                let file = store.layout.snapshotIncoming
                 defer { try? FileManager.default.removeItem(atPath: file) }
                 try await peer.snapshot(to: file)
                 try Snapshot.install(file, into: store, lockWait: lockWait)

@@ -3,6 +3,7 @@ import Foundation
 import Hub
 import Inspector
 import Logbook
+import LogbookServer
 import Logging
 import Replicator
 import ServiceLifecycle

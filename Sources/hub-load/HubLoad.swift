@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Domain
 import EventLog
+import LogbookServer
 import Foundation
 import Hub
 import Logging

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 @testable import EventLog
 
 /// Builds the golden log in `fixtures/log/golden` and one damaged copy per failure mode.

@@ -1,27 +1,7 @@
 import Domain
 import Foundation
+import TestSupport
 @testable import EventLog
-
-/// A wall clock the test moves by hand (or that steps back on purpose).
-final class ManualClock: WallClock, @unchecked Sendable {
-    private let lock = NSLock()
-    private var millis: UInt64
-    init(_ start: UInt64 = 1_767_225_600_000) { millis = start }
-    func nowMillis() -> UInt64 { lock.withLock { millis } }
-    func set(_ v: UInt64) { lock.withLock { millis = v } }
-    func advance(_ d: UInt64) { lock.withLock { millis += d } }
-}
-
-/// A fresh directory under the system temp dir, removed when the value is released.
-final class TempDir {
-    let path: String
-    init(_ name: String = "logbook") {
-        let p = NSTemporaryDirectory() + "/\(name)-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: p, withIntermediateDirectories: true)
-        path = p
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 let fixedReplica = ReplicaID("5a3c0e4e-9b7d-4f0a-8c2e-1d6f3b9a7e21")!
 

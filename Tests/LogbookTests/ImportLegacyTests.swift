@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import GRDB
 @testable import Logbook
 import Testing

@@ -1,15 +1,7 @@
 import Foundation
+import TestSupport
 import Logbook
 import Testing
-
-final class TempDir: @unchecked Sendable {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "/logbook-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
 
 /// Waits for the first element of `stream` that satisfies `ok`, or fails after `seconds`.
 func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seconds: Double, where ok: @escaping @Sendable (T) -> Bool) async throws -> T? {
@@ -126,9 +118,9 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
     @Test func readOnlyRefusesWritesAndFollowsAnotherWriter() async throws {
         let dir = TempDir()
         let path = dir.path + "/a"
-        let writer = try Logbook.open(at: path, creating: true)
-        try writer.create(ItemValues(title: "first"))
-        let reader = try Logbook.open(at: path, access: .readOnly)
+        let writer = try await Logbook.open(at: path, creating: true)
+        try await writer.create(ItemValues(title: "first"))
+        let reader = try await Logbook.open(at: path, access: .readOnly)
         #expect(reader.behindAtOpen == 0)
         #expect {
             try reader.create(ItemValues(title: "nope"))
@@ -142,16 +134,16 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         try await Task.sleep(nanoseconds: 50_000_000)
         let wait = Task { try await first(seen, within: 20) { !$0.isEmpty } }
         try await Task.sleep(nanoseconds: 100_000_000)
-        try writer.create(ItemValues(title: "second"))
+        try await writer.create(ItemValues(title: "second"))
         let items = try await wait.value
         #expect(items?.map(\.title) == ["second"])
-        try writer.close()
-        try reader.close()
+        try await writer.close()
+        try await reader.close()
     }
 
     @Test func observingRunsTheQueryOnlyWhenItCanChange() async throws {
         let dir = TempDir()
-        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let book = try await Logbook.open(at: dir.path + "/a", creating: true)
         let runs = Counter()
         let stream = book.observe(reading: [.item]) { b -> [String] in
             runs.add()
@@ -159,15 +151,15 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         }
         var it = stream.makeAsyncIterator()
         #expect(try await it.next() == [])
-        try book.create(TagValues(name: "home"))  // another kind: the query does not run
-        try book.create(ItemValues(title: "milk"))
+        try await book.create(TagValues(name: "home"))  // another kind: the query does not run
+        try await book.create(ItemValues(title: "milk"))
         #expect(try await it.next() == ["milk"])
         #expect(runs.value == 2)
     }
 
     @Test func concurrentAppendsFromManyTasksAllLand() async throws {
         let dir = TempDir()
-        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let book = try await Logbook.open(at: dir.path + "/a", creating: true)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for t in 0..<8 {
                 group.addTask {
@@ -176,16 +168,16 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
             }
             try await group.waitForAll()
         }
-        #expect(try book.items().count == 200)
-        #expect(try book.status().log.totalEvents == 200)
+        await #expect(try book.items().count == 200)
+        await #expect(try book.status().log.totalEvents == 200)
     }
 
     @Test func syncWithAPathPeerConvergesResolvesAndRemembersThePeer() async throws {
         let dir = TempDir()
-        let a = try Logbook.open(at: dir.path + "/a", creating: true)
-        let b = try Logbook.open(at: dir.path + "/b", access: .readOnly, creating: true)
-        try b.close()
-        let id = try a.create(ItemValues(title: "shared"))
+        let a = try await Logbook.open(at: dir.path + "/a", creating: true)
+        let b = try await Logbook.open(at: dir.path + "/b", access: .readOnly, creating: true)
+        try await b.close()
+        let id = try await a.create(ItemValues(title: "shared"))
         let bPeer = Peer(dir.path + "/b")
         let e = try await a.sync(with: bPeer)
         #expect(e.pushedEvents == 1 && e.pulledEvents == 0)
@@ -193,31 +185,31 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         #expect(remembered.name == dir.path + "/b" && remembered.pushedEvents == 1 && remembered.cursor != nil)
 
         // Both edit the title at once; after syncing both ways, one conflict, resolved from A.
-        let bw = try Logbook.open(at: dir.path + "/b")
-        #expect(try bw.item(id)?.title == "shared")
-        try bw.update(id, ItemValues(title: "from b"))
-        try bw.close()
-        try a.update(id, ItemValues(title: "from a"))
+        let bw = try await Logbook.open(at: dir.path + "/b")
+        await #expect(try bw.item(id)?.title == "shared")
+        try await bw.update(id, ItemValues(title: "from b"))
+        try await bw.close()
+        try await a.update(id, ItemValues(title: "from a"))
         try await a.sync(with: bPeer)
-        let conflict = try #require(try a.conflicts().first)
+        let conflict = try await #require(try a.conflicts().first)
         #expect(conflict.field == "title")
-        let r = try a.resolve(conflict: conflict.id, keep: .local)
+        let r = try await a.resolve(conflict: conflict.id, keep: .local)
         #expect(r.keptValue == "\"from a\"")
-        #expect(try a.item(id)?.title == "from a")
-        #expect(try a.conflicts().isEmpty)
+        await #expect(try a.item(id)?.title == "from a")
+        await #expect(try a.conflicts().isEmpty)
         #expect {
             try a.resolve(conflict: conflict.id, keep: .remote)
         } throws: { ($0 as? LogbookError)?.kind == .invalid }
         try await a.sync(with: bPeer)
-        let bAgain = try Logbook.open(at: dir.path + "/b", access: .readOnly)
-        #expect(try bAgain.item(id)?.title == "from a")
+        let bAgain = try await Logbook.open(at: dir.path + "/b", access: .readOnly)
+        await #expect(try bAgain.item(id)?.title == "from a")
     }
 
     @Test func changesCarryTheEventsAndTheCursor() async throws {
         let dir = TempDir()
-        let book = try Logbook.open(at: dir.path + "/a", creating: true)
+        let book = try await Logbook.open(at: dir.path + "/a", creating: true)
         var changes = book.changes().makeAsyncIterator()
-        let id = try book.create(ItemValues(title: "watched"))
+        let id = try await book.create(ItemValues(title: "watched"))
         let change = try #require(await changes.next())
         #expect(change.events.map(\.entityID) == [id])
         #expect(change.cursor[book.replicaID] == Seq(1))

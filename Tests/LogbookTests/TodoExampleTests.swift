@@ -1,5 +1,7 @@
 import Foundation
+import TestSupport
 import Logbook
+import LogbookServer
 import Logging
 import Testing
 import TodoCore

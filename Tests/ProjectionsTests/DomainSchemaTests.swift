@@ -1,5 +1,6 @@
 import Domain
 import Foundation
+import TestSupport
 import GRDB
 import Testing
 @testable import EventLog

@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import TestSupport
 import GRDB
 import Testing
 @testable import Projections

@@ -1,23 +1,7 @@
 import Foundation
+import TestSupport
 @testable import EventLog
 @testable import Projections
-
-final class TempDir {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "/proj-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
-
-final class ManualClock: WallClock, @unchecked Sendable {
-    private let lock = NSLock()
-    private var millis: UInt64
-    init(_ start: UInt64 = 1_767_225_600_000) { millis = start }
-    func nowMillis() -> UInt64 { lock.withLock { millis } }
-    func advance(_ d: UInt64) { lock.withLock { millis += d } }
-}
 
 /// A projection in a fresh store directory.
 func makeProjection(_ dir: TempDir, name: String = "s", schema: ProjectionSchema = .current) throws -> (Store, Projection) {

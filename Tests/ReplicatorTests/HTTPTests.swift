@@ -2,6 +2,7 @@ import Domain
 import AsyncHTTPClient
 import Crypto
 import EventLog
+@testable import LogbookServer
 import Foundation
 import Logging
 import NIOCore

@@ -1,5 +1,6 @@
 import Domain
 import EventLog
+@testable import LogbookServer
 import Foundation
 import Testing
 @testable import Replicator

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Domain
 import EventLog
+@testable import LogbookServer
 import Foundation
 import NIOCore
 import NIOHTTP1

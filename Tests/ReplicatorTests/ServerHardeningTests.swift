@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import EventLog
+@testable import LogbookServer
 import Foundation
 import NIOCore
 import NIOHTTP1

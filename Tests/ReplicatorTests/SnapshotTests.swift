@@ -1,4 +1,5 @@
 import EventLog
+@testable import LogbookServer
 import Foundation
 import GRDB
 @testable import Projections

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The inspector's pages in a real browser: headless Chromium (Debian's `chromium`, installed

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct CLITests {
@@ -144,5 +145,21 @@ import Testing
         #expect(noFile.status == 0)
         let r = try Evctl.run(["append", "--store", dir.path + "/s", dir.path + "/absent.ndjson"])
         #expect(r.status != 0 && r.stderr.contains("absent.ndjson"))
+    }
+
+    /// `evctl init --store a/b/c` creates the folders that are missing, as `git init a/b` does; a
+    /// path through a file is refused, naming the file, and leaves nothing behind.
+    @Test func initCreatesTheFoldersAboveTheStore() throws {
+        let dir = TempDir()
+        let store = dir.path + "/a/b/c"
+        let r = try Evctl.run(["init", "--store", store])
+        #expect(r.status == 0, "\(r.stderr)")
+        #expect(FileManager.default.fileExists(atPath: store + "/store.json"))
+        #expect(try Evctl.run(["status", "--store", store]).status == 0)
+
+        FileManager.default.createFile(atPath: dir.path + "/file", contents: Data("x".utf8))
+        let through = try Evctl.run(["init", "--store", dir.path + "/file/s/t"])
+        #expect(through.status == 1 && through.stderr.contains((dir.path as NSString).lastPathComponent + "/file]"), "\(through.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/file/s"))
     }
 }

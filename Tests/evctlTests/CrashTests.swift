@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// Kills real `evctl append` processes with SIGKILL at random moments, many times: every append

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// A full disk loses nothing and stops nothing for good (issue 26 §8): on a small tmpfs the test

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `evctl serve` as its own process, with `evctl pull|push|sync URL` against it.

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Runs the built `evctl` (found next to the test bundle, or at $EVCTL_BIN).
 enum Evctl {
@@ -44,15 +45,6 @@ enum Evctl {
         p.waitUntilExit()
         return Result(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
     }
-}
-
-final class TempDir {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "/evctl-test-\(UUID().uuidString.prefix(8))"
-        try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
 }
 
 func json(_ line: String) -> [String: Any] {

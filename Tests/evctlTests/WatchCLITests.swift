@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// `evctl watch`: change data capture from another process, resumable by cursor.

@@ -150,7 +150,7 @@ public final class LogAppender {
         var report = RecoveryReport()
         var maxHLC = HLC.zero
         do {
-            try FileIO.makeDirectory(store.path + "/log", op: "open")
+            try FileIO.makeDirectory(store.layout.log, op: "open")
             var tips: [ReplicaID: Seq] = [:]
             var ownRecovered: RecoveredOrigin?
             for origin in try store.origins() {
@@ -163,7 +163,7 @@ public final class LogAppender {
             clock = HybridClock(wall: wallClock, last: maxHLC)
             own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
             idMark = Seq(0)
-            index = peer ? nil : try EventIDIndex(path: store.path + "/eventids.sqlite")
+            index = peer ? nil : try EventIDIndex(path: store.layout.eventIDs)
             // Evidence that this store once committed more of its own log than it now holds.
             if let mark = own.markAhead { lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: mark, evidence: "its durable mark (DURABLE)") }
             if let index {

@@ -132,6 +132,10 @@ enum FileIO {
     }
 
     static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
 
     static func listDirectory(_ path: String, op: String) throws -> [String] {
         guard let dir = opendir(path) else { throw LogError(.io, op, "cannot list directory", file: path, errno: errno) }
@@ -149,6 +153,24 @@ enum FileIO {
     static func makeDirectory(_ path: String, op: String) throws {
         if mkdir(path, 0o755) != 0 && errno != EEXIST {
             throw LogError(.io, op, "cannot create directory", file: path, errno: errno)
+        }
+    }
+
+    /// Creates `path` and every missing folder above it (as `mkdir -p` and `git init a/b` do), and
+    /// makes each creation durable by fsyncing the folder it was made in.
+    static func makeDirectories(_ path: String, op: String) throws {
+        var missing: [String] = []
+        var p = path
+        while !p.isEmpty, p != "/", !exists(p) {
+            missing.append(p)
+            p = (p as NSString).deletingLastPathComponent
+        }
+        if !p.isEmpty, !isDirectory(p) {
+            throw LogError(.io, op, "cannot create a folder under a file that is not a folder", file: p, errno: ENOTDIR)
+        }
+        for dir in missing.reversed() {
+            try makeDirectory(dir, op: op)
+            try fsyncDirectory((dir as NSString).deletingLastPathComponent, op: op)
         }
     }
 

@@ -7,7 +7,7 @@ struct OriginDirectory {
 
     init(storePath: String, origin: ReplicaID) {
         self.origin = origin
-        self.path = storePath + "/log/" + origin.description
+        self.path = StoreLayout(root: storePath).originDirectory(origin)
     }
 
     func segmentPath(_ first: Seq) -> String { path + "/" + SegmentName.segment(first) }
@@ -19,12 +19,12 @@ struct OriginDirectory {
         return try FileIO.listDirectory(path, op: op).compactMap(SegmentName.parseSegment).sorted()
     }
 
-    var floorPath: String { path + "/FLOOR" }
+    var floorPath: String { path + "/" + StoreLayout.floorName }
 
     /// `DURABLE`: the last seq of this origin's log known to be on disk (written by the writer
     /// after each fsync, itself not fsynced: it only tells running readers what they may ship).
     /// 16 bytes: the seq, then the seq xor `durableCheck`, little-endian. See docs/FORMAT.md.
-    var durablePath: String { path + "/DURABLE" }
+    var durablePath: String { path + "/" + StoreLayout.durableName }
     static let durableCheck: UInt64 = 0x4C42_4455_5241_424C  // "LBDURABL"
 
     /// The seq `DURABLE` records, or nil when it is missing or unreadable (a store written by an

@@ -11,16 +11,16 @@ public struct Store: Sendable {
     public let path: String
     public let replicaID: ReplicaID
 
-    /// Creates a new, empty store with a random replica id.
+    /// Creates a new, empty store with a random replica id, and the folders above it that are missing.
     /// - Throws: `LogError` when the directory already holds a store or cannot be written.
     public static func create(at path: String, replicaID: ReplicaID = .random()) throws -> Store {
         let op = "init"
-        try FileIO.makeDirectory(path, op: op)
-        let meta = path + "/store.json"
+        try FileIO.makeDirectories(path, op: op)
+        let meta = StoreLayout(root: path).storeFile
         if FileIO.exists(meta) {
             throw LogError(.alreadyExists, op, "a store already exists here", file: meta)
         }
-        try FileIO.makeDirectory(path + "/log", op: op)
+        try FileIO.makeDirectory(StoreLayout(root: path).log, op: op)
         let json = "{\"format_version\":\(formatVersion),\"replica_id\":\"\(replicaID)\"}\n"
         try FileIO.writeAtomically(Array(json.utf8), to: meta, op: op)
         return Store(path: path, replicaID: replicaID)
@@ -30,7 +30,7 @@ public struct Store: Sendable {
     /// - Throws: `LogError` when the directory is not a store or its format is unknown.
     public static func open(at path: String) throws -> Store {
         let op = "open"
-        let meta = path + "/store.json"
+        let meta = StoreLayout(root: path).storeFile
         guard FileIO.exists(meta) else {
             throw LogError(.notAStore, op, "no store here (store.json is missing)", file: path,
                            hint: "create one with `evctl init --store \(path)`")
@@ -53,7 +53,7 @@ public struct Store: Sendable {
 
     /// Origins with a log directory in this store, sorted.
     public func origins() throws -> [ReplicaID] {
-        let logDir = path + "/log"
+        let logDir = layout.log
         guard FileIO.exists(logDir) else { return [] }
         return try FileIO.listDirectory(logDir, op: "list origins").compactMap { name in
             guard let id = ReplicaID(name), id.description == name else { return nil }

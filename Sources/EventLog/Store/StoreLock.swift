@@ -10,7 +10,7 @@ final class StoreLock: @unchecked Sendable {
     private var fd: Int32
 
     init(storePath: String) throws {
-        let path = storePath + "/LOCK"
+        let path = StoreLayout(root: storePath).lock
         // The descriptor becomes the object's only once the lock is held: a refused lock closes
         // it here and throws before `self` is whole, so `deinit` never sees it. (Closing it
         // twice could close a descriptor another thread opened in between.)

@@ -1,3 +1,4 @@
+import Replicator
 import Crypto
 import EventLog
 import Foundation
@@ -61,7 +62,7 @@ public struct AccessPolicy: Sendable {
     private let byDigest: [[UInt8]: Int]
 
     public static let tokenLengthMin = 16
-    public static let tokenLengthMax = 512
+    public static let tokenLengthMax = Wire.tokenLengthMax
     /// A hub may hold a principal per replica: about 150 bytes each, so some 200,000.
     public static let fileBytesMax = 32 << 20
     public static let userLengthMax = 64

@@ -1,3 +1,4 @@
+import Replicator
 import EventLog
 import Foundation
 import GRDB
@@ -9,7 +10,7 @@ import GRDB
 /// store's own, those pushed by unscoped principals) have none and are read only by unscoped
 /// principals. Safe to use from any thread.
 public final class OriginOwners: @unchecked Sendable {
-    public static let fileName = "origin_owners.sqlite"
+    public static let fileName = StoreLayout.Entry.originOwners.rawValue
     private let path: String
     private let lock = NSLock()
     private var owners: [ReplicaID: String] = [:]
@@ -18,7 +19,7 @@ public final class OriginOwners: @unchecked Sendable {
     /// Reads the owners `store` keeps (none when the file does not exist yet).
     /// - Throws: `ServerError` naming the file when it cannot be read or holds what no server wrote.
     public init(store: Store) throws {
-        path = store.path + "/" + Self.fileName
+        path = store.layout.originOwners
         guard FileManager.default.fileExists(atPath: path) else { return }
         let q = try open()
         do {
@@ -59,7 +60,7 @@ public final class OriginOwners: @unchecked Sendable {
     /// what the pages show beside actor-less events, also on a full disk or a read-only mount.
     /// - Throws: `ServerError` naming the file when it cannot be read or holds a bad row.
     public static func read(store: Store) throws -> [ReplicaID: String] {
-        let path = store.path + "/" + fileName
+        let path = store.layout.originOwners
         guard FileManager.default.fileExists(atPath: path) else { return [:] }
         do {
             var c = SQLiteFactory.configuration(.ours)

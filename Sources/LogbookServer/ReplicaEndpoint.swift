@@ -1,3 +1,4 @@
+import Replicator
 import Crypto
 import EventLog
 import Foundation

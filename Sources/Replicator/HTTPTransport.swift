@@ -31,12 +31,12 @@ public final class HTTPTransport: ReplicaTransport {
         guard let u = URL(string: url), let scheme = u.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = u.host else {
             throw TransferFailure.permanent("\(url) is not an http:// or https:// URL")
         }
-        if token != nil, scheme == "http", !ServerConfiguration.isLoopback(host), !insecureHTTP {
+        if token != nil, scheme == "http", !Wire.isLoopback(host), !insecureHTTP {
             throw TransferFailure.permanent("refusing to send the token over plain http to \(host), where anyone on the way could read it: use https:// (or --insecure-http if the link is private)")
         }
         if let token {
-            guard !token.isEmpty, token.utf8.count <= AccessPolicy.tokenLengthMax, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
-                throw TransferFailure.permanent("the token must be 1 to \(AccessPolicy.tokenLengthMax) printable ASCII characters without spaces")
+            guard !token.isEmpty, token.utf8.count <= Wire.tokenLengthMax, token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+                throw TransferFailure.permanent("the token must be 1 to \(Wire.tokenLengthMax) printable ASCII characters without spaces")
             }
         }
         base = url.hasSuffix("/") ? url : url + "/"
@@ -161,7 +161,7 @@ public final class HTTPTransport: ReplicaTransport {
 
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
         var r = request("v1/frames", method: .POST)
-        r.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
+        r.headers.add(name: "Content-Type", value: Wire.pageContentType)
         let bytes = page.encoded()
         r.body = .bytes(ByteBuffer(bytes: bytes))
         let response = try await execute(r)
@@ -187,8 +187,8 @@ public final class HTTPTransport: ReplicaTransport {
     /// (`Logbook-Snapshot-SHA256`). A cut-off or altered snapshot is an error, never installed.
     public func snapshot(to path: String) async throws {
         let response = try await execute(request("v1/snapshot"))
-        guard let digest = response.headers.first(name: ReplicaServer.snapshotDigestHeader.rawName) else {
-            throw TransferFailure.permanent("\(base)v1/snapshot came without its digest (\(ReplicaServer.snapshotDigestHeader.rawName))", code: .invalidAnswer)
+        guard let digest = response.headers.first(name: Wire.snapshotDigestHeader) else {
+            throw TransferFailure.permanent("\(base)v1/snapshot came without its digest (\(Wire.snapshotDigestHeader))", code: .invalidAnswer)
         }
         guard FileManager.default.createFile(atPath: path, contents: nil), let out = FileHandle(forWritingAtPath: path) else {
             throw TransferFailure.permanent("cannot write \(path)")
@@ -196,7 +196,7 @@ public final class HTTPTransport: ReplicaTransport {
         defer { try? out.close() }
         // What the snapshot claims to cover bounds how large it may be, before a byte is written.
         var bytesMax = Self.snapshotBytesMax
-        if let claim = response.headers.first(name: ReplicaServer.snapshotCursorHeader.rawName) {
+        if let claim = response.headers.first(name: Wire.snapshotCursorHeader) {
             guard let c = try? ReplicationCursor(token: claim) else {
                 throw TransferFailure.permanent("\(base)v1/snapshot announced a cursor that is not valid", code: .invalidAnswer)
             }
@@ -302,7 +302,7 @@ struct SnapshotCheck {
 }
 
 /// Lowercase hex of a digest, as the snapshot header carries it.
-func hex(_ digest: SHA256.Digest) -> String {
+package func hex(_ digest: SHA256.Digest) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var out: [UInt8] = []
     for b in digest {

@@ -1,3 +1,4 @@
+import Replicator
 import Foundation
 import Logging
 import ServiceLifecycle

@@ -1,3 +1,4 @@
+import Replicator
 import EventLog
 import Foundation
 import HTTPTypes
@@ -41,12 +42,7 @@ public struct ServerConfiguration: Sendable {
     public init() {}
 
     /// True for addresses only this machine can reach.
-    public static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased()
-        if h == "localhost" || h == "::1" || h == "[::1]" { return true }
-        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
-    }
+    public static func isLoopback(_ host: String) -> Bool { Wire.isLoopback(host) }
 
     /// Refuses what would expose the store: a non-loopback address without tokens, half a TLS setup.
     public func validate() throws {
@@ -69,13 +65,13 @@ public struct ServerError: Error, CustomStringConvertible, Sendable {
 }
 
 public enum ReplicaServer {
-    public static let pageContentType = "application/x-logbook-page"
+    public static let pageContentType = Wire.pageContentType
     static let moreHeader = HTTPField.Name("Logbook-More")!
     static let nextHeader = HTTPField.Name("Logbook-Next-Cursor")!
     static let replicaHeader = HTTPField.Name("Logbook-Replica")!
     static let cursorHeader = HTTPField.Name("Logbook-Cursor")!
-    static let snapshotDigestHeader = HTTPField.Name("Logbook-Snapshot-SHA256")!
-    static let snapshotCursorHeader = HTTPField.Name("Logbook-Snapshot-Cursor")!
+    static let snapshotDigestHeader = HTTPField.Name(Wire.snapshotDigestHeader)!
+    static let snapshotCursorHeader = HTTPField.Name(Wire.snapshotCursorHeader)!
     /// Bounds of what a request may carry besides a pushed body.
     static let queryBytesMax = 1 << 15
 

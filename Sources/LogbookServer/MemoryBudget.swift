@@ -1,3 +1,4 @@
+import Replicator
 import Foundation
 
 /// The bytes a server may hold in pages being sent and pushed bodies being read, over all its

@@ -1,3 +1,4 @@
+import Replicator
 import EventLog
 import Foundation
 import NIOCore

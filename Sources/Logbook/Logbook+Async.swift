@@ -1,0 +1,163 @@
+import Dispatch
+import GRDB
+import Foundation
+
+/// The `async` form of every call that blocks (an fsync, a query, a file read): each runs on a
+/// queue of the store's and suspends the caller meanwhile, so an app's main actor or a server's
+/// event loop never waits on the disk (GRDB's `DatabaseWriter.write` is the model). In an async
+/// context Swift picks these forms; the synchronous ones stay for command-line code and threads.
+///
+/// Writes keep their order: they are serialized by the store exactly as the synchronous forms are.
+extension Logbook {
+    /// The queue blocking work runs on: concurrent (reads run side by side, writes serialize
+    /// inside the store), and never the caller's own thread.
+    static let blockingWork = DispatchQueue(label: "logbook.blocking", qos: .userInitiated, attributes: .concurrent)
+
+    /// Runs `work` on `blockingWork` and resumes the caller with its result.
+    static func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            blockingWork.async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    // MARK: Opening and closing
+
+    /// `open(at:access:creating:options:)` off the caller's thread (it may recover the log, wait
+    /// for the writer lock and catch the projection up).
+    public static func open(at path: String, access: Access = .readWrite, creating: Bool = false,
+                            options: Options = Options()) async throws -> Logbook {
+        try await offThread { try open(at: path, access: access, creating: creating, options: options) }
+    }
+
+    /// `create(at:options:)` off the caller's thread.
+    public static func create(at path: String, options: Options = Options()) async throws -> Logbook {
+        try await offThread { try create(at: path, options: options) }
+    }
+
+    /// `close()` off the caller's thread (it fsyncs and lets the lock go).
+    public func close() async throws {
+        try await Self.offThread { try self.close() }
+    }
+
+    // MARK: Writes
+
+    /// `append(_:)` off the caller's thread: returns once the events are durable and projected.
+    @discardableResult
+    public func append(_ changes: [Change]) async throws -> AppendResult {
+        try await Self.offThread { try self.append(changes) }
+    }
+
+    /// `append(ndjson:)` off the caller's thread.
+    @discardableResult
+    public func append(ndjson text: String) async throws -> AppendResult {
+        try await Self.offThread { try self.append(ndjson: text) }
+    }
+
+    /// `create(_:id:)` off the caller's thread.
+    @discardableResult
+    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) async throws -> UUID {
+        try await Self.offThread { try self.create(values, id: id) }
+    }
+
+    /// `update(_:_:)` off the caller's thread.
+    public func update<V: EntityValues>(_ id: UUID, _ values: V) async throws {
+        try await Self.offThread { try self.update(id, values) }
+    }
+
+    /// `delete(_:_:)` off the caller's thread.
+    public func delete(_ entity: Entity, _ id: UUID) async throws {
+        try await Self.offThread { try self.delete(entity, id) }
+    }
+
+    /// `restore(_:_:)` off the caller's thread.
+    public func restore(_ entity: Entity, _ id: UUID) async throws {
+        try await Self.offThread { try self.restore(entity, id) }
+    }
+
+    /// `resolve(conflict:keep:)` off the caller's thread.
+    @discardableResult
+    public func resolve(conflict id: Int64, keep side: Side) async throws -> Resolution {
+        try await Self.offThread { try self.resolve(conflict: id, keep: side) }
+    }
+
+    /// `purge(deletedBefore:)` off the caller's thread.
+    @discardableResult
+    public func purge(deletedBefore date: Date) async throws -> [String: Int] {
+        try await Self.offThread { try self.purge(deletedBefore: date) }
+    }
+
+    /// `compact(withoutPeers:)` off the caller's thread.
+    @discardableResult
+    public func compact(withoutPeers: Bool = false) async throws -> Compactor.Report {
+        try await Self.offThread { try self.compact(withoutPeers: withoutPeers) }
+    }
+
+    /// `importBundle(_:)` off the caller's thread.
+    @discardableResult
+    public func importBundle(_ file: String) async throws -> ReceiveResult {
+        try await Self.offThread { try self.importBundle(file) }
+    }
+
+    /// `exportBundle(to:since:)` off the caller's thread.
+    @discardableResult
+    public func exportBundle(to file: String, since: ReplicationCursor = .empty) async throws -> FrameBundle.ExportResult {
+        try await Self.offThread { try self.exportBundle(to: file, since: since) }
+    }
+
+    /// `importLegacy(from:)` off the caller's thread.
+    @discardableResult
+    public func importLegacy(from path: String) async throws -> LegacyImportReport {
+        try await Self.offThread { try self.importLegacy(from: path) }
+    }
+
+    // MARK: Reads
+
+    /// `items(_:)` off the caller's thread.
+    public func items(_ query: ItemQuery = ItemQuery()) async throws -> [ItemRow] {
+        try await Self.offThread { try self.items(query) }
+    }
+
+    /// `item(_:)` off the caller's thread.
+    public func item(_ id: UUID) async throws -> ItemRow? {
+        try await Self.offThread { try self.item(id) }
+    }
+
+    /// `tags(includeDeleted:)` off the caller's thread.
+    public func tags(includeDeleted: Bool = false) async throws -> [TagRow] {
+        try await Self.offThread { try self.tags(includeDeleted: includeDeleted) }
+    }
+
+    /// `links(of:includeDeleted:)` off the caller's thread.
+    public func links(of item: UUID, includeDeleted: Bool = false) async throws -> [LinkRow] {
+        try await Self.offThread { try self.links(of: item, includeDeleted: includeDeleted) }
+    }
+
+    /// `history(of:id:)` off the caller's thread.
+    public func history(of entity: Entity, id: UUID) async throws -> History {
+        try await Self.offThread { try self.history(of: entity, id: id) }
+    }
+
+    /// `conflicts(includeResolved:)` off the caller's thread.
+    public func conflicts(includeResolved: Bool = false) async throws -> [ConflictRow] {
+        try await Self.offThread { try self.conflicts(includeResolved: includeResolved) }
+    }
+
+    /// `status()` off the caller's thread.
+    public func status() async throws -> LogbookStatus {
+        try await Self.offThread { try self.status() }
+    }
+
+    /// `verify(deep:)` off the caller's thread.
+    public func verify(deep: Bool = false) async throws -> (VerifyReport, projectionDifference: String?) {
+        try await Self.offThread { try self.verify(deep: deep) }
+    }
+
+    /// Runs `body` on a read-only connection to the projection, for SQL of your own (GRDB's
+    /// `Row`, records, `ValueObservation`): a write in it fails, so only the log changes the tables.
+    public func read<T>(_ body: (Database) throws -> T) throws -> T { try projection.read(body) }
+
+    /// `read(_:)` off the caller's thread, on GRDB's reader queue.
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await projection.read(body)
+    }
+}
