@@ -7,7 +7,7 @@ import Glibc
 /// Reads lines from a file descriptor through a bounded buffer, so input of any size streams
 /// in constant memory. Lines longer than `lineBytesMax` are refused with their line number.
 /// Not thread-safe.
-public final class LineReader {
+package final class LineReader {
     private let fd: Int32
     private let name: String
     private let lineBytesMax: Int

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// A bad line stops everything: the append is rolled back and the `InputError` (with its line
 /// number) is thrown; nothing of the input remains in the log.
-public enum NDJSONAppend {
+package enum NDJSONAppend {
     /// Mutations per batch handed from the parser to the writer.
     static let batchMutations = 1024
     /// Batches in flight at most (bounds memory to a few MiB).
@@ -89,7 +89,7 @@ public enum NDJSONAppend {
 
 /// A blocking queue with a fixed capacity, for handing work between two threads.
 /// Thread-safe (a condition variable guards it).
-public final class BoundedQueue<T>: @unchecked Sendable {
+package final class BoundedQueue<T>: @unchecked Sendable {
     private let condition = NSCondition()
     private var items: [T] = []
     private var head = 0

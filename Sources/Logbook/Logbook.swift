@@ -588,12 +588,18 @@ public final class Logbook: @unchecked Sendable {
         try ProjectionWatcher(store: store, from: cursor?.entries)
     }
 
-    /// A query kept up to date: its result now, then again after every commit touching one of
-    /// `entities`, delivered only when it differs from the last result delivered.
-    public func observe<T: Equatable & Sendable>(reading entities: Set<Entity>,
-                                                 _ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
+    /// A query kept up to date: its result now, then again after every commit that wrote a table
+    /// the query read, delivered only when it differs from the last result delivered. The tables
+    /// are recorded as the query runs (every read of the Logbook and `read { db in }` counts), so
+    /// nothing is declared and nothing is missed; a query that read none (the log only) runs
+    /// after every commit. Opened read-only, commits of other processes count too.
+    ///
+    /// ```swift
+    /// for try await open in book.observe({ try $0.items(.init(search: "milk")) }) { render(open) }
+    /// ```
+    public func observe<T: Equatable & Sendable>(_ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
         do {
-            return try projection.observe(reading: entities, changes: changes()) { [self] _ in try query(self) }
+            return try projection.observe(changes: changes()) { [self] _ in try query(self) }
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: error) }
         }
@@ -601,7 +607,7 @@ public final class Logbook: @unchecked Sendable {
 
     /// `items(_:)`, kept up to date (see `observe`).
     public func observeItems(_ query: ItemQuery = ItemQuery()) -> AsyncThrowingStream<[ItemRow], any Error> {
-        observe(reading: [.item]) { try $0.items(query) }
+        observe { try $0.items(query) }
     }
 
     /// `items(_:)` with a search, kept up to date.

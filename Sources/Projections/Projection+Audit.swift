@@ -7,7 +7,7 @@ import GRDB
 extension Projection {
     /// At most `limit` conflicts with an id above `afterID`, by id (resolved ones too when asked for).
     public func conflicts(afterID: Int64, limit: Int, includeResolved: Bool = true) throws -> [ConflictRow] {
-        try pool.read { db in
+        try reading { db in
             try ConflictRow.fetchAll(db, sql: "SELECT * FROM conflicts WHERE id > ?" + (includeResolved ? "" : " AND resolved_by IS NULL") + " ORDER BY id LIMIT ?",
                                      arguments: [afterID, max(0, limit)])
         }
@@ -15,7 +15,7 @@ extension Projection {
 
     /// How many conflicts there are, and how many are not resolved.
     public func conflictCounts() throws -> (all: Int, open: Int) {
-        try pool.read { db in
+        try reading { db in
             let row = try Row.fetchOne(db, sql: "SELECT count(*), count(*) FILTER (WHERE resolved_by IS NULL) FROM conflicts")
             return (row?[0] ?? 0, row?[1] ?? 0)
         }
@@ -23,7 +23,7 @@ extension Projection {
 
     /// The conflicts settled on one entity, oldest first (at most `limit`).
     public func conflicts(entity: Entity, id: UUID, limit: Int = 1000) throws -> [ConflictRow] {
-        try pool.read { db in
+        try reading { db in
             try ConflictRow.fetchAll(db, sql: "SELECT * FROM conflicts WHERE entity = ? AND entity_id = ? ORDER BY id LIMIT ?",
                                      arguments: [entity.name, id.lowercasedString, max(0, limit)])
         }
@@ -31,21 +31,21 @@ extension Projection {
 
     /// At most `limit` anomalies with an id above `afterID`, by id.
     public func anomalies(afterID: Int64, limit: Int) throws -> [AnomalyRow] {
-        try pool.read { db in
+        try reading { db in
             try AnomalyRow.fetchAll(db, sql: "SELECT * FROM sync_anomalies WHERE id > ? ORDER BY id LIMIT ?", arguments: [afterID, max(0, limit)])
         }
     }
 
     /// How many anomalies there are.
     public func anomalyCount() throws -> Int {
-        try pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_anomalies") ?? 0 }
+        try reading { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sync_anomalies") ?? 0 }
     }
 
     /// One entity's projected row as (column, value as text) pairs in the table's order, merge
     /// clocks left out; nil when the projection has no such row (never created, or purged).
     public func currentRow(entity: Entity, id: UUID) throws -> [(column: String, value: String?)]? {
         guard let table = schema.table(for: entity) else { return nil }
-        return try pool.read { db in
+        return try reading { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(table.name) WHERE id = ?", arguments: [id.lowercasedString]) else { return nil }
             var out: [(String, String?)] = []
             for (column, value) in row where column != "_clocks" {
@@ -67,7 +67,7 @@ extension Projection {
     /// one), by event id, with `deleted_at` for the event that set the lifecycle. One read.
     public func heldFields(_ keys: [(Entity, UUID)]) throws -> [UUID: [String]] {
         guard !keys.isEmpty else { return [:] }
-        return try pool.read { db in
+        return try reading { db in
             let p = try Projector(schema: schema, db: db, fresh: true)
             var out: [UUID: [String]] = [:]
             var seen = Set<String>()
@@ -96,7 +96,7 @@ extension Projection {
     /// `limit` whatever the size of the subtree; cycle-safe like `items(under:)`.
     public func subtree(of root: String, limit: Int) throws -> [ItemRow] {
         let root = try Projection.argument(root, "the subtree's root")
-        return try pool.read { db in
+        return try reading { db in
             try ItemRow.fetchAll(db, sql: """
                 WITH RECURSIVE sub(id, depth, path) AS (
                     SELECT ?, 0, '/' || ? || '/'
@@ -116,7 +116,7 @@ extension Projection {
     /// At most `limit` live links that start or end at `item`, by kind and id.
     public func links(of item: String, limit: Int) throws -> [LinkRow] {
         let item = try Projection.argument(item, "the item id")
-        return try pool.read { db in
+        return try reading { db in
             try LinkRow.fetchAll(db, sql: """
                 SELECT * FROM (SELECT * FROM links WHERE from_id = ? AND deleted_at IS NULL
                                UNION SELECT * FROM links WHERE to_id = ? AND deleted_at IS NULL)

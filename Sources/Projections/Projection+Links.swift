@@ -68,7 +68,7 @@ extension Projection {
             throw ProjectionError.invalid("depth \(depth) is more than the \(Bounds.walkDepthMax) levels a walk follows")
         }
         let root = try Projection.argument(start, "the start").lowercased()
-        return try pool.read { db in
+        return try reading { db in
             // Each direction's query reads one partial index (links_from, links_to; covering, as
             // links is WITHOUT ROWID) by its first column and looks the far end up in items by
             // primary key. Rows come in index order and are read through SQLite's C interface.
@@ -153,7 +153,7 @@ extension Projection {
     /// The links that start or end at `item` (deleted ones only when asked for), by kind then id.
     public func links(of item: String, includeDeleted: Bool = false) throws -> [LinkRow] {
         let item = try Projection.argument(item, "the item id")
-        return try pool.read { db in
+        return try reading { db in
             try LinkRow.fetchAll(db, sql: """
                 SELECT * FROM links WHERE (from_id = ? OR to_id = ?)\(includeDeleted ? "" : " AND deleted_at IS NULL")
                 ORDER BY kind, id

@@ -152,7 +152,7 @@ extension Projection {
     /// Items, optionally matching a full-text search (prefix search, diacritics folded) and/or
     /// limited to the subtree under an item; deleted items are excluded unless asked for.
     public func items(search: String? = nil, under root: String? = nil, includeDeleted: Bool = false, limit: Int = 1000) throws -> [ItemRow] {
-        try pool.read { db in
+        try reading { db in
             var sql: String
             var args: [DatabaseValueConvertible?] = []
             if let root { _ = try Projection.argument(root, "the subtree's root") }
@@ -196,7 +196,7 @@ extension Projection {
 
     /// Tags by name (deleted ones only when asked for).
     public func tags(includeDeleted: Bool = false) throws -> [TagRow] {
-        try pool.read { db in
+        try reading { db in
             try TagRow.fetchAll(db, sql: "SELECT * FROM tags" + (includeDeleted ? "" : " WHERE deleted_at IS NULL") + " ORDER BY name, id")
         }
     }
@@ -204,7 +204,7 @@ extension Projection {
     /// The tags each of `items` carries now (a live link to a live tag), by item id.
     public func tags(of items: [String]) throws -> [String: [TagRow]] {
         guard !items.isEmpty else { return [:] }
-        return try pool.read { db in
+        return try reading { db in
             var out: [String: [TagRow]] = [:]
             // In chunks: SQLite bounds the number of parameters of one statement.
             for start in stride(from: 0, to: items.count, by: 500) {
@@ -226,7 +226,7 @@ extension Projection {
     /// `parentID` is set).
     public func pathToRoot(_ id: String) throws -> [ItemRow] {
         let id = try Projection.argument(id, "the item id")
-        return try pool.read { db in
+        return try reading { db in
             try ItemRow.fetchAll(db, sql: """
                 WITH RECURSIVE up(id, parent_id, depth, path) AS (
                     SELECT id, parent_id, 0, '/' || id || '/' FROM items WHERE id = ?
@@ -247,17 +247,17 @@ extension Projection {
     }
 
     public func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] {
-        try pool.read { db in
+        try reading { db in
             try ConflictRow.fetchAll(db, sql: "SELECT * FROM conflicts" + (includeResolved ? "" : " WHERE resolved_by IS NULL") + " ORDER BY id")
         }
     }
 
     public func conflict(_ id: Int64) throws -> ConflictRow? {
-        try pool.read { db in try ConflictRow.fetchOne(db, sql: "SELECT * FROM conflicts WHERE id = ?", arguments: [id]) }
+        try reading { db in try ConflictRow.fetchOne(db, sql: "SELECT * FROM conflicts WHERE id = ?", arguments: [id]) }
     }
 
     public func anomalies() throws -> [AnomalyRow] {
-        try pool.read { db in try AnomalyRow.fetchAll(db, sql: "SELECT * FROM sync_anomalies ORDER BY id") }
+        try reading { db in try AnomalyRow.fetchAll(db, sql: "SELECT * FROM sync_anomalies ORDER BY id") }
     }
 
     /// The current version (hlc of the newest event) of each entity that exists, for `base`.
@@ -267,7 +267,7 @@ extension Projection {
             guard let t = schema.table(for: e) else { continue }
             byTable[t.name, default: []].append(id.lowercasedString)
         }
-        return try pool.read { db in
+        return try reading { db in
             var out: [UUID: HLC] = [:]
             for (table, ids) in byTable {
                 for chunk in stride(from: 0, to: ids.count, by: 500) {
@@ -287,7 +287,7 @@ extension Projection {
     /// Which event's value each column of an entity holds now: column → (event id, origin, seq, hlc).
     public func fieldSources(entity: Entity, id: UUID) throws -> [String: (eventID: UUID, origin: ReplicaID, seq: Seq, hlc: HLC)] {
         guard let table = schema.table(for: entity) else { return [:] }
-        return try pool.read { db in
+        return try reading { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT _clocks, version FROM \(table.name) WHERE id = ?", arguments: [id.lowercasedString]) else { return [:] }
             let blob: Data = try row.decode(atIndex: 0)
             let version: Int64 = try row.decode(atIndex: 1)
@@ -350,7 +350,7 @@ extension Projection {
     /// per-replica bookkeeping (`_clocks` encoding, origin numbering, cursor, conflicts as
     /// detected, app_settings).
     public func canonicalDump() throws -> [String] {
-        try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
+        try reading { db in try Projection.canonicalDump(db, schema: schema) }
     }
 
     static func canonicalDump(_ db: Database, schema: ProjectionSchema) throws -> [String] {
@@ -377,8 +377,8 @@ extension Projection {
         if let cutoff = try setting(Projection.purgedBeforeSetting) {
             try pool.write { db in _ = try Projection.purgeRows(db, schema: schema, before: cutoff) }  // purged alike
         }
-        let aside = try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
-        let asideCursor = try pool.read { db in
+        let aside = try reading { db in try Projection.canonicalDump(db, schema: schema) }
+        let asideCursor = try reading { db in
             try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor").reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
         }
         try pool.close()
@@ -399,7 +399,7 @@ extension Projection {
 
     public func setting(_ key: String) throws -> String? {
         let key = try Projection.argument(key, "the setting's key")
-        return try pool.read { db in try String.fetchOne(db, sql: "SELECT value FROM app_settings WHERE key = ?", arguments: [key]) }
+        return try reading { db in try String.fetchOne(db, sql: "SELECT value FROM app_settings WHERE key = ?", arguments: [key]) }
     }
 
     public func setSetting(_ key: String, _ value: String?) throws {

@@ -148,7 +148,7 @@ public final class Projection: @unchecked Sendable {
 
     /// Runs `body` on a read-only connection to the projection, for queries of your own: a write
     /// in it fails (SQLite opens readers read-only), so nothing but the log changes the tables.
-    public func read<T>(_ body: (Database) throws -> T) throws -> T { try pool.read(body) }
+    public func read<T>(_ body: (Database) throws -> T) throws -> T { try reading(body) }
 
     /// `read(_:)` off the caller's thread, on GRDB's reader queue.
     public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {

@@ -8,7 +8,7 @@ import Foundation
 /// fsync rewrites the origin's mark; a new origin makes a directory) and looks at least every
 /// `pollInterval` seconds otherwise. One thread per watcher, however many subscribers; call
 /// `stop()` when done (the thread holds the watcher until then).
-public final class CursorWatcher: @unchecked Sendable {
+package final class CursorWatcher: @unchecked Sendable {
     public let store: Store
     private let pollInterval: Double
     private let lock = NSLock()

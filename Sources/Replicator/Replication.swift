@@ -209,7 +209,7 @@ public enum Replication {
 /// (`LogAppender.receivingForPeer`); a snapshot is the one it keeps, copied as data and checked
 /// by `Snapshot.install` as one from a server. No SQLite file of it is opened here, and its
 /// projection is caught up by its own replica when it next opens. See docs/SECURITY.md.
-public struct StoreTransport: ReplicaTransport {
+package struct StoreTransport: ReplicaTransport {
     public let store: Store
     public init(store: Store) { self.store = store }
 

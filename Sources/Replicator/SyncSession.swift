@@ -83,7 +83,7 @@ public struct TransferSummary: Sendable, Equatable {
 /// Every request states the cursor the receiver really holds, so a page cut off, duplicated or
 /// answered twice never skips or repeats anything: whole frames that arrived are kept, the rest
 /// is asked for again.
-public struct PullSession: Sendable {
+package struct PullSession: Sendable {
     public enum Action: Sendable, Equatable {
         /// Ask the peer for the frames past `since`.
         case request(since: ReplicationCursor, limits: PageLimits)
@@ -198,7 +198,7 @@ public struct PullSession: Sendable {
 /// The logic of pushing to a peer, without I/O. The peer's cursor decides what is sent, and
 /// every answer carries the peer's new cursor, so a push that broke off resumes where the peer
 /// really is.
-public struct PushSession: Sendable {
+package struct PushSession: Sendable {
     public enum Action: Sendable, Equatable {
         /// Ask the peer for its cursor.
         case requestCursor

@@ -1,6 +1,6 @@
 /// What the client and the server agree on at the HTTP boundary (docs/PROTOCOL.md): the one place
 /// both read the names from, so the client needs no server code to speak the protocol.
-public enum Wire {
+package enum Wire {
     /// The Content-Type of a page of frames, pulled or pushed.
     public static let pageContentType = "application/x-logbook-page"
     /// The header carrying a snapshot's SHA-256 (hex).

@@ -145,7 +145,7 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         let dir = TempDir()
         let book = try await Logbook.open(at: dir.path + "/a", creating: true)
         let runs = Counter()
-        let stream = book.observe(reading: [.item]) { b -> [String] in
+        let stream = book.observe { b -> [String] in
             runs.add()
             return try b.items().compactMap(\.title)
         }
@@ -155,6 +155,39 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         try await book.create(ItemValues(title: "milk"))
         #expect(try await it.next() == ["milk"])
         #expect(runs.value == 2)
+    }
+
+    /// The tables a query reads are recorded as it runs: a query over items and their tags is
+    /// woken by a tag renamed (no list of kinds to forget), and one over tags alone is not woken by
+    /// items; what it reads through `read { db in }` counts the same.
+    @Test func observingTracksTheTablesTheQueryReads() async throws {
+        let dir = TempDir()
+        let book = try await Logbook.open(at: dir.path + "/a", creating: true)
+        let home = try await book.create(TagValues(name: "home"))
+        let milk = try await book.create(ItemValues(title: "milk"))
+        try await book.append([.tag(milk, with: home)])
+        let withTags = book.observe { b -> [String] in
+            let items = try b.items()
+            let tags = try b.tags(of: items)
+            return items.map { ($0.title ?? "") + ":" + (tags[$0.id] ?? []).compactMap(\.name).joined(separator: ",") }
+        }
+        let tagRuns = Counter()
+        let tagNames = book.observe { b -> [String] in
+            tagRuns.add()
+            return try b.read { db in try String.fetchAll(db, sql: "SELECT name FROM tags ORDER BY name") }
+        }
+        var items = withTags.makeAsyncIterator(), tags = tagNames.makeAsyncIterator()
+        #expect(try await items.next() == ["milk:home"])
+        #expect(try await tags.next() == ["home"])
+
+        try await book.update(home, TagValues(name: "house"))  // a tag only: the items query sees it
+        #expect(try await items.next() == ["milk:house"])
+        #expect(try await tags.next() == ["house"])
+        try await book.create(ItemValues(title: "bread"))      // an item only: the tags query does not run
+        #expect(Set(try await items.next() ?? []) == ["bread:", "milk:house"])
+        try await book.create(TagValues(name: "away"))
+        #expect(try await tags.next() == ["away", "house"])
+        #expect(tagRuns.value == 3, "the tags query ran for an item")
     }
 
     @Test func concurrentAppendsFromManyTasksAllLand() async throws {

@@ -110,7 +110,7 @@ import Testing
         let root = UUID()
         _ = try pa.append([Mutation(entity: .item, op: .create, entityID: root, fields: [Field("title", .text("root"))])])
         let runs = Counter()
-        var results = pa.projection.observe(reading: [.item]) { p in
+        var results = pa.projection.observe { p in
             runs.add()
             return try p.items(under: root.lowercasedString)
         }.makeAsyncIterator()

@@ -295,7 +295,7 @@ enum EventCodec {
 }
 
 /// The field names format version 1 writes as one-byte codes (docs/FORMAT.md, "Event record").
-public enum FieldCodes {
+package enum FieldCodes {
     /// Field names with a code (index = code; index 0 is unused: the name follows as text).
     public static var names: [String] { EventCodec.knownFieldNames }
 

@@ -39,7 +39,7 @@ public struct SystemWallClock: WallClock {
 /// and that stay ahead of every value observed from other replicas.
 ///
 /// Not thread-safe: one clock belongs to one writer.
-public struct HybridClock: Sendable {
+package struct HybridClock: Sendable {
     public private(set) var last: HLC
     private let wall: any WallClock
 
@@ -73,7 +73,7 @@ public struct HybridClock: Sendable {
 }
 
 /// The hybrid clock cannot issue a value past its last one (it reached the largest hlc).
-public struct ClockError: Error, CustomStringConvertible, Sendable, Equatable {
+package struct ClockError: Error, CustomStringConvertible, Sendable, Equatable {
     public var last: HLC
     public var wallMillis: UInt64
     public var description: String {

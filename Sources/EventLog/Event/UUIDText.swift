@@ -1,7 +1,7 @@
 import Foundation
 
 /// Fast parsing of UUID text (36 characters, hex digits in either case).
-public enum UUIDText {
+package enum UUIDText {
     public static func parse(_ b: ArraySlice<UInt8>) -> UUID? {
         b.withUnsafeBytes { parse($0) }
     }

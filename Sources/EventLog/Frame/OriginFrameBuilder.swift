@@ -9,7 +9,7 @@ import Foundation
 ///
 /// An origin's clocks strictly increase: an event whose time is not after the previous one's is
 /// given the previous clock plus one (the counter); `add` returns the clock used.
-public final class OriginFrameBuilder {
+package final class OriginFrameBuilder {
     public let origin: ReplicaID
     private let encoder = FrameEncoder()
     private var nextSeq: UInt64 = 1

@@ -29,7 +29,7 @@ public struct ReceiveResult: Sendable, Equatable {
 /// Frames received from elsewhere, checked against the logs they continue: what
 /// `LogAppender.receive` verifies before it writes anything, for any keeper of frames (a store
 /// here, a hub's database).
-public struct ReceivedFrames: Sendable {
+package struct ReceivedFrames: Sendable {
     /// A frame that extends its origin's log.
     public struct Accepted: Sendable {
         /// Its position in the batch.

@@ -6,7 +6,7 @@
 /// 64K events and 16 MiB): events are never refused for how many fields they carry, because
 /// an event already in some replica's log can never change, and refusing it would strand every
 /// later event of its origin. What such an event costs is bounded where it is kept and shown.
-public enum Bounds {
+package enum Bounds {
     // MARK: Walks
 
     /// Levels a recursive walk follows: the path from an item to its root, an item's subtree,

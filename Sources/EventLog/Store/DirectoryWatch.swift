@@ -7,7 +7,7 @@ import Glibc
 /// writing, created, renamed in), or a timeout passes; on a system or filesystem without
 /// inotify, just the timeout. Which file changed is not reported: a caller re-reads what it
 /// follows. Used by the projection watcher and the server's cursor watcher. Not thread-safe.
-public final class DirectoryWatch {
+package final class DirectoryWatch {
     private var fd: Int32
     private var watched = Set<String>()
     private var buffer = [UInt8](repeating: 0, count: 4096)

@@ -209,7 +209,7 @@ enum FileIO {
 
 /// Durable file publication for the other modules (bundles, snapshots), with the same steps the
 /// log uses for its own files.
-public enum DurableFile {
+package enum DurableFile {
     /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
     public static func write(_ bytes: [UInt8], to path: String, op: String) throws {
         try FileIO.writeAtomically(bytes, to: path, op: op)

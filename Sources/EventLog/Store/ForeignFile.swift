@@ -11,7 +11,7 @@ import Foundation
 /// opened without blocking (a FIFO with no writer would otherwise hang the process, holding
 /// whatever lock it took) and checked with `fstat` on the open descriptor, so what is checked is
 /// what is read. See docs/SECURITY.md, "Bounds".
-public enum ForeignFile {
+package enum ForeignFile {
     /// Opens `path` for reading after checking that it is a regular file of at most `bytesMax`
     /// bytes. Returns the descriptor (the caller closes it) and the file's size.
     /// - Throws: `LogError` naming the file and what it is instead.

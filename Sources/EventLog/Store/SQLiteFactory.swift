@@ -18,7 +18,7 @@ import GRDB
 /// No SQL text read from a file is ever executed: schema SQL is compared as data with what this
 /// build's own migrations make. Identifiers not written literally in Logbook's source go
 /// through `quote`. See docs/SECURITY.md, "SQLite".
-public enum SQLiteFactory {
+package enum SQLiteFactory {
     /// Whose file a connection opens.
     public enum Trust: Sendable {
         /// A file Logbook writes. Triggers are allowed (the projection's FTS5 index needs them).

@@ -67,7 +67,7 @@ public final class Todos: Sendable {
     /// The task list now, then again every time it changes — whoever changed it: this app, a
     /// sync, another process. Feed a view from it.
     public func watchTasks() -> AsyncThrowingStream<[Task], any Error> {
-        book.observe(reading: [.item, .tag, .itemTag]) { [self] _ in try self.tasks() }
+        book.observe { [self] _ in try self.tasks() }
     }
 
     /// Exchanges changes with another replica: a path to its store, or the URL of an
