@@ -1,4 +1,5 @@
 import Foundation
+import Observation
 import TestSupport
 import Logbook
 import Testing
@@ -190,6 +191,23 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         #expect(tagRuns.value == 3, "the tags query ran for an item")
     }
 
+    /// `LiveQuery` is `@Observable`: observation tracking sees each new result, set on the actor
+    /// the caller named; a result equal to the last is not set again.
+    @Test func aLiveQueryIsAnObservableModelOnTheCallersActor() async throws {
+        let dir = TempDir()
+        let book = try await Logbook.open(at: dir.path + "/a", creating: true)
+        let screen = Screen()
+        let model = LiveQuery(book, initial: ["(loading)"], on: screen) { try $0.items().compactMap(\.title).sorted() }
+        #expect(await screen.waitUntil(model) { $0 == [] } == [])
+        try await book.create(ItemValues(title: "milk"))
+        #expect(await screen.waitUntil(model) { $0 == ["milk"] } == ["milk"])
+        try await book.create(TagValues(name: "home"))  // the query does not read tags
+        try await book.create(ItemValues(title: "bread"))
+        #expect(await screen.waitUntil(model) { $0.count == 2 } == ["bread", "milk"])
+        #expect(await screen.updates(of: model) == 3)
+        model.cancel()
+    }
+
     @Test func concurrentAppendsFromManyTasksAllLand() async throws {
         let dir = TempDir()
         let book = try await Logbook.open(at: dir.path + "/a", creating: true)
@@ -255,4 +273,19 @@ final class Counter: @unchecked Sendable {
     private var n = 0
     func add() { lock.withLock { n += 1 } }
     var value: Int { lock.withLock { n } }
+}
+
+/// Stands for a UI's actor: reads a `LiveQuery` where it is set, and waits for a value through
+/// observation tracking (registered on the actor, so no change falls between check and wait).
+actor Screen {
+    func waitUntil<V: Equatable & Sendable>(_ model: LiveQuery<V>, _ ok: @Sendable (V) -> Bool) async -> V {
+        while !ok(model.value) {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                withObservationTracking { _ = model.value } onChange: { c.resume() }
+            }
+        }
+        return model.value
+    }
+
+    func updates<V: Equatable & Sendable>(of model: LiveQuery<V>) -> Int { model.updates }
 }
