@@ -208,6 +208,46 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         model.cancel()
     }
 
+    /// A writer holds the lock only for a burst: between bursts another writer (here a Logbook
+    /// opened for writing that does not wait at all, as `evctl append` or `serve` would) takes it;
+    /// two writers' tasks interleave and every write lands; a reader, which never locks, reads
+    /// while the lock is held and sees every commit.
+    @Test func writersShareAStoreByBurstsAndReadersNeverLock() async throws {
+        let dir = TempDir()
+        let path = dir.path + "/shared/store"
+        let first = try await LogbookWriter.open(at: path, creating: true)
+        let second = try await LogbookWriter.open(at: path)
+        let reader = try await LogbookReader.open(at: path)
+        #expect(second.replicaID == first.replicaID)
+
+        var titles = reader.observe { try $0.items().count }.makeAsyncIterator()
+        #expect(try await titles.next() == 0)
+        try await first.create(ItemValues(title: "from the first"))
+        // Between bursts the lock is free: a writer that will not wait gets it at once.
+        let other = try await Logbook.open(at: path, access: .readWrite, options: .init(lockWait: 0))
+        try await other.create(ItemValues(title: "from another writer"))
+        // While it holds the lock, the reader reads (the writers' next burst would wait).
+        #expect(try await reader.items().count == 2)
+        try await other.close()
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (w, writer) in [first, second].enumerated() {
+                group.addTask { for k in 0..<20 { try await writer.create(ItemValues(title: .set("w\(w)-\(k)"))) } }
+            }
+            try await group.waitForAll()
+        }
+        // One burst, several writes; then everything is projected for every reader.
+        try await first.write { book in
+            let tag = try book.create(TagValues(name: "batch"))
+            let first = try #require(try book.items().first.flatMap { UUID(uuidString: $0.id) })
+            try book.append([.tag(first, with: tag)])
+        }
+        #expect(try await reader.items().count == 42)
+        while try await titles.next() != 42 {}
+        #expect(try await reader.status().log.totalEvents == 44)
+        try first.close(); try second.close(); try reader.close()
+    }
+
     @Test func concurrentAppendsFromManyTasksAllLand() async throws {
         let dir = TempDir()
         let book = try await Logbook.open(at: dir.path + "/a", creating: true)

@@ -20,9 +20,9 @@ import TodoCore
             let laptop = try Todos(path: dir.path + "/laptop")
             let phone = try Todos(path: dir.path + "/phone")
             let onPhone = phone.watchTasks()
-            let milk = try laptop.add("Buy milk")
-            try laptop.tag(milk, "errands")
-            try laptop.add("Call the plumber")
+            let milk = try await laptop.add("Buy milk")
+            try await laptop.tag(milk, "errands")
+            try await laptop.add("Call the plumber")
             let up = try await laptop.sync(with: url)
             #expect(up.pushed == 4)  // two items, a tag, a tagging
 
@@ -36,8 +36,8 @@ import TodoCore
 
             // Done on the phone, renamed on the laptop at the same time: both edits survive
             // (different fields), on both replicas.
-            try phone.complete(milk)
-            try laptop.rename(milk, to: "Buy oat milk")
+            try await phone.complete(milk)
+            try await laptop.rename(milk, to: "Buy oat milk")
             try await phone.sync(with: url)
             try await laptop.sync(with: url)
             try await phone.sync(with: url)

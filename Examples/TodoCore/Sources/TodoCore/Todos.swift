@@ -16,48 +16,67 @@ public final class Todos: Sendable {
         public var tags: [String]
     }
 
-    /// The store underneath, for anything this core does not wrap.
-    public let book: Logbook
+    /// Reads the store (never locks it); for anything this core does not wrap.
+    public let reader: LogbookReader
+    /// Writes the store, one burst at a time (nil when opened read-only).
+    public let writer: LogbookWriter?
 
-    /// Opens (or creates) the to-do store at `path` for reading and writing; with `readOnly`,
-    /// only to read and watch it while another process (the app, a sync) writes.
+    /// Opens (or creates) the to-do store at `path`; with `readOnly`, only to read and watch it.
+    /// Nothing stays locked: each change takes the store's writer lock for a moment, so the app,
+    /// a `todo` command and an `evctl serve` can all write the same store.
     public init(path: String, readOnly: Bool = false) throws {
-        book = try Logbook.open(at: path, access: readOnly ? .readOnly : .readWrite, creating: true)
+        if readOnly {
+            reader = try LogbookReader.open(at: path)
+            writer = nil
+        } else {
+            let w = try LogbookWriter.open(at: path, creating: true)
+            writer = w
+            reader = w.reader
+        }
+    }
+
+    private func write() throws -> LogbookWriter {
+        guard let writer else { throw LogbookError(.readOnly, "this to-do list was opened read-only") }
+        return writer
     }
 
     /// Adds a task and returns its id.
     @discardableResult
-    public func add(_ title: String) throws -> UUID {
-        try book.create(ItemValues(title: .set(title), status: "inbox", itemType: "task"))
+    public func add(_ title: String) async throws -> UUID {
+        try await write().create(ItemValues(title: .set(title), status: "inbox", itemType: "task"))
     }
 
     /// Marks a task done (or not done again).
-    public func complete(_ id: UUID, _ done: Bool = true) throws {
-        try book.update(id, ItemValues(status: .set(done ? "done" : "inbox"), completedAt: done ? .set(Date()) : .clear))
+    public func complete(_ id: UUID, _ done: Bool = true) async throws {
+        try await write().update(id, ItemValues(status: .set(done ? "done" : "inbox"), completedAt: done ? .set(Date()) : .clear))
     }
 
     /// Renames a task.
-    public func rename(_ id: UUID, to title: String) throws {
-        try book.update(id, ItemValues(title: .set(title)))
+    public func rename(_ id: UUID, to title: String) async throws {
+        try await write().update(id, ItemValues(title: .set(title)))
     }
 
     /// Removes a task (the log keeps it; `restore` would bring it back).
-    public func remove(_ id: UUID) throws {
-        try book.delete(.item, id)
+    public func remove(_ id: UUID) async throws {
+        try await write().delete(.item, id)
     }
 
     /// Tags a task, creating the tag the first time its name is used. The tag's id is derived
     /// from its name, so two replicas that make the same tag offline agree on it.
-    public func tag(_ id: UUID, _ name: String) throws {
+    public func tag(_ id: UUID, _ name: String) async throws {
         let tag = Todos.tagID(name)
-        try book.append([.create(TagValues(name: .set(name)), id: tag), .tag(id, with: tag)])
+        try await write().append([.create(TagValues(name: .set(name)), id: tag), .tag(id, with: tag)])
     }
 
     /// Every task not removed; with `matching`, only those whose title matches (full-text,
     /// prefix, accents ignored).
     public func tasks(matching search: String? = nil) throws -> [Task] {
-        let items = try book.items(Logbook.ItemQuery(search: search)).filter { $0.itemType == "task" }
-        let tags = try book.tags(of: items)
+        try Self.tasks(in: reader, matching: search)
+    }
+
+    static func tasks(in reader: LogbookReader, matching search: String?) throws -> [Task] {
+        let items = try reader.items(Logbook.ItemQuery(search: search)).filter { $0.itemType == "task" }
+        let tags = try reader.tags(of: items)
         return items.compactMap { i in
             guard let id = UUID(uuidString: i.id) else { return nil }
             return Task(id: id, title: i.title ?? "", done: i.status == "done", tags: (tags[i.id] ?? []).compactMap(\.name).sorted())
@@ -65,21 +84,21 @@ public final class Todos: Sendable {
     }
 
     /// The task list now, then again every time it changes — whoever changed it: this app, a
-    /// sync, another process. Feed a view from it.
+    /// sync, another process. Feed a view from it (or from a `LiveQuery`).
     public func watchTasks() -> AsyncThrowingStream<[Task], any Error> {
-        book.observe { [self] _ in try self.tasks() }
+        reader.observe { reader in try Self.tasks(in: reader, matching: nil) }
     }
 
     /// Exchanges changes with another replica: a path to its store, or the URL of an
     /// `evctl serve` (with its token). Returns (events pulled, events pushed).
     @discardableResult
     public func sync(with address: String, token: String? = nil) async throws -> (pulled: Int, pushed: Int) {
-        let e = try await book.sync(with: Peer(address, token: token))
+        let e = try await write().sync(with: Peer(address, token: token))
         return (e.pulledEvents, e.pushedEvents)
     }
 
-    /// Closes the store (lets its writer lock go).
-    public func close() throws { try book.close() }
+    /// Closes the store.
+    public func close() throws { try reader.close() }
 
     static func tagID(_ name: String) -> UUID {
         UUIDv5.make(namespace: UUID(uuidString: "0f7c63f2-4f0e-4a53-9a49-6b0e2d7a1c55")!, name: Array(name.lowercased().utf8))

@@ -41,12 +41,12 @@ do {
     switch command {
     case "add":
         guard let title = rest.first else { fail("add needs a title") }
-        print(try todos.add(title).uuidString.lowercased())
+        print(try await todos.add(title).uuidString.lowercased())
     case "done":
-        try todos.complete(id(rest.first))
+        try await todos.complete(id(rest.first))
     case "tag":
         guard rest.count == 2 else { fail("tag needs a task id and a tag name") }
-        try todos.tag(id(rest[0]), rest[1])
+        try await todos.tag(id(rest[0]), rest[1])
     case "list":
         show(try todos.tasks(matching: rest.first))
     case "sync":
