@@ -210,7 +210,7 @@ public enum UUIDv5 {
 }
 
 /// ISO 8601 shapes accepted in timestamp fields: `YYYY-MM-DD`, or that followed by
-/// `THH:MM[:SS[.fraction]]` and `Z` or `±HH:MM`.
+/// `THH:MM[:SS[.fraction]]` and `Z` or `±HH:MM` (`ISOTime.parse`, the one reader).
 enum Timestamp {
     static func isValid(_ s: String, dateOnly: Bool) -> Bool {
         var s = s
@@ -218,36 +218,6 @@ enum Timestamp {
     }
 
     static func isValid(_ b: UnsafeBufferPointer<UInt8>, dateOnly: Bool) -> Bool {
-        func digits(_ at: Int, _ n: Int) -> Int? {
-            guard at + n <= b.count else { return nil }
-            var v = 0
-            for i in at..<at + n {
-                guard b[i] >= 0x30 && b[i] <= 0x39 else { return nil }
-                v = v * 10 + Int(b[i] - 0x30)
-            }
-            return v
-        }
-        guard let _ = digits(0, 4), b.count >= 10, b[4] == 0x2D, let mo = digits(5, 2), b[7] == 0x2D, let d = digits(8, 2),
-              (1...12).contains(mo), (1...31).contains(d) else { return false }
-        if b.count == 10 { return true }
-        if dateOnly { return false }
-        guard b[10] == 0x54 || b[10] == 0x74 || b[10] == 0x20, let h = digits(11, 2), b.count > 13, b[13] == 0x3A, let mi = digits(14, 2),
-              h < 24, mi < 60 else { return false }
-        var i = 16
-        if i < b.count, b[i] == 0x3A {
-            guard let sec = digits(i + 1, 2), sec <= 60 else { return false }
-            i += 3
-            if i < b.count, b[i] == 0x2E {
-                i += 1
-                let start = i
-                while i < b.count, b[i] >= 0x30, b[i] <= 0x39 { i += 1 }
-                guard i > start else { return false }
-            }
-        }
-        guard i < b.count else { return false }
-        if b[i] == 0x5A || b[i] == 0x7A { return i + 1 == b.count }
-        guard b[i] == 0x2B || b[i] == 0x2D, let oh = digits(i + 1, 2), i + 3 < b.count, b[i + 3] == 0x3A, let om = digits(i + 4, 2),
-              oh < 24, om < 60 else { return false }
-        return i + 6 == b.count
+        ISOTime.parse(b, dateOnly: dateOnly) != nil
     }
 }

@@ -188,16 +188,10 @@ public final class InspectorSite: @unchecked Sendable {
     /// A date (`2026-01-31`, UTC) or a time (`2026-01-31T12:00:00Z`, ISO 8601) as Unix milliseconds.
     static func time(_ text: String?, name: String) throws -> UInt64? {
         guard let text, !text.isEmpty else { return nil }
-        let full = ISO8601DateFormatter()
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        let day = ISO8601DateFormatter()
-        day.formatOptions = [.withFullDate]
-        guard text.utf8.count <= 40, let date = full.date(from: text) ?? fractional.date(from: text) ?? day.date(from: text),
-              date.timeIntervalSince1970 >= 0 else {
+        guard text.utf8.count <= 40, let ms = ISOTime.parse(text), ms >= 0 else {
             throw InspectorError("\(name)=\(text) is not a date (2026-01-31) or an ISO 8601 time (2026-01-31T12:00:00Z)", status: 400)
         }
-        return UInt64(date.timeIntervalSince1970 * 1000)
+        return UInt64(ms)
     }
 
     /// `/ui/entity/ENTITY/ID?after=`.

@@ -377,8 +377,8 @@ extension Projection {
         if let cutoff = try setting(Projection.purgedBeforeSetting) {
             try pool.write { db in _ = try Projection.purgeRows(db, schema: schema, before: cutoff) }  // purged alike
         }
-        let aside = try reading { db in try Projection.canonicalDump(db, schema: schema) }
-        let asideCursor = try reading { db in
+        let aside = try pool.read { db in try Projection.canonicalDump(db, schema: schema) }
+        let asideCursor = try pool.read { db in
             try Row.fetchAll(db, sql: "SELECT origin, last_seq FROM projection_cursor").reduce(into: [String: Int64]()) { $0[$1[0]] = $1[1] }
         }
         try pool.close()

@@ -95,16 +95,9 @@ enum JSON {
 }
 
 enum TimeArgument {
-    /// Parses `2026-01-31`, `2026-01-31T10:00:00Z` or with fractional seconds / offset.
+    /// Parses `2026-01-31`, `2026-01-31T10:00:00Z` or with fractional seconds / offset (`ISOTime.parse`).
     static func parse(_ s: String) -> Date? {
-        let full = ISO8601DateFormatter()
-        full.formatOptions = [.withInternetDateTime]
-        if let d = full.date(from: s) { return d }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let d = fractional.date(from: s) { return d }
-        let day = ISO8601DateFormatter()
-        day.formatOptions = [.withFullDate]
-        return day.date(from: s)
+        guard s.utf8.count <= 64, let ms = ISOTime.parse(s) else { return nil }
+        return Date(timeIntervalSince1970: Double(ms) / 1000)
     }
 }

@@ -27,13 +27,7 @@ struct PurgeCommand: StoreCommand {
         }
     }
 
-    static func date(_ s: String) -> Date? {
-        let f = ISO8601DateFormatter()
-        if s.count == 10 { f.formatOptions = [.withFullDate] } else { f.formatOptions = [.withInternetDateTime] }
-        if let d = f.date(from: s) { return d }
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.date(from: s)
-    }
+    static func date(_ s: String) -> Date? { TimeArgument.parse(s) }
 
     func execute() throws {
         let book = try options.book(.readWrite)

@@ -48,4 +48,71 @@ public enum ISOTime {
     }
 
     public static func string(_ hlc: HLC) -> String { string(millis: hlc.wallMillis) }
+
+    // MARK: Parsing
+
+    /// The one ISO 8601 reader of the project (timestamp fields, command-line times, the pages'
+    /// filters): `YYYY-MM-DD` (midnight UTC), or that followed by `T` (or `t`, or a space),
+    /// `HH:MM[:SS[.fraction]]` and `Z` or `±HH:MM`. Returns milliseconds since the Unix epoch
+    /// (negative before 1970; fractions past milliseconds are cut), nil for anything else.
+    /// Total: no input traps, however long or odd.
+    public static func parse(_ text: String, dateOnly: Bool = false) -> Int64? {
+        var text = text
+        return text.withUTF8 { parse($0, dateOnly: dateOnly) }
+    }
+
+    /// `parse(_:dateOnly:)` on UTF-8 bytes.
+    public static func parse(_ b: UnsafeBufferPointer<UInt8>, dateOnly: Bool = false) -> Int64? {
+        func digits(_ at: Int, _ n: Int) -> Int? {
+            guard at >= 0, at + n <= b.count else { return nil }
+            var v = 0
+            for i in at..<at + n {
+                guard b[i] >= 0x30 && b[i] <= 0x39 else { return nil }
+                v = v * 10 + Int(b[i] - 0x30)
+            }
+            return v
+        }
+        guard let y = digits(0, 4), b.count >= 10, b[4] == 0x2D, let mo = digits(5, 2), b[7] == 0x2D, let d = digits(8, 2),
+              (1...12).contains(mo), (1...31).contains(d) else { return nil }
+        let day = daysFromCivil(y, mo, d)
+        if b.count == 10 { return day * 86_400_000 }
+        if dateOnly { return nil }
+        guard b[10] == 0x54 || b[10] == 0x74 || b[10] == 0x20, let h = digits(11, 2), b.count > 13, b[13] == 0x3A, let mi = digits(14, 2),
+              h < 24, mi < 60 else { return nil }
+        var ms = Int64(h * 3_600_000 + mi * 60_000)
+        var i = 16
+        if i < b.count, b[i] == 0x3A {
+            guard let sec = digits(i + 1, 2), sec <= 60 else { return nil }
+            ms += Int64(sec * 1000)
+            i += 3
+            if i < b.count, b[i] == 0x2E {
+                i += 1
+                let start = i
+                var scale = 100
+                while i < b.count, b[i] >= 0x30, b[i] <= 0x39 {
+                    ms += Int64(Int(b[i] - 0x30) * scale)
+                    scale /= 10
+                    i += 1
+                }
+                guard i > start else { return nil }
+            }
+        }
+        guard i < b.count else { return nil }
+        if b[i] == 0x5A || b[i] == 0x7A { return i + 1 == b.count ? day * 86_400_000 + ms : nil }
+        guard b[i] == 0x2B || b[i] == 0x2D, let oh = digits(i + 1, 2), i + 3 < b.count, b[i + 3] == 0x3A, let om = digits(i + 4, 2),
+              oh < 24, om < 60, i + 6 == b.count else { return nil }
+        let offset = Int64(oh * 3_600_000 + om * 60_000)
+        return day * 86_400_000 + ms + (b[i] == 0x2B ? -offset : offset)
+    }
+
+    /// Days since 1970-01-01 of a civil date (H. Hinnant's days_from_civil).
+    static func daysFromCivil(_ y: Int, _ m: Int, _ d: Int) -> Int64 {
+        let y = Int64(m <= 2 ? y - 1 : y)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = Int64(m > 2 ? m - 3 : m + 9)
+        let doy = (153 * mp + 2) / 5 + Int64(d) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
 }
