@@ -221,10 +221,10 @@ public final class AuditIndex: @unchecked Sendable {
         for (i, f) in fields.prefix(Bounds.fieldsShownMax).enumerated() {
             if i > 0 { out += "," }
             let name = f.name.count > Bounds.fieldNameCharactersMax ? String(f.name.prefix(Bounds.fieldNameCharactersMax)) + "…" : f.name
-            out += "[" + ReplicaServer.jsonString(name) + "," + ReplicaServer.jsonString(display(f.value)) + "]"
+            out += "[" + JSON.string(name) + "," + JSON.string(display(f.value)) + "]"
         }
         if fields.count > Bounds.fieldsShownMax {
-            out += ",[\"…\"," + ReplicaServer.jsonString("\(fields.count - Bounds.fieldsShownMax) more fields (\(fields.count) in all)") + "]"
+            out += ",[\"…\"," + JSON.string("\(fields.count - Bounds.fieldsShownMax) more fields (\(fields.count) in all)") + "]"
         }
         return out + "]"
     }

@@ -616,9 +616,19 @@ public final class Logbook: @unchecked Sendable {
     }
 }
 
-/// Why the Logbook refused an operation (input errors are `InputError`, log failures `LogError`).
+/// The error at the door: what `LogbookReader` and `LogbookWriter` throw, whatever failed
+/// underneath, with a code to match on (stable across releases; postgres-nio's `PSQLError.Code`
+/// is the model) and the lower error kept as `underlying` (a `LogError` naming file and offset,
+/// an `InputError` naming line and field, a `TransferFailure` with its protocol code…).
+///
+/// ```swift
+/// do { try await writer.create(values) }
+/// catch let e as LogbookError where e.code == .locked { retryLater() }
+/// ```
+/// `Logbook` (the class `evctl` is built on) throws `LogbookError` for its own refusals and the
+/// lower errors as they are; `LogbookError(wrapping:)` gives any of them its code.
 public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable {
-    /// What kind of refusal.
+    /// What kind of refusal (the four `Logbook` itself makes; `code` covers every error).
     public enum Kind: Sendable, Equatable {
         /// The store is opened read-only.
         case readOnly
@@ -629,18 +639,140 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         /// The request cannot be carried out as asked.
         case invalid
     }
+
+    /// What failed, to match on. Its text (`description`) is stable: scripts and logs may use it.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        public let description: String
+        init(_ name: String) { description = name }
+
+        /// The store was opened only to read.
+        public static let readOnly = Code("read_only")
+        /// The store was closed.
+        public static let closed = Code("closed")
+        /// What was named does not exist (a conflict, a peer, an item).
+        public static let notFound = Code("not_found")
+        /// The request cannot be carried out as asked.
+        public static let invalid = Code("invalid")
+        /// A change or an input line was refused (nothing was appended); `underlying` is the `InputError`.
+        public static let invalidInput = Code("invalid_input")
+        /// Another process held the writer lock past `Options.lockWait`.
+        public static let locked = Code("locked")
+        /// The path holds no store.
+        public static let notAStore = Code("not_a_store")
+        /// The path already holds a store.
+        public static let alreadyExists = Code("already_exists")
+        /// A file of the store is damaged (a checksum, a hash chain, a gap); `underlying` names file and offset.
+        public static let damaged = Code("damaged")
+        /// A file was written by a newer format than this build reads.
+        public static let unsupportedFormat = Code("unsupported_format")
+        /// A write was refused for lack of space; nothing acknowledged was lost.
+        public static let diskFull = Code("disk_full")
+        /// A read or write of a file failed (`underlying` has the errno).
+        public static let io = Code("io")
+        /// The projection's database failed.
+        public static let database = Code("database")
+        /// A peer refused the token, or the token may not do this.
+        public static let unauthorized = Code("unauthorized")
+        /// The peer no longer holds the log from this store's cursor (it compacted).
+        public static let cursorExpired = Code("cursor_expired")
+        /// The peer could not be reached, or the link failed (retry later).
+        public static let network = Code("network")
+        /// A peer answered with what this store refuses (bad frames, another store's log); the
+        /// `TransferFailure` underneath has the protocol's own code.
+        public static let peer = Code("peer")
+        /// The operation was cancelled.
+        public static let cancelled = Code("cancelled")
+        /// Anything else; `underlying` says what.
+        public static let other = Code("other")
+    }
+
     /// What kind of refusal.
     public var kind: Kind
+    /// What failed, to match on.
+    public var code: Code
     /// What was refused and why.
     public var message: String
     /// What to do about it.
     public var hint: String?
+    /// The error that failed underneath, if this one wraps another.
+    public var underlying: (any Error)?
 
     /// A refusal of `kind`.
     public init(_ kind: Kind, _ message: String, hint: String? = nil) {
         self.kind = kind
         self.message = message
         self.hint = hint
+        switch kind {
+        case .readOnly: code = .readOnly
+        case .closed: code = .closed
+        case .notFound: code = .notFound
+        case .invalid: code = .invalid
+        }
+    }
+
+    /// `error` at the door: itself when it is a `LogbookError`, else wrapped with its code, its
+    /// message and hint, and kept as `underlying`.
+    public init(wrapping error: any Error) {
+        if let e = error as? LogbookError {
+            self = e
+            return
+        }
+        self.init(.invalid, String(describing: error))
+        underlying = error
+        switch error {
+        case let e as InputError:
+            code = .invalidInput
+            message = e.description
+        case let e as LogError:
+            message = e.message
+            hint = e.hint
+            switch e.kindName {
+            case "locked": code = .locked
+            case "notAStore": code = .notAStore
+            case "alreadyExists": code = .alreadyExists
+            case "corrupt", "ownLogDamaged": code = .damaged
+            case "gap", "clockAhead": code = .peer  // received frames this store refuses
+            case "unsupportedFormat": code = .unsupportedFormat
+            case "invalidInput": code = .invalidInput
+            default: code = DiskSpace.isFull(e, near: e.file) ? .diskFull : .io
+            }
+            message = e.description
+        case let f as TransferFailure:
+            switch f.code {
+            case .unauthorized, .forbidden: code = .unauthorized
+            case .cursorExpired: code = .cursorExpired
+            case .network, .timeout, .tls, .busy, .rateLimited, .serverError: code = .network
+            case .cancelled: code = .cancelled
+            case .local: code = .other
+            default: code = .peer
+            }
+            message = f.description
+        case let p as ProjectionError:
+            switch p {
+            case .notFound: code = .notFound
+            case .invalid: code = .invalid
+            default: code = .database
+            }
+        case is CancellationError:
+            code = .cancelled
+        default:
+            code = DiskSpace.isFull(error, near: nil) ? .diskFull : .other
+        }
+    }
+
+    /// Runs `body`, turning whatever it throws into a `LogbookError`.
+    static func door<T>(_ body: () throws -> T) throws(LogbookError) -> T {
+        do { return try body() } catch { throw LogbookError(wrapping: error) }
+    }
+
+    /// Runs `body`, turning whatever it throws into a `LogbookError`.
+    static func door<T>(_ body: () async throws -> T) async throws(LogbookError) -> T {
+        do { return try await body() } catch { throw LogbookError(wrapping: error) }
+    }
+
+    /// Errors are equal when code, message and hint are (`underlying` is not compared).
+    public static func == (a: LogbookError, b: LogbookError) -> Bool {
+        a.kind == b.kind && a.code == b.code && a.message == b.message && a.hint == b.hint
     }
 
     /// The message, and the hint on its own line.

@@ -1,6 +1,8 @@
 import Foundation
 import GRDB
 
+/// Every call throws `LogbookError` alone (its `code` to match on, the lower error as `underlying`).
+///
 /// Reads a store, from any process, and never takes its writer lock: queries, observation,
 /// history, status. What another process commits is seen at once (inotify, or polling where the
 /// filesystem gives no events). The projection is read as it is: a reader does not catch it up;
@@ -17,9 +19,9 @@ public struct LogbookReader: Sendable {
     init(book: Logbook) { self.book = book }
 
     /// Opens the store at `path` for reading.
-    /// - Throws: `LogError` when `path` holds no store.
+    /// - Throws: `LogbookError` (`.notAStore` when `path` holds no store).
     public static func open(at path: String, options: Logbook.Options = Logbook.Options()) throws -> LogbookReader {
-        LogbookReader(book: try Logbook.open(at: path, access: .inspect, options: options))
+        try LogbookError.door { LogbookReader(book: try Logbook.open(at: path, access: .inspect, options: options)) }
     }
 
     /// `open(at:options:)` off the caller's thread.
@@ -35,36 +37,36 @@ public struct LogbookReader: Sendable {
     public var layout: StoreLayout { book.store.layout }
 
     /// Closes the files.
-    public func close() throws { try book.close() }
+    public func close() throws { try LogbookError.door { try book.close() } }
 
-    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) throws -> [ItemRow] { try book.items(query) }
-    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) async throws -> [ItemRow] { try await book.items(query) }
-    public func item(_ id: UUID) throws -> ItemRow? { try book.item(id) }
-    public func item(_ id: UUID) async throws -> ItemRow? { try await book.item(id) }
-    public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try book.tags(includeDeleted: includeDeleted) }
-    public func tags(includeDeleted: Bool = false) async throws -> [TagRow] { try await book.tags(includeDeleted: includeDeleted) }
-    public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try book.tags(of: items) }
-    public func links(of item: UUID, includeDeleted: Bool = false) throws -> [LinkRow] { try book.links(of: item, includeDeleted: includeDeleted) }
+    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) throws -> [ItemRow] { try LogbookError.door { try book.items(query) } }
+    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) async throws -> [ItemRow] { try await LogbookError.door { try await book.items(query) } }
+    public func item(_ id: UUID) throws -> ItemRow? { try LogbookError.door { try book.item(id) } }
+    public func item(_ id: UUID) async throws -> ItemRow? { try await LogbookError.door { try await book.item(id) } }
+    public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try LogbookError.door { try book.tags(includeDeleted: includeDeleted) } }
+    public func tags(includeDeleted: Bool = false) async throws -> [TagRow] { try await LogbookError.door { try await book.tags(includeDeleted: includeDeleted) } }
+    public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try LogbookError.door { try book.tags(of: items) } }
+    public func links(of item: UUID, includeDeleted: Bool = false) throws -> [LinkRow] { try LogbookError.door { try book.links(of: item, includeDeleted: includeDeleted) } }
     public func linked(from item: UUID, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
                        limit: Int = 100_000) throws -> [LinkedItem] {
-        try book.linked(from: item, depth: depth, kinds: kinds, direction: direction, limit: limit)
+        try LogbookError.door { try book.linked(from: item, depth: depth, kinds: kinds, direction: direction, limit: limit) }
     }
-    public func history(of entity: Entity, id: UUID) throws -> Logbook.History { try book.history(of: entity, id: id) }
-    public func history(of entity: Entity, id: UUID) async throws -> Logbook.History { try await book.history(of: entity, id: id) }
-    public func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] { try book.conflicts(includeResolved: includeResolved) }
-    public func conflicts(includeResolved: Bool = false) async throws -> [ConflictRow] { try await book.conflicts(includeResolved: includeResolved) }
-    public func anomalies() throws -> [AnomalyRow] { try book.anomalies() }
-    public func unreadEvents() throws -> [UnreadEvents] { try book.unreadEvents() }
-    public func status() throws -> LogbookStatus { try book.status() }
-    public func status() async throws -> LogbookStatus { try await book.status() }
-    public func cursor() throws -> ReplicationCursor { try book.cursor() }
-    public func peers() throws -> [PeerState.Peer] { try book.peers() }
+    public func history(of entity: Entity, id: UUID) throws -> Logbook.History { try LogbookError.door { try book.history(of: entity, id: id) } }
+    public func history(of entity: Entity, id: UUID) async throws -> Logbook.History { try await LogbookError.door { try await book.history(of: entity, id: id) } }
+    public func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] { try LogbookError.door { try book.conflicts(includeResolved: includeResolved) } }
+    public func conflicts(includeResolved: Bool = false) async throws -> [ConflictRow] { try await LogbookError.door { try await book.conflicts(includeResolved: includeResolved) } }
+    public func anomalies() throws -> [AnomalyRow] { try LogbookError.door { try book.anomalies() } }
+    public func unreadEvents() throws -> [UnreadEvents] { try LogbookError.door { try book.unreadEvents() } }
+    public func status() throws -> LogbookStatus { try LogbookError.door { try book.status() } }
+    public func status() async throws -> LogbookStatus { try await LogbookError.door { try await book.status() } }
+    public func cursor() throws -> ReplicationCursor { try LogbookError.door { try book.cursor() } }
+    public func peers() throws -> [PeerState.Peer] { try LogbookError.door { try book.peers() } }
     public func forEachEvent(_ filter: Logbook.EventFilter = Logbook.EventFilter(), _ body: (Event) throws -> Bool) throws {
-        try book.forEachEvent(filter, body)
+        try LogbookError.door { try book.forEachEvent(filter, body) }
     }
     /// SQL of your own on a read-only connection (see `Logbook.read(_:)`).
-    public func read<T>(_ body: (Database) throws -> T) throws -> T { try book.read(body) }
-    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await book.read(body) }
+    public func read<T>(_ body: (Database) throws -> T) throws -> T { try LogbookError.door { try book.read(body) } }
+    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T { try await LogbookError.door { try await book.read(body) } }
 
     /// A query kept up to date (see `Logbook.observe(_:)`); the closure is handed this reader.
     public func observe<T: Equatable & Sendable>(_ query: @escaping @Sendable (LogbookReader) throws -> T) -> AsyncThrowingStream<T, any Error> {
@@ -73,15 +75,17 @@ public struct LogbookReader: Sendable {
     /// Every commit of the projection, whoever made it.
     public func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> { book.changes(pollInterval: pollInterval) }
     /// Follows the projection from a cursor, missing nothing (see `Logbook.watch(from:)`).
-    public func watch(from cursor: ReplicationCursor? = nil) throws -> ProjectionWatcher { try book.watch(from: cursor) }
+    public func watch(from cursor: ReplicationCursor? = nil) throws -> ProjectionWatcher { try LogbookError.door { try book.watch(from: cursor) } }
     /// Checks every frame (see `Logbook.verify(deep:progress:projectionProgress:)`).
-    public func verify(deep: Bool = false) throws -> (VerifyReport, projectionDifference: String?) { try book.verify(deep: deep) }
+    public func verify(deep: Bool = false) throws -> (VerifyReport, projectionDifference: String?) { try LogbookError.door { try book.verify(deep: deep) } }
     /// Writes the frames past `since` to a bundle file, verbatim.
     public func exportBundle(to file: String, since: ReplicationCursor = .empty) throws -> FrameBundle.ExportResult {
-        try book.exportBundle(to: file, since: since)
+        try LogbookError.door { try book.exportBundle(to: file, since: since) }
     }
 }
 
+/// Every call throws `LogbookError` alone (its `code` to match on, the lower error as `underlying`).
+///
 /// Writes a store: appends, resolves, purges, imports, sync and compaction. It takes the store's
 /// writer lock for each burst of writes and lets it go after (waiting up to `Options.lockWait`
 /// while another process holds it), so `evctl serve` and an app, or two apps, share one store;
@@ -115,13 +119,15 @@ public final class LogbookWriter: Sendable {
     /// - Parameter creating: create the store (with a new replica id and any missing folders)
     ///   when there is none at `path`.
     public static func open(at path: String, creating: Bool = false, options: Logbook.Options = Logbook.Options()) throws -> LogbookWriter {
-        let store: Store
-        do {
-            store = try Store.open(at: path)
-        } catch let e as LogError where creating && e.isNotAStore {
-            store = try Store.create(at: path)
+        try LogbookError.door {
+            let store: Store
+            do {
+                store = try Store.open(at: path)
+            } catch let e as LogError where creating && e.isNotAStore {
+                store = try Store.create(at: path)
+            }
+            return LogbookWriter(reader: LogbookReader(book: try Logbook.open(store, access: .inspect, options: options)), options: options)
         }
-        return LogbookWriter(reader: LogbookReader(book: try Logbook.open(store, access: .inspect, options: options)), options: options)
     }
 
     /// `open(at:creating:options:)` off the caller's thread.
@@ -136,9 +142,13 @@ public final class LogbookWriter: Sendable {
     /// the log, catches the projection up, runs `body` with a Logbook opened for writing, and
     /// lets the lock go, whatever `body` did. Every change `body` appends is durable and projected
     /// when it returns.
-    /// - Throws: the `LogError` whose `isLocked` is true when another process held the lock past
-    ///   `lockWait`; whatever `body` throws (what it appended before stays appended).
+    /// - Throws: `LogbookError`: `.locked` when another process held the lock past `lockWait`;
+    ///   what `body` throws, wrapped (what it appended before stays appended).
     public func write<T>(_ body: (Logbook) throws -> T) throws -> T {
+        try LogbookError.door { try burst(body) }
+    }
+
+    private func burst<T>(_ body: (Logbook) throws -> T) throws -> T {
         try bursts.withLock {
             let book = try Logbook.open(reader.book.store, access: .readWrite, options: options)
             do {
@@ -158,61 +168,61 @@ public final class LogbookWriter: Sendable {
     }
 
     @discardableResult
-    public func append(_ changes: [Change]) throws -> AppendResult { try write { try $0.append(changes) } }
+    public func append(_ changes: [Change]) throws -> AppendResult { try LogbookError.door { try write { try $0.append(changes) } } }
     @discardableResult
-    public func append(_ changes: [Change]) async throws -> AppendResult { try await write { try $0.append(changes) } }
+    public func append(_ changes: [Change]) async throws -> AppendResult { try await LogbookError.door { try await write { try $0.append(changes) } } }
     @discardableResult
-    public func append(ndjson text: String) throws -> AppendResult { try write { try $0.append(ndjson: text) } }
+    public func append(ndjson text: String) throws -> AppendResult { try LogbookError.door { try write { try $0.append(ndjson: text) } } }
     @discardableResult
-    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) throws -> UUID { try write { try $0.create(values, id: id) } }
+    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) throws -> UUID { try LogbookError.door { try write { try $0.create(values, id: id) } } }
     @discardableResult
-    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) async throws -> UUID { try await write { try $0.create(values, id: id) } }
-    public func update<V: EntityValues>(_ id: UUID, _ values: V) throws { try write { try $0.update(id, values) } }
-    public func update<V: EntityValues>(_ id: UUID, _ values: V) async throws { try await write { try $0.update(id, values) } }
-    public func delete(_ entity: Entity, _ id: UUID) throws { try write { try $0.delete(entity, id) } }
-    public func delete(_ entity: Entity, _ id: UUID) async throws { try await write { try $0.delete(entity, id) } }
-    public func restore(_ entity: Entity, _ id: UUID) throws { try write { try $0.restore(entity, id) } }
+    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) async throws -> UUID { try await LogbookError.door { try await write { try $0.create(values, id: id) } } }
+    public func update<V: EntityValues>(_ id: UUID, _ values: V) throws { try LogbookError.door { try write { try $0.update(id, values) } } }
+    public func update<V: EntityValues>(_ id: UUID, _ values: V) async throws { try await LogbookError.door { try await write { try $0.update(id, values) } } }
+    public func delete(_ entity: Entity, _ id: UUID) throws { try LogbookError.door { try write { try $0.delete(entity, id) } } }
+    public func delete(_ entity: Entity, _ id: UUID) async throws { try await LogbookError.door { try await write { try $0.delete(entity, id) } } }
+    public func restore(_ entity: Entity, _ id: UUID) throws { try LogbookError.door { try write { try $0.restore(entity, id) } } }
     @discardableResult
     public func resolve(conflict id: Int64, keep side: Logbook.Side) throws -> Logbook.Resolution {
-        try write { try $0.resolve(conflict: id, keep: side) }
+        try LogbookError.door { try write { try $0.resolve(conflict: id, keep: side) } }
     }
     @discardableResult
     public func resolve(conflict id: Int64, keep side: Logbook.Side) async throws -> Logbook.Resolution {
-        try await write { try $0.resolve(conflict: id, keep: side) }
+        try await LogbookError.door { try await write { try $0.resolve(conflict: id, keep: side) } }
     }
     @discardableResult
-    public func purge(deletedBefore date: Date) throws -> [String: Int] { try write { try $0.purge(deletedBefore: date) } }
+    public func purge(deletedBefore date: Date) throws -> [String: Int] { try LogbookError.door { try write { try $0.purge(deletedBefore: date) } } }
     @discardableResult
-    public func importLegacy(from path: String) throws -> LegacyImportReport { try write { try $0.importLegacy(from: path) } }
+    public func importLegacy(from path: String) throws -> LegacyImportReport { try LogbookError.door { try write { try $0.importLegacy(from: path) } } }
     @discardableResult
-    public func importLegacy(from path: String) async throws -> LegacyImportReport { try await write { try $0.importLegacy(from: path) } }
+    public func importLegacy(from path: String) async throws -> LegacyImportReport { try await LogbookError.door { try await write { try $0.importLegacy(from: path) } } }
 
     /// Appends a bundle's frames (the lock taken for the moment).
     @discardableResult
-    public func importBundle(_ file: String) throws -> ReceiveResult { try bursts.withLock { try reader.book.importBundle(file) } }
+    public func importBundle(_ file: String) throws -> ReceiveResult { try LogbookError.door { try bursts.withLock { try reader.book.importBundle(file) } } }
 
     /// Drops old segments every peer holds (the lock taken for the moment; see `Logbook.compact`).
     @discardableResult
     public func compact(withoutPeers: Bool = false) throws -> Compactor.Report {
-        try bursts.withLock { try reader.book.compact(withoutPeers: withoutPeers) }
+        try bursts.withLock { try LogbookError.door { try reader.book.compact(withoutPeers: withoutPeers) } }
     }
 
     /// Pulls what `peer` holds and this store lacks; bootstraps from its snapshot when it no
     /// longer holds the log from this store's cursor. The lock is taken for each page received.
     public func pull(from peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
-        try await reader.book.pull(from: peer, progress: progress)
+        try await LogbookError.door { try await reader.book.pull(from: peer, progress: progress) }
     }
 
     /// Pushes what this store holds and `peer` lacks.
     public func push(to peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
-        try await reader.book.push(to: peer, progress: progress)
+        try await LogbookError.door { try await reader.book.push(to: peer, progress: progress) }
     }
 
     /// Pulls, then pushes.
     public func sync(with peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
-        try await reader.book.sync(with: peer, progress: progress)
+        try await LogbookError.door { try await reader.book.sync(with: peer, progress: progress) }
     }
 
     /// Closes the files (no lock is held between bursts).
-    public func close() throws { try reader.close() }
+    public func close() throws { try LogbookError.door { try reader.close() } }
 }

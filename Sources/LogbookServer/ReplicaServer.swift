@@ -316,22 +316,8 @@ public enum ReplicaServer {
         }
     }
 
-    /// `s` as a JSON string literal (quotes, backslashes and control characters escaped).
-    public static func jsonString(_ s: String) -> String {
-        var out = "\""
-        for u in s.unicodeScalars {
-            switch u {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if u.value < 0x20 { out += String(format: "\\u%04x", u.value) } else { out.unicodeScalars.append(u) }
-            }
-        }
-        return out + "\""
-    }
+    /// `s` as a JSON string literal, by the project's one JSON writer (`JSON.string`).
+    public static func jsonString(_ s: String) -> String { JSON.string(s) }
 
     /// Counts answers by status for `/metrics`.
     struct Counting<Context: RequestContext>: RouterMiddleware {

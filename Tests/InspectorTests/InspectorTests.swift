@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import Logbook
 import Logging
 import NIOCore
@@ -10,14 +11,7 @@ import Testing
 @testable import Inspector
 @testable import Replicator
 
-final class InspectorDir: @unchecked Sendable {
-    let path: String
-    init() {
-        path = NSTemporaryDirectory() + "inspector-\(UUID().uuidString)"
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-}
+typealias InspectorDir = TempDir
 
 struct Answer {
     var status: Int

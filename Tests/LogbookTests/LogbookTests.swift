@@ -248,6 +248,29 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         try first.close(); try second.close(); try reader.close()
     }
 
+    /// The reader and the writer throw one error type: a code to match on, the lower error kept.
+    @Test func theDoorThrowsOneErrorWithMatchableCodes() async throws {
+        let dir = TempDir()
+        func code(_ body: () async throws -> Void) async -> (LogbookError.Code?, (any Error)?) {
+            do { try await body(); return (nil, nil) } catch let e as LogbookError { return (e.code, e.underlying) } catch { return (.other, error) }
+        }
+        let missing = await code { _ = try await LogbookReader.open(at: dir.path + "/nothing") }
+        #expect(missing.0 == .notAStore && missing.1 is LogError)
+
+        let writer = try await LogbookWriter.open(at: dir.path + "/s", creating: true, options: .init(lockWait: 0))
+        let bad = await code { try await writer.append(ndjson: "{\"entity\":\"item\",\"op\":\"create\"}\n") }
+        #expect(bad.0 == .invalidInput && bad.1 is InputError)
+
+        let holder = try await Logbook.open(at: dir.path + "/s", access: .readWrite)
+        let locked = await code { try await writer.create(ItemValues(title: "waits")) }
+        #expect(locked.0 == .locked && (locked.1 as? LogError)?.isLocked == true)
+        try await holder.close()
+        let unknown = await code { _ = try await writer.resolve(conflict: 42, keep: .local) }
+        #expect(unknown.0 == .notFound)
+        #expect(LogbookError.Code.locked.description == "locked")
+        try writer.close()
+    }
+
     @Test func concurrentAppendsFromManyTasksAllLand() async throws {
         let dir = TempDir()
         let book = try await Logbook.open(at: dir.path + "/a", creating: true)

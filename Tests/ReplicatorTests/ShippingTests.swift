@@ -2,16 +2,13 @@ import Domain
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import Projections
 import Testing
 @testable import Replicator
 
 @Suite struct ShippingTests {
-    final class Dir {
-        let path = NSTemporaryDirectory() + "/ship-\(UUID().uuidString.prefix(8))"
-        init() { try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
-    }
+    typealias Dir = TempDir
 
     func mutations(_ n: Int, seed: UInt64) -> [Mutation] {
         SampleWorkload(seed: seed, count: n).enumerated().map { try! MutationParser.parse($1, lineNumber: $0 + 1) }

@@ -48,6 +48,8 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     public var isLocked: Bool { kind == .locked }
     /// The directory is not a Logbook store.
     public var isNotAStore: Bool { kind == .notAStore }
+    /// What kind of failure, as a word (`io`, `corrupt`, `locked`…), for the error at the door.
+    package var kindName: String { "\(kind)" }
     /// Received frames do not continue the log this store holds (a gap, a misaligned overlap).
     public var isGap: Bool { kind == .gap }
     /// Received frames carry a clock further ahead of this machine's than the drift bound allows;
