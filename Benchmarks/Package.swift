@@ -12,7 +12,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     dependencies: [
         .package(path: ".."),
-        .package(url: "https://github.com/groue/GRDB.swift", exact: "7.10.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
     ],
@@ -53,6 +53,7 @@ let package = Package(
                 .product(name: "EventLog", package: root), .product(name: "Domain", package: root),
                 .product(name: "Projections", package: root),
                 .product(name: "Replicator", package: root),
+                .product(name: "LogbookServer", package: root),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Benchmark", package: "benchmark"),
             ],

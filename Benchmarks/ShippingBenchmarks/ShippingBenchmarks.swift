@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Projections
 import Replicator
+import LogbookServer
 
 // Log shipping over loopback HTTP (server and client in this process, as two replicas on one
 // machine would be). Each figure is recorded beside a baseline measured in the same run.
