@@ -96,8 +96,12 @@ public final class ProjectedStore: @unchecked Sendable {
 
     public func close() throws {
         try exclusive {
+            // The projection first, while the lock is held: its last connection's checkpoint
+            // must not meet the next writer's open.
+            var failure: (any Error)?
+            do { try projection.close() } catch { failure = error }
             try appender.close()
-            try projection.close()
+            if let failure { throw failure }
         }
     }
 }

@@ -110,6 +110,9 @@ public final class Projection: @unchecked Sendable {
 
     static func configuration() -> Configuration {
         var c = SQLiteFactory.configuration(.ours)
+        // Another process's connection may hold the file for a moment (its last close checkpoints
+        // the WAL): wait for it rather than fail a read or a writer's open.
+        c.busyMode = .timeout(5)
         c.prepareDatabase { db in
             // The WAL is cut back to this size whenever a checkpoint lets it start over: a large
             // catch-up does not leave a WAL the size of the projection on the disk.

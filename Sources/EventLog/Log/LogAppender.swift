@@ -191,6 +191,7 @@ public final class LogAppender {
         defer {
             own.close()
             for w in received.values { w.close() }
+            index?.close()
             lock.release()
         }
         try own.writeIndex()

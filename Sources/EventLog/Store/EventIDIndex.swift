@@ -13,6 +13,8 @@ final class EventIDIndex {
     init(path: String) throws {
         var config = SQLiteFactory.configuration(.ours)
         config.allowsUnsafeTransactions = true
+        // The previous writer's connection may be closing (its last close checkpoints the WAL).
+        config.busyMode = .timeout(5)
         config.prepareDatabase { db in
             // The log is the truth; a lost index tail is rebuilt from it at open.
             try db.execute(sql: "PRAGMA synchronous = OFF")
@@ -32,6 +34,10 @@ final class EventIDIndex {
                            hint: "the index is derived from the log: delete the file and reopen to rebuild it")
         }
     }
+
+    /// Closes the file: the last connection's checkpoint happens now, while the writer still
+    /// holds the store's lock, not later in another writer's way.
+    func close() { try? db.close() }
 
     private func run<T>(_ op: String, _ body: (Database) throws -> T) throws -> T {
         do {
