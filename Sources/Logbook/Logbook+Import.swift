@@ -257,7 +257,6 @@ extension Logbook {
         guard rename(temp, backup) == 0 else {
             throw LogbookError(.invalid, "\(backup): cannot keep the backup (\(String(cString: strerror(errno))))")
         }
-        let dir = Glibc.open((backup as NSString).deletingLastPathComponent, O_RDONLY)
-        if dir >= 0 { _ = fsync(dir); Glibc.close(dir) }
+        try DurableFile.syncDirectory(of: backup, op: "import-legacy")
     }
 }

@@ -10,10 +10,10 @@ import Testing
         private let lock = NSLock()
         private var buffer = Data()
 
-        init(_ args: [String]) throws {
+        init(_ args: [String], env: [String: String] = [:]) throws {
             process.executableURL = URL(fileURLWithPath: Evctl.path)
             process.arguments = ["watch"] + args
-            var environment = ProcessInfo.processInfo.environment
+            var environment = ProcessInfo.processInfo.environment.merging(env) { $1 }
             environment.removeValue(forKey: "EVCTL_STORE")
             process.environment = environment
             let out = Pipe()
@@ -79,5 +79,22 @@ import Testing
         #expect(one.stdout.split(separator: "\n").count == 1 && one.stdout.contains(target))
         #expect(try Evctl.run(["watch", "--store", store, "--entity", "nonsense"]).status == 64)
         #expect(try Evctl.run(["watch", "--store", store, "--since", "lbc1.!!"]).status == 64)
+    }
+
+    /// The portable watcher (polling), selected at run time, beside inotify above: another
+    /// process's appends arrive within the poll interval, in order, none missed.
+    @Test func thePollingWatcherSeesAnotherProcessesAppends() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        try Evctl.run(["init", "--store", store])
+        let start = json(try Evctl.run(["cursor", "--store", store, "--json"]).stdout)["token"] as? String ?? ""
+        let watch = try Watch(["--store", store, "--json", "--since", start, "--poll", "0.5"], env: ["LOGBOOK_WATCH": "polling"])
+        defer { watch.stop() }
+        let sample = try Evctl.run(["sample", "--count", "4", "--seed", "9"]).stdout
+        let lines = sample.split(separator: "\n").map(String.init)
+        #expect(try Evctl.run(["append", "--store", store], stdin: lines[0...1].joined(separator: "\n") + "\n").status == 0)
+        #expect(try Evctl.run(["append", "--store", store], stdin: lines[2...3].joined(separator: "\n") + "\n").status == 0)
+        let got = watch.wait(for: 4).map(json)
+        #expect(got.map { $0["seq"] as? Int } == [1, 2, 3, 4])
     }
 }

@@ -15,7 +15,7 @@ enum FileIO {
     static func open(_ path: String, _ flags: Int32, mode: mode_t = 0o644, op: String) throws -> Int32 {
         let directory = flags & O_DIRECTORY != 0
         let extra = directory ? O_CLOEXEC : O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY
-        let fd = path.withCString { Glibc.open($0, flags | extra, mode) }
+        let fd = path.withCString { Sys.open($0, flags | extra, mode) }
         if fd < 0 {
             let e = errno
             if e == ELOOP { throw LogError(.invalidInput, op, "is a symbolic link; a store's files are never followed elsewhere", file: path, errno: e) }
@@ -25,11 +25,11 @@ enum FileIO {
         var st = stat()
         guard fstat(fd, &st) == 0 else {
             let e = errno
-            Glibc.close(fd)
+            Sys.close(fd)
             throw LogError(.io, op, "cannot stat", file: path, errno: e)
         }
         guard (st.st_mode & S_IFMT) == S_IFREG else {
-            Glibc.close(fd)
+            Sys.close(fd)
             throw LogError(.invalidInput, op, "not a regular file (\(ForeignFile.kind(st.st_mode))); only regular files are read or written", file: path,
                            hint: "copy it to a regular file first")
         }
@@ -43,7 +43,7 @@ enum FileIO {
     /// rather than go on with the descriptor table in an unknown state. (EINTR is not retried:
     /// Linux has released the descriptor by then.)
     static func close(_ fd: Int32) {
-        if Glibc.close(fd) != 0 && errno == EBADF {
+        if Sys.close(fd) != 0 && errno == EBADF {
             preconditionFailure("close(\(fd)): the descriptor was not open (closed twice?)")
         }
     }
@@ -52,7 +52,7 @@ enum FileIO {
     static func pwriteAll(_ fd: Int32, _ bytes: UnsafeRawBufferPointer, at offset: Int, path: String, op: String) throws {
         var done = 0
         while done < bytes.count {
-            let n = Glibc.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
+            let n = Sys.pwrite(fd, bytes.baseAddress! + done, bytes.count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw LogError(.io, op, "write failed", file: path, offset: offset + done, errno: errno)
@@ -67,7 +67,7 @@ enum FileIO {
         precondition(count <= buffer.count)
         var done = 0
         while done < count {
-            let n = Glibc.pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + done))
+            let n = Sys.pread(fd, buffer.baseAddress! + done, count - done, off_t(offset + done))
             if n < 0 {
                 if errno == EINTR { continue }
                 throw LogError(.io, op, "read failed", file: path, offset: offset + done, errno: errno)
@@ -94,7 +94,7 @@ enum FileIO {
     }
 
     static func fsync(_ fd: Int32, path: String, op: String) throws {
-        while Glibc.fsync(fd) != 0 {
+        while Sys.fsync(fd) != 0 {
             if errno == EINTR { continue }
             throw LogError(.io, op, "fsync failed; the data may not be durable", file: path, errno: errno)
         }
@@ -110,7 +110,7 @@ enum FileIO {
 
     /// fdatasync: the data and the metadata needed to read it back (the file size).
     static func fdatasync(_ fd: Int32, path: String, op: String) throws {
-        while Glibc.fdatasync(fd) != 0 {
+        while Sys.fdatasync(fd) != 0 {
             if errno == EINTR { continue }
             throw LogError(.io, op, "fdatasync failed; the data may not be durable", file: path, errno: errno)
         }

@@ -44,7 +44,7 @@ final class StoreLock: @unchecked Sendable {
     private static func writeHolder(_ fd: Int32, _ text: String) {
         var bytes = Array(text.utf8.prefix(holderBytes - 1))
         bytes += [UInt8](repeating: UInt8(ascii: " "), count: holderBytes - 1 - bytes.count) + [0x0A]
-        _ = bytes.withUnsafeBytes { p in Glibc.pwrite(fd, p.baseAddress, p.count, 0) }
+        _ = bytes.withUnsafeBytes { p in Sys.pwrite(fd, p.baseAddress, p.count, 0) }
     }
 
     func release() {
