@@ -163,7 +163,16 @@ let package = Package(
         .target(name: "TodoCore", dependencies: ["Logbook"], path: "Examples/TodoCore/Sources/TodoCore"),
         .executableTarget(name: "todo", dependencies: ["TodoCore"], path: "Examples/TodoCore/Sources/todo"),
         // One TempDir and one ManualClock for every test target.
-        .target(name: "TestSupport", dependencies: ["EventLog"], path: "Tests/TestSupport"),
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "EventLog", "Domain", "Projections", "Replicator",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TestSupport"
+        ),
         .testTarget(
             name: "LogbookTests",
             dependencies: ["TestSupport", "Logbook", "LogbookServer", "TodoCore", .product(name: "Logging", package: "swift-log")]
@@ -184,6 +193,16 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "HubTests",
+            dependencies: [
+                "TestSupport", "Hub", "LogbookServer", "Replicator", "EventLog", "Projections", "Domain",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -4,6 +4,7 @@ import Crypto
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -96,12 +97,7 @@ struct SplitMix {
         try p.close()
     }
 
-    func dump(_ store: Store) throws -> [String] {
-        let p = try Projection(store: store)
-        defer { try? p.close() }
-        try p.catchUp()
-        return try p.canonicalDump()
-    }
+    func dump(_ store: Store) throws -> [String] { try Workload.dump(store) }
 
     /// One pull or push between `from` and `to` through `transport` (pointing at `to` for push, at `from` for pull).
     func exchange(pull: Bool, local: Store, transport: any ReplicaTransport, limits: PageLimits) async throws {
@@ -181,30 +177,11 @@ struct SplitMix {
 
     // MARK: security
 
-    struct Raw {
-        let status: Int
-        let body: String
-    }
+    typealias Raw = RawHTTP.Answer
 
     /// A request with the raw client, so tests can send what `HTTPTransport` never would.
     func raw(_ url: String, method: HTTPMethod = .GET, token: String? = nil, body: [UInt8]? = nil) async throws -> Raw {
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        do {
-            var r = HTTPClientRequest(url: url)
-            r.method = method
-            if let token { r.headers.add(name: "Authorization", value: "Bearer \(token)") }
-            if let body {
-                r.body = .bytes(ByteBuffer(bytes: body))
-                r.headers.add(name: "Content-Type", value: ReplicaServer.pageContentType)
-            }
-            let response = try await client.execute(r, timeout: .seconds(120))
-            let text = String(buffer: try await response.body.collect(upTo: 1 << 26))
-            try await client.shutdown()
-            return Raw(status: Int(response.status.code), body: text)
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
+        try await RawHTTP.request(url, method: method, token: token, body: body)
     }
 
     @Test func tokensAndRightsAreEnforcedAndRefusalsLeaveTheStoreUnchanged() async throws {

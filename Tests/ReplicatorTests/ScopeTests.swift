@@ -3,6 +3,7 @@ import Domain
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import NIOCore
 import NIOHTTP1
 import Projections
@@ -14,42 +15,15 @@ import Testing
 @Suite(.serialized) struct ScopeTests {
     typealias Dir = ShippingTests.Dir
 
-    func mutations(_ n: Int, seed: UInt64, actor: String?) -> [Mutation] {
-        HTTPTests().mutations(n, seed: seed).map { m in
-            var m = m
-            m.actor = actor
-            return m
-        }
-    }
+    func mutations(_ n: Int, seed: UInt64, actor: String?) -> [Mutation] { Workload.mutations(n, seed: seed, actor: actor) }
 
-    func edit(_ store: Store, _ n: Int, seed: UInt64, actor: String?) throws {
-        let p = try ProjectedStore.open(store: store, waitingUpTo: 5)
-        _ = try p.append(mutations(n, seed: seed, actor: actor))
-        try p.close()
-    }
+    func edit(_ store: Store, _ n: Int, seed: UInt64, actor: String?) throws { try Workload.edit(store, n, seed: seed, actor: actor) }
 
     func origins(_ store: Store) throws -> [ReplicaID] { try store.cursor().origins }
 
-    /// A GET with the raw client: the status, the body as bytes, the `Logbook-Cursor` header.
-    func fetch(_ url: String, token: String) async throws -> (Int, [UInt8], String?) {
-        let client = HTTPClient(eventLoopGroupProvider: .singleton)
-        do {
-            var r = HTTPClientRequest(url: url)
-            r.headers.add(name: "Authorization", value: "Bearer \(token)")
-            let response = try await client.execute(r, timeout: .seconds(120))
-            let body = try await response.body.collect(upTo: 1 << 26)
-            try await client.shutdown()
-            return (Int(response.status.code), Array(body.readableBytesView), response.headers.first(name: "Logbook-Cursor"))
-        } catch {
-            try? await client.shutdown()
-            throw error
-        }
-    }
+    func fetch(_ url: String, token: String) async throws -> (Int, [UInt8], String?) { try await RawHTTP.fetch(url, token: token) }
 
-    func push(_ page: FramePage, to url: String, token: String) async throws -> (Int, String) {
-        let r = try await HTTPTests().raw(url + "/v1/frames", method: .POST, token: token, body: page.encoded())
-        return (r.status, r.body)
-    }
+    func push(_ page: FramePage, to url: String, token: String) async throws -> (Int, String) { try await RawHTTP.push(page, to: url, token: token) }
 
     @Test func scopedPrincipalsReadOnlyTheirUsersOriginsAndPushOnlyTheirOwn() async throws {
         let dir = Dir()

@@ -10,15 +10,9 @@ import Testing
 @Suite struct ShippingTests {
     typealias Dir = TempDir
 
-    func mutations(_ n: Int, seed: UInt64) -> [Mutation] {
-        SampleWorkload(seed: seed, count: n).enumerated().map { try! MutationParser.parse($1, lineNumber: $0 + 1) }
-    }
+    func mutations(_ n: Int, seed: UInt64) -> [Mutation] { Workload.mutations(n, seed: seed) }
 
-    func frames(_ store: Store, _ origin: ReplicaID) throws -> [[UInt8]] {
-        var out: [[UInt8]] = []
-        try LogReader(store: store).forEachFrame(origin: origin) { _, b in out.append(Array(b)); return true }
-        return out
-    }
+    func frames(_ store: Store, _ origin: ReplicaID) throws -> [[UInt8]] { try Workload.frames(store, origin) }
 
     @Test func bundleCarriesFramesVerbatimAndImportingTwiceChangesNothing() throws {
         let dir = Dir()

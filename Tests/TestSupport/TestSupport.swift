@@ -1,4 +1,10 @@
+import Domain
 import EventLog
+import Projections
+import Replicator
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
 import Foundation
 
 /// A fresh directory under the system temp dir, removed when the value is released: the one
@@ -25,4 +31,92 @@ public final class ManualClock: WallClock, @unchecked Sendable {
     public func nowMillis() -> UInt64 { lock.withLock { millis } }
     public func set(_ v: UInt64) { lock.withLock { millis = v } }
     public func advance(_ d: UInt64) { lock.withLock { millis += d } }
+}
+
+/// The sample workload's mutations and the stores they are written into, as the suites of
+/// several modules use them.
+public enum Workload {
+    /// `n` mutations of the seeded sample workload (`evctl sample`), by `actor` when given.
+    public static func mutations(_ n: Int, seed: UInt64, actor: String? = nil) -> [Mutation] {
+        SampleWorkload(seed: seed, count: n).enumerated().map { i, line in
+            var m = try! MutationParser.parse(line, lineNumber: i + 1)
+            if let actor { m.actor = actor }
+            return m
+        }
+    }
+
+    /// Appends `n` of them to `store` and projects them (the writer lock waited for up to 5 s).
+    public static func edit(_ store: Store, _ n: Int, seed: UInt64, actor: String? = nil) throws {
+        let p = try ProjectedStore.open(store: store, waitingUpTo: 5)
+        _ = try p.append(mutations(n, seed: seed, actor: actor))
+        try p.close()
+    }
+
+    /// The store's projection, caught up, as canonical lines: equal dumps, equal projections.
+    public static func dump(_ store: Store) throws -> [String] {
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        try p.catchUp()
+        return try p.canonicalDump()
+    }
+}
+
+extension Workload {
+    /// The frames of `origin` in `store`, as stored.
+    public static func frames(_ store: Store, _ origin: ReplicaID) throws -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        try LogReader(store: store).forEachFrame(origin: origin) { _, b in out.append(Array(b)); return true }
+        return out
+    }
+}
+
+/// Requests with the raw HTTP client, so tests send what `HTTPTransport` never would.
+public enum RawHTTP {
+    public struct Answer: Sendable {
+        public let status: Int
+        public let body: String
+    }
+
+    /// `method` on `url`, with a bearer token and a page body when given.
+    public static func request(_ url: String, method: HTTPMethod = .GET, token: String? = nil, body: [UInt8]? = nil) async throws -> Answer {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            var r = HTTPClientRequest(url: url)
+            r.method = method
+            if let token { r.headers.add(name: "Authorization", value: "Bearer \(token)") }
+            if let body {
+                r.body = .bytes(ByteBuffer(bytes: body))
+                r.headers.add(name: "Content-Type", value: Wire.pageContentType)
+            }
+            let response = try await client.execute(r, timeout: .seconds(120))
+            let text = String(buffer: try await response.body.collect(upTo: 1 << 26))
+            try await client.shutdown()
+            return Answer(status: Int(response.status.code), body: text)
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    /// A GET: the status, the body as bytes, the `Logbook-Cursor` header.
+    public static func fetch(_ url: String, token: String) async throws -> (Int, [UInt8], String?) {
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        do {
+            var r = HTTPClientRequest(url: url)
+            r.headers.add(name: "Authorization", value: "Bearer \(token)")
+            let response = try await client.execute(r, timeout: .seconds(120))
+            let body = try await response.body.collect(upTo: 1 << 26)
+            try await client.shutdown()
+            return (Int(response.status.code), Array(body.readableBytesView), response.headers.first(name: "Logbook-Cursor"))
+        } catch {
+            try? await client.shutdown()
+            throw error
+        }
+    }
+
+    /// Pushes `page` to the server at `url`: the status and the body.
+    public static func push(_ page: FramePage, to url: String, token: String) async throws -> (Int, String) {
+        let r = try await request(url + "/v1/frames", method: .POST, token: token, body: page.encoded())
+        return (r.status, r.body)
+    }
 }

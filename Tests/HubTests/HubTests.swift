@@ -2,6 +2,7 @@ import Domain
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import Hub
 import Logging
 import PostgresNIO
@@ -12,7 +13,7 @@ import Testing
 /// A PostgreSQL cluster of its own for a test, in a temporary folder, on loopback
 /// (scripts/pg-cluster.sh: as the `postgres` system user when the tests run as root).
 final class TestCluster {
-    let dir = ShippingTests.Dir()
+    let dir = TempDir()
     let url: String
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("scripts/pg-cluster.sh").path
@@ -60,7 +61,7 @@ final class TestCluster {
 /// `evctl serve --hub`: frames kept in PostgreSQL by interchangeable nodes, reads enforced by
 /// row-level security (docs/HUB.md).
 @Suite(.serialized) struct HubTests {
-    typealias Dir = ShippingTests.Dir
+    typealias Dir = TempDir
     /// The suite runs beside the whole test run on two cores: a database that answers slowly is not
     /// what these tests look at (the default, 20 s, is for a node an operator starts).
     static let connectTimeout = 120
@@ -72,7 +73,7 @@ final class TestCluster {
     }()
 
     func edit(_ store: Store, _ n: Int, seed: UInt64, actor: String?) throws {
-        try ScopeTests().edit(store, n, seed: seed, actor: actor)
+        try Workload.edit(store, n, seed: seed, actor: actor)
     }
 
     func node(_ cluster: TestCluster, _ policy: AccessPolicy) async throws -> PostgresHub {
@@ -165,22 +166,22 @@ final class TestCluster {
                 try await sync("alice-laptop-token-0123", alice1, push: urlB, pull: urlA)
                 #expect(Set(try alice1.cursor().origins) == [alice1.replicaID, alice2.replicaID])
                 #expect(try alice1.cursor() == alice2.cursor())
-                #expect(try HTTPTests().dump(alice1) == HTTPTests().dump(alice2))
+                #expect(try Workload.dump(alice1) == Workload.dump(alice2))
                 #expect(Set(try bob1.cursor().origins) == [bob1.replicaID])
                 #expect(Set(try carol1.cursor().origins) == [carol1.replicaID, alice1.replicaID, alice2.replicaID])
                 // Frames are stored unchanged: the hub's page is the author's bytes.
-                let (status, body, _) = try await ScopeTests().fetch(urlB + "/v1/frames?max_frames=100000", token: "bob-token-0123456789abc")
+                let (status, body, _) = try await RawHTTP.fetch(urlB + "/v1/frames?max_frames=100000", token: "bob-token-0123456789abc")
                 #expect(status == 200)
                 let page = try FramePage.decode(body)
-                #expect(try page.frames == ShippingTests().frames(bob1, bob1.replicaID))
+                #expect(try page.frames == Workload.frames(bob1, bob1.replicaID))
                 // Version 2 pages, /metrics and the cursor name only the principal's users' origins.
-                let (_, body2, holder) = try await ScopeTests().fetch(urlA + "/v1/frames?page_version=2", token: "bob-token-0123456789abc")
+                let (_, body2, holder) = try await RawHTTP.fetch(urlA + "/v1/frames?page_version=2", token: "bob-token-0123456789abc")
                 #expect(try FramePage.decode(body2).frames == page.frames)
                 #expect(try ReplicationCursor(token: try #require(holder)).origins == [bob1.replicaID])
-                let m = try await HTTPTests().raw(urlA + "/metrics", token: "bob-token-0123456789abc")
+                let m = try await RawHTTP.request(urlA + "/metrics", token: "bob-token-0123456789abc")
                 #expect(m.status == 200 && m.body.contains("\(bob1.replicaID)"))
                 for hidden in [alice1.replicaID, alice2.replicaID, carol1.replicaID] { #expect(!m.body.contains("\(hidden)")) }
-                let s = try await HTTPTests().raw(urlA + "/v1/snapshot", token: "bob-token-0123456789abc")
+                let s = try await RawHTTP.request(urlA + "/v1/snapshot", token: "bob-token-0123456789abc")
                 #expect(s.status == 403)
 
                 // Another user's origin: 403 through either node, nothing written.
@@ -188,12 +189,12 @@ final class TestCluster {
                 let alice = try principal(policy, "alice-laptop-token-0123"), bob = try principal(policy, "bob-token-0123456789abc")
                 let held = try await nodeA.cursor(principal: alice).cursor
                 let fresh = try FramePage.collect(from: alice1, since: held, limits: PageLimits())
-                var (code, text) = try await ScopeTests().push(fresh, to: urlB, token: "bob-token-0123456789abc")
+                var (code, text) = try await RawHTTP.push(fresh, to: urlB, token: "bob-token-0123456789abc")
                 #expect(code == 403 && text.contains("belongs to another user"))
                 // An actor that is not the principal's user: 403.
                 let imposter = try Store.create(at: dir.path + "/imposter")
                 try edit(imposter, 2, seed: 6, actor: "alice")
-                (code, text) = try await ScopeTests().push(try FramePage.collect(from: imposter, since: .empty, limits: PageLimits()), to: urlA,
+                (code, text) = try await RawHTTP.push(try FramePage.collect(from: imposter, since: .empty, limits: PageLimits()), to: urlA,
                                                            token: "bob-token-0123456789abc")
                 #expect(code == 403 && text.contains("actor"))
                 #expect(try await nodeA.cursor(principal: bob).cursor.origins == [bob1.replicaID])
@@ -201,17 +202,17 @@ final class TestCluster {
                 // which bob's push claims; attributed to him by ownership.
                 let past = try Store.create(at: dir.path + "/bobs-past")
                 try edit(past, 4, seed: 9, actor: nil)
-                (code, text) = try await ScopeTests().push(try FramePage.collect(from: past, since: .empty, limits: PageLimits()), to: urlB,
+                (code, text) = try await RawHTTP.push(try FramePage.collect(from: past, since: .empty, limits: PageLimits()), to: urlB,
                                                            token: "bob-token-0123456789abc")
                 #expect(code == 200, "\(text)")
                 #expect(Set(try await nodeA.cursor(principal: bob).cursor.origins) == [bob1.replicaID, past.replicaID])
                 // A forged frame (rewritten history): 422, nothing written.
                 var forged = fresh.frames
                 forged[0][FrameHeader.size + 2] ^= 0x40
-                (code, text) = try await ScopeTests().push(FramePage(frames: forged, next: .empty, more: false), to: urlA, token: "alice-laptop-token-0123")
+                (code, text) = try await RawHTTP.push(FramePage(frames: forged, next: .empty, more: false), to: urlA, token: "alice-laptop-token-0123")
                 #expect(code == 422)
                 #expect(try await nodeB.cursor(principal: alice).cursor == held)
-                (code, text) = try await ScopeTests().push(fresh, to: urlA, token: "alice-laptop-token-0123")
+                (code, text) = try await RawHTTP.push(fresh, to: urlA, token: "alice-laptop-token-0123")
                 #expect(code == 200 && text.contains("\"events\":3"))
             }
         }
@@ -246,7 +247,7 @@ final class TestCluster {
         let pulled = try await nodeB.reservedPage(principal: who, since: nil, maxBytes: nil, maxFrames: "100000", peer: nil)
         pulled.reservation.release()
         let frames = try FramePage.decode(pulled.page.bytes).frames
-        #expect(try frames == ShippingTests().frames(laptop, laptop.replicaID))
+        #expect(try frames == Workload.frames(laptop, laptop.replicaID))
         let (raw, task) = try cluster.rawClient()
         defer { task.cancel() }
         try await raw.withConnection { conn in
@@ -443,7 +444,7 @@ final class TestCluster {
         let (_, cursor) = try await hub.cursor(principal: p)
         #expect(Set(cursor.origins) == [erin.replicaID])
         try await withNode(hub) { url in
-            let (status, body, _) = try await ScopeTests().fetch(url + "/v1/frames?since=&page_version=2", token: "erin-token-0123456789ab")
+            let (status, body, _) = try await RawHTTP.fetch(url + "/v1/frames?since=&page_version=2", token: "erin-token-0123456789ab")
             #expect(status == 200)
             let frames = try FramePage.decode(body).frames
             #expect(!frames.isEmpty && frames.allSatisfy { FrameHeader(parsing: $0)?.origin == erin.replicaID })
