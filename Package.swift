@@ -101,10 +101,17 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Legacy import (docs/IMPORT.md): reading the old apps' files and mapping their rows to
+        // mutations and a report; Logbook keeps the backup and appends.
+        .target(
+            name: "LegacyImport",
+            dependencies: ["EventLog", "Domain", "Projections",
+                           .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
+        ),
         // The store an app opens: append, query, observe, sync (above Projections and Replicator).
         .target(
             name: "Logbook",
-            dependencies: ["EventLog", "Domain", "Projections", "Replicator",
+            dependencies: ["EventLog", "Domain", "Projections", "Replicator", "LegacyImport",
                            .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]
         ),
         // A hub on PostgreSQL: frames, cursors and origin owners in a database shared by serve nodes.
@@ -175,7 +182,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LogbookTests",
-            dependencies: ["TestSupport", "Logbook", "LogbookServer", "TodoCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TestSupport", "Logbook", "LegacyImport", "LogbookServer", "TodoCore", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "EventLogTests",

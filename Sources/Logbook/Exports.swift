@@ -4,3 +4,4 @@
 @_exported import EventLog
 @_exported import Projections
 @_exported import Replicator
+@_exported import LegacyImport

@@ -3,6 +3,7 @@ import Domain
 import EventLog
 import Foundation
 import GRDB
+import LegacyImport
 import Projections
 
 extension Logbook {
@@ -20,6 +21,14 @@ extension Logbook {
     ///   and (done, total) within it.
     @discardableResult
     public func importLegacy(from path: String, progress: ((String, Int, Int) -> Void)? = nil) throws -> LegacyImportReport {
+        do {
+            return try importingLegacy(from: path, progress: progress)
+        } catch let e as LegacyError {
+            throw LogbookError(.invalid, e.message, hint: e.hint)
+        }
+    }
+
+    private func importingLegacy(from path: String, progress: ((String, Int, Int) -> Void)?) throws -> LegacyImportReport {
         let w = try requireWriter("import-legacy")
         let imports = store.layout.imports
         try FileManager.default.createDirectory(atPath: imports, withIntermediateDirectories: true)

@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import GRDB
 @testable import Logbook
+@testable import LegacyImport
 import Testing
 
 /// `import-legacy` (issue 11 §1) over the fixtures `fixtures/legacy/make-fixtures.py` writes.

@@ -76,34 +76,55 @@ public struct LegacyImportReport: Sendable, Codable, Equatable {
 
     /// Lists are cut at this many entries (the counts are whole).
     public static let listedMax = 100
+
+    package init(file: String, format: String, sha256: String, bytes: Int, backup: String, origin: String, events: Int,
+                 alreadyHeld: Int, tables: [String: Table], keptAside: [Aside], orphans: [Orphan], adjusted: [Adjusted],
+                 adjustedCount: Int, settingsImported: Int, settingsKept: Int, leftBehind: [String]) {
+        self.file = file
+        self.format = format
+        self.sha256 = sha256
+        self.bytes = bytes
+        self.backup = backup
+        self.origin = origin
+        self.events = events
+        self.alreadyHeld = alreadyHeld
+        self.tables = tables
+        self.keptAside = keptAside
+        self.orphans = orphans
+        self.adjusted = adjusted
+        self.adjustedCount = adjustedCount
+        self.settingsImported = settingsImported
+        self.settingsKept = settingsKept
+        self.leftBehind = leftBehind
+    }
 }
 
 /// Turns a legacy app's data into events of an origin of its own (docs/IMPORT.md).
-struct LegacyImporter {
+package struct LegacyImporter {
     /// Changing how rows map to events changes this, and with it the origin: an import made by
     /// another mapping never forks the log of an earlier one.
-    static let mappingVersion = "logbook-legacy-import-1"
-    static let idNamespace = UUID(uuidString: "3c0a5f6e-8d1b-4b7a-9e2c-6f4d8a1b2c3e")!
-    static let droppedColumns: Set<String> = ["ck_record_name", "ck_change_tag", "ck_system_fields", "needs_push"]
+    package static let mappingVersion = "logbook-legacy-import-1"
+    package static let idNamespace = UUID(uuidString: "3c0a5f6e-8d1b-4b7a-9e2c-6f4d8a1b2c3e")!
+    package static let droppedColumns: Set<String> = ["ck_record_name", "ck_change_tag", "ck_system_fields", "needs_push"]
 
-    let format: LegacyFormat
-    let fileTimeMillis: UInt64
-    let nowMillis: UInt64
-    var report: LegacyImportReport
+    package let format: LegacyFormat
+    package let fileTimeMillis: UInt64
+    package let nowMillis: UInt64
+    package var report: LegacyImportReport
 
     /// An event to be, with the time it carries.
-    struct Pending {
-        var millis: UInt64
-        var order: Int
-        var mutation: Mutation
+    package struct Pending {
+        package var millis: UInt64
+        package var order: Int
+        package var mutation: Mutation
     }
-    var pending: [Pending] = []
-    var settings: [(String, String)] = []
+    package var pending: [Pending] = []
+    package var settings: [(String, String)] = []
     private var order = 0
     /// Field names of the columns seen so far (a column's name is worked out once).
     private var fieldNames: [String: String] = [:]
 
-    init(format: LegacyFormat, fileTimeMillis: UInt64, nowMillis: UInt64, report: LegacyImportReport) {
+    package init(format: LegacyFormat, fileTimeMillis: UInt64, nowMillis: UInt64, report: LegacyImportReport) {
         self.format = format
         self.fileTimeMillis = fileTimeMillis
         self.nowMillis = nowMillis
@@ -114,7 +135,7 @@ struct LegacyImporter {
 
     /// A row's id as Logbook's: a UUID lowercased; an integer (or its digits) as the UUIDv5 of
     /// (table, id), so references made with it still meet.
-    static func uuid(_ v: LegacyValue, table: String) -> UUID? {
+    package static func uuid(_ v: LegacyValue, table: String) -> UUID? {
         switch v {
         case .integer(let i): return UUIDv5.make(namespace: idNamespace, name: Array("\(table):\(i)".utf8))
         case .text(let s):
@@ -138,7 +159,7 @@ struct LegacyImporter {
     /// Milliseconds since the epoch of a legacy time: ISO 8601 text (`T` or a space between date
     /// and time; no zone means UTC), Unix seconds (integer or real), or Unix milliseconds (an
     /// integer above 10^11).
-    static func millis(_ v: LegacyValue) -> UInt64? {
+    package static func millis(_ v: LegacyValue) -> UInt64? {
         switch v {
         case .integer(let i):
             guard i >= 0 else { return nil }
@@ -163,7 +184,7 @@ struct LegacyImporter {
     /// Milliseconds of ISO 8601 text: `YYYY-MM-DD`, then optionally `T` (or a space) and
     /// `HH:MM[:SS[.fraction]]`, then optionally `Z` or an offset `±HH:MM`, `±HHMM` or `±HH` (none: UTC).
     /// Parsed by hand: a formatter per value cost a hundred microseconds.
-    static func isoMillis(_ s: String) -> UInt64? {
+    package static func isoMillis(_ s: String) -> UInt64? {
         let b = Array(s.utf8)
         func digits(_ at: Int, _ n: Int) -> Int? {
             guard at + n <= b.count else { return nil }
@@ -226,7 +247,7 @@ struct LegacyImporter {
     // MARK: Values
 
     /// A field's value as its kind holds it, or nil when it cannot be held without loss.
-    static func convert(_ v: LegacyValue, to kind: FieldKind?) -> FieldValue? {
+    package static func convert(_ v: LegacyValue, to kind: FieldKind?) -> FieldValue? {
         switch (kind, v) {
         case (_, .null): return .null
         case (.timestamp?, .text(let s)) where FieldRules.check("due_at", .text(s)) == nil: return .text(s)
@@ -262,7 +283,7 @@ struct LegacyImporter {
     }
 
     /// Any value as a field value: text for bytes (base64) and JSON.
-    static func plain(_ v: LegacyValue) -> FieldValue {
+    package static func plain(_ v: LegacyValue) -> FieldValue {
         switch v {
         case .null: .null
         case .integer(let i): .integer(i)
@@ -275,7 +296,7 @@ struct LegacyImporter {
     }
 
     /// A column name as a field name: lowercase letters, digits and `_`, starting with a letter.
-    static func fieldName(_ column: String) -> String {
+    package static func fieldName(_ column: String) -> String {
         var out = String(column.lowercased().unicodeScalars.map { s -> Character in
             (s >= "a" && s <= "z") || (s >= "0" && s <= "9") || s == "_" ? Character(s) : "_"
         })
@@ -286,7 +307,7 @@ struct LegacyImporter {
     // MARK: Rows
 
     /// Which table a reference column points into, per source table.
-    static func referenceTable(_ column: String, in table: String) -> String? {
+    package static func referenceTable(_ column: String, in table: String) -> String? {
         switch column {
         case "parent_id": table == "folders" ? "folders" : "items"
         case "item_id": "items"
@@ -297,14 +318,14 @@ struct LegacyImporter {
         }
     }
 
-    mutating func aside(_ table: String, _ row: LegacyRow, id: String?, _ reason: String) {
+    package mutating func aside(_ table: String, _ row: LegacyRow, id: String?, _ reason: String) {
         report.tables[table, default: .init()].keptAside += 1
         if report.keptAside.count < LegacyImportReport.listedMax {
             report.keptAside.append(.init(table: table, row: row.number, id: id, reason: reason))
         }
     }
 
-    mutating func adjusted(_ table: String, _ row: LegacyRow, _ column: String, to: String, _ reason: String) {
+    package mutating func adjusted(_ table: String, _ row: LegacyRow, _ column: String, to: String, _ reason: String) {
         report.adjustedCount += 1
         if report.adjusted.count < LegacyImportReport.listedMax {
             report.adjusted.append(.init(table: table, row: row.number, column: column, to: to, reason: reason))
@@ -315,7 +336,7 @@ struct LegacyImporter {
     /// - Parameters:
     ///   - renames: source columns read under another field name (seed 003's `type`).
     ///   - extra: fields the caller adds (a folder's item_type, notes gathered from another table).
-    mutating func row(_ row: LegacyRow, table: String, entity: Entity, renames: [String: String] = [:], extra: [Field] = []) -> UUID? {
+    package mutating func row(_ row: LegacyRow, table: String, entity: Entity, renames: [String: String] = [:], extra: [Field] = []) -> UUID? {
         report.tables[table, default: .init()].read += 1
         let spec = DomainSchema.spec(for: entity)
         var fields: [String: FieldValue] = [:]
@@ -423,7 +444,7 @@ struct LegacyImporter {
     /// row order: the report, the events and their order are those of mapping them one by one.
     /// - Parameter done: called on this thread after each round with the rows mapped so far.
     /// - Returns: the ids of the rows that became entities, in row order.
-    mutating func rows(_ rows: [LegacyRow], table: String, entity: Entity, shareRows: Int = 8_192, done: (Int) -> Void = { _ in }) -> [UUID] {
+    package mutating func rows(_ rows: [LegacyRow], table: String, entity: Entity, shareRows: Int = 8_192, done: (Int) -> Void = { _ in }) -> [UUID] {
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, 8))
         var ids: [UUID] = []
         ids.reserveCapacity(rows.count)
@@ -499,7 +520,7 @@ struct LegacyImporter {
     }
 
     /// Reports references to rows the file does not hold (the rows are imported all the same).
-    mutating func noteOrphans(ids: [String: Set<UUID>]) {
+    package mutating func noteOrphans(ids: [String: Set<UUID>]) {
         let checks: [(Entity, String, String, String)] = [
             (.item, "items", "parent_id", "items"), (.itemTag, "item_tags", "item_id", "items"), (.itemTag, "item_tags", "tag_id", "tags"),
             (.timeEntry, "time_entries", "item_id", "items"),
@@ -523,12 +544,12 @@ struct LegacyImporter {
 
 extension InputError {
     /// The error's text without the position (the report names the row itself).
-    var message: String { "\(self)" }
+    package var message: String { "\(self)" }
 }
 
 extension LegacyImportReport.Table {
     /// Adds another share's counts of the same table.
-    mutating func add(_ o: Self) {
+    package mutating func add(_ o: Self) {
         read += o.read
         deleted += o.deleted
         imported += o.imported

@@ -3,7 +3,7 @@ import Foundation
 import GRDB
 
 /// A value read from a legacy app's data, before it is mapped to a field.
-enum LegacyValue: Equatable {
+package enum LegacyValue: Equatable {
     case null
     case integer(Int64)
     case real(Double)
@@ -15,7 +15,7 @@ enum LegacyValue: Equatable {
     case json(String)
 
     /// The value as it would print: for reports.
-    var display: String {
+    package var display: String {
         switch self {
         case .null: "null"
         case .integer(let i): String(i)
@@ -29,19 +29,19 @@ enum LegacyValue: Equatable {
 }
 
 /// One row of a legacy table: its columns in order, with their values.
-struct LegacyRow {
+package struct LegacyRow {
     /// The row's place in its table (1-based), as the report names it.
-    var number: Int
-    var columns: [(name: String, value: LegacyValue)]
+    package var number: Int
+    package var columns: [(name: String, value: LegacyValue)]
 
-    subscript(_ name: String) -> LegacyValue? {
+    package subscript(_ name: String) -> LegacyValue? {
         columns.first { $0.name == name }?.value
     }
 }
 
-struct LegacyTable {
-    var name: String
-    var rows: [LegacyRow]
+package struct LegacyTable {
+    package var name: String
+    package var rows: [LegacyRow]
 }
 
 /// The shapes `import-legacy` reads (docs/IMPORT.md).
@@ -56,44 +56,44 @@ public enum LegacyFormat: String, Sendable {
 }
 
 /// Reads a legacy file into tables. The file is a kept copy (the backup), never the user's own.
-enum LegacySource {
-    static let syncedTables = ["items", "tags", "item_tags", "time_entries", "saved_searches", "app_settings"]
+package enum LegacySource {
+    package static let syncedTables = ["items", "tags", "item_tags", "time_entries", "saved_searches", "app_settings"]
 
     /// The largest legacy file `import-legacy` reads (a task manager's data is far smaller).
-    static let fileBytesMax = Bounds.legacyFileBytesMax
+    package static let fileBytesMax = Bounds.legacyFileBytesMax
     /// What reading a table may yield beyond the bytes its file holds: values are stored in the
     /// file, so more than this means something computes them as they are read (a column's
     /// default written into the schema by hand, say), and the import stops instead of filling
     /// memory.
-    static func valueBytesMax(fileBytes: Int) -> Int { fileBytes.multipliedReportingOverflow(by: 4).partialValue + (64 << 20) }
-    static let v1Tables = ["folders", "items", "tags", "notes", "item_tags"]
+    package static func valueBytesMax(fileBytes: Int) -> Int { fileBytes.multipliedReportingOverflow(by: 4).partialValue + (64 << 20) }
+    package static let v1Tables = ["folders", "items", "tags", "notes", "item_tags"]
 
     /// Tells the format from the file's first bytes (and, for SQLite, its tables).
-    static func detect(_ path: String, tables sqliteTables: () throws -> [String]) throws -> LegacyFormat {
-        guard let h = FileHandle(forReadingAtPath: path) else { throw LogbookError(.invalid, "\(path): cannot be opened for reading") }
+    package static func detect(_ path: String, tables sqliteTables: () throws -> [String]) throws -> LegacyFormat {
+        guard let h = FileHandle(forReadingAtPath: path) else { throw LegacyError(.invalid, "\(path): cannot be opened for reading") }
         defer { try? h.close() }
         let head = (try? h.read(upToCount: 64)) ?? Data()
         if head.starts(with: Array("SQLite format 3\u{0}".utf8)) {
             let tables = Set(try sqliteTables())
             if tables.contains("folders") && tables.contains("notes") && tables.contains("items") { return .v1SQLite }
             if tables.contains("items") { return .syncedSQLite }
-            throw LogbookError(.invalid, "\(path): an SQLite database without an items table is not a shape import-legacy knows (tables: \(tables.sorted().map { printable($0, limit: 40) }.joined(separator: ", ")))",
+            throw LegacyError(.invalid, "\(path): an SQLite database without an items table is not a shape import-legacy knows (tables: \(tables.sorted().map { printable($0, limit: 40) }.joined(separator: ", ")))",
                                hint: "docs/IMPORT.md lists the shapes")
         }
         if let first = head.first(where: { ![0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }), first == UInt8(ascii: "{") { return .jsonExport }
-        throw LogbookError(.invalid, "\(path): neither an SQLite database nor a JSON export (an object of tables): not a shape import-legacy knows",
+        throw LegacyError(.invalid, "\(path): neither an SQLite database nor a JSON export (an object of tables): not a shape import-legacy knows",
                            hint: "docs/IMPORT.md lists the shapes")
     }
 
     /// Opens a private copy of an SQLite file on a hardened connection: nothing the file holds
     /// (triggers, views, functions) runs; only tables are read.
-    static func openSQLite(_ path: String) throws -> DatabaseQueue {
+    package static func openSQLite(_ path: String) throws -> DatabaseQueue {
         do { return try SQLiteFactory.queue(path, .foreign) } catch {
-            throw LogbookError(.invalid, "\(path): not a readable SQLite database (\(error))")
+            throw LegacyError(.invalid, "\(path): not a readable SQLite database (\(error))")
         }
     }
 
-    static func sqliteTables(_ q: DatabaseQueue) throws -> [String] {
+    package static func sqliteTables(_ q: DatabaseQueue) throws -> [String] {
         try q.read { try String.fetchAll($0, sql: "SELECT name FROM sqlite_master WHERE type = 'table'") }
     }
 
@@ -101,12 +101,12 @@ enum LegacySource {
     /// Generated and hidden columns, views and virtual tables are refused (`SQLiteFactory.plainTable`):
     /// their values would be computed as they are read. So is a table whose values add up to
     /// more than `valueBytesMax(fileBytes:)`.
-    static func readSQLite(_ q: DatabaseQueue, table: String, file: String, fileBytes: Int) throws -> LegacyTable? {
+    package static func readSQLite(_ q: DatabaseQueue, table: String, file: String, fileBytes: Int) throws -> LegacyTable? {
         try q.read { db -> LegacyTable? in
             do {
                 guard try SQLiteFactory.plainTable(db, table, file: file) else { return nil }
             } catch let e as DatabaseError {
-                throw LogbookError(.invalid, e.message ?? "\(file): table \(table) refused", hint: "nothing was imported")
+                throw LegacyError(.invalid, e.message ?? "\(file): table \(table) refused", hint: "nothing was imported")
             }
             let valueBytesMax = valueBytesMax(fileBytes: fileBytes)
             var valueBytes = 0
@@ -136,7 +136,7 @@ enum LegacySource {
                     columns.append((names[k], value))
                 }
                 guard valueBytes <= valueBytesMax else {
-                    throw LogbookError(.invalid, "\(file): table \(table), row \(rows.count + 1): the values read so far add up to \(valueBytes) bytes, more than the \(valueBytesMax) a file of \(fileBytes) bytes can hold; something computes them as they are read",
+                    throw LegacyError(.invalid, "\(file): table \(table), row \(rows.count + 1): the values read so far add up to \(valueBytes) bytes, more than the \(valueBytesMax) a file of \(fileBytes) bytes can hold; something computes them as they are read",
                                        hint: "nothing was imported")
                 }
                 rows.append(LegacyRow(number: rows.count + 1, columns: columns))
@@ -146,29 +146,29 @@ enum LegacySource {
     }
 
     /// The tables of a JSON export, and the keys that are not tables import-legacy knows.
-    static func readJSON(_ path: String) throws -> ([LegacyTable], [String]) {
+    package static func readJSON(_ path: String) throws -> ([LegacyTable], [String]) {
         let data: Data
         do { data = try Data(contentsOf: URL(fileURLWithPath: path)) } catch {
-            throw LogbookError(.invalid, "\(path): cannot be read (\(error))")
+            throw LegacyError(.invalid, "\(path): cannot be read (\(error))")
         }
         let object: JSONValue
         do { object = try JSONDecoder().decode(JSONValue.self, from: data) } catch {
-            throw LogbookError(.invalid, "\(path): not valid JSON (\(error))")
+            throw LegacyError(.invalid, "\(path): not valid JSON (\(error))")
         }
         guard case .object(let top) = object else {
-            throw LogbookError(.invalid, "\(path): a JSON export is one object whose keys are table names; this is not an object")
+            throw LegacyError(.invalid, "\(path): a JSON export is one object whose keys are table names; this is not an object")
         }
         var tables: [LegacyTable] = []
         var leftBehind: [String] = []
         for key in top.keys.sorted() {
             guard syncedTables.contains(key) else { leftBehind.append(key); continue }
             guard case .array(let array) = top[key]! else {
-                throw LogbookError(.invalid, "\(path): key \"\(printable(key, limit: 40))\" must hold an array of row objects")
+                throw LegacyError(.invalid, "\(path): key \"\(printable(key, limit: 40))\" must hold an array of row objects")
             }
             var rows: [LegacyRow] = []
             for (i, element) in array.enumerated() {
                 guard case .object(let o) = element else {
-                    throw LogbookError(.invalid, "\(path): \(key)[\(i)] (row \(i + 1)) is not an object")
+                    throw LegacyError(.invalid, "\(path): \(key)[\(i)] (row \(i + 1)) is not an object")
                 }
                 rows.append(LegacyRow(number: i + 1, columns: o.keys.sorted().map { k in (k.lowercased(), o[k]!.legacy) }))
             }
@@ -179,10 +179,10 @@ enum LegacySource {
 }
 
 /// Any JSON value, decoded strictly: `true` is a boolean, `1` an integer, `1.5` a real.
-enum JSONValue: Decodable {
+package enum JSONValue: Decodable {
     case null, boolean(Bool), integer(Int64), real(Double), text(String), array([JSONValue]), object([String: JSONValue])
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .boolean(b) }
@@ -193,7 +193,7 @@ enum JSONValue: Decodable {
         else { self = .object(try c.decode([String: JSONValue].self)) }
     }
 
-    var legacy: LegacyValue {
+    package var legacy: LegacyValue {
         switch self {
         case .null: .null
         case .boolean(let b): .boolean(b)
@@ -205,7 +205,7 @@ enum JSONValue: Decodable {
     }
 
     /// Compact JSON text, keys sorted.
-    var jsonText: String {
+    package var jsonText: String {
         switch self {
         case .null: "null"
         case .boolean(let b): b ? "true" : "false"
@@ -216,4 +216,19 @@ enum JSONValue: Decodable {
         case .object(let o): "{" + o.keys.sorted().map { JSONValue.text($0).jsonText + ":" + o[$0]!.jsonText }.joined(separator: ",") + "}"
         }
     }
+}
+
+/// A legacy file this import refuses, and why (the file, the table, the row); `Logbook` hands it
+/// on as a `LogbookError` of kind `.invalid` with the same message and hint.
+package struct LegacyError: Error, CustomStringConvertible, Sendable {
+    package enum Kind: Sendable { case invalid }
+    package var message: String
+    package var hint: String?
+
+    package init(_ kind: Kind, _ message: String, hint: String? = nil) {
+        self.message = message
+        self.hint = hint
+    }
+
+    package var description: String { message + (hint.map { "\nhint: \($0)" } ?? "") }
 }
