@@ -6,9 +6,14 @@ import Observation
 /// from another thread.
 ///
 /// ```swift
-/// @State var inbox = LiveQuery(book, initial: []) { try $0.items(.init(search: "inbox")) }
-/// // in a view: ForEach(inbox.value, id: \.id) { … }
+/// @Observable final class AppModel {           // made once, for the app's lifetime
+///     let inbox: LiveQuery<[ItemRow]>
+///     init(book: Logbook) { inbox = LiveQuery(book, initial: []) { try $0.items(.init(search: "inbox")) } }
+/// }
+/// // in a view: ForEach(model.inbox.value, id: \.id) { … }
 /// ```
+/// Make it once (an app model, not a view's `@State` initial value, which SwiftUI evaluates at
+/// every rebuild of the view): each one follows the store until released.
 ///
 /// The query is `Logbook.observe(_:)`'s: it runs again only after a commit that wrote a table it
 /// read, and `value` is set only when the result differs. `error` holds what ended it, if

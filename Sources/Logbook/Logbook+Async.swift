@@ -7,17 +7,24 @@ import Foundation
 /// event loop never waits on the disk (GRDB's `DatabaseWriter.write` is the model). In an async
 /// context Swift picks these forms; the synchronous ones stay for command-line code and threads.
 ///
-/// Writes keep their order: they are serialized by the store exactly as the synchronous forms are.
+/// Writes from async code go through one serial queue per Logbook: they hold one thread at
+/// most and run in the order submitted; reads run side by side on a shared queue.
 extension Logbook {
     /// The queue blocking work runs on: concurrent (reads run side by side, writes serialize
     /// inside the store), and never the caller's own thread.
     static let blockingWork = DispatchQueue(label: "logbook.blocking", qos: .userInitiated, attributes: .concurrent)
 
-    /// Runs `work` on `blockingWork` and resumes the caller with its result.
-    static func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `work` on `queue` (`blockingWork` by default) and resumes the caller with its result.
+    static func offThread<T: Sendable>(on queue: DispatchQueue = blockingWork, _ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            blockingWork.async { continuation.resume(with: Result { try work() }) }
+            queue.async { continuation.resume(with: Result { try work() }) }
         }
+    }
+
+    /// Runs a write on this Logbook's serial queue: writes from async code hold one thread at
+    /// most, and run in the order they were submitted.
+    func offThreadWriting<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await Self.offThread(on: writes, work)
     }
 
     // MARK: Opening and closing
@@ -36,7 +43,7 @@ extension Logbook {
 
     /// `close()` off the caller's thread (it fsyncs and lets the lock go).
     public func close() async throws {
-        try await Self.offThread { try self.close() }
+        try await offThreadWriting { try self.close() }
     }
 
     // MARK: Writes
@@ -44,58 +51,58 @@ extension Logbook {
     /// `append(_:)` off the caller's thread: returns once the events are durable and projected.
     @discardableResult
     public func append(_ changes: [Change]) async throws -> AppendResult {
-        try await Self.offThread { try self.append(changes) }
+        try await offThreadWriting { try self.append(changes) }
     }
 
     /// `append(ndjson:)` off the caller's thread.
     @discardableResult
     public func append(ndjson text: String) async throws -> AppendResult {
-        try await Self.offThread { try self.append(ndjson: text) }
+        try await offThreadWriting { try self.append(ndjson: text) }
     }
 
     /// `create(_:id:)` off the caller's thread.
     @discardableResult
     public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) async throws -> UUID {
-        try await Self.offThread { try self.create(values, id: id) }
+        try await offThreadWriting { try self.create(values, id: id) }
     }
 
     /// `update(_:_:)` off the caller's thread.
     public func update<V: EntityValues>(_ id: UUID, _ values: V) async throws {
-        try await Self.offThread { try self.update(id, values) }
+        try await offThreadWriting { try self.update(id, values) }
     }
 
     /// `delete(_:_:)` off the caller's thread.
     public func delete(_ entity: Entity, _ id: UUID) async throws {
-        try await Self.offThread { try self.delete(entity, id) }
+        try await offThreadWriting { try self.delete(entity, id) }
     }
 
     /// `restore(_:_:)` off the caller's thread.
     public func restore(_ entity: Entity, _ id: UUID) async throws {
-        try await Self.offThread { try self.restore(entity, id) }
+        try await offThreadWriting { try self.restore(entity, id) }
     }
 
     /// `resolve(conflict:keep:)` off the caller's thread.
     @discardableResult
     public func resolve(conflict id: Int64, keep side: Side) async throws -> Resolution {
-        try await Self.offThread { try self.resolve(conflict: id, keep: side) }
+        try await offThreadWriting { try self.resolve(conflict: id, keep: side) }
     }
 
     /// `purge(deletedBefore:)` off the caller's thread.
     @discardableResult
     public func purge(deletedBefore date: Date) async throws -> [String: Int] {
-        try await Self.offThread { try self.purge(deletedBefore: date) }
+        try await offThreadWriting { try self.purge(deletedBefore: date) }
     }
 
     /// `compact(withoutPeers:)` off the caller's thread.
     @discardableResult
     public func compact(withoutPeers: Bool = false) async throws -> Compactor.Report {
-        try await Self.offThread { try self.compact(withoutPeers: withoutPeers) }
+        try await offThreadWriting { try self.compact(withoutPeers: withoutPeers) }
     }
 
     /// `importBundle(_:)` off the caller's thread.
     @discardableResult
     public func importBundle(_ file: String) async throws -> ReceiveResult {
-        try await Self.offThread { try self.importBundle(file) }
+        try await offThreadWriting { try self.importBundle(file) }
     }
 
     /// `exportBundle(to:since:)` off the caller's thread.
@@ -107,7 +114,7 @@ extension Logbook {
     /// `importLegacy(from:)` off the caller's thread.
     @discardableResult
     public func importLegacy(from path: String) async throws -> LegacyImportReport {
-        try await Self.offThread { try self.importLegacy(from: path) }
+        try await offThreadWriting { try self.importLegacy(from: path) }
     }
 
     // MARK: Reads

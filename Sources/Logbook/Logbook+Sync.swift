@@ -104,6 +104,7 @@ extension Logbook {
 
     /// The peers this store exchanged with, their last cursor, time and error.
     public func peers() throws -> [PeerState.Peer] {
+        RegionRecorder.readsOutsideTheProjection()
         // Read without creating or writing the file: a reader never needs to write.
         return try PeerState.peers(of: store)
     }

@@ -1,6 +1,7 @@
 import Domain
 import EventLog
 import Foundation
+import GRDB
 import Projections
 import Replicator
 
@@ -101,7 +102,11 @@ public final class Logbook: @unchecked Sendable {
     let options: Options
     let writer: ProjectedStore?
     private let state = NSLock()
+    /// The queue the async forms of writes run on, one after another (Logbook+Async.swift).
+    let writes = DispatchQueue(label: "logbook.writes", qos: .userInitiated)
     private var closed = false
+    /// True once `close()` was called.
+    var isClosed: Bool { state.withLock { closed } }
 
     init(store: Store, access: Access, options: Options, projection: Projection?, writer: ProjectedStore?, recovery: RecoveryReport?, behind: UInt64) {
         self.store = store
@@ -489,6 +494,7 @@ public final class Logbook: @unchecked Sendable {
 
     /// The history of entity `id`: its events in merge order (hlc, origin, seq).
     public func history(of entity: Entity, id: UUID) throws -> History {
+        RegionRecorder.readsOutsideTheProjection()
         let events = try projection.history(entity: entity, id: id)
         var holds: [UUID: [String]] = [:]
         for (field, s) in try projection.fieldSources(entity: entity, id: id).sorted(by: { $0.key < $1.key }) {
@@ -506,7 +512,10 @@ public final class Logbook: @unchecked Sendable {
     public func anomalies() throws -> [AnomalyRow] { try projection.anomalies() }
 
     /// The store's cursor: the last seq held of every origin.
-    public func cursor() throws -> ReplicationCursor { try store.cursor() }
+    public func cursor() throws -> ReplicationCursor {
+        RegionRecorder.readsOutsideTheProjection()
+        return try store.cursor()
+    }
 
     /// What to list of the log.
     public struct EventFilter: Sendable {
@@ -536,6 +545,7 @@ public final class Logbook: @unchecked Sendable {
     /// Calls `body` with each event the filter lets through, per origin in seq order, until it
     /// returns false. Reads the log itself (checked frame by frame), not the projection.
     public func forEachEvent(_ filter: EventFilter = EventFilter(), _ body: (Event) throws -> Bool) throws {
+        RegionRecorder.readsOutsideTheProjection()
         let origins = try filter.origin.map { [$0] } ?? store.origins()
         let sinceMs = filter.since.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
         let untilMs = filter.until.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
@@ -638,6 +648,8 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         case notFound
         /// The request cannot be carried out as asked.
         case invalid
+        /// Another layer failed underneath (`code` says how, `underlying` with what).
+        case failed
     }
 
     /// What failed, to match on. Its text (`description`) is stable: scripts and logs may use it.
@@ -707,6 +719,7 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         case .closed: code = .closed
         case .notFound: code = .notFound
         case .invalid: code = .invalid
+        case .failed: code = .other
         }
     }
 
@@ -717,7 +730,7 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
             self = e
             return
         }
-        self.init(.invalid, String(describing: error))
+        self.init(.failed, String(describing: error))
         underlying = error
         switch error {
         case let e as InputError:
@@ -751,6 +764,14 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
             switch p {
             case .notFound: code = .notFound
             case .invalid: code = .invalid
+            case .damagedClocks: code = .damaged
+            default: code = .database
+            }
+        case let d as DatabaseError:
+            switch d.resultCode {
+            case .SQLITE_CORRUPT, .SQLITE_NOTADB: code = .damaged
+            case .SQLITE_FULL: code = .diskFull
+            case .SQLITE_BUSY, .SQLITE_LOCKED: code = .locked
             default: code = .database
             }
         case is CancellationError:
@@ -794,7 +815,8 @@ extension Logbook {
     /// What the store holds (origins, events, segments, bytes), its peers, and the events the
     /// projection did not understand. Reads the projection file without writing to it.
     public func status() throws -> LogbookStatus {
-        LogbookStatus(log: try store.status(), peers: try peers(),
+        RegionRecorder.readsOutsideTheProjection()
+        return LogbookStatus(log: try store.status(), peers: try peers(),
                       unread: (try? Projection.unreadEvents(at: Projection.path(for: store))) ?? [])
     }
 }

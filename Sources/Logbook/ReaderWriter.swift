@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import GRDB
 
@@ -148,23 +149,43 @@ public final class LogbookWriter: Sendable {
         try LogbookError.door { try burst(body) }
     }
 
+    /// The writer whose burst runs on this thread or task, to refuse a write from inside one
+    /// (it would wait forever on its own burst).
+    @TaskLocal private static var inBurst: ObjectIdentifier?
+
     private func burst<T>(_ body: (Logbook) throws -> T) throws -> T {
-        try bursts.withLock {
-            let book = try Logbook.open(reader.book.store, access: .readWrite, options: options)
-            do {
-                let result = try body(book)
-                try book.close()
-                return result
-            } catch {
+        guard Self.inBurst != ObjectIdentifier(self) else {
+            throw LogbookError(.invalid, "a write inside a write of the same LogbookWriter",
+                               hint: "use the Logbook the burst hands its body")
+        }
+        return try Self.$inBurst.withValue(ObjectIdentifier(self)) {
+            try bursts.withLock {
+                guard !reader.book.isClosed else { throw LogbookError(.closed, "the LogbookWriter is closed") }
+                let book = try Logbook.open(reader.book.store, access: .readWrite, options: options)
+                let result: T
+                do {
+                    result = try body(book)
+                } catch {
+                    try? book.close()
+                    throw error
+                }
+                // What the body appended is durable and projected: a failure to close now (the
+                // derived segment and event-id indexes, rebuilt at the next open) loses nothing,
+                // and reporting it would invite a retry that appends twice. The lock goes anyway.
                 try? book.close()
-                throw error
+                return result
             }
         }
     }
 
-    /// `write(_:)` off the caller's thread.
+    /// Bursts submitted from async code run one after another, in the order submitted.
+    private let queue = DispatchQueue(label: "logbook.writer", qos: .userInitiated)
+
+    /// `write(_:)` off the caller's thread; bursts from async code run in the order submitted.
     public func write<T: Sendable>(_ body: @escaping @Sendable (Logbook) throws -> T) async throws -> T {
-        try await Logbook.offThread { try self.write(body) }
+        try await withCheckedThrowingContinuation { continuation in
+            queue.async { continuation.resume(with: Result { try self.write(body) }) }
+        }
     }
 
     @discardableResult
@@ -208,7 +229,9 @@ public final class LogbookWriter: Sendable {
     }
 
     /// Pulls what `peer` holds and this store lacks; bootstraps from its snapshot when it no
-    /// longer holds the log from this store's cursor. The lock is taken for each page received.
+    /// longer holds the log from this store's cursor. The lock is taken at the first page that
+    /// brings frames and held to the end of the pull: a burst meanwhile, from this process or
+    /// another, waits up to `lockWait` and then throws `.locked` (retry it after the sync).
     public func pull(from peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
         try await LogbookError.door { try await reader.book.pull(from: peer, progress: progress) }
     }

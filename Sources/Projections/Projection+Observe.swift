@@ -4,7 +4,7 @@ import Foundation
 import GRDB
 
 /// The tables a query read, recorded while it runs (`Projection.observe`).
-final class RegionRecorder: @unchecked Sendable {
+package final class RegionRecorder: @unchecked Sendable {
     /// The recorder of the query running on this task or thread, if any.
     @TaskLocal static var current: RegionRecorder?
 
@@ -13,6 +13,13 @@ final class RegionRecorder: @unchecked Sendable {
 
     func add(_ region: DatabaseRegion) { lock.withLock { recorded.formUnion(region) } }
     var region: DatabaseRegion { lock.withLock { recorded } }
+
+    /// The query read something whose tables cannot be named (the log, peers, a statement that
+    /// would not prepare again): it runs after every commit.
+    func readEverything() { lock.withLock { recorded = .fullDatabase } }
+
+    /// Says, for an observed query running now, that it read outside the projection.
+    package static func readsOutsideTheProjection() { current?.readEverything() }
 }
 
 /// Collects the SQL of the statements a connection runs while traced.
@@ -34,9 +41,12 @@ extension Projection {
             defer { db.trace(options: [], nil) }
             let result = try body(db)
             db.trace(options: [], nil)
-            for sql in Set(log.sql) {
-                // A trigger's program is traced as a comment; it prepares to nothing.
-                if let statement = try? db.makeStatement(sql: sql) { recorder.add(statement.databaseRegion) }
+            for sql in Set(log.sql) where !sql.hasPrefix("--") {  // a trigger's program is traced as a comment
+                if let statement = try? db.makeStatement(sql: sql) {
+                    recorder.add(statement.databaseRegion)
+                } else {
+                    recorder.readEverything()
+                }
             }
             return result
         }

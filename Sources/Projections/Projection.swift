@@ -193,7 +193,7 @@ public final class Projection: @unchecked Sendable {
     /// Events the projection holds in the log but did not understand entirely when it applied
     /// them (a newer build's entity, op or schema version), counted by kind.
     public func unreadEvents() throws -> [UnreadEvents] {
-        try pool.read(Projection.unreadEvents)
+        try reading(Projection.unreadEvents)
     }
 
     /// `unreadEvents()` of the projection file at `path`, opened read-only (nothing is migrated
@@ -218,7 +218,7 @@ public final class Projection: @unchecked Sendable {
 
     /// The projection's cursor: the last seq applied per origin.
     public func cursor() throws -> [ReplicaID: Seq] {
-        try pool.read(Projection.readCursor)
+        try reading(Projection.readCursor)
     }
 
     static func readCursor(_ db: Database) throws -> [ReplicaID: Seq] {

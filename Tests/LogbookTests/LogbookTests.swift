@@ -271,6 +271,27 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         try writer.close()
     }
 
+    /// What the review found: a write inside a write is refused (it would wait on itself), a
+    /// query that also reads the log runs after every commit, and an empty path is no store.
+    @Test func theDoorRefusesWhatWouldHangOrMiss() async throws {
+        let dir = TempDir()
+        let writer = try await LogbookWriter.open(at: dir.path + "/s", creating: true)
+        await #expect(throws: LogbookError.self) {
+            try await writer.write { _ in try writer.create(ItemValues(title: "inner")) }
+        }
+        #expect(try await writer.reader.items().isEmpty)
+
+        // The cursor comes from the log, not the projection: the query is woken by an item.
+        var seen = writer.reader.observe { r in [try r.cursor().origins.count, try r.tags().count] }.makeAsyncIterator()
+        #expect(try await seen.next() == [0, 0])
+        try await writer.create(ItemValues(title: "first"))
+        #expect(try await seen.next() == [1, 0])
+
+        await #expect(throws: LogbookError.self) { _ = try await LogbookWriter.open(at: "", creating: true) }
+        try writer.close()
+        await #expect(throws: LogbookError.self) { try await writer.create(ItemValues(title: "after close")) }
+    }
+
     @Test func concurrentAppendsFromManyTasksAllLand() async throws {
         let dir = TempDir()
         let book = try await Logbook.open(at: dir.path + "/a", creating: true)

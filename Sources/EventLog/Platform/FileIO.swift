@@ -159,6 +159,7 @@ enum FileIO {
     /// Creates `path` and every missing folder above it (as `mkdir -p` and `git init a/b` do), and
     /// makes each creation durable by fsyncing the folder it was made in.
     static func makeDirectories(_ path: String, op: String) throws {
+        guard !path.isEmpty else { throw LogError(.io, op, "no path given", file: path, errno: ENOENT) }
         var missing: [String] = []
         var p = path
         while !p.isEmpty, p != "/", !exists(p) {
