@@ -137,6 +137,34 @@ import Testing
         #expect(!events[2].hasExplicitEventID)
     }
 
+    /// An open that fails while catching the event-id index up (here: another origin's damaged
+    /// FLOOR, met before this store's own origin) records nothing: the index must not claim this
+    /// store's log indexed, or a retry of an event written before would be appended again.
+    @Test func anOpenThatFailsLeavesTheEventIDIndexUnclaimed() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let id1 = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            try a.append([item("a", eventID: id1), item("b")])
+            try a.close()
+        }
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store.layout.eventIDs + suffix) }
+        let other = ReplicaID("00000000-0000-4000-8000-000000000001")!
+        let otherDir = store.layout.originDirectory(other)
+        try FileManager.default.createDirectory(atPath: otherDir, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: otherDir + "/" + StoreLayout.floorName, contents: Data(repeating: 0x5A, count: 60))
+        do {
+            _ = try LogAppender(store: store, wallClock: ManualClock())
+            Issue.record("a damaged floor was opened")
+        } catch {}
+        try FileManager.default.removeItem(atPath: otherDir)
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        let retry = try b.append([item("a", eventID: id1)])
+        #expect(retry.appended == 0 && retry.duplicateCount == 1, "the retried event was appended again")
+        try b.close()
+    }
+
     /// A committed frame of this store's own log lost to damage: the next append would give
     /// new events its seq, which a peer may already hold with other content. Appends are
     /// refused, naming the evidence, until the lost frame comes back from a peer.

@@ -174,6 +174,10 @@ public final class LogAppender {
                 try catchUpIDs(tips)
             }
         } catch {
+            // Nothing of a failed open is recorded: `deinit` (which Swift runs when every stored
+            // property was set before the throw) must not close, which would write the indexes
+            // and claim this store's log indexed in an event-id index that never caught up.
+            closed = true
             lock.release()
             throw error
         }
