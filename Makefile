@@ -4,7 +4,7 @@ SWIFT ?= swift
 DEMO_STORE ?= ./demo/store
 EVCTL_DEBUG := .build/debug/evctl
 
-.PHONY: deps deps-core build test check demo hub-demo hub-load bench bench-cli bench-ui fixtures fuzz fuzz-build clean
+.PHONY: deps deps-core build test check generate demo hub-demo hub-load bench bench-cli bench-ui fixtures fuzz fuzz-build clean
 
 # System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
 # lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics), PostgreSQL (the hub's
@@ -136,6 +136,11 @@ fuzz: build fuzz-build
 # Rewrites fixtures/ after a deliberate format change (then review the diff and docs/FORMAT.md).
 fixtures: build
 	LOGBOOK_WRITE_FIXTURES=1 $(SWIFT) test --filter FixtureTests
+
+# Rewrites Sources/Logbook/Entities.swift from DomainSchema after a change to the domain (a field is
+# one FieldSpec line there); EntitySourceTests fails until this has been run.
+generate: deps-core
+	$(SWIFT) run entity-source Sources/Logbook/Entities.swift
 
 clean:
 	rm -rf .build .build-fuzz demo

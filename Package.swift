@@ -168,6 +168,9 @@ let package = Package(
         ),
         // Examples/: a to-do core an app developer can copy, and a command line over it.
         .target(name: "TodoCore", dependencies: ["Logbook"], path: "Examples/TodoCore/Sources/TodoCore"),
+        // The entity types of Sources/Logbook/Entities.swift, rendered from DomainSchema (make generate).
+        .target(name: "EntitySource", dependencies: ["Domain"]),
+        .executableTarget(name: "entity-source", dependencies: ["EntitySource", "Domain"]),
         .executableTarget(name: "todo", dependencies: ["TodoCore"], path: "Examples/TodoCore/Sources/todo"),
         // One TempDir and one ManualClock for every test target.
         .target(
@@ -182,7 +185,7 @@ let package = Package(
         ),
         .testTarget(
             name: "LogbookTests",
-            dependencies: ["TestSupport", "Logbook", "LegacyImport", "LogbookServer", "TodoCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["TestSupport", "Logbook", "LegacyImport", "LogbookServer", "TodoCore", "EntitySource", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "EventLogTests",

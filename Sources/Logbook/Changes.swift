@@ -1,6 +1,7 @@
 import Domain
 import EventLog
 import Foundation
+import GRDB
 
 /// One field's new value in a typed mutation: a value, or `clear` (null).
 ///
@@ -56,8 +57,9 @@ public protocol EntityValues: Sendable {
 }
 
 extension EntityValues {
-    /// No derived id: the entity has its own.
-    public var derivedID: UUID? { nil }
+    /// The id the schema derives from these fields for entities named by their contents
+    /// (`EntityIdentity`); nil for entities with ids of their own.
+    public var derivedID: UUID? { DomainSchema.spec(for: Self.entity).derivedID(fields) }
 }
 
 /// A day, as the date fields of occurrences hold it: `YYYY-MM-DD`.
@@ -129,304 +131,164 @@ public enum Timestamps {
     }
 }
 
-/// An item (a task, project, folder…): `items` in the projection.
-public struct ItemValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.item
-    /// The parent item (an item's place in the tree).
-    public var parentID: Edit<UUID>?
-    /// The `title` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var title: Edit<String>?
-    /// The `notes` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var notes: Edit<String>?
-    /// Free text such as `inbox`, `next`, `done`.
-    public var status: Edit<String>?
-    /// Free text such as `task`, `project`, `folder`.
-    public var itemType: Edit<String>?
-    /// The `sort_order` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var sortOrder: Edit<Double>?
-    /// The `due_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var dueAt: Edit<Date>?
-    /// The `earliest_start_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var earliestStartAt: Edit<Date>?
-    /// The `completed_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var completedAt: Edit<Date>?
-    /// An RFC 5545 RRULE.
-    public var recurrenceRule: Edit<String>?
-    /// The `priority` field (an integer; larger is more urgent).
-    public var priority: Edit<Int>?
-    /// The `importance` field (an integer; larger matters more).
-    public var importance: Edit<Int>?
-    /// The `location_name` field: a place's name.
-    public var locationName: Edit<String>?
-    /// The `location_address` field: a place's address.
-    public var locationAddress: Edit<String>?
-    /// The `latitude` field, in degrees.
-    public var latitude: Edit<Double>?
-    /// The `longitude` field, in degrees.
-    public var longitude: Edit<Double>?
-    /// Fields the schema does not describe: kept in the log, surfaced once a projection knows them.
-    public var extra: [Field] = []
+// The entity types themselves (`Item` and `Item.Values`, …) are made from DomainSchema:
+// Entities.swift. What follows is the sugar written by hand around them.
 
-    /// Values with the given fields set; every other field is left out.
-    public init(parentID: Edit<UUID>? = nil, title: Edit<String>? = nil, notes: Edit<String>? = nil, status: Edit<String>? = nil,
-                itemType: Edit<String>? = nil, sortOrder: Edit<Double>? = nil, dueAt: Edit<Date>? = nil,
-                earliestStartAt: Edit<Date>? = nil, completedAt: Edit<Date>? = nil, recurrenceRule: Edit<String>? = nil,
-                priority: Edit<Int>? = nil, importance: Edit<Int>? = nil, locationName: Edit<String>? = nil,
-                locationAddress: Edit<String>? = nil, latitude: Edit<Double>? = nil, longitude: Edit<Double>? = nil,
-                extra: [Field] = []) {
-        self.parentID = parentID
-        self.title = title
-        self.notes = notes
-        self.status = status
-        self.itemType = itemType
-        self.sortOrder = sortOrder
-        self.dueAt = dueAt
-        self.earliestStartAt = earliestStartAt
-        self.completedAt = completedAt
-        self.recurrenceRule = recurrenceRule
-        self.priority = priority
-        self.importance = importance
-        self.locationName = locationName
-        self.locationAddress = locationAddress
-        self.latitude = latitude
-        self.longitude = longitude
-        self.extra = extra
-    }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.add("parent_id", parentID); l.add("title", title); l.add("notes", notes); l.add("status", status)
-        l.add("item_type", itemType); l.add("sort_order", sortOrder); l.add("due_at", dueAt)
-        l.add("earliest_start_at", earliestStartAt); l.add("completed_at", completedAt); l.add("recurrence_rule", recurrenceRule)
-        l.add("priority", priority); l.add("importance", importance); l.add("location_name", locationName)
-        l.add("location_address", locationAddress); l.add("latitude", latitude); l.add("longitude", longitude)
-        return l.fields + extra
-    }
-}
-
-/// A tag: `tags` in the projection.
-public struct TagValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.tag
-    /// The `name` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var name: Edit<String>?
-    /// Free text such as `#30a46c`.
-    public var color: Edit<String>?
-
-    /// Values with the given fields set.
-    public init(name: Edit<String>? = nil, color: Edit<String>? = nil) {
-        self.name = name
-        self.color = color
-    }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.add("name", name); l.add("color", color)
-        return l.fields
-    }
-}
-
-/// An item carrying a tag: `item_tags`. Its id is derived from the pair, so every replica that
-/// tags the same item with the same tag names the same entity.
-public struct ItemTagValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.itemTag
-    /// The `item_id` field (required; part of the entity's identity).
-    public var itemID: UUID
-    /// The `tag_id` field (required; part of the entity's identity).
-    public var tagID: UUID
-
+extension ItemTag.Values {
     /// The pair (item, tag).
-    public init(item: UUID, tag: UUID) {
-        itemID = item
-        tagID = tag
-    }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.require("item_id", itemID); l.require("tag_id", tagID)
-        return l.fields
-    }
-
-    /// The id every replica derives from these values.
-    public var derivedID: UUID? { FieldRules.itemTagID(item: itemID, tag: tagID) }
+    public init(item: UUID, tag: UUID) { self.init(itemID: item, tagID: tag) }
 }
 
-/// A directed link between two items: `links` in the projection (seed 001's edges). Follow links
-/// with `Logbook.linked(from:depth:kinds:direction:)`.
-public struct LinkValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.link
-    /// The `from_id` field: the item the link starts at (required when the link is created).
-    public var from: Edit<UUID>?
-    /// The `to_id` field: the item the link points to (required when the link is created).
-    public var to: Edit<UUID>?
-    /// The `kind` field: LINK, NEST, SEQUENCE, AFFINITY or any text of your own.
-    public var kind: Edit<String>?
-    /// The `weight` field.
-    public var weight: Edit<Double>?
-    /// The `label` field.
-    public var label: Edit<String>?
-
+extension Link.Values {
     /// A link from one item to another.
     public init(from: UUID, to: UUID, kind: Edit<String>? = nil, weight: Edit<Double>? = nil, label: Edit<String>? = nil) {
-        self.from = .set(from)
-        self.to = .set(to)
-        self.kind = kind
-        self.weight = weight
-        self.label = label
-    }
-
-    /// Values for an update: only the fields given.
-    public init(kind: Edit<String>? = nil, weight: Edit<Double>? = nil, label: Edit<String>? = nil) {
-        self.kind = kind
-        self.weight = weight
-        self.label = label
-    }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.add("from_id", from); l.add("to_id", to); l.add("kind", kind); l.add("weight", weight); l.add("label", label)
-        return l.fields
+        self.init(from: .set(from), to: .set(to), kind: kind, weight: weight, label: label)
     }
 }
 
-/// Time spent on an item: `time_entries`.
-public struct TimeEntryValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.timeEntry
-    /// The `item_id` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var itemID: Edit<UUID>?
-    /// The `started_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var startedAt: Edit<Date>?
-    /// The `ended_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var endedAt: Edit<Date>?
-    /// The `duration_seconds` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var durationSeconds: Edit<Double>?
-
-    /// Values with the given fields set (a create names its item).
-    public init(itemID: Edit<UUID>? = nil, startedAt: Edit<Date>? = nil, endedAt: Edit<Date>? = nil, durationSeconds: Edit<Double>? = nil) {
-        self.itemID = itemID
-        self.startedAt = startedAt
-        self.endedAt = endedAt
-        self.durationSeconds = durationSeconds
-    }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.add("item_id", itemID); l.add("started_at", startedAt); l.add("ended_at", endedAt); l.add("duration_seconds", durationSeconds)
-        return l.fields
-    }
-}
-
-/// A saved search: `saved_searches`.
-public struct SavedSearchValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.savedSearch
-    /// The `name` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var name: Edit<String>?
-    /// The `query` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var query: Edit<String>?
-    /// The `sort_order` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var sortOrder: Edit<Double>?
-
-    /// Values with the given fields set.
-    public init(name: Edit<String>? = nil, query: Edit<String>? = nil, sortOrder: Edit<Double>? = nil) {
-        self.name = name
-        self.query = query
-        self.sortOrder = sortOrder
-    }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.add("name", name); l.add("query", query); l.add("sort_order", sortOrder)
-        return l.fields
-    }
-}
-
-/// One completed occurrence of a recurring item: `completion_history`. Named by (item, original
-/// occurrence date), like every replica names it.
-public struct CompletionValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.completion
-    /// The `item_id` field: the item this belongs to (required).
-    public var itemID: UUID
-    /// The occurrence's scheduled day (`YYYY-MM-DD`), its identity.
-    public var originalOccurrenceDate: Day
-    /// The day it was done on, when it differs.
-    public var occurrenceDate: Edit<Day>?
-    /// The `completed_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var completedAt: Edit<Date>?
-    /// The `notes` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var notes: Edit<String>?
-
+extension Completion.Values {
     /// The occurrence of `item` scheduled on `originalOccurrenceDate`.
     public init(item: UUID, originalOccurrenceDate: Day, occurrenceDate: Edit<Day>? = nil, completedAt: Edit<Date>? = nil,
                 notes: Edit<String>? = nil) {
-        itemID = item
-        self.originalOccurrenceDate = originalOccurrenceDate
-        self.occurrenceDate = occurrenceDate
-        self.completedAt = completedAt
-        self.notes = notes
+        self.init(itemID: item, originalOccurrenceDate: originalOccurrenceDate, occurrenceDate: occurrenceDate,
+                  completedAt: completedAt, notes: notes)
     }
-
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.require("item_id", itemID); l.require("original_occurrence_date", originalOccurrenceDate)
-        l.add("occurrence_date", occurrenceDate); l.add("completed_at", completedAt); l.add("notes", notes)
-        return l.fields
-    }
-
-    /// The id every replica derives from these values.
-    public var derivedID: UUID? { FieldRules.occurrenceID(.completion, item: itemID, originalDate: originalOccurrenceDate) }
 }
 
-/// A skipped or rescheduled occurrence of a recurring item: `recurrence_exceptions`.
-public struct RecurrenceExceptionValues: EntityValues, Equatable {
-    /// The entity kind of these values.
-    public static let entity = Entity.recurrenceException
-    /// The `item_id` field: the item this belongs to (required).
-    public var itemID: UUID
-    /// The occurrence's scheduled day (`YYYY-MM-DD`), part of its identity.
-    public var originalOccurrenceDate: Day
-    /// `skip` or `reschedule`.
-    public var kind: Edit<String>?
-    /// The `rescheduled_to` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var rescheduledTo: Edit<Day>?
-    /// The `due_at` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var dueAt: Edit<Date>?
-    /// The `notes` field: nil leaves it out of the mutation, `.clear` sets it to null.
-    public var notes: Edit<String>?
-
+extension RecurrenceException.Values {
     /// The exception for the occurrence of `item` scheduled on `originalOccurrenceDate`.
     public init(item: UUID, originalOccurrenceDate: Day, kind: Edit<String>? = nil, rescheduledTo: Edit<Day>? = nil,
                 dueAt: Edit<Date>? = nil, notes: Edit<String>? = nil) {
-        itemID = item
-        self.originalOccurrenceDate = originalOccurrenceDate
-        self.kind = kind
-        self.rescheduledTo = rescheduledTo
-        self.dueAt = dueAt
-        self.notes = notes
+        self.init(itemID: item, originalOccurrenceDate: originalOccurrenceDate, kind: kind, rescheduledTo: rescheduledTo,
+                  dueAt: dueAt, notes: notes)
+    }
+}
+
+/// One entity as the projection holds it, every column typed as `DomainSchema` declares it
+/// (`Item`, `Tag`, …). Read it, change a copy, and write the difference back:
+///
+/// ```swift
+/// var item = try reader.item(id)!
+/// let old = item
+/// item.title = "Buy oat milk"
+/// try writer.update(from: old, to: item)
+/// ```
+public protocol EntityRecord: Sendable, Equatable, Identifiable, FetchableRecord where ID == UUID {
+    /// The record's edit form.
+    associatedtype Values: EntityValues
+    /// The entity kind the record holds.
+    static var entity: Entity { get }
+    /// The entity's id.
+    var id: UUID { get }
+    /// When it was soft-deleted; nil while it is live.
+    var deletedAt: Date? { get }
+    /// Columns whose stored value is not what the schema declares.
+    var undecodable: [String] { get }
+    /// Every field the record holds, as values for a create.
+    var values: Values { get }
+    /// The edits that turn `old` into this record.
+    func changes(from old: Self) -> Values
+}
+
+extension Edit {
+    /// `.set(value)`, or `.clear` for nil.
+    public init(_ value: Value?) { self = value.map { .set($0) } ?? .clear }
+}
+
+/// Reads one row's columns as the types the schema declares. Total: a missing column is nil; a
+/// value of another type or shape is nil and its column is listed in `undecodable`.
+struct RecordRow {
+    let row: Row
+    var undecodable: [String] = []
+
+    init(_ row: Row) { self.row = row }
+
+    private func value(_ c: String) -> DatabaseValue.Storage? {
+        guard row.hasColumn(c) else { return nil }
+        let v: DatabaseValue = row[c]
+        if case .null = v.storage { return nil }
+        return v.storage
     }
 
-    /// The fields set, as the log stores them.
-    public var fields: [Field] {
-        var l = FieldList()
-        l.require("item_id", itemID); l.require("original_occurrence_date", originalOccurrenceDate)
-        l.add("kind", kind); l.add("rescheduled_to", rescheduledTo); l.add("due_at", dueAt); l.add("notes", notes)
-        return l.fields
+    private mutating func bad<T>(_ c: String) -> T? {
+        if !undecodable.contains(c) { undecodable.append(c) }
+        return nil
     }
 
-    /// The id every replica derives from these values.
-    public var derivedID: UUID? { FieldRules.occurrenceID(.recurrenceException, item: itemID, originalDate: originalOccurrenceDate) }
+    mutating func text(_ c: String) -> String? {
+        switch value(c) {
+        case nil: return nil
+        case .string(let s)?: return s
+        default: return bad(c)
+        }
+    }
+
+    mutating func uuid(_ c: String) -> UUID? {
+        guard row.hasColumn(c) else { return nil }
+        guard case .string(let s)? = value(c) else { return value(c) == nil ? nil : bad(c) }
+        return UUIDText.parse(s) ?? bad(c)
+    }
+
+    mutating func date(_ c: String) -> Date? {
+        guard let v = value(c) else { return nil }
+        guard case .string(let s) = v, let ms = ISOTime.parse(s) else { return bad(c) }
+        return Date(timeIntervalSince1970: Double(ms) / 1000)
+    }
+
+    mutating func day(_ c: String) -> Day? {
+        guard let v = value(c) else { return nil }
+        guard case .string(let s) = v, ISOTime.parse(s, dateOnly: true) != nil else { return bad(c) }
+        return s
+    }
+
+    mutating func int(_ c: String) -> Int? {
+        switch value(c) {
+        case nil: return nil
+        case .int64(let i)?: return Int(exactly: i) ?? bad(c)
+        case .double(let d)?: return Int(exactly: d) ?? bad(c)
+        default: return bad(c)
+        }
+    }
+
+    mutating func double(_ c: String) -> Double? {
+        switch value(c) {
+        case nil: return nil
+        case .int64(let i)?: return Double(i)
+        case .double(let d)?: return d
+        default: return bad(c)
+        }
+    }
+
+    mutating func bool(_ c: String) -> Bool? {
+        switch value(c) {
+        case nil: return nil
+        case .int64(0)?: return false
+        case .int64(1)?: return true
+        default: return bad(c)
+        }
+    }
+
+    /// A UUID the record cannot be without: the zero UUID, listed in `undecodable`, when absent.
+    mutating func requiredUUID(_ c: String) -> UUID {
+        if let u = uuid(c) { return u }
+        _ = bad(c) as UUID?
+        return UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    }
+
+    /// A day the record cannot be without: empty, listed in `undecodable`, when absent.
+    mutating func requiredDay(_ c: String) -> Day {
+        if let d = day(c) { return d }
+        _ = bad(c) as Day?
+        return ""
+    }
+
+    mutating func version() -> Int64 {
+        switch value("version") {
+        case .int64(let i)?: return i
+        case nil: return 0
+        default: _ = bad("version") as Int64?; return 0
+        }
+    }
 }
 
 /// One change to append: a typed mutation. Build it with `create`, `update`, `delete` or
@@ -459,6 +321,13 @@ public struct Change: Sendable, Equatable {
     public static func restore(_ entity: Entity, _ id: UUID) -> Change {
         Change(Mutation(entity: entity, op: .restore, entityID: id))
     }
+
+    /// Creates the entity a record made in code describes, with the record's id (or the id its
+    /// contents derive).
+    public static func create<R: EntityRecord>(_ record: R) -> Change { create(record.values, id: record.id) }
+
+    /// Sets the fields that differ between `old` and `new` (two versions of one record).
+    public static func update<R: EntityRecord>(from old: R, to new: R) -> Change { update(new.id, new.changes(from: old)) }
 
     /// Tags an item.
     public static func tag(_ item: UUID, with tag: UUID) -> Change { create(ItemTagValues(item: item, tag: tag)) }

@@ -418,6 +418,26 @@ public final class Logbook: @unchecked Sendable {
     /// Tags by name.
     public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try projection.tags(includeDeleted: includeDeleted) }
 
+    /// Items as typed records (`LogbookReader.items`).
+    func records(_ query: ItemQuery) throws -> [Item] {
+        try projection.items(search: query.search, under: query.under?.lowercasedString, includeDeleted: query.includeDeleted,
+                             limit: query.limit, as: Item.self)
+    }
+
+    /// Tags as typed records, by name.
+    func tagRecords(_ includeDeleted: Bool) throws -> [Tag] {
+        try projection.tags(includeDeleted: includeDeleted, as: Tag.self)
+    }
+
+    /// The tags of items as typed records, by item id.
+    func tagRecords(of items: [UUID]) throws -> [UUID: [Tag]] {
+        var out: [UUID: [Tag]] = [:]
+        for (id, tags) in try projection.tags(of: items.map(\.lowercasedString), as: Tag.self) {
+            if let u = UUIDText.parse(id) { out[u] = tags }
+        }
+        return out
+    }
+
     /// The tags each of `items` carries now, by item id (lowercase text, as `ItemRow.id`).
     public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try projection.tags(of: items.map(\.id)) }
 

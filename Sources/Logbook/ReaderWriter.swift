@@ -1,4 +1,5 @@
 import Dispatch
+import Domain
 import Foundation
 import GRDB
 
@@ -40,13 +41,48 @@ public struct LogbookReader: Sendable {
     /// Closes the files.
     public func close() throws { try LogbookError.door { try book.close() } }
 
-    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) throws -> [ItemRow] { try LogbookError.door { try book.items(query) } }
-    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) async throws -> [ItemRow] { try await LogbookError.door { try await book.items(query) } }
-    public func item(_ id: UUID) throws -> ItemRow? { try LogbookError.door { try book.item(id) } }
-    public func item(_ id: UUID) async throws -> ItemRow? { try await LogbookError.door { try await book.item(id) } }
-    public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try LogbookError.door { try book.tags(includeDeleted: includeDeleted) } }
-    public func tags(includeDeleted: Bool = false) async throws -> [TagRow] { try await LogbookError.door { try await book.tags(includeDeleted: includeDeleted) } }
-    public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try LogbookError.door { try book.tags(of: items) } }
+    /// Items, typed (`Item`): every item by default, or those a query selects.
+    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) throws -> [Item] { try LogbookError.door { try book.records(query) } }
+    /// `items(_:)` off the caller's thread.
+    public func items(_ query: Logbook.ItemQuery = Logbook.ItemQuery()) async throws -> [Item] {
+        try await LogbookError.door { try await Logbook.offThread { [book] in try book.records(query) } }
+    }
+    /// One item, deleted or not; nil when there is none with that id.
+    public func item(_ id: UUID) throws -> Item? { try record(Item.self, id) }
+    /// `item(_:)` off the caller's thread.
+    public func item(_ id: UUID) async throws -> Item? { try await record(Item.self, id) }
+    /// Tags by name (deleted ones only when asked for).
+    public func tags(includeDeleted: Bool = false) throws -> [Tag] {
+        try LogbookError.door { try book.tagRecords(includeDeleted) }
+    }
+    /// `tags(includeDeleted:)` off the caller's thread.
+    public func tags(includeDeleted: Bool = false) async throws -> [Tag] {
+        try await LogbookError.door { try await Logbook.offThread { [book] in try book.tagRecords(includeDeleted) } }
+    }
+    /// The tags each item carries now (a live link to a live tag), by item id.
+    public func tags(of items: [Item]) throws -> [UUID: [Tag]] { try LogbookError.door { try book.tagRecords(of: items.map(\.id)) } }
+    /// `tags(of:)` off the caller's thread.
+    public func tags(of items: [Item]) async throws -> [UUID: [Tag]] {
+        let ids = items.map(\.id)
+        return try await LogbookError.door { try await Logbook.offThread { [book] in try book.tagRecords(of: ids) } }
+    }
+    /// Every entity of one kind (`TimeEntry.self`, `Completion.self`, …), deleted ones only when
+    /// asked for, in id order.
+    public func all<R: EntityRecord>(_ type: R.Type, includeDeleted: Bool = false) throws -> [R] {
+        try LogbookError.door { try book.projection.rows(of: R.entity, includeDeleted: includeDeleted, as: R.self) }
+    }
+    /// `all(_:includeDeleted:)` off the caller's thread.
+    public func all<R: EntityRecord>(_ type: R.Type, includeDeleted: Bool = false) async throws -> [R] {
+        try await LogbookError.door { try await Logbook.offThread { [book] in try book.projection.rows(of: R.entity, includeDeleted: includeDeleted, as: R.self) } }
+    }
+    /// One entity of a kind by id, deleted or not; nil when there is none.
+    public func record<R: EntityRecord>(_ type: R.Type, _ id: UUID) throws -> R? {
+        try LogbookError.door { try book.projection.row(of: R.entity, id: id, as: R.self) }
+    }
+    /// `record(_:_:)` off the caller's thread.
+    public func record<R: EntityRecord>(_ type: R.Type, _ id: UUID) async throws -> R? {
+        try await LogbookError.door { try await Logbook.offThread { [book] in try book.projection.row(of: R.entity, id: id, as: R.self) } }
+    }
     public func links(of item: UUID, includeDeleted: Bool = false) throws -> [LinkRow] { try LogbookError.door { try book.links(of: item, includeDeleted: includeDeleted) } }
     public func linked(from item: UUID, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
                        limit: Int = 100_000) throws -> [LinkedItem] {
@@ -187,6 +223,48 @@ public final class LogbookWriter: Sendable {
             queue.async { continuation.resume(with: Result { try self.write(body) }) }
         }
     }
+
+    /// Creates the entity a record made in code describes (`Item(title: "Buy milk")`); returns
+    /// its id (the record's, or the id its contents derive).
+    public func create<R: EntityRecord>(_ record: R) throws -> UUID {
+        try LogbookError.door { try Self.writable(record); return try write { try $0.create(record.values, id: record.id) } }
+    }
+    /// `create(_:)` off the caller's thread.
+    public func create<R: EntityRecord>(_ record: R) async throws -> UUID {
+        try Self.writable(record)
+        return try await LogbookError.door { try await write { try $0.create(record.values, id: record.id) } }
+    }
+    /// Writes what changed between two versions of a record (read one, change a copy): one update
+    /// with the fields that differ; nothing when none does.
+    /// - Throws: `LogbookError` `.invalid` when the records are not one entity, or when `new` lost a field
+    ///   that names the entity (`undecodable`).
+    public func update<R: EntityRecord>(from old: R, to new: R) throws {
+        try LogbookError.door { if let c = try Self.change(from: old, to: new) { _ = try write { try $0.append([c]) } } }
+    }
+    /// `update(from:to:)` off the caller's thread.
+    public func update<R: EntityRecord>(from old: R, to new: R) async throws {
+        guard let c = try Self.change(from: old, to: new) else { return }
+        _ = try await LogbookError.door { try await write { try $0.append([c]) } }
+    }
+
+    static func writable<R: EntityRecord>(_ record: R) throws {
+        let names = ["id"] + DomainSchema.spec(for: R.entity).fields.filter(\.isIdentity).map(\.name)
+        if let bad = record.undecodable.first(where: names.contains) {
+            throw LogbookError(.invalid, "\(R.entity.name) \(record.id.lowercasedString): field \(bad) was not readable as stored, so the record cannot be written back")
+        }
+    }
+
+    static func change<R: EntityRecord>(from old: R, to new: R) throws -> Change? {
+        guard old.id == new.id else {
+            throw LogbookError(.invalid, "update(from:to:) takes two versions of one \(R.entity.name): ids \(old.id.lowercasedString) and \(new.id.lowercasedString) differ")
+        }
+        try writable(new)
+        let identity = Set(DomainSchema.spec(for: R.entity).fields.filter(\.isIdentity).map(\.name))
+        let values = new.changes(from: old)
+        guard values.fields.contains(where: { !identity.contains($0.name) }) else { return nil }
+        return Change.update(new.id, values)
+    }
+
 
     @discardableResult
     public func append(_ changes: [Change]) throws -> AppendResult { try LogbookError.door { try write { try $0.append(changes) } } }

@@ -40,7 +40,8 @@ public final class ProjectedStore: @unchecked Sendable {
         var p = try Projection(store: store)
         // Events a newer build wrote that this build now understands (it was upgraded) were
         // applied in part, or skipped, by the build before: the projection is made again from the log.
-        if project, try p.unreadEvents().contains(where: \.understoodNow) {
+        // So were the rows of a projection filled before a column was added (a new field).
+        if project, try p.unreadEvents().contains(where: \.understoodNow) || !p.owedRebuild().isEmpty {
             try p.close()
             try Projection.rebuild(store: store, progress: progress)
             p = try Projection(store: store)

@@ -152,6 +152,12 @@ extension Projection {
     /// Items, optionally matching a full-text search (prefix search, diacritics folded) and/or
     /// limited to the subtree under an item; deleted items are excluded unless asked for.
     public func items(search: String? = nil, under root: String? = nil, includeDeleted: Bool = false, limit: Int = 1000) throws -> [ItemRow] {
+        try items(search: search, under: root, includeDeleted: includeDeleted, limit: limit, as: ItemRow.self)
+    }
+
+    /// `items(search:under:includeDeleted:limit:)`, each row decoded as `R`.
+    public func items<R: FetchableRecord>(search: String? = nil, under root: String? = nil, includeDeleted: Bool = false, limit: Int = 1000,
+                                          as: R.Type) throws -> [R] {
         try reading { db in
             var sql: String
             var args: [DatabaseValueConvertible?] = []
@@ -190,22 +196,44 @@ extension Projection {
                 sql += " ORDER BY items.sort_order, items.id"
             }
             sql += " LIMIT \(max(0, limit))"
-            return try ItemRow.fetchAll(db, sql: sql, arguments: StatementArguments(args))
+            return try R.fetchAll(db, sql: sql, arguments: StatementArguments(args))
         }
     }
 
+    /// Every row of an entity's table (deleted ones only when asked for), in id order, each
+    /// decoded as `R`.
+    public func rows<R: FetchableRecord>(of entity: Entity, includeDeleted: Bool = false, limit: Int = Int.max, as: R.Type) throws -> [R] {
+        guard let table = schema.table(for: entity)?.name else { return [] }
+        return try reading { db in
+            try R.fetchAll(db, sql: "SELECT * FROM \(SQLiteFactory.quote(table))" + (includeDeleted ? "" : " WHERE deleted_at IS NULL") + " ORDER BY id LIMIT ?",
+                           arguments: [Int64(clamping: limit)])
+        }
+    }
+
+    /// The row of one entity, deleted or not, decoded as `R`; nil when there is none.
+    public func row<R: FetchableRecord>(of entity: Entity, id: UUID, as: R.Type) throws -> R? {
+        guard let table = schema.table(for: entity)?.name else { return nil }
+        return try reading { db in try R.fetchOne(db, sql: "SELECT * FROM \(SQLiteFactory.quote(table)) WHERE id = ?", arguments: [id.lowercasedString]) }
+    }
+
     /// Tags by name (deleted ones only when asked for).
-    public func tags(includeDeleted: Bool = false) throws -> [TagRow] {
+    public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try tags(includeDeleted: includeDeleted, as: TagRow.self) }
+
+    /// `tags(includeDeleted:)`, each tag decoded as `R`.
+    public func tags<R: FetchableRecord>(includeDeleted: Bool = false, as: R.Type) throws -> [R] {
         try reading { db in
-            try TagRow.fetchAll(db, sql: "SELECT * FROM tags" + (includeDeleted ? "" : " WHERE deleted_at IS NULL") + " ORDER BY name, id")
+            try R.fetchAll(db, sql: "SELECT * FROM tags" + (includeDeleted ? "" : " WHERE deleted_at IS NULL") + " ORDER BY name, id")
         }
     }
 
     /// The tags each of `items` carries now (a live link to a live tag), by item id.
-    public func tags(of items: [String]) throws -> [String: [TagRow]] {
+    public func tags(of items: [String]) throws -> [String: [TagRow]] { try tags(of: items, as: TagRow.self) }
+
+    /// `tags(of:)`, each tag decoded as `R`.
+    public func tags<R: FetchableRecord>(of items: [String], as: R.Type) throws -> [String: [R]] {
         guard !items.isEmpty else { return [:] }
         return try reading { db in
-            var out: [String: [TagRow]] = [:]
+            var out: [String: [R]] = [:]
             // In chunks: SQLite bounds the number of parameters of one statement.
             for start in stride(from: 0, to: items.count, by: 500) {
                 let chunk = items[start..<min(items.count, start + 500)].map { $0.lowercased() }
@@ -215,7 +243,7 @@ extension Projection {
                       AND it.item_id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))
                     ORDER BY t.name, t.id
                     """, arguments: StatementArguments(chunk))
-                for r in rows { out[r["_item"], default: []].append(try TagRow(row: r)) }
+                for r in rows { out[r["_item"], default: []].append(try R(row: r)) }
             }
             return out
         }

@@ -126,6 +126,14 @@ public final class Projection: @unchecked Sendable {
     /// What the projection's WAL is kept to between catch-ups (docs/FORMAT.md, "Projection").
     public static let walBytesMax = 4 << 20
 
+    /// Why the projection must be made again from the log (a column added since it was
+    /// filled, `ProjectionSchema.columnMigrations`); empty when it need not be.
+    public func owedRebuild() throws -> [String] {
+        try reading { db in
+            try db.tableExists("projection_owed_rebuild") ? try String.fetchAll(db, sql: "SELECT reason FROM projection_owed_rebuild ORDER BY reason") : []
+        }
+    }
+
     static func openPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
         let pool = try SQLiteFactory.pool(path, configuration())
         try schema.migrator().migrate(pool)

@@ -26,12 +26,60 @@ public struct ProjectionSchema: Sendable {
 
     public func table(for entity: Entity) -> ProjectedTable? { tables.first { $0.entity == entity } }
 
-    /// The schema this build ships.
-    public static let current = ProjectionSchema(
-        // The columns come from the domain's one description; the migrations below create them
-        // (ProjectionSchemaTests checks that every declared column exists).
-        tables: DomainSchema.entities.map { ProjectedTable(name: $0.table, entity: $0.entity, columns: $0.columns) },
-        migrations: [
+    /// The schema this build ships: the named migrations below, then one migration per column
+    /// DomainSchema declares that they do not create (`columnMigrations`), so a new field is one
+    /// line in DomainSchema.
+    public static let current: ProjectionSchema = {
+        let tables = DomainSchema.entities.map { ProjectedTable(name: $0.table, entity: $0.entity, columns: $0.columns) }
+        return ProjectionSchema(tables: tables, migrations: named + columnMigrations(tables, after: named))
+    }()
+
+    /// The prefix of the migrations made from DomainSchema (`column items.energy`).
+    public static let columnMigrationPrefix = "column "
+
+    /// For each declared column the named migrations leave out (found by running them in a
+    /// private in-memory database), `ALTER TABLE … ADD COLUMN`, named `column <table>.<column>`.
+    /// Its values fill in when the projection is rebuilt: applied to a projection that has
+    /// applied events, the migration notes a rebuild owed (`projection_owed_rebuild`), which the
+    /// next writer to open the store makes.
+    public static func columnMigrations(_ tables: [ProjectedTable], after named: [(name: String, sql: String)]) -> [(name: String, sql: String)] {
+        do {
+            let q = try SQLiteFactory.queue(nil, .ours)
+            defer { try? q.close() }
+            var m = DatabaseMigrator()
+            for (name, sql) in named { m.registerMigration(name) { db in try db.execute(sql: sql) } }
+            try m.migrate(q)
+            return try q.read { db in
+                var out: [(name: String, sql: String)] = []
+                for t in tables where try db.tableExists(t.name) {
+                    let have = Set(try db.columns(in: t.name).map(\.name))
+                    for c in t.columns where !have.contains(c) {
+                        let type: String
+                        switch DomainSchema.fieldRules[c]?.kind {
+                        case .number?, .integer?: type = "NUMERIC"
+                        case .boolean?: type = "INTEGER"
+                        default: type = "TEXT"
+                        }
+                        let name = "\(columnMigrationPrefix)\(t.name).\(c)"
+                        // A projection that has applied events owes a rebuild to fill the column.
+                        out.append((name, """
+                            ALTER TABLE \(SQLiteFactory.quote(t.name)) ADD COLUMN \(SQLiteFactory.quote(c)) \(type);
+                            CREATE TABLE IF NOT EXISTS projection_owed_rebuild (reason TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID;
+                            INSERT OR IGNORE INTO projection_owed_rebuild SELECT '\(name.replacingOccurrences(of: "'", with: "''"))' WHERE EXISTS (SELECT 1 FROM projection_cursor);
+                            """))
+                    }
+                }
+                return out
+            }
+        } catch {
+            // Only this build's own SQL in memory. Should it fail (no memory), no column is added
+            // here, and the projector names the missing column when it writes one.
+            return []
+        }
+    }
+
+    /// Named migrations, applied in order; never edited once shipped.
+    static let named: [(name: String, sql: String)] = [
             ("v1 entity tables", """
                 CREATE TABLE items (
                     id TEXT PRIMARY KEY NOT NULL, parent_id TEXT, title TEXT, notes TEXT, status TEXT, item_type TEXT,
@@ -139,7 +187,6 @@ public struct ProjectionSchema: Sendable {
                     PRIMARY KEY (tbl, id)) WITHOUT ROWID;
                 """),
         ]
-    )
 
     /// A migrator with every migration of this schema.
     public func migrator() -> DatabaseMigrator { migrator(upTo: migrations.count) }

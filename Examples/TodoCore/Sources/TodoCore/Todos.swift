@@ -43,7 +43,7 @@ public final class Todos: Sendable {
     /// Adds a task and returns its id.
     @discardableResult
     public func add(_ title: String) async throws -> UUID {
-        try await write().create(ItemValues(title: .set(title), status: "inbox", itemType: "task"))
+        try await write().create(Item(title: title, status: "inbox", itemType: "task"))
     }
 
     /// Marks a task done (or not done again).
@@ -65,7 +65,7 @@ public final class Todos: Sendable {
     /// from its name, so two replicas that make the same tag offline agree on it.
     public func tag(_ id: UUID, _ name: String) async throws {
         let tag = Todos.tagID(name)
-        try await write().append([.create(TagValues(name: .set(name)), id: tag), .tag(id, with: tag)])
+        try await write().append([.create(Tag(id: tag, name: name)), .tag(id, with: tag)])
     }
 
     /// Every task not removed; with `matching`, only those whose title matches (full-text,
@@ -77,9 +77,8 @@ public final class Todos: Sendable {
     static func tasks(in reader: LogbookReader, matching search: String?) throws -> [Task] {
         let items = try reader.items(Logbook.ItemQuery(search: search)).filter { $0.itemType == "task" }
         let tags = try reader.tags(of: items)
-        return items.compactMap { i in
-            guard let id = UUID(uuidString: i.id) else { return nil }
-            return Task(id: id, title: i.title ?? "", done: i.status == "done", tags: (tags[i.id] ?? []).compactMap(\.name).sorted())
+        return items.map { i in
+            Task(id: i.id, title: i.title ?? "", done: i.status == "done", tags: (tags[i.id] ?? []).compactMap(\.name).sorted())
         }
     }
 
