@@ -60,12 +60,13 @@ public final class Logbook: @unchecked Sendable {
         }
     }
 
-    /// The store underneath (its path, replica id, log).
-    public let store: Store
+    /// The store underneath (its path, replica id, log): below the door, for this package's code.
+    package let store: Store
     /// How this store was opened.
     public let access: Access
-    /// The projection: the tables the log projects to, readable from any thread.
-    public var projection: Projection {
+    /// The projection: the tables the log projects to, readable from any thread. Below the
+    /// door: an app reads through the queries and `read { db in … }`.
+    package var projection: Projection {
         get throws {
             try state.withLock {
                 guard !closed else { throw LogbookError(.closed, "the Logbook is closed") }
@@ -140,7 +141,7 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// Opens an already opened `Store`.
-    public static func open(_ store: Store, access: Access = .readWrite, options: Options = Options()) throws -> Logbook {
+    package static func open(_ store: Store, access: Access = .readWrite, options: Options = Options()) throws -> Logbook {
         let progress = options.progress
         switch access {
         case .readWrite:

@@ -1,5 +1,6 @@
 import Dispatch
 import Domain
+import EventLog
 import Foundation
 import GRDB
 

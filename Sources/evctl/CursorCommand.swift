@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventLog
 import Logbook
 
 struct CursorCommand: StoreCommand {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import EventLog
 import Logbook
 
 @main

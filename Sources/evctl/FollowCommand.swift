@@ -1,4 +1,5 @@
 import Foundation
+import EventLog
 import Logbook
 
 /// `evctl sync --follow URL`: `Logbook.follow`, each exchange remembered like a `sync`; one line

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Inspector
+import EventLog
 import Logbook
 import Logging
 

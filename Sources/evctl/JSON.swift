@@ -1,3 +1,4 @@
+import EventLog
 import Logbook
 import Foundation
 

@@ -1,3 +1,5 @@
+import EventLog
+import Domain
 import Logbook
 import ArgumentParser
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hub
 import Inspector
+import EventLog
 import Logbook
 import LogbookServer
 import Logging

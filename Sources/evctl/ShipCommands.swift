@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import EventLog
 import Logbook
+import Replicator
 
 /// Options of the commands that talk to another replica.
 struct PeerOptions: ParsableArguments {

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import EventLog
 import Logbook
 
 /// `evctl watch`: one line per event applied to the projection, as it is applied, until stopped.

@@ -1,6 +1,7 @@
 import Foundation
 import Observation
 import TestSupport
+import Domain
 import Logbook
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import TestSupport
+import EventLog
 import Logbook
 import LogbookServer
 import Logging
