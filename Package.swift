@@ -172,11 +172,12 @@ let package = Package(
         .target(name: "EntitySource", dependencies: ["Domain"]),
         .executableTarget(name: "entity-source", dependencies: ["EntitySource", "Domain"]),
         .executableTarget(name: "todo", dependencies: ["TodoCore"], path: "Examples/TodoCore/Sources/todo"),
-        // One TempDir and one ManualClock for every test target.
+        // One TempDir, one ManualClock, a workload and a server on a free port for every test target.
         .target(
             name: "TestSupport",
             dependencies: [
-                "EventLog", "Domain", "Projections", "Replicator",
+                "EventLog", "Domain", "Projections", "Replicator", "LogbookServer",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -192,6 +193,19 @@ let package = Package(
             dependencies: ["TestSupport", "EventLog", "Domain", "CLZ4"],
             resources: []
         ),
+        // The replica server's own behaviour: tokens and scopes, hardening, memory budget.
+        .testTarget(
+            name: "LogbookServerTests",
+            dependencies: [
+                "TestSupport",
+                "Replicator", "LogbookServer", "EventLog", "Projections", "Domain",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The domain's input: the NDJSON parser and its rules.
+        .testTarget(name: "DomainTests", dependencies: ["TestSupport", "Domain", "EventLog"]),
         .testTarget(
             name: "ReplicatorTests",
             dependencies: [

@@ -12,17 +12,6 @@ import Projections
 import Testing
 @testable import Replicator
 
-/// A server on a free loopback port for the length of `body`.
-func withServer<T>(_ store: Store, configure: (inout ServerConfiguration) -> Void = { _ in },
-                   _ body: (String) async throws -> T) async throws -> T {
-    var config = ServerConfiguration()
-    config.port = 0
-    configure(&config)
-    var logger = Logger(label: "test.serve")
-    logger.logLevel = .critical
-    return try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
-}
-
 /// A transport that misbehaves on purpose: cuts pages off at a random byte, hands out a page it
 /// handed out before, and fails requests outright, each at random.
 final class FlakyTransport: ReplicaTransport, @unchecked Sendable {

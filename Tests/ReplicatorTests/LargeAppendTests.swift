@@ -2,6 +2,7 @@ import Domain
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import Logging
 import Projections
 import Testing

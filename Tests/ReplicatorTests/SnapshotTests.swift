@@ -1,6 +1,7 @@
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import GRDB
 @testable import Projections
 import Testing

@@ -2,6 +2,8 @@ import Domain
 import EventLog
 import Projections
 import Replicator
+import LogbookServer
+import Logging
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
@@ -119,4 +121,15 @@ public enum RawHTTP {
         let r = try await request(url + "/v1/frames", method: .POST, token: token, body: page.encoded())
         return (r.status, r.body)
     }
+}
+
+/// A server on a free loopback port for the length of `body`.
+public func withServer<T>(_ store: Store, configure: (inout ServerConfiguration) -> Void = { _ in },
+                   _ body: (String) async throws -> T) async throws -> T {
+    var config = ServerConfiguration()
+    config.port = 0
+    configure(&config)
+    var logger = Logger(label: "test.serve")
+    logger.logLevel = .critical
+    return try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
 }

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import EventLog
 @testable import LogbookServer
 import Foundation
+import TestSupport
 import NIOCore
 import NIOHTTP1
 import Projections
@@ -10,7 +11,7 @@ import Testing
 
 /// The server against clients that misbehave: web pages, slow or silent connections, old TLS.
 @Suite(.serialized) struct ServerHardeningTests {
-    typealias Dir = ShippingTests.Dir
+    typealias Dir = TempDir
 
     func request(_ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = [], body: [UInt8]? = nil) async throws -> (Int, String) {
         try await Self.request(url, method: method, headers: headers, body: body)
@@ -34,7 +35,7 @@ import Testing
         let s = try Store.create(at: dir.path + "/s")
         let other = try Store.create(at: dir.path + "/other")
         let p = try ProjectedStore(store: other)
-        _ = try p.append(ShippingTests().mutations(5, seed: 1))
+        _ = try p.append(Workload.mutations(5, seed: 1))
         try p.close()
         let page = try FramePage.collect(from: other, since: .empty, limits: PageLimits()).encoded()
         try await withServer(s) { url in
@@ -98,7 +99,7 @@ import Testing
         let s = try Store.create(at: dir.path + "/s"), other = try Store.create(at: dir.path + "/other")
         for (store, seed) in [(s, UInt64(1)), (other, 2)] {
             let p = try ProjectedStore(store: store)
-            for k in 0..<4 { _ = try p.append(ShippingTests().mutations(500, seed: seed * 10 + UInt64(k))) }
+            for k in 0..<4 { _ = try p.append(Workload.mutations(500, seed: seed * 10 + UInt64(k))) }
             try p.close()
         }
         let push = try FramePage.collect(from: other, since: .empty, limits: PageLimits()).encoded()
@@ -149,7 +150,7 @@ import Testing
         let dir = Dir()
         let s = try Store.create(at: dir.path + "/s")
         let a = try LogAppender(store: s)  // the log alone: pages do not need a projection
-        for k in 0..<12 { _ = try a.append(ShippingTests().mutations(10_000, seed: UInt64(k))) }
+        for k in 0..<12 { _ = try a.append(Workload.mutations(10_000, seed: UInt64(k))) }
         try a.close()
         let big = PageLimits(maxBytes: 32 << 20, maxFrames: 1 << 16)
         let all = try FramePage.collect(from: s, since: .empty, limits: big)

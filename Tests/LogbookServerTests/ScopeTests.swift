@@ -13,7 +13,7 @@ import Testing
 /// Per-user scopes on one hub (docs/SECURITY.md, "Per-user scopes"): who owns an origin, what a
 /// scoped principal may read and push, and the tokens file reloaded while the server runs.
 @Suite(.serialized) struct ScopeTests {
-    typealias Dir = ShippingTests.Dir
+    typealias Dir = TempDir
 
     func mutations(_ n: Int, seed: UInt64, actor: String?) -> [Mutation] { Workload.mutations(n, seed: seed, actor: actor) }
 
@@ -70,7 +70,7 @@ import Testing
             #expect(Set(try origins(alice2)) == Set([alice1.replicaID, alice2.replicaID]))
             #expect(Set(try origins(bob1)) == Set([bob1.replicaID]))
             #expect(Set(try origins(carol1)) == Set([carol1.replicaID, alice1.replicaID, alice2.replicaID]))  // read_users: alice
-            #expect(try HTTPTests().dump(alice1) == HTTPTests().dump(alice2))
+            #expect(try Workload.dump(alice1) == Workload.dump(alice2))
             // A principal without a user reads every origin, as before scopes.
             let admin = try Store.create(at: dir.path + "/admin")
             let t = try transport("admin-token-0123456789a", admin)
@@ -102,15 +102,15 @@ import Testing
             let (status, body, _) = try await fetch(url + "/v1/frames?since=\(foreign)&page_version=2", token: "alice-laptop-token-0123")
             #expect(status == 200)
             #expect(try FramePage.decode(body).frames.allSatisfy { FrameHeader(parsing: $0).map { $0.origin == alice1.replicaID || $0.origin == alice2.replicaID } == true })
-            var r = try await HTTPTests().raw(url + "/metrics", token: "alice-laptop-token-0123")
+            var r = try await RawHTTP.request(url + "/metrics", token: "alice-laptop-token-0123")
             #expect(r.status == 200)
             #expect(r.body.contains("logbook_cursor_seq{origin=\"\(alice1.replicaID)\"}"))
             #expect(r.body.contains("alice-phone/\(alice2.replicaID)"))
             for hidden in bobOnly + [hub.replicaID.description, "bob/", "carol/", "admin/"] { #expect(!r.body.contains(hidden), "\(hidden)") }
-            r = try await HTTPTests().raw(url + "/metrics", token: "admin-token-0123456789a")
+            r = try await RawHTTP.request(url + "/metrics", token: "admin-token-0123456789a")
             #expect(r.body.contains("logbook_cursor_seq{origin=\"\(bob1.replicaID)\"}") && r.body.contains("bob/\(bob1.replicaID)"))
             // A snapshot holds every user's rows: refused to a scoped principal.
-            r = try await HTTPTests().raw(url + "/v1/snapshot", token: "bob-token-0123456789abc")
+            r = try await RawHTTP.request(url + "/v1/snapshot", token: "bob-token-0123456789abc")
             #expect(r.status == 403 && r.body.contains("snapshot"))
 
             // Pushing another user's origin: 403, even with the right to push any origin; nothing written.
@@ -231,7 +231,7 @@ import Testing
         }
         let a = "token-a-0123456789abcdef", b = "token-b-0123456789abcdef", c = "token-c-0123456789abcdef"
         try Data(principals([a]).utf8).write(to: URL(fileURLWithPath: file))
-        func status(_ url: String, _ token: String) async throws -> Int { try await HTTPTests().raw(url + "/v1/cursor", token: token).status }
+        func status(_ url: String, _ token: String) async throws -> Int { try await RawHTTP.request(url + "/v1/cursor", token: token).status }
         /// Waits up to 5 s for `token` to get `want`.
         func eventually(_ url: String, _ token: String, _ want: Int) async throws -> Bool {
             for _ in 0..<100 {
