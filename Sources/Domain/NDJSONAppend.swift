@@ -21,12 +21,13 @@ package enum NDJSONAppend {
     public static func append(from fd: Int32, name: String, to appender: LogAppender,
                               prepare: (@Sendable (inout [Mutation]) throws -> Void)? = nil,
                               progress: ((Int, Int) -> Void)? = nil) throws -> AppendResult {
-        let queue = BoundedQueue<Batch>(capacity: queueBatchesMax)
-        let reader = Thread {
-            let lines = LineReader(fd: fd, name: name)
-            var batch: [Mutation] = []
-            batch.reserveCapacity(batchMutations)
-            do {
+        try appender.begin()
+        do {
+            var lastReport = 0
+            try Handoff<Batch>.run(name: "ndjson-reader", depth: queueBatchesMax, produce: { hand in
+                let lines = LineReader(fd: fd, name: name)
+                var batch: [Mutation] = []
+                batch.reserveCapacity(batchMutations)
                 while try lines.next({ line in
                     if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
                     let m: Mutation
@@ -39,40 +40,21 @@ package enum NDJSONAppend {
                 }) {
                     if batch.count >= batchMutations {
                         try prepare?(&batch)
-                        guard queue.put(.mutations(batch, lines.lineNumber, lines.bytesRead)) else { return }
+                        guard hand(Batch(mutations: batch, line: lines.lineNumber, bytes: lines.bytesRead)) else { return }
                         batch.removeAll(keepingCapacity: true)
                     }
                 }
                 if !batch.isEmpty {
                     try prepare?(&batch)
-                    guard queue.put(.mutations(batch, lines.lineNumber, lines.bytesRead)) else { return }
+                    _ = hand(Batch(mutations: batch, line: lines.lineNumber, bytes: lines.bytesRead))
                 }
-                _ = queue.put(.end)
-            } catch {
-                _ = queue.put(.failed(error))
-            }
-        }
-        reader.stackSize = 1 << 20
-        reader.start()
-        defer { queue.close() }  // unblocks the reader if the writer stops first
-
-        try appender.begin()
-        do {
-            var lastReport = 0
-            loop: while true {
-                switch queue.take() {
-                case .mutations(let ms, let line, let bytes):
-                    for m in ms { try appender.add(m) }
-                    if line - lastReport >= 100_000 {
-                        lastReport = line
-                        progress?(line, bytes)
-                    }
-                case .end, nil:
-                    break loop
-                case .failed(let e):
-                    throw e
+            }, consume: { b in
+                for m in b.mutations { try appender.add(m) }
+                if b.line - lastReport >= 100_000 {
+                    lastReport = b.line
+                    progress?(b.line, b.bytes)
                 }
-            }
+            })
             return try appender.commit()
         } catch {
             try? appender.rollback()
@@ -80,55 +62,10 @@ package enum NDJSONAppend {
         }
     }
 
-    enum Batch {
-        case mutations([Mutation], Int, Int)
-        case end
-        case failed(any Error)
-    }
-}
-
-/// A blocking queue with a fixed capacity, for handing work between two threads.
-/// Thread-safe (a condition variable guards it).
-package final class BoundedQueue<T>: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var items: [T] = []
-    private var head = 0
-    private let capacity: Int
-    private var closed = false
-
-    public init(capacity: Int) { self.capacity = capacity }
-
-    /// Blocks while full; false once the queue is closed.
-    public func put(_ item: T) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        while items.count - head >= capacity && !closed { condition.wait() }
-        if closed { return false }
-        items.append(item)
-        condition.broadcast()
-        return true
-    }
-
-    /// Blocks while empty; nil once closed and drained.
-    public func take() -> T? {
-        condition.lock()
-        defer { condition.unlock() }
-        while items.count == head && !closed { condition.wait() }
-        if items.count == head { return nil }
-        let item = items[head]
-        head += 1
-        if head > 64 {
-            items.removeFirst(head)
-            head = 0
-        }
-        condition.broadcast()
-        return item
-    }
-
-    public func close() {
-        condition.lock()
-        closed = true
-        condition.broadcast()
-        condition.unlock()
+    /// Parsed lines handed from the reader thread: the mutations, and how far the input was read.
+    struct Batch {
+        var mutations: [Mutation]
+        var line: Int
+        var bytes: Int
     }
 }

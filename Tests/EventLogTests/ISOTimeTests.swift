@@ -46,4 +46,17 @@ import Testing
             #expect(f.date(from: text).map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) } == Int64(ms), "\(text)")
         }
     }
+
+    /// Lenient, for other apps' files (a legacy import): no zone is UTC, offsets may lack the
+    /// colon or the minutes. Strict refuses all three; both refuse what is not a time.
+    @Test func lenientTakesWhatOtherAppsWrite() {
+        let utc = ISOTime.parse("2026-01-31T10:30:00Z")
+        for text in ["2026-01-31T10:30:00", "2026-01-31 10:30", "2026-01-31T12:30:00+0200", "2026-01-31T12:30:00+02"] {
+            #expect(ISOTime.parse(text, lenient: true) == utc, "\(text)")
+            #expect(ISOTime.parse(text) == nil, "\(text)")
+        }
+        for text in ["2026-01-31T10:30:00+2", "2026-01-31T10:30:00+02:0", "2026-01-31T10:30:00+0260", "2026-01-31T10:30:00Q"] {
+            #expect(ISOTime.parse(text, lenient: true) == nil, "\(text)")
+        }
+    }
 }

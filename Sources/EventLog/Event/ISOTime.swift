@@ -56,13 +56,16 @@ public enum ISOTime {
     /// `HH:MM[:SS[.fraction]]` and `Z` or `±HH:MM`. Returns milliseconds since the Unix epoch
     /// (negative before 1970; fractions past milliseconds are cut), nil for anything else.
     /// Total: no input traps, however long or odd.
-    public static func parse(_ text: String, dateOnly: Bool = false) -> Int64? {
+    ///
+    /// `lenient` also takes what other apps' files hold (a legacy import): a time with no zone
+    /// (UTC), and offsets written `±HHMM` or `±HH`.
+    public static func parse(_ text: String, dateOnly: Bool = false, lenient: Bool = false) -> Int64? {
         var text = text
-        return text.withUTF8 { parse($0, dateOnly: dateOnly) }
+        return text.withUTF8 { parse($0, dateOnly: dateOnly, lenient: lenient) }
     }
 
-    /// `parse(_:dateOnly:)` on UTF-8 bytes.
-    public static func parse(_ b: UnsafeBufferPointer<UInt8>, dateOnly: Bool = false) -> Int64? {
+    /// `parse(_:dateOnly:lenient:)` on UTF-8 bytes.
+    public static func parse(_ b: UnsafeBufferPointer<UInt8>, dateOnly: Bool = false, lenient: Bool = false) -> Int64? {
         func digits(_ at: Int, _ n: Int) -> Int? {
             guard at >= 0, at + n <= b.count else { return nil }
             var v = 0
@@ -97,10 +100,20 @@ public enum ISOTime {
                 guard i > start else { return nil }
             }
         }
-        guard i < b.count else { return nil }
+        guard i < b.count else { return lenient ? day * 86_400_000 + ms : nil }
         if b[i] == 0x5A || b[i] == 0x7A { return i + 1 == b.count ? day * 86_400_000 + ms : nil }
-        guard b[i] == 0x2B || b[i] == 0x2D, let oh = digits(i + 1, 2), i + 3 < b.count, b[i + 3] == 0x3A, let om = digits(i + 4, 2),
-              oh < 24, om < 60, i + 6 == b.count else { return nil }
+        guard b[i] == 0x2B || b[i] == 0x2D, let oh = digits(i + 1, 2), oh < 24 else { return nil }
+        let om: Int
+        if i + 3 < b.count, b[i + 3] == 0x3A, let m = digits(i + 4, 2), i + 6 == b.count {
+            om = m
+        } else if lenient, let m = digits(i + 3, 2), i + 5 == b.count {
+            om = m
+        } else if lenient, i + 3 == b.count {
+            om = 0
+        } else {
+            return nil
+        }
+        guard om < 60 else { return nil }
         let offset = Int64(oh * 3_600_000 + om * 60_000)
         return day * 86_400_000 + ms + (b[i] == 0x2B ? -offset : offset)
     }

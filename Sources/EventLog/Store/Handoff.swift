@@ -2,13 +2,14 @@ import Foundation
 
 /// Work made on a thread of its own and handed, in order, to the caller's thread: a rebuild reads
 /// and decodes the log ahead of merging (`EventPrefetcher`), and lays out rows ahead of SQLite
-/// writing them (`Projector.writeRows`), each on the second core.
+/// writing them (`Projector.writeRows`), and NDJSON is parsed ahead of being appended
+/// (`NDJSONAppend`), each on the second core. The one hand-off between two threads.
 ///
 /// At most `depth` items wait, which bounds memory. An error of the producer is thrown to the
 /// caller after the items made before it. When the caller's `consume` throws (or returns), the
 /// producer is told to stop (`hand` answers false) and joined before `run` returns, so no thread
 /// outlives it and nothing it reads may change before then.
-final class Handoff<Item>: @unchecked Sendable {
+package final class Handoff<Item>: @unchecked Sendable {
     private let condition = NSCondition()
     private var ready: [Item] = []
     private var failure: Error?
@@ -21,7 +22,7 @@ final class Handoff<Item>: @unchecked Sendable {
     /// Runs `produce` on a new thread named `name`; `produce` gives each item to `hand`, which
     /// answers false once the caller has stopped (then it should return). Calls `consume` on this
     /// thread with each item, in the order handed.
-    static func run(name: String, depth: Int, produce: @escaping @Sendable (_ hand: (Item) -> Bool) throws -> Void,
+    package static func run(name: String, depth: Int, produce: @escaping @Sendable (_ hand: (Item) -> Bool) throws -> Void,
                     consume: (Item) throws -> Void) throws {
         let h = Handoff(depth: max(1, depth))
         let done = DispatchSemaphore(value: 0)
