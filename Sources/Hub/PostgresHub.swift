@@ -452,7 +452,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
 /// about 30% of a hub's pushes per second under load (each is a transaction that wakes every
 /// listening backend); batching costs a follower at most `every` more.
 final class Notifier: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var pending: Set<String> = []
     private var flushing = false
     private var stopped = false
@@ -512,7 +512,7 @@ final class Notifier: @unchecked Sendable {
 /// The watch streams of a node, by the users they read (a notification names users; waking
 /// them looks up those users only, whatever the number of streams).
 final class Watchers: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var byUser: [String: [ObjectIdentifier: Wakeup]] = [:]
     private var readers: [ObjectIdentifier: Set<String>] = [:]
 
@@ -547,7 +547,7 @@ final class Watchers: @unchecked Sendable {
 
 /// Wakes one waiting task; a signal with nobody waiting is kept for the next wait.
 final class Wakeup: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var pending = false
     private var waiter: CheckedContinuation<Void, Never>?
 

@@ -4,7 +4,6 @@ import Foundation
 import GRDB
 import Logging
 import Replicator
-import Synchronization
 
 /// An index of a store's log for the inspector's pages (`<store>/audit.sqlite`): one row per
 /// event (origin, seq, clock, entity, id, op, actor) with indexes for the timeline newest first,
@@ -18,7 +17,7 @@ public final class AuditIndex: @unchecked Sendable {
     let db: any DatabaseWriter
     /// Where the index lives; nil when it is kept in memory (a store directory we may not write).
     public let path: String?
-    private let catchUpLock = NSLock()
+    private let catchUpLock = Lock()
     let logger: Logger
 
     /// The format of the file; another number is rebuilt.
@@ -138,8 +137,11 @@ public final class AuditIndex: @unchecked Sendable {
     /// With `wait` false, a call made while another is catching up returns 0 at once.
     @discardableResult
     public func catchUp(limit: Int = .max, wait: Bool = true) throws -> Int {
-        if wait { catchUpLock.lock() } else if !catchUpLock.try() { return 0 }
-        defer { catchUpLock.unlock() }
+        if wait { return try catchUpLock.withLock { try catchingUp(limit: limit) } }
+        return try catchUpLock.withLockIfAvailable { try catchingUp(limit: limit) } ?? 0
+    }
+
+    private func catchingUp(limit: Int) throws -> Int {
         let reader = LogReader(store: store)
         var next: [ReplicaID: UInt64] = [:]
         try db.read { db in
@@ -172,7 +174,7 @@ public final class AuditIndex: @unchecked Sendable {
         return done
     }
 
-    private let caughtUp = Mutex(false)
+    private let caughtUp = Locked(false)
 
     /// Whether the last catch-up reached the end of the log (false until one has).
     public var isCaughtUp: Bool { caughtUp.withLock { $0 } }

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 
 /// Browser sessions of the inspector: a random session id (the cookie) names the token that
@@ -10,7 +11,7 @@ final class InspectorSessions: @unchecked Sendable {
         var expires: Date
     }
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private var sessions: [String: Session] = [:]
     /// How long a session lasts, and how many may be open at once (the oldest goes first).
     static let lifetimeSeconds: Double = 12 * 3600

@@ -363,7 +363,7 @@ public final class InspectorSite: @unchecked Sendable {
 /// `OriginOwners` of a store as pages read them: loaded when the file changes (size or time),
 /// so a claim made by the server shows without reading the file on every page.
 final class OwnersFile: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var stamp: [Int]?
     private var owners: [ReplicaID: String] = [:]
 

@@ -102,7 +102,7 @@ public final class Logbook: @unchecked Sendable {
     public let behindAtOpen: UInt64
     let options: Options
     let writer: ProjectedStore?
-    private let state = NSLock()
+    private let state = Lock()
     /// The queue the async forms of writes run on, one after another (Logbook+Async.swift).
     let writes = DispatchQueue(label: "logbook.writes", qos: .userInitiated)
     private var closed = false

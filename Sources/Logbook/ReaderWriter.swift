@@ -146,7 +146,7 @@ public final class LogbookWriter: Sendable {
     private let options: Logbook.Options
     /// One burst at a time in this process (the lock is per open file, so a second burst here
     /// would wait on the first's lock anyway).
-    private let bursts = NSLock()
+    private let bursts = Lock()
 
     private init(reader: LogbookReader, options: Logbook.Options) {
         self.reader = reader

@@ -1,3 +1,4 @@
+import EventLog
 import Replicator
 import Foundation
 
@@ -9,7 +10,7 @@ import Foundation
 /// reserves all of it and runs alone.
 public final class MemoryBudget: @unchecked Sendable {
     public let bytesMax: Int
-    private let lock = NSLock()
+    private let lock = Lock()
     private var reserved = 0
     private var peak = 0
     private var waiters: [(id: UInt64, bytes: Int, continuation: CheckedContinuation<Void, any Error>)] = []
@@ -28,7 +29,7 @@ public final class MemoryBudget: @unchecked Sendable {
     /// What one request holds; `release` (or `shrink`) gives bytes back. Releasing twice is harmless.
     public final class Reservation: @unchecked Sendable {
         private let budget: MemoryBudget
-        private let lock = NSLock()
+        private let lock = Lock()
         private var bytes: Int
         fileprivate init(_ budget: MemoryBudget, _ bytes: Int) {
             self.budget = budget

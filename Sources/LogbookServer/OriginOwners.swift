@@ -12,7 +12,7 @@ import GRDB
 public final class OriginOwners: @unchecked Sendable {
     public static let fileName = StoreLayout.Entry.originOwners.rawValue
     private let path: String
-    private let lock = NSLock()
+    private let lock = Lock()
     private var owners: [ReplicaID: String] = [:]
     private var queue: DatabaseQueue?
 

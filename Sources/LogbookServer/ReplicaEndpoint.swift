@@ -46,7 +46,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public let lockWait: Double
     public let idleClose: Double
     public let metrics: ServerMetrics
-    private let watcherLock = NSLock()
+    private let watcherLock = Lock()
     private var cursorWatcher: CursorWatcher?
     /// Bytes of pages being sent and pushed bodies being read, over every connection.
     public let memory: MemoryBudget

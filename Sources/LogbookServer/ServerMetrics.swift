@@ -5,7 +5,7 @@ import Foundation
 /// Counters and gauges of a running server, rendered in the Prometheus text format by `/metrics`.
 /// Safe to use from any thread.
 public final class ServerMetrics: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var framesServed = 0
     private var bytesServed = 0
     private var framesReceived = 0

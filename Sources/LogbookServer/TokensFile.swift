@@ -2,14 +2,15 @@ import Replicator
 import Foundation
 import Logging
 import ServiceLifecycle
-import Synchronization
+import Synchronization  // Atomic: the SIGHUP handler may not take a lock
+import EventLog
 
 /// SIGHUPs received since the process started (counted by a signal handler, read by watchers).
 private let hangups = Atomic<Int>(0)
 
 /// The access policy a server uses now. Requests read it once each; a reload swaps it whole.
 public final class PolicySource: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var policy: AccessPolicy
 
     public init(_ policy: AccessPolicy) { self.policy = policy }
@@ -30,7 +31,7 @@ public final class TokensFileWatcher: Service, @unchecked Sendable {
     let interval: Double
     let logger: Logger
     private var seen: FileStamp?
-    private let lock = NSLock()
+    private let lock = Lock()
 
     /// What says a file changed: its inode (a rename), size and times (an edit in place).
     struct FileStamp: Equatable {

@@ -29,7 +29,7 @@ public struct ProjectionChange: Sendable {
 
 /// Hands each commit of a projection in this process to every subscriber (`Projection.changes`).
 final class ChangeHub: @unchecked Sendable {
-    private let lock = NSLock()
+    private let lock = Lock()
     private var subscribers: [UInt64: AsyncStream<ProjectionChange>.Continuation] = [:]
     private var next: UInt64 = 0
 
@@ -82,7 +82,7 @@ public final class ProjectionWatcher: @unchecked Sendable {
     /// The last journal row handed over.
     private var journalID: Int64 = 0
     private var projection: Projection
-    private let stopLock = NSLock()
+    private let stopLock = Lock()
     private var stopRequested = false
     private let files = DirectoryWatch()
 

@@ -27,7 +27,7 @@ public final class ProjectedStore: @unchecked Sendable {
     /// Whether appends and receives are projected at once (false: the projection is brought up
     /// to date later, e.g. by `evctl replay`).
     public let projects: Bool
-    private let lock = NSRecursiveLock()
+    private let lock = Lock(recursive: true)
 
     /// Opens for writing (takes the lock, recovers the log) and brings the projection up to date,
     /// repairing the window between a log fsync and a projection commit that a crash may leave.
@@ -68,9 +68,7 @@ public final class ProjectedStore: @unchecked Sendable {
 
     /// Runs `body` while no other thread writes through this store.
     public func exclusive<T>(_ body: () throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body()
+        try lock.withLock(body)
     }
 
     /// Appends atomically, then projects the new events.

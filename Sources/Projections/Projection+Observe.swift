@@ -8,7 +8,7 @@ package final class RegionRecorder: @unchecked Sendable {
     /// The recorder of the query running on this task or thread, if any.
     @TaskLocal static var current: RegionRecorder?
 
-    private let lock = NSLock()
+    private let lock = Lock()
     private var recorded = DatabaseRegion()
 
     func add(_ region: DatabaseRegion) { lock.withLock { recorded.formUnion(region) } }

@@ -34,7 +34,7 @@ enum SnapshotSchema {
     /// This build's schema.
     static var reference: Result<Reference, any Error> { reference(migrations: ProjectionSchema.current.migrations.count) }
 
-    private static let references = NSLock()
+    private static let references = Lock()
     nonisolated(unsafe) private static var built: [Int: Result<Reference, any Error>] = [:]
 
     /// The schema a build that had the first `count` of this build's migrations gave its

@@ -11,7 +11,7 @@ import Foundation
 package final class CursorWatcher: @unchecked Sendable {
     public let store: Store
     private let pollInterval: Double
-    private let lock = NSLock()
+    private let lock = Lock()
     private var subscribers: [UInt64: AsyncStream<ReplicationCursor>.Continuation] = [:]
     private var nextID: UInt64 = 0
     private var current: ReplicationCursor

@@ -122,7 +122,7 @@ final class Run: @unchecked Sendable {
     let nodes: [String]
     let seconds: Double
     let concurrency: Int
-    let lock = NSLock()
+    let lock = Lock()
     /// Per replica: its frame builder and frames sent; its cursor of pulled frames.
     var builders: [OriginFrameBuilder]
     var sent: [Int]
