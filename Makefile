@@ -6,40 +6,13 @@ EVCTL_DEBUG := .build/debug/evctl
 
 .PHONY: deps deps-core build test check generate demo hub-demo hub-load bench bench-cli bench-ui fixtures fuzz fuzz-build clean
 
-# System libraries: liblz4 (headers + pkg-config), SQLite, and the tools tests, demo and benchmarks use:
-# lz4, sqlite3, openssl (a test certificate for TLS), curl (the demo reads /metrics), PostgreSQL (the hub's
-# tests and demo start their own cluster: scripts/pg-cluster.sh), Chromium (headless, for the inspector's browser tests).
+# System libraries and tools from Debian (scripts/deps.sh says which, and installs them as root):
+# everything `make test`, the demo and the benchmarks use, or only what `make check` needs.
 deps:
-	@missing=""; \
-	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
-	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
-	command -v lz4 >/dev/null || missing="$$missing lz4"; \
-	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
-	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
-	command -v openssl >/dev/null || missing="$$missing openssl"; \
-	command -v curl >/dev/null || missing="$$missing curl"; \
-	command -v python3 >/dev/null || missing="$$missing python3"; \
-	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || missing="$$missing postgresql"; \
-	command -v chromium >/dev/null || missing="$$missing chromium"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then \
-	    echo "installing:$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
-	  else \
-	    echo "missing system packages:$$missing — run: sudo apt-get install -y$$missing" >&2; exit 1; \
-	  fi; \
-	fi
+	@bash scripts/deps.sh all
 
-# What `make check` needs: the libraries the code links and the tools its tests run.
 deps-core:
-	@missing=""; \
-	pkg-config --exists liblz4 2>/dev/null || missing="$$missing liblz4-dev"; \
-	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
-	command -v lz4 >/dev/null || missing="$$missing lz4"; \
-	command -v sqlite3 >/dev/null || missing="$$missing sqlite3"; \
-	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
-	command -v openssl >/dev/null || missing="$$missing openssl"; \
-	if [ -n "$$missing" ]; then echo "missing system packages:$$missing — run: sudo apt-get install -y$$missing (or make deps as root)" >&2; exit 1; fi
+	@bash scripts/deps.sh core
 
 build: deps
 	$(SWIFT) build --build-tests
