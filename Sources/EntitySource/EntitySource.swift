@@ -64,16 +64,16 @@ public enum EntitySource {
         }
         o += """
                 /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-                public var version: Int64
+                public internal(set) var version: Int64
                 /// When the app says the entity was created.
-                public var createdAt: Date?
+                public internal(set) var createdAt: Date?
                 /// When the projection last changed it.
-                public var modifiedAt: Date?
+                public internal(set) var modifiedAt: Date?
                 /// When it was soft-deleted; nil while it is live.
-                public var deletedAt: Date?
+                public internal(set) var deletedAt: Date?
                 /// Columns whose stored value is not what the schema declares (an event written
                 /// before a rule existed): their property is nil (a zero UUID when required).
-                public var undecodable: [String]
+                public internal(set) var undecodable: [String]
 
             """
         // Memberwise init, for records made in code.

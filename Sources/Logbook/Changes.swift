@@ -59,7 +59,7 @@ public protocol EntityValues: Sendable {
 extension EntityValues {
     /// The id the schema derives from these fields for entities named by their contents
     /// (`EntityIdentity`); nil for entities with ids of their own.
-    public var derivedID: UUID? { DomainSchema.spec(for: Self.entity).derivedID(fields) }
+    public var derivedID: UUID? { DomainSchema.entities.first { $0.entity == Self.entity }?.derivedID(fields) }
 }
 
 /// A day, as the date fields of occurrences hold it: `YYYY-MM-DD`.
@@ -125,6 +125,10 @@ struct FieldList {
 public enum Timestamps {
     /// `2026-11-23T21:20:16.123Z`.
     public static func string(_ date: Date) -> String {
+        // To the nearest millisecond (the formatter cuts, so a date read back could come out a
+        // millisecond early); dates before 1970 or past year 9999 through the formatter.
+        let ms = (date.timeIntervalSince1970 * 1000).rounded()
+        if ms >= 0 && ms < 253_402_300_800_000 { return ISOTime.string(millis: UInt64(ms)) }
         let f = ISO8601DateFormatter()
         f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         return f.string(from: date)
@@ -324,10 +328,47 @@ public struct Change: Sendable, Equatable {
 
     /// Creates the entity a record made in code describes, with the record's id (or the id its
     /// contents derive).
-    public static func create<R: EntityRecord>(_ record: R) -> Change { create(record.values, id: record.id) }
+    /// - Throws: `LogbookError` `.invalid` when the record lost a field that names it (its id, an
+    ///   item_tag's pair, an occurrence's item and day: listed in `undecodable`).
+    public static func create<R: EntityRecord>(_ record: R) throws -> Change {
+        try writable(record)
+        return create(record.values, id: record.id)
+    }
 
-    /// Sets the fields that differ between `old` and `new` (two versions of one record).
-    public static func update<R: EntityRecord>(from old: R, to new: R) -> Change { update(new.id, new.changes(from: old)) }
+    /// Sets the fields that differ between `old` and `new`, two versions of one record; nil when
+    /// none does.
+    /// - Throws: `LogbookError` `.invalid` when they are not one entity (ids differ), when what
+    ///   names the entity differs (an item_tag's pair, an occurrence's item and day cannot
+    ///   change: make another), or when `new` lost such a field (`undecodable`).
+    public static func update<R: EntityRecord>(from old: R, to new: R) throws -> Change? {
+        guard old.id == new.id else {
+            throw LogbookError(.invalid, "update(from:to:) takes two versions of one \(R.entity.name): ids \(old.id.lowercasedString) and \(new.id.lowercasedString) differ")
+        }
+        try writable(new)
+        let identity = identityFields(R.self)
+        let before = old.values.fields.filter { identity.contains($0.name) }
+        let after = new.values.fields.filter { identity.contains($0.name) }
+        guard before == after else {
+            throw LogbookError(.invalid, "\(R.entity.name) \(new.id.lowercasedString) is named by \(identity.sorted().joined(separator: " and ")), which cannot change",
+                               hint: "delete it and create the one you mean")
+        }
+        let values = new.changes(from: old)
+        guard values.fields.contains(where: { !identity.contains($0.name) }) else { return nil }
+        return update(new.id, values)
+    }
+
+    /// The fields that name entities of `R`'s kind (empty for entities with ids of their own).
+    static func identityFields<R: EntityRecord>(_: R.Type) -> Set<String> {
+        Set(DomainSchema.entities.first { $0.entity == R.entity }?.fields.filter(\.isIdentity).map(\.name) ?? [])
+    }
+
+    /// Refuses a record that lost what names it.
+    static func writable<R: EntityRecord>(_ record: R) throws {
+        let names = identityFields(R.self).union(["id"])
+        if let bad = record.undecodable.first(where: names.contains) {
+            throw LogbookError(.invalid, "\(R.entity.name) \(record.id.lowercasedString): field \(bad) was not readable as stored, so the record cannot be written back")
+        }
+    }
 
     /// Tags an item.
     public static func tag(_ item: UUID, with tag: UUID) -> Change { create(ItemTagValues(item: item, tag: tag)) }

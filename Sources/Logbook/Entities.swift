@@ -48,16 +48,16 @@ public struct Item: EntityRecord {
     /// The place's longitude, in degrees.
     public var longitude: Double?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), parentID: UUID? = nil, title: String? = nil, notes: String? = nil, status: String? = nil, itemType: String? = nil, sortOrder: Double? = nil, dueAt: Date? = nil, earliestStartAt: Date? = nil, completedAt: Date? = nil, recurrenceRule: String? = nil, priority: Int? = nil, importance: Int? = nil, locationName: String? = nil, locationAddress: String? = nil, latitude: Double? = nil, longitude: Double? = nil) {
         self.id = id
@@ -255,16 +255,16 @@ public struct Tag: EntityRecord {
     /// Free text such as `#30a46c`.
     public var color: String?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), name: String? = nil, color: String? = nil) {
         self.id = id
@@ -350,16 +350,16 @@ public struct ItemTag: EntityRecord {
     /// The tag it carries.
     public var tagID: UUID
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), itemID: UUID, tagID: UUID) {
         self.id = id
@@ -443,16 +443,16 @@ public struct TimeEntry: EntityRecord {
     /// How long, in seconds.
     public var durationSeconds: Double?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), itemID: UUID? = nil, startedAt: Date? = nil, endedAt: Date? = nil, durationSeconds: Double? = nil) {
         self.id = id
@@ -560,16 +560,16 @@ public struct SavedSearch: EntityRecord {
     /// The place among the saved searches.
     public var sortOrder: Double?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), name: String? = nil, query: String? = nil, sortOrder: Double? = nil) {
         self.id = id
@@ -673,16 +673,16 @@ public struct Completion: EntityRecord {
     /// Free notes.
     public var notes: String?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), itemID: UUID, originalOccurrenceDate: Day, occurrenceDate: Day? = nil, completedAt: Date? = nil, notes: String? = nil) {
         self.id = id
@@ -800,16 +800,16 @@ public struct RecurrenceException: EntityRecord {
     /// Free notes.
     public var notes: String?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), itemID: UUID, originalOccurrenceDate: Day, kind: String? = nil, rescheduledTo: Day? = nil, dueAt: Date? = nil, notes: String? = nil) {
         self.id = id
@@ -933,16 +933,16 @@ public struct Link: EntityRecord {
     /// The link's label.
     public var label: String?
     /// The hybrid-logical-clock stamp of the newest event applied: the entity's version.
-    public var version: Int64
+    public internal(set) var version: Int64
     /// When the app says the entity was created.
-    public var createdAt: Date?
+    public internal(set) var createdAt: Date?
     /// When the projection last changed it.
-    public var modifiedAt: Date?
+    public internal(set) var modifiedAt: Date?
     /// When it was soft-deleted; nil while it is live.
-    public var deletedAt: Date?
+    public internal(set) var deletedAt: Date?
     /// Columns whose stored value is not what the schema declares (an event written
     /// before a rule existed): their property is nil (a zero UUID when required).
-    public var undecodable: [String]
+    public internal(set) var undecodable: [String]
     /// A record made in code (to create with `Change.create(_:)`).
     public init(id: UUID = UUID(), from: UUID? = nil, to: UUID? = nil, kind: String? = nil, weight: Double? = nil, label: String? = nil) {
         self.id = id

@@ -38,11 +38,14 @@
 @_exported import struct Projections.TagRow
 @_exported import struct Projections.UnreadEvents
 @_exported import enum Projections.Snapshot
+@_exported import enum Projections.ProjectionError
 
 // Peers, cursors and what an exchange reports.
 @_exported import struct Replicator.PageLimits
 
 @_exported import class Replicator.PeerState
+@_exported import struct Replicator.BundleError
+@_exported import struct Replicator.CursorTokenError
 @_exported import struct Replicator.ReplicationCursor
 @_exported import struct Replicator.RetryPolicy
 @_exported import struct Replicator.TransferFailure

@@ -220,50 +220,35 @@ public final class LogbookWriter: Sendable {
 
     /// `write(_:)` off the caller's thread; bursts from async code run in the order submitted.
     public func write<T: Sendable>(_ body: @escaping @Sendable (Logbook) throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try self.write(body) }) }
-        }
+        try await Logbook.offThread(on: queue) { try self.write(body) }
     }
 
     /// Creates the entity a record made in code describes (`Item(title: "Buy milk")`); returns
     /// its id (the record's, or the id its contents derive).
+    /// - Throws: `LogbookError`, `.invalid` as `Change.create(_:)` says.
     public func create<R: EntityRecord>(_ record: R) throws -> UUID {
-        try LogbookError.door { try Self.writable(record); return try write { try $0.create(record.values, id: record.id) } }
+        try LogbookError.door {
+            let change = try Change.create(record)
+            _ = try write { try $0.append([change]) }
+            return change.mutation.entityID
+        }
     }
     /// `create(_:)` off the caller's thread.
     public func create<R: EntityRecord>(_ record: R) async throws -> UUID {
-        try Self.writable(record)
-        return try await LogbookError.door { try await write { try $0.create(record.values, id: record.id) } }
+        let change = try Change.create(record)
+        _ = try await LogbookError.door { try await write { try $0.append([change]) } }
+        return change.mutation.entityID
     }
     /// Writes what changed between two versions of a record (read one, change a copy): one update
     /// with the fields that differ; nothing when none does.
-    /// - Throws: `LogbookError` `.invalid` when the records are not one entity, or when `new` lost a field
-    ///   that names the entity (`undecodable`).
+    /// - Throws: `LogbookError`, `.invalid` as `Change.update(from:to:)` says.
     public func update<R: EntityRecord>(from old: R, to new: R) throws {
-        try LogbookError.door { if let c = try Self.change(from: old, to: new) { _ = try write { try $0.append([c]) } } }
+        try LogbookError.door { if let c = try Change.update(from: old, to: new) { _ = try write { try $0.append([c]) } } }
     }
     /// `update(from:to:)` off the caller's thread.
     public func update<R: EntityRecord>(from old: R, to new: R) async throws {
-        guard let c = try Self.change(from: old, to: new) else { return }
+        guard let c = try Change.update(from: old, to: new) else { return }
         _ = try await LogbookError.door { try await write { try $0.append([c]) } }
-    }
-
-    static func writable<R: EntityRecord>(_ record: R) throws {
-        let names = ["id"] + DomainSchema.spec(for: R.entity).fields.filter(\.isIdentity).map(\.name)
-        if let bad = record.undecodable.first(where: names.contains) {
-            throw LogbookError(.invalid, "\(R.entity.name) \(record.id.lowercasedString): field \(bad) was not readable as stored, so the record cannot be written back")
-        }
-    }
-
-    static func change<R: EntityRecord>(from old: R, to new: R) throws -> Change? {
-        guard old.id == new.id else {
-            throw LogbookError(.invalid, "update(from:to:) takes two versions of one \(R.entity.name): ids \(old.id.lowercasedString) and \(new.id.lowercasedString) differ")
-        }
-        try writable(new)
-        let identity = Set(DomainSchema.spec(for: R.entity).fields.filter(\.isIdentity).map(\.name))
-        let values = new.changes(from: old)
-        guard values.fields.contains(where: { !identity.contains($0.name) }) else { return nil }
-        return Change.update(new.id, values)
     }
 
 

@@ -31,6 +31,9 @@ public struct ProjectionSchema: Sendable {
     /// line in DomainSchema.
     public static let current: ProjectionSchema = {
         let tables = DomainSchema.entities.map { ProjectedTable(name: $0.table, entity: $0.entity, columns: $0.columns) }
+        // Column migrations come last. Before a named migration is added after one of them has
+        // shipped, copy the shipped column migrations (name and SQL) into `named`, in place: a
+        // snapshot is matched to a build by its prefix of migrations.
         return ProjectionSchema(tables: tables, migrations: named + columnMigrations(tables, after: named))
     }()
 

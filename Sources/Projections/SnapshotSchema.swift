@@ -86,7 +86,9 @@ enum SnapshotSchema {
     /// tables and columns it has (a column it lacks starts null).
     static func copiedTables(from snapshot: Reference? = nil) throws -> [(String, [String])] {
         let ref = try reference.get()
-        let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", Snapshot.eventIDsTable, "projection_commits"]
+        let skipped: Set<String> = ["grdb_migrations", "app_settings", "snapshot_meta", "snapshot_anchors", Snapshot.eventIDsTable, "projection_commits",
+                                      // A rebuild owed is the file's own state: a snapshot never carries it.
+                                      "projection_owed_rebuild"]
         return ref.entries.filter { $0.type == "table" && !skipped.contains($0.name) && !$0.name.hasPrefix("items_fts") && !$0.name.hasPrefix("sqlite_") }
             .map(\.name).sorted().compactMap { table in
                 let mine = ref.columns[table]!.map(\.name)

@@ -87,4 +87,36 @@ import Testing
         #expect(try await writer.reader.status().log.totalEvents == 0)
         try writer.close()
     }
+
+    /// What names an entity cannot change through an update; a change of nothing is no change.
+    @Test func whatNamesAnEntityCannotBeEdited() async throws {
+        let dir = TempDir()
+        let writer = try await LogbookWriter.open(at: dir.path + "/s", creating: true)
+        let item = try await writer.create(Item(title: "Water plants", recurrenceRule: "FREQ=WEEKLY"))
+        let id = try await writer.create(Completion(itemID: item, originalOccurrenceDate: "2026-11-26"))
+        let done = try #require(try await writer.reader.record(Completion.self, id))
+        var moved = done
+        moved.originalOccurrenceDate = "2026-11-27"
+        #expect(throws: LogbookError.self) { _ = try Change.update(from: done, to: moved) }
+        var noted = done
+        noted.notes = "late"
+        let change = try #require(try Change.update(from: done, to: noted))
+        #expect(change.mutation.fields.map(\.name).contains("notes"))
+        #expect(try Change.update(from: done, to: done) == nil)
+
+        let tag = try await writer.create(Tag(name: "home"))
+        try await writer.append([.tag(item, with: tag)])
+        let pair = try #require(try await writer.reader.all(ItemTag.self).first)
+        var other = pair
+        other.tagID = UUID()
+        #expect(throws: LogbookError.self) { _ = try Change.update(from: pair, to: other) }
+        try writer.close()
+    }
+
+    /// Timestamps are written to the nearest millisecond, as they read back.
+    @Test func datesAreWrittenToTheNearestMillisecond() {
+        #expect(Timestamps.string(Date(timeIntervalSince1970: 1.0009)) == "1970-01-01T00:00:01.001Z")
+        #expect(Timestamps.string(Date(timeIntervalSince1970: 1_795_669_200.1234)) == "2026-11-26T05:00:00.123Z")
+        #expect(Timestamps.string(Date(timeIntervalSince1970: -1.5)).hasPrefix("1969-12-31T23:59:58"))
+    }
 }
