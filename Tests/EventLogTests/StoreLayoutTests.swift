@@ -44,6 +44,14 @@ import Testing
         #expect(StoreLayout.entry(named: "store.json-wal") == .storeFile)  // harmless: no build writes it
     }
 
+    /// The parent of a path, computed without Foundation (whose `deletingLastPathComponent`
+    /// traps on a path of one relative component).
+    @Test(arguments: [("a", "."), ("a/", "."), ("a/b", "a"), ("a//b", "a"), ("a/b/", "a"), ("/a", "/"), ("/", "/"), ("//a", "/"),
+                      ("./a", "."), ("../a/b", "../a"), ("/tmp/x/store", "/tmp/x"), ("", ".")])
+    func theParentOfAPath(_ path: String, _ parent: String) {
+        #expect(FileIO.parent(path) == parent, "\(path)")
+    }
+
     @Test func aStoreLaysItsLogOutByTheLayout() throws {
         let dir = TempDir()
         let store = try makeStore(dir)

@@ -162,4 +162,18 @@ import Testing
         #expect(through.status == 1 && through.stderr.contains((dir.path as NSString).lastPathComponent + "/file]"), "\(through.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/file/s"))
     }
+
+    /// A store named by one relative path component (`--store a`, the README's own demo shape)
+    /// is made and used like any other: Foundation's `deletingLastPathComponent` trapped on such
+    /// a path, so the project computes parents itself (`FileIO.parent`).
+    @Test func aStoreNamedByOneRelativeComponentWorks() throws {
+        let dir = TempDir()
+        let made = try Evctl.run(["init", "--store", "a"], cwd: dir.path)
+        #expect(made.status == 0, "\(made.stderr)")
+        let appended = try Evctl.run(["append", "--store", "a", "-"], stdin: "{\"entity\":\"tag\",\"op\":\"create\",\"id\":\"\(UUID().uuidString)\",\"fields\":{\"name\":\"x\"}}\n", cwd: dir.path)
+        #expect(appended.status == 0, "\(appended.stderr)")
+        #expect(try Evctl.run(["status", "--store", "a"], cwd: dir.path).status == 0)
+        #expect(try Evctl.run(["init", "--store", "b/"], cwd: dir.path).status == 0)
+        #expect(FileManager.default.fileExists(atPath: dir.path + "/b/store.json"))
+    }
 }

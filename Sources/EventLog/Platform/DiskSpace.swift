@@ -28,7 +28,7 @@ public enum DiskSpace {
     public static func usage(of path: String) -> Usage? {
         var p = (path as NSString).standardizingPath
         if p.isEmpty { p = "." }
-        while !FileManager.default.fileExists(atPath: p), p != "/", !p.isEmpty { p = (p as NSString).deletingLastPathComponent }
+        while !FileManager.default.fileExists(atPath: p), p != "/", !p.isEmpty { p = FileIO.parent(p) }
         var fs = statvfs()
         guard statvfs(p, &fs) == 0 else { return nil }
         let block = UInt64(fs.f_frsize > 0 ? fs.f_frsize : fs.f_bsize)
@@ -43,7 +43,7 @@ public enum DiskSpace {
         guard stat(current, &st) == 0 else { return current }
         let device = st.st_dev
         while current != "/" {
-            let parent = (current as NSString).deletingLastPathComponent
+            let parent = FileIO.parent(current)
             var ps = stat()
             guard stat(parent, &ps) == 0, ps.st_dev == device else { break }
             current = parent

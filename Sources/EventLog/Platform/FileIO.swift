@@ -156,22 +156,33 @@ enum FileIO {
         }
     }
 
+    /// The folder holding `path`: `a/b` → `a`, `/a` → `/`, `a` → `.` (a path of one relative
+    /// component is in the current folder). Foundation's `deletingLastPathComponent` traps on such
+    /// a path here (swift-corelibs-foundation, Swift 6.3), so the project's code uses this instead.
+    package static func parent(_ path: String) -> String {
+        var b = Array(path.utf8)
+        while b.count > 1, b.last == 0x2F { b.removeLast() }
+        guard var i = b.lastIndex(of: 0x2F) else { return "." }
+        while i > 0, b[i - 1] == 0x2F { i -= 1 }
+        return i == 0 ? "/" : String(decoding: b[..<i], as: UTF8.self)
+    }
+
     /// Creates `path` and every missing folder above it (as `mkdir -p` and `git init a/b` do), and
     /// makes each creation durable by fsyncing the folder it was made in.
     static func makeDirectories(_ path: String, op: String) throws {
         guard !path.isEmpty else { throw LogError(.io, op, "no path given", file: path, errno: ENOENT) }
         var missing: [String] = []
         var p = path
-        while !p.isEmpty, p != "/", !exists(p) {
+        while !p.isEmpty, p != "/", p != ".", !exists(p) {
             missing.append(p)
-            p = (p as NSString).deletingLastPathComponent
+            p = parent(p)
         }
         if !p.isEmpty, !isDirectory(p) {
             throw LogError(.io, op, "cannot create a folder under a file that is not a folder", file: p, errno: ENOTDIR)
         }
         for dir in missing.reversed() {
             try makeDirectory(dir, op: op)
-            try fsyncDirectory((dir as NSString).deletingLastPathComponent, op: op)
+            try fsyncDirectory(parent(dir), op: op)
         }
     }
 
@@ -204,7 +215,7 @@ enum FileIO {
             unlink(tmp)
             throw LogError(.io, op, "cannot rename temp file into place", file: path, errno: e)
         }
-        if durable { try fsyncDirectory((path as NSString).deletingLastPathComponent, op: op) }
+        if durable { try fsyncDirectory(parent(path), op: op) }
     }
 }
 
@@ -225,7 +236,7 @@ package enum DurableFile {
 
     /// fsyncs the directory holding `path`, making a rename or unlink in it durable.
     public static func syncDirectory(of path: String, op: String) throws {
-        try FileIO.fsyncDirectory((path as NSString).deletingLastPathComponent, op: op)
+        try FileIO.fsyncDirectory(FileIO.parent(path), op: op)
     }
 
     /// fsyncs the finished file `tmp`, renames it to `path` and fsyncs the directory; removes

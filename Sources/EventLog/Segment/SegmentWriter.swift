@@ -37,7 +37,7 @@ final class SegmentWriter {
         if segments.isEmpty {
             if !FileIO.exists(dir.path) {
                 try FileIO.makeDirectory(dir.path, op: "open")
-                try FileIO.fsyncDirectory((dir.path as NSString).deletingLastPathComponent, op: "open")
+                try FileIO.fsyncDirectory(FileIO.parent(dir.path), op: "open")
             }
             try createSegment(first: floor.lastSeq.next, previous: floor.lastHash)
         } else {

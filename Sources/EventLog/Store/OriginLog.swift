@@ -79,7 +79,7 @@ struct OriginDirectory {
         withUnsafeBytes(of: crc.littleEndian) { bytes += $0 }
         if !FileIO.exists(path) {
             try FileIO.makeDirectory(path, op: "write floor")
-            try FileIO.fsyncDirectory((path as NSString).deletingLastPathComponent, op: "write floor")
+            try FileIO.fsyncDirectory(FileIO.parent(path), op: "write floor")
         }
         try FileIO.writeAtomically(bytes, to: floorPath, op: "write floor")
     }
