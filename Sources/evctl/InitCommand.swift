@@ -10,9 +10,15 @@ struct InitCommand: StoreCommand {
         let book = try Logbook.create(at: options.path)
         defer { try? book.close() }
         if options.json {
-            print(JSON.object([("replica_id", JSON.string(book.replicaID.description)), ("store", JSON.string(book.path))]))
+            print(try ReportJSON.string(InitReport(replicaID: book.replicaID.description, store: book.path)))
         } else {
             print(book.replicaID)
         }
     }
+}
+
+/// `evctl init --json`.
+struct InitReport: Encodable {
+    var replicaID: String
+    var store: String
 }

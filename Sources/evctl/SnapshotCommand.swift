@@ -18,10 +18,18 @@ struct SnapshotCommand: StoreCommand {
         let info = try book.snapshot(to: out)
         let cursor = ReplicationCursor(info.anchors.mapValues(\.lastSeq))
         if options.json {
-            print(JSON.object([("file", JSON.string(out)), ("bytes", String(info.bytes)), ("cursor", JSON.string(cursor.token)),
-                               ("events", String(cursor.entries.values.reduce(0) { $0 + $1.rawValue }))]))
+            print(try ReportJSON.string(SnapshotReport(file: out, bytes: info.bytes, cursor: cursor.token,
+                                                       events: cursor.entries.values.reduce(0) { $0 + $1.rawValue })))
         } else {
             print("snapshot of \(cursor.entries.values.reduce(0) { $0 + $1.rawValue }) events (\(info.bytes) bytes) at \(cursor.token) written to \(out)")
         }
     }
+}
+
+/// `evctl snapshot --json`.
+struct SnapshotReport: Encodable {
+    var file: String
+    var bytes: Int
+    var cursor: String
+    var events: UInt64
 }

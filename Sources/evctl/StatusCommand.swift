@@ -11,29 +11,7 @@ struct StatusCommand: StoreCommand {
         let status = try book.status()
         let (s, peers) = (status.log, status.peers)
         if options.json {
-            let origins = s.origins.map {
-                JSON.object([("origin", JSON.string($0.origin.description)), ("last_seq", String($0.lastSeq.rawValue)),
-                             ("last_time", $0.lastSeq.rawValue == 0 ? "null" : JSON.string(ISOTime.string($0.lastHLC))),
-                             ("segments", String($0.segments)), ("bytes", String($0.bytes))])
-            }
-            print(JSON.object([
-                ("replica_id", JSON.string(s.replicaID.description)), ("store", JSON.string(book.path)),
-                ("total_events", String(s.totalEvents)), ("segments", String(s.segments)),
-                ("log_bytes", String(s.logBytes)), ("bytes_on_disk", String(s.bytesOnDisk)),
-                ("origins", "[" + origins.joined(separator: ",") + "]"),
-                ("files", "[" + s.files.map { JSON.object([("name", JSON.string($0.name)), ("bytes", String($0.bytes))]) }.joined(separator: ",") + "]"),
-                ("disk", s.disk.map { JSON.object([("mount_point", JSON.string($0.mountPoint)), ("total_bytes", String($0.totalBytes)),
-                                                   ("available_bytes", String($0.availableBytes))]) } ?? "null"),
-                ("peers", "[" + peers.map { p in
-                    JSON.object([("name", JSON.string(p.name)), ("cursor", p.cursor.map { JSON.string($0.token) } ?? "null"),
-                                 ("last_sync_at", p.lastSyncAt.map(JSON.string) ?? "null"), ("last_error", p.lastError.map(JSON.string) ?? "null"),
-                                 ("pulled_events", String(p.pulledEvents)), ("pushed_events", String(p.pushedEvents))])
-                }.joined(separator: ",") + "]"),
-                ("unread", "[" + status.unread.map { u in
-                    JSON.object([("entity", JSON.string(u.entity.name)), ("op", JSON.string(u.op.name)),
-                                 ("schema_version", String(u.schemaVersion)), ("events", String(u.events))])
-                }.joined(separator: ",") + "]"),
-            ]))
+            print(try ReportJSON.string(StatusReport(status, store: book.path)))
         } else {
             print("store       \(book.path)")
             print("replica id  \(s.replicaID)")
@@ -59,3 +37,69 @@ struct StatusCommand: StoreCommand {
 }
 
 import Foundation
+
+/// `evctl status --json`.
+struct StatusReport: Encodable {
+    struct Origin: Encodable {
+        var origin: String
+        var lastSeq: UInt64
+        var lastTime: String?
+        var segments: Int
+        var bytes: Int
+    }
+    struct File: Encodable {
+        var name: String
+        var bytes: Int
+    }
+    struct Disk: Encodable {
+        var mountPoint: String
+        var totalBytes: UInt64
+        var availableBytes: UInt64
+    }
+    struct Peer: Encodable {
+        var name: String
+        var cursor: String?
+        var lastSyncAt: String?
+        var lastError: String?
+        var pulledEvents: Int
+        var pushedEvents: Int
+    }
+    struct Unread: Encodable {
+        var entity: String
+        var op: String
+        var schemaVersion: UInt8
+        var events: Int
+    }
+    var replicaID: String
+    var store: String
+    var totalEvents: UInt64
+    var segments: Int
+    var logBytes: Int
+    var bytesOnDisk: Int
+    var origins: [Origin]
+    var files: [File]
+    var disk: Disk?
+    var peers: [Peer]
+    var unread: [Unread]
+
+    init(_ status: LogbookStatus, store: String) {
+        let s = status.log
+        replicaID = s.replicaID.description
+        self.store = store
+        totalEvents = s.totalEvents
+        segments = s.segments
+        logBytes = s.logBytes
+        bytesOnDisk = s.bytesOnDisk
+        origins = s.origins.map {
+            Origin(origin: $0.origin.description, lastSeq: $0.lastSeq.rawValue,
+                   lastTime: $0.lastSeq.rawValue == 0 ? nil : ISOTime.string($0.lastHLC), segments: $0.segments, bytes: $0.bytes)
+        }
+        files = s.files.map { File(name: $0.name, bytes: $0.bytes) }
+        disk = s.disk.map { Disk(mountPoint: $0.mountPoint, totalBytes: $0.totalBytes, availableBytes: $0.availableBytes) }
+        peers = status.peers.map {
+            Peer(name: $0.name, cursor: $0.cursor?.token, lastSyncAt: $0.lastSyncAt, lastError: $0.lastError,
+                 pulledEvents: $0.pulledEvents, pushedEvents: $0.pushedEvents)
+        }
+        unread = status.unread.map { Unread(entity: $0.entity.name, op: $0.op.name, schemaVersion: $0.schemaVersion, events: $0.events) }
+    }
+}

@@ -27,16 +27,7 @@ struct VerifyCommand: StoreCommand {
         let problemCount = report.problems.count + (deepProblem == nil ? 0 : 1)
         let ok = problemCount == 0
         if options.json {
-            let problems = report.problems.map {
-                JSON.object([("file", JSON.string($0.file)), ("offset", String($0.offset)), ("message", JSON.string($0.message))])
-            }
-            print(JSON.object([
-                ("ok", ok ? "true" : "false"), ("origins", String(report.origins)), ("segments", String(report.segments)),
-                ("frames", String(report.frames)), ("events", String(report.events)), ("bytes", String(report.bytes)),
-                ("problems", "[" + problems.joined(separator: ",") + "]"),
-                ("notes", "[" + report.notes.map(JSON.string).joined(separator: ",") + "]"),
-                ("projection", deep ? (deepProblem.map { JSON.object([("ok", "false"), ("difference", JSON.string($0))]) } ?? JSON.object([("ok", "true")])) : "null"),
-            ]))
+            print(try ReportJSON.string(VerifyReportJSON(ok: ok, report: report, projection: deep ? .init(ok: deepProblem == nil, difference: deepProblem) : nil)))
         } else {
             for p in report.problems { print("problem: \(p)") }
             for n in report.notes { print("note: \(n)") }
@@ -46,5 +37,48 @@ struct VerifyCommand: StoreCommand {
             print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames, \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
         }
         if !ok { throw ExitCode(1) }
+    }
+}
+
+/// `evctl verify --json`.
+struct VerifyReportJSON: Encodable {
+    struct Problem: Encodable {
+        var file: String
+        var offset: Int
+        var message: String
+    }
+    /// Present with `--deep`: whether the projection equals a rebuild, and how it differs.
+    struct Projection: Encodable {
+        var ok: Bool
+        var difference: String?
+
+        enum CodingKeys: CodingKey { case ok, difference }
+
+        func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: CodingKeys.self)
+            try c.encode(ok, forKey: .ok)
+            if let difference { try c.encode(difference, forKey: .difference) }  // only when it differs
+        }
+    }
+    var ok: Bool
+    var origins: Int
+    var segments: Int
+    var frames: Int
+    var events: Int
+    var bytes: Int
+    var problems: [Problem]
+    var notes: [String]
+    var projection: Projection?
+
+    init(ok: Bool, report: VerifyReport, projection: Projection?) {
+        self.ok = ok
+        origins = report.origins
+        segments = report.segments
+        frames = report.frames
+        events = report.events
+        bytes = report.bytes
+        problems = report.problems.map { Problem(file: $0.file, offset: $0.offset, message: $0.message) }
+        notes = report.notes
+        self.projection = projection
     }
 }
