@@ -56,12 +56,9 @@ struct AppendCommand: StoreCommand {
             }
         }
         if options.json {
-            print(JSON.object([("appended", String(r.appended)),
-                               ("first_seq", r.firstSeq.map { String($0.rawValue) } ?? "null"),
-                               ("last_seq", r.lastSeq.map { String($0.rawValue) } ?? "null"),
-                               ("duplicates", String(r.duplicateCount)),
-                               ("origin", JSON.string(book.replicaID.description)),
-                               ("projected", projectionError == nil && !noProject ? "true" : "false")]))
+            Reports.print(AppendReport(appended: r.appended, firstSeq: r.firstSeq?.rawValue, lastSeq: r.lastSeq?.rawValue,
+                                       duplicates: r.duplicateCount, origin: book.replicaID.description,
+                                       projected: projectionError == nil && !noProject))
         } else {
             if let f = r.firstSeq, let l = r.lastSeq {
                 print("appended \(r.appended) events (seq \(f)…\(l))")

@@ -19,11 +19,9 @@ struct CompactCommand: StoreCommand {
     func execute() throws {
         let r = try options.book(.inspect).compact(withoutPeers: withoutPeers)
         if options.json {
-            let per = r.origins.sorted { $0.key < $1.key }.map {
-                JSON.string($0.key.description) + ":" + JSON.object([("segments", String($0.value.segments)), ("bytes", String($0.value.bytes)),
-                                                                    ("floor_seq", String($0.value.floor?.lastSeq.rawValue ?? 0))])
-            }
-            print(JSON.object([("segments", String(r.segments)), ("bytes", String(r.bytes)), ("origins", "{" + per.joined(separator: ",") + "}")]))
+            Reports.print(CompactReport(segments: r.segments, bytes: r.bytes, origins: .init(r.origins.sorted { $0.key < $1.key }.map {
+                ($0.key.description, CompactReport.Origin(segments: $0.value.segments, bytes: $0.value.bytes, floorSeq: $0.value.floor?.lastSeq.rawValue ?? 0))
+            })))
         } else if r.segments == 0 {
             print("nothing to compact (no sealed segment lies wholly below what every peer holds)")
         } else {

@@ -17,13 +17,7 @@ struct ConflictsCommand: StoreCommand {
         let rows = try book.conflicts(includeResolved: all)
         for c in rows {
             if options.json {
-                print(JSON.object([
-                    ("id", String(c.id)), ("entity", JSON.string(c.entity)), ("entity_id", JSON.string(c.entityID)), ("field", JSON.string(c.field)),
-                    ("winner_value", c.winnerValue), ("loser_value", c.loserValue),
-                    ("winner_event_id", JSON.string(c.winnerEventID)), ("loser_event_id", JSON.string(c.loserEventID)),
-                    ("winner_origin", JSON.string(c.winnerOrigin)), ("loser_origin", JSON.string(c.loserOrigin)),
-                    ("detected_at", JSON.string(c.detectedAt)), ("resolved_by", c.resolvedBy.map(JSON.string) ?? "null"),
-                ]))
+                Reports.print(ConflictReport(c))
             } else {
                 print(printable("#\(c.id) \(c.entity) \(c.entityID) \(c.field): kept \(c.winnerValue) (origin \(c.winnerOrigin.prefix(8))) over \(c.loserValue) (origin \(c.loserOrigin.prefix(8)))" + (c.resolvedBy.map { " — resolved by \($0)" } ?? "")))
             }
@@ -45,12 +39,7 @@ struct AnomaliesCommand: StoreCommand {
         let rows = try book.anomalies()
         for a in rows {
             if options.json {
-                print(JSON.object([
-                    ("id", String(a.id)), ("kind", JSON.string(a.kind)), ("entity", JSON.string(a.entity)), ("entity_id", JSON.string(a.entityID)),
-                    ("item_id", a.itemID.map(JSON.string) ?? "null"), ("original_occurrence_date", a.originalOccurrenceDate.map(JSON.string) ?? "null"),
-                    ("attempted_op", JSON.string(a.attemptedOp)), ("event_id", JSON.string(a.eventID)), ("winner_id", a.otherID.map(JSON.string) ?? "null"),
-                    ("correlation_id", JSON.string(a.correlationID)), ("detected_at", JSON.string(a.detectedAt)), ("details", a.details.map(JSON.string) ?? "null"),
-                ]))
+                Reports.print(AnomalyReport(a))
             } else {
                 print(printable("#\(a.id) \(a.kind): \(a.details ?? a.attemptedOp)"))
             }
@@ -84,7 +73,7 @@ struct ResolveCommand: StoreCommand {
         }
         let (valueJSON, r) = (resolution.keptValue, resolution.append)
         if options.json {
-            print(JSON.object([("conflict", String(conflictID)), ("kept", valueJSON), ("seq", r.firstSeq.map { String($0.rawValue) } ?? "null")]))
+            Reports.print(ResolutionReport(conflict: conflictID, kept: ReportJSON.Raw(valueJSON), seq: r.firstSeq?.rawValue))
         } else {
             print("conflict #\(conflictID): kept \(valueJSON) for \(resolution.field) (appended seq \(r.firstSeq.map { String($0.rawValue) } ?? "-"))")
         }

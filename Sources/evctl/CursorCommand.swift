@@ -13,8 +13,7 @@ struct CursorCommand: StoreCommand {
     func execute() throws {
         let cursor = try options.book(.inspect).cursor()
         if options.json {
-            let origins = cursor.origins.map { JSON.string($0.description) + ":" + String(cursor[$0].rawValue) }.joined(separator: ",")
-            print(JSON.object([("token", JSON.string(cursor.token)), ("origins", "{" + origins + "}")]))
+            Reports.print(CursorReport(token: cursor.token, origins: .init(cursor.origins.map { ($0.description, cursor[$0].rawValue) })))
         } else {
             print(cursor.token)
         }

@@ -10,8 +10,8 @@ enum Follow {
         try await book.follow(peer, onExchange: { e in
             guard e.pulledEvents > 0 || e.pushedEvents > 0 else { return }
             let line = json
-                ? JSON.object([("pulled_events", String(e.pulledEvents)), ("pushed_events", String(e.pushedEvents)),
-                               ("time", JSON.string(ISO8601DateFormatter().string(from: Date())))])
+                ? Reports.line(ExchangeReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents,
+                                              time: ISO8601DateFormatter().string(from: Date())))
                 : "pulled \(e.pulledEvents) events, pushed \(e.pushedEvents) events"
             Output.write(Array((line + "\n").utf8))
         }, onState: { state in

@@ -45,9 +45,8 @@ struct PurgeCommand: StoreCommand {
         }
         let total = purged.values.reduce(0, +)
         if options.json {
-            let tables = purged.sorted { $0.key < $1.key }.map { JSON.string($0.key) + ":" + String($0.value) }.joined(separator: ",")
-            print(JSON.object([("purged", "{" + tables + "}"), ("deleted_before", cutoff.map { JSON.string(Timestamps.string($0)) } ?? "null"),
-                               ("retain_days", retainDays.map(String.init) ?? "null")]))
+            Reports.print(PurgeReport(purged: .init(purged.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }),
+                                      deletedBefore: cutoff.map(Timestamps.string), retainDays: retainDays))
         } else if noRetention {
             print("retention off: deleted rows stay in the projection from now on")
         } else {

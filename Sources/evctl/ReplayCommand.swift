@@ -26,7 +26,7 @@ struct ReplayCommand: StoreCommand {
         Terminal.endProgress()
         let seconds = Date().timeIntervalSince(start)
         if options.json {
-            print(JSON.object([("events", String(n)), ("rebuilt", rebuild ? "true" : "false"), ("seconds", String(format: "%.3f", seconds))]))
+            Reports.print(ReplayReport(events: n, rebuilt: rebuild, seconds: ReportJSON.Fixed(seconds, decimals: 3)))
         } else {
             print(rebuild ? "rebuilt the projection from \(n) events in \(String(format: "%.2f", seconds)) s"
                           : (n == 0 ? "projection is up to date" : "applied \(n) events in \(String(format: "%.2f", seconds)) s"))

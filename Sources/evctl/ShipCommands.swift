@@ -44,9 +44,8 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
 
 func printSummary(_ s: TransferSummary, json: Bool, verb: String) {
     if json {
-        print(JSON.object([("frames", String(s.frames)), ("events", String(s.events)), ("already_held", String(s.alreadyHeld)),
-                           ("pages", String(s.pages)), ("bytes", String(s.bytes)), ("retries", String(s.retries)),
-                           ("peer_cursor", JSON.string(s.peerCursor.token)), ("bootstrapped", s.bootstrapped ? "true" : "false")]))
+        Reports.print(TransferReport(frames: s.frames, events: s.events, alreadyHeld: s.alreadyHeld, pages: s.pages, bytes: s.bytes,
+                                     retries: s.retries, peerCursor: s.peerCursor.token, bootstrapped: s.bootstrapped))
     } else {
         if s.bootstrapped { print("bootstrapped from the peer's snapshot (the peer no longer holds the log from this store's cursor)") }
         print("\(verb) \(s.events) events in \(s.frames) frames (\(s.pages) pages, \(s.bytes) bytes)" + (s.retries > 0 ? ", \(s.retries) retries" : ""))
@@ -55,8 +54,8 @@ func printSummary(_ s: TransferSummary, json: Bool, verb: String) {
 
 func printReceive(_ r: ReceiveResult, json: Bool, verb: String) {
     if json {
-        let tips = r.tips.sorted { $0.key < $1.key }.map { JSON.string($0.key.description) + ":" + String($0.value.rawValue) }.joined(separator: ",")
-        print(JSON.object([("frames", String(r.frames)), ("events", String(r.events)), ("already_held", String(r.alreadyHeld)), ("origins", "{" + tips + "}")]))
+        Reports.print(ReceiveReport(frames: r.frames, events: r.events, alreadyHeld: r.alreadyHeld,
+                                    origins: .init(r.tips.sorted { $0.key < $1.key }.map { ($0.key.description, $0.value.rawValue) })))
     } else {
         print("\(verb) \(r.events) events in \(r.frames) frames" + (r.alreadyHeld > 0 ? " (\(r.alreadyHeld) frames already held)" : ""))
     }
@@ -79,7 +78,7 @@ struct ExportCommand: StoreCommand {
         }
         let r = try options.book(.inspect).exportBundle(to: out, since: cursor)
         if options.json {
-            print(JSON.object([("frames", String(r.frames)), ("events", String(r.events)), ("bytes", String(r.bytes)), ("cursor", JSON.string(r.cursor.token))]))
+            Reports.print(ExportReport(frames: r.frames, events: r.events, bytes: r.bytes, cursor: r.cursor.token))
         } else {
             print("exported \(r.events) events in \(r.frames) frames (\(r.bytes) bytes) to \(out)")
         }
@@ -155,7 +154,7 @@ struct SyncCommand: AsyncStoreCommand {
         let e = try await book.sync(with: peer.peer(source), progress: transferProgress("syncing"))
         Terminal.endProgress()
         if options.json {
-            print(JSON.object([("pulled_events", String(e.pulledEvents)), ("pushed_events", String(e.pushedEvents)), ("cursor", JSON.string(try book.cursor().token))]))
+            Reports.print(SyncReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents, cursor: try book.cursor().token))
         } else {
             print("pulled \(e.pulledEvents) events, pushed \(e.pushedEvents) events; now at \(try book.cursor().token)")
         }

@@ -47,4 +47,18 @@ import Testing
         struct N: Encodable { var a: Double; var b: Double }
         #expect(try ReportJSON.string(N(a: .nan, b: .infinity)) == #"{"a":null,"b":null}"#)
     }
+
+    /// Maps keyed by data keep their keys verbatim and in order; fixed decimals and JSON text
+    /// already written go in as they are.
+    @Test func mapsFixedNumbersAndRawValues() throws {
+        struct Origin: Encodable { var floorSeq: UInt64 }
+        struct R: Encodable {
+            var origins: ReportJSON.Map<Origin>
+            var seconds: ReportJSON.Fixed
+            var kept: ReportJSON.Raw
+        }
+        let r = R(origins: .init([("b-Origin", Origin(floorSeq: 2)), ("a", Origin(floorSeq: 0))]),
+                  seconds: .init(1.23456, decimals: 3), kept: .init(#"{"x":[1,"y"]}"#))
+        #expect(try ReportJSON.string(r) == #"{"origins":{"b-Origin":{"floor_seq":2},"a":{"floor_seq":0}},"seconds":1.235,"kept":{"x":[1,"y"]}}"#)
+    }
 }

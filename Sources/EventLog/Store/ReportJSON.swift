@@ -27,6 +27,48 @@ package enum ReportJSON {
         return out
     }
 
+    /// An object whose keys are data (origins, table names), written as given and in the order
+    /// given: `{"<origin>": 12, …}`.
+    package struct Map<Value: Encodable>: Encodable {
+        package var pairs: [(String, Value)]
+        package init(_ pairs: [(String, Value)]) { self.pairs = pairs }
+        package func encode(to encoder: any Encoder) throws {
+            var c = encoder.container(keyedBy: VerbatimKey.self)
+            for (k, v) in pairs { try c.encode(v, forKey: VerbatimKey(k)) }
+        }
+    }
+
+    /// A number written with a fixed count of decimals (`1.250`).
+    package struct Fixed: Encodable {
+        package var value: Double
+        package var decimals: Int
+        package init(_ value: Double, decimals: Int) { self.value = value; self.decimals = decimals }
+        package func encode(to encoder: any Encoder) throws {
+            var c = encoder.singleValueContainer()
+            try c.encode(value)  // ReportJSON writes it as `Fixed`; other encoders as a plain number
+        }
+    }
+
+    /// JSON text written by the one writer already (a field value as the log keeps it), put in
+    /// as it is.
+    package struct Raw: Encodable {
+        package var json: String
+        package init(_ json: String) { self.json = json }
+        package func encode(to encoder: any Encoder) throws {
+            var c = encoder.singleValueContainer()
+            try c.encode(json)
+        }
+    }
+
+    /// A key that is data: written verbatim, never turned into snake_case.
+    package struct VerbatimKey: CodingKey {
+        package var stringValue: String
+        package var intValue: Int? { nil }
+        package init(_ s: String) { stringValue = s }
+        package init?(stringValue: String) { self.stringValue = stringValue }
+        package init?(intValue: Int) { nil }
+    }
+
     final class Object { var pairs: [(String, Node)] = [] }
     final class Array { var items: [Node] = [] }
 
@@ -40,6 +82,8 @@ package enum ReportJSON {
 
     static func node<T: Encodable>(_ value: T) throws -> Node {
         switch value {
+        case let v as Fixed: return v.value.isFinite ? .number(String(format: "%.\(max(0, min(v.decimals, 17)))f", v.value)) : .null
+        case let v as Raw: return .number(v.json)
         case let v as String: return .string(v)
         case let v as Bool: return .bool(v)
         case let v as Double: return number(v)
@@ -109,7 +153,9 @@ package enum ReportJSON {
         let object: Object
         var codingPath: [any CodingKey] = []
 
-        private func put(_ key: Key, _ node: Node) { object.pairs.append((ReportJSON.snakeCase(key.stringValue), node)) }
+        private func put(_ key: Key, _ node: Node) {
+            object.pairs.append((key is VerbatimKey ? key.stringValue : ReportJSON.snakeCase(key.stringValue), node))
+        }
 
         mutating func encodeNil(forKey key: Key) throws { put(key, .null) }
         mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { put(key, try ReportJSON.node(value)) }
