@@ -66,8 +66,11 @@ struct LogCommand: StoreCommand {
     }
 
     /// One event as a JSON object; keys in a fixed order (readers must ignore unknown keys).
-    static func json(_ e: Event, into j: inout JSONBytes) {
-        j.raw("{\"event_id\":"); j.string(e.eventID.lowercasedString)
+    /// One event as a JSON object, written straight into `j` (listings stream millions of
+    /// these); `cursor`, when given, comes first (`evctl watch`).
+    static func json(_ e: Event, into j: inout JSONBytes, cursor: String? = nil) {
+        if let cursor { j.raw("{\"cursor\":"); j.string(cursor); j.raw(",\"event_id\":") } else { j.raw("{\"event_id\":") }
+        j.string(e.eventID.lowercasedString)
         j.raw(",\"origin\":"); j.string(e.origin.description)
         j.raw(",\"seq\":"); j.int(e.seq.rawValue)
         j.raw(",\"hlc\":"); j.int(e.hlc.rawValue)

@@ -59,12 +59,8 @@ struct WatchCommand: StoreCommand {
                 if let entityID, e.entityID != entityID { continue }
                 if options.json {
                     json.bytes.removeAll(keepingCapacity: true)
-                    LogCommand.json(e, into: &json)
-                    json.bytes.removeFirst()  // reopen the object to put the cursor first
-                    out += Array("{\"cursor\":".utf8)
-                    var c = JSONBytes()
-                    c.string(cursor.token)
-                    out += c.bytes + [UInt8(ascii: ",")] + json.bytes
+                    LogCommand.json(e, into: &json, cursor: cursor.token)
+                    out += json.bytes
                 } else {
                     out += Array(LogCommand.text(e).utf8)
                 }
