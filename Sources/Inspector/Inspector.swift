@@ -46,11 +46,11 @@ public final class Inspector: Sendable {
         self.logger = logger
     }
 
-    /// An inspector of `book`: its audit index opened (or built) in the store.
-    public static func open(book: Logbook, policies: PolicySource, secureCookies: Bool = false,
+    /// An inspector of the store `reader` reads: its audit index opened (or built) in the store.
+    public static func open(reader: LogbookReader, policies: PolicySource, secureCookies: Bool = false,
                             logger: Logger = Logger(label: "evctl.inspect")) throws -> Inspector {
-        let index = try AuditIndex(store: book.store, logger: logger)
-        return Inspector(site: try InspectorSite(book: book, index: index), policies: policies, secureCookies: secureCookies, logger: logger)
+        let index = try AuditIndex(store: reader.book.store, logger: logger)
+        return Inspector(site: try InspectorSite(reader: reader, index: index), policies: policies, secureCookies: secureCookies, logger: logger)
     }
 
     /// Keeps the audit index caught up with the log while the server runs.

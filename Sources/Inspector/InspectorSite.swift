@@ -10,7 +10,7 @@ import Replicator
 /// template. Read-only: nothing here writes to the store. Every page is bounded (paginated),
 /// so its cost does not grow with the log.
 public final class InspectorSite: @unchecked Sendable {
-    public let book: Logbook
+    package let book: Logbook
     public let index: AuditIndex
     let library: MustacheLibrary
     /// Who owns each origin of a served store, for events that name no actor (attributed by
@@ -28,8 +28,8 @@ public final class InspectorSite: @unchecked Sendable {
     /// Characters of a value shown in a table cell; the rest is cut with a note.
     static let valueCharactersMax = Bounds.valueCharactersMax
 
-    public init(book: Logbook, index: AuditIndex) throws {
-        self.book = book
+    public init(reader: LogbookReader, index: AuditIndex) throws {
+        book = reader.book
         self.index = index
         library = try Templates.library()
     }
@@ -282,7 +282,7 @@ public final class InspectorSite: @unchecked Sendable {
         guard let c = try book.projection.conflict(id) else { throw LogbookError(.notFound, "no conflict #\(id)") }
         let me = book.replicaID.description
         let localIsWinner = c.winnerOrigin == me || c.loserOrigin != me
-        let side: Logbook.Side = keepWinner == localIsWinner ? .local : .remote
+        let side: ConflictSide = keepWinner == localIsWinner ? .local : .remote
         if book.access == .readWrite {
             try book.resolve(conflict: id, keep: side)
         } else {

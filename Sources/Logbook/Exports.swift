@@ -29,15 +29,12 @@
 // Rows the projection answers with, and its change notifications.
 @_exported import struct Projections.AnomalyRow
 @_exported import struct Projections.ConflictRow
-@_exported import struct Projections.ItemRow
 @_exported import enum Projections.LinkDirection
 @_exported import struct Projections.LinkRow
 @_exported import struct Projections.LinkedItem
 @_exported import struct Projections.ProjectionChange
 @_exported import class Projections.ProjectionWatcher
-@_exported import struct Projections.TagRow
 @_exported import struct Projections.UnreadEvents
-@_exported import enum Projections.Snapshot
 @_exported import enum Projections.ProjectionError
 
 // Peers, cursors and what an exchange reports.

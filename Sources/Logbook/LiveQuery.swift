@@ -7,15 +7,15 @@ import Observation
 ///
 /// ```swift
 /// @Observable final class AppModel {           // made once, for the app's lifetime
-///     let inbox: LiveQuery<[ItemRow]>
-///     init(book: Logbook) { inbox = LiveQuery(book, initial: []) { try $0.items(.init(search: "inbox")) } }
+///     let inbox: LiveQuery<[Item]>
+///     init(reader: LogbookReader) { inbox = LiveQuery(reader, initial: []) { try $0.items(.init(search: "inbox")) } }
 /// }
 /// // in a view: ForEach(model.inbox.value, id: \.id) { … }
 /// ```
 /// Make it once (an app model, not a view's `@State` initial value, which SwiftUI evaluates at
 /// every rebuild of the view): each one follows the store until released.
 ///
-/// The query is `Logbook.observe(_:)`'s: it runs again only after a commit that wrote a table it
+/// The query is `LogbookReader.observe(_:)`'s: it runs again only after a commit that wrote a table it
 /// read, and `value` is set only when the result differs. `error` holds what ended it, if
 /// anything did; `cancel()` (or releasing the model) stops it.
 @Observable
@@ -29,14 +29,14 @@ public final class LiveQuery<Value: Equatable & Sendable>: @unchecked Sendable {
 
     @ObservationIgnored private var task: Task<Void, Never>?
 
-    /// Starts observing `query` on `book`.
+    /// Starts observing `query` on `reader`.
     /// - Parameters:
     ///   - initial: the value until the first result arrives.
     ///   - actor: where `value`, `updates` and `error` are set (and so where they should be read).
-    public init(_ book: Logbook, initial: Value, on actor: any Actor = MainActor.shared,
-                _ query: @escaping @Sendable (Logbook) throws -> Value) {
+    public init(_ reader: LogbookReader, initial: Value, on actor: any Actor = MainActor.shared,
+                _ query: @escaping @Sendable (LogbookReader) throws -> Value) {
         value = initial
-        let stream = book.observe(query)
+        let stream = reader.observe(query)
         task = Task { [weak self] in
             do {
                 for try await result in stream {

@@ -1,6 +1,7 @@
 import Dispatch
 import GRDB
 import Foundation
+import Projections
 
 /// The `async` form of every call that blocks (an fsync, a query, a file read): each runs on a
 /// queue of the store's and suspends the caller meanwhile, so an app's main actor or a server's
@@ -31,18 +32,18 @@ extension Logbook {
 
     /// `open(at:access:creating:options:)` off the caller's thread (it may recover the log, wait
     /// for the writer lock and catch the projection up).
-    public static func open(at path: String, access: Access = .readWrite, creating: Bool = false,
+    package static func open(at path: String, access: Access = .readWrite, creating: Bool = false,
                             options: Options = Options()) async throws -> Logbook {
         try await offThread { try open(at: path, access: access, creating: creating, options: options) }
     }
 
     /// `create(at:options:)` off the caller's thread.
-    public static func create(at path: String, options: Options = Options()) async throws -> Logbook {
+    package static func create(at path: String, options: Options = Options()) async throws -> Logbook {
         try await offThread { try create(at: path, options: options) }
     }
 
     /// `close()` off the caller's thread (it fsyncs and lets the lock go).
-    public func close() async throws {
+    package func close() async throws {
         try await offThreadWriting { try self.close() }
     }
 
@@ -50,121 +51,121 @@ extension Logbook {
 
     /// `append(_:)` off the caller's thread: returns once the events are durable and projected.
     @discardableResult
-    public func append(_ changes: [Change]) async throws -> AppendResult {
+    package func append(_ changes: [Change]) async throws -> AppendResult {
         try await offThreadWriting { try self.append(changes) }
     }
 
     /// `append(ndjson:)` off the caller's thread.
     @discardableResult
-    public func append(ndjson text: String) async throws -> AppendResult {
+    package func append(ndjson text: String) async throws -> AppendResult {
         try await offThreadWriting { try self.append(ndjson: text) }
     }
 
     /// `create(_:id:)` off the caller's thread.
     @discardableResult
-    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) async throws -> UUID {
+    package func create<V: EntityValues>(_ values: V, id: UUID = UUID()) async throws -> UUID {
         try await offThreadWriting { try self.create(values, id: id) }
     }
 
     /// `update(_:_:)` off the caller's thread.
-    public func update<V: EntityValues>(_ id: UUID, _ values: V) async throws {
+    package func update<V: EntityValues>(_ id: UUID, _ values: V) async throws {
         try await offThreadWriting { try self.update(id, values) }
     }
 
     /// `delete(_:_:)` off the caller's thread.
-    public func delete(_ entity: Entity, _ id: UUID) async throws {
+    package func delete(_ entity: Entity, _ id: UUID) async throws {
         try await offThreadWriting { try self.delete(entity, id) }
     }
 
     /// `restore(_:_:)` off the caller's thread.
-    public func restore(_ entity: Entity, _ id: UUID) async throws {
+    package func restore(_ entity: Entity, _ id: UUID) async throws {
         try await offThreadWriting { try self.restore(entity, id) }
     }
 
     /// `resolve(conflict:keep:)` off the caller's thread.
     @discardableResult
-    public func resolve(conflict id: Int64, keep side: Side) async throws -> Resolution {
+    package func resolve(conflict id: Int64, keep side: Side) async throws -> Resolution {
         try await offThreadWriting { try self.resolve(conflict: id, keep: side) }
     }
 
     /// `purge(deletedBefore:)` off the caller's thread.
     @discardableResult
-    public func purge(deletedBefore date: Date) async throws -> [String: Int] {
+    package func purge(deletedBefore date: Date) async throws -> [String: Int] {
         try await offThreadWriting { try self.purge(deletedBefore: date) }
     }
 
     /// `compact(withoutPeers:)` off the caller's thread.
     @discardableResult
-    public func compact(withoutPeers: Bool = false) async throws -> Compactor.Report {
+    package func compact(withoutPeers: Bool = false) async throws -> Compactor.Report {
         try await offThreadWriting { try self.compact(withoutPeers: withoutPeers) }
     }
 
     /// `importBundle(_:)` off the caller's thread.
     @discardableResult
-    public func importBundle(_ file: String) async throws -> ReceiveResult {
+    package func importBundle(_ file: String) async throws -> ReceiveResult {
         try await offThreadWriting { try self.importBundle(file) }
     }
 
     /// `exportBundle(to:since:)` off the caller's thread.
     @discardableResult
-    public func exportBundle(to file: String, since: ReplicationCursor = .empty) async throws -> FrameBundle.ExportResult {
+    package func exportBundle(to file: String, since: ReplicationCursor = .empty) async throws -> FrameBundle.ExportResult {
         try await Self.offThread { try self.exportBundle(to: file, since: since) }
     }
 
     /// `importLegacy(from:)` off the caller's thread.
     @discardableResult
-    public func importLegacy(from path: String) async throws -> LegacyImportReport {
+    package func importLegacy(from path: String) async throws -> LegacyImportReport {
         try await offThreadWriting { try self.importLegacy(from: path) }
     }
 
     // MARK: Reads
 
     /// `items(_:)` off the caller's thread.
-    public func items(_ query: ItemQuery = ItemQuery()) async throws -> [ItemRow] {
+    package func items(_ query: ItemQuery = ItemQuery()) async throws -> [ItemRow] {
         try await Self.offThread { try self.items(query) }
     }
 
     /// `item(_:)` off the caller's thread.
-    public func item(_ id: UUID) async throws -> ItemRow? {
+    package func item(_ id: UUID) async throws -> ItemRow? {
         try await Self.offThread { try self.item(id) }
     }
 
     /// `tags(includeDeleted:)` off the caller's thread.
-    public func tags(includeDeleted: Bool = false) async throws -> [TagRow] {
+    package func tags(includeDeleted: Bool = false) async throws -> [TagRow] {
         try await Self.offThread { try self.tags(includeDeleted: includeDeleted) }
     }
 
     /// `links(of:includeDeleted:)` off the caller's thread.
-    public func links(of item: UUID, includeDeleted: Bool = false) async throws -> [LinkRow] {
+    package func links(of item: UUID, includeDeleted: Bool = false) async throws -> [LinkRow] {
         try await Self.offThread { try self.links(of: item, includeDeleted: includeDeleted) }
     }
 
     /// `history(of:id:)` off the caller's thread.
-    public func history(of entity: Entity, id: UUID) async throws -> History {
+    package func history(of entity: Entity, id: UUID) async throws -> History {
         try await Self.offThread { try self.history(of: entity, id: id) }
     }
 
     /// `conflicts(includeResolved:)` off the caller's thread.
-    public func conflicts(includeResolved: Bool = false) async throws -> [ConflictRow] {
+    package func conflicts(includeResolved: Bool = false) async throws -> [ConflictRow] {
         try await Self.offThread { try self.conflicts(includeResolved: includeResolved) }
     }
 
     /// `status()` off the caller's thread.
-    public func status() async throws -> LogbookStatus {
+    package func status() async throws -> LogbookStatus {
         try await Self.offThread { try self.status() }
     }
 
     /// `verify(deep:)` off the caller's thread.
-    public func verify(deep: Bool = false) async throws -> (VerifyReport, projectionDifference: String?) {
+    package func verify(deep: Bool = false) async throws -> (VerifyReport, projectionDifference: String?) {
         try await Self.offThread { try self.verify(deep: deep) }
     }
 
     /// Runs `body` on a read-only connection to the projection, for SQL of your own (GRDB's
     /// `Row`, records, `ValueObservation`): a write in it fails, so only the log changes the tables.
-    public func read<T>(_ body: (Database) throws -> T) throws -> T { try projection.read(body) }
+    package func read<T>(_ body: (Database) throws -> T) throws -> T { try projection.read(body) }
 
     /// `read(_:)` off the caller's thread, on GRDB's reader queue.
-    public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await projection.read(body)
     }
 }

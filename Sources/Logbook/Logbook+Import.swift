@@ -20,7 +20,7 @@ extension Logbook {
     /// - Parameter progress: called with a phase ("reading", "mapping", "appending", "projecting")
     ///   and (done, total) within it.
     @discardableResult
-    public func importLegacy(from path: String, progress: ((String, Int, Int) -> Void)? = nil) throws -> LegacyImportReport {
+    package func importLegacy(from path: String, progress: ((String, Int, Int) -> Void)? = nil) throws -> LegacyImportReport {
         do {
             return try importingLegacy(from: path, progress: progress)
         } catch let e as LegacyError {

@@ -86,24 +86,24 @@ extension Logbook {
     /// the store to itself; opened for writing, that case is the `TransferFailure` `cursor_expired`.
     /// The outcome is remembered in the peer bookkeeping (`peers()`).
     @discardableResult
-    public func pull(from peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
+    package func pull(from peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
         try await exchange(with: peer, pull: true, push: false, progress: progress)
     }
 
     /// Sends `peer` what this store holds past the peer's cursor.
     @discardableResult
-    public func push(to peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
+    package func push(to peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
         try await exchange(with: peer, pull: false, push: true, progress: progress)
     }
 
     /// Pulls from `peer`, then pushes to it: afterwards both hold the same logs.
     @discardableResult
-    public func sync(with peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
+    package func sync(with peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
         try await exchange(with: peer, pull: true, push: true, progress: progress)
     }
 
     /// The peers this store exchanged with, their last cursor, time and error.
-    public func peers() throws -> [PeerState.Peer] {
+    package func peers() throws -> [PeerState.Peer] {
         RegionRecorder.readsOutsideTheProjection()
         // Read without creating or writing the file: a reader never needs to write.
         return try PeerState.peers(of: store)
@@ -179,7 +179,7 @@ extension Logbook {
     ///   - onExchange: told of every exchange (also those that moved nothing).
     ///   - onState: told when the follower is in sync, and when it retries and why.
     /// - Throws: a permanent `TransferFailure` (refused token, a peer that is not a Logbook…).
-    public func follow(_ peer: Peer, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in },
+    package func follow(_ peer: Peer, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in },
                        onState: @escaping @Sendable (LiveSync.State) -> Void = { _ in }) async throws {
         guard case .url = peer.location else { throw LogbookError(.invalid, "following needs the URL of an `evctl serve`, not a path") }
         let replica = store.replicaID
@@ -199,13 +199,13 @@ extension Logbook {
     // MARK: Bundles and compaction
 
     /// Writes the frames past `since` (everything by default) to a bundle file, verbatim.
-    public func exportBundle(to file: String, since: ReplicationCursor = .empty) throws -> FrameBundle.ExportResult {
+    package func exportBundle(to file: String, since: ReplicationCursor = .empty) throws -> FrameBundle.ExportResult {
         try FrameBundle.export(store: store, since: since, to: file)
     }
 
     /// Appends the frames of a bundle file (every frame verified first; importing twice changes
     /// nothing), then projects them.
-    public func importBundle(_ file: String, progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
+    package func importBundle(_ file: String, progress: ((Int, Int) -> Void)? = nil) throws -> ReceiveResult {
         if writer != nil {
             let w = try requireWriter("import")
             return try w.exclusive {
@@ -220,7 +220,7 @@ extension Logbook {
     /// Drops old sealed segments every known peer already holds, keeping a snapshot that covers
     /// them (`withoutPeers`: compact up to the snapshot even when no peer is known). Needs the
     /// writer lock: opened for writing, close first or use a read-only Logbook.
-    public func compact(withoutPeers: Bool = false) throws -> Compactor.Report {
+    package func compact(withoutPeers: Bool = false) throws -> Compactor.Report {
         guard writer == nil else {
             throw LogbookError(.invalid, "compaction takes the store's writer lock itself", hint: "run it from a Logbook opened read-only")
         }

@@ -19,7 +19,7 @@ public struct VerifyRecord: Sendable, Codable, Equatable {
 
 extension Logbook {
     /// What the last `verify` found, if one was recorded.
-    public func lastVerify() -> VerifyRecord? {
+    package func lastVerify() -> VerifyRecord? {
         let path = store.layout.lastVerify
         guard let attrs = try? FileManager.default.attributesOfItem(atPath: path),
               let size = attrs[.size] as? Int, size <= VerifyRecord.fileBytesMax,

@@ -5,14 +5,9 @@ import GRDB
 import Projections
 import Replicator
 
-/// A Logbook store, opened by an app: the one type to append, query, observe and sync through.
-///
-/// ```swift
-/// let book = try Logbook.open(at: "todo.evstore", creating: true)
-/// let milk = try book.create(ItemValues(title: "Buy milk", status: "inbox"))
-/// for try await inbox in book.observeItems(search: "milk") { render(inbox) }
-/// try await book.sync(with: Peer("https://hub.example:8427", token: token))
-/// ```
+/// A store opened with an access mode, below the door: what `evctl`'s commands, the server and
+/// the pages are built on, and what a `LogbookWriter` burst and a `LogbookReader` wrap. Not API
+/// (`package`): an app opens a `LogbookWriter` or a `LogbookReader`, which have no modes.
 ///
 /// Opened `.readWrite`, it holds the store's writer lock until `close()` (one writer per store,
 /// across processes; `evctl serve` on the same store waits for it). Opened `.readOnly`, it takes
@@ -21,9 +16,9 @@ import Replicator
 ///
 /// Thread-safe: appends and syncs from several threads or tasks are serialized; queries run
 /// concurrently with them.
-public final class Logbook: @unchecked Sendable {
+package final class Logbook: @unchecked Sendable {
     /// How a store is opened.
-    public enum Access: Sendable, Equatable {
+    package enum Access: Sendable, Equatable {
         /// Take the writer lock (waiting up to `Options.lockWait` for another process to let it
         /// go), recover the log, bring the projection up to date; appends are allowed.
         case readWrite
@@ -37,33 +32,12 @@ public final class Logbook: @unchecked Sendable {
         case inspect
     }
 
-    /// How to open a store.
-    public struct Options: Sendable {
-        /// Seconds to wait while another process holds the writer lock (a server between pushes,
-        /// a command line tool) before giving up with the `LogError` that says it is locked.
-        public var lockWait: Double = 2
-        /// Whether appends and received frames are projected at once. False leaves the
-        /// projection behind until `replay()` (for bulk loads).
-        public var project = true
-        /// Told how projecting goes while opening and after large appends: (events done, events to do).
-        public var progress: (@Sendable (Int, Int) -> Void)?
-        /// Told what recovery repaired each time the store is opened for writing (at open, and
-        /// by a pull or push that takes the lock for a moment).
-        public var recovered: (@Sendable (RecoveryReport) -> Void)?
-        /// Options with the defaults.
-        public init(lockWait: Double = 2, project: Bool = true, progress: (@Sendable (Int, Int) -> Void)? = nil,
-                    recovered: (@Sendable (RecoveryReport) -> Void)? = nil) {
-            self.lockWait = lockWait
-            self.project = project
-            self.progress = progress
-            self.recovered = recovered
-        }
-    }
+    package typealias Options = LogbookOptions
 
     /// The store underneath (its path, replica id, log): below the door, for this package's code.
     package let store: Store
     /// How this store was opened.
-    public let access: Access
+    package let access: Access
     /// The projection: the tables the log projects to, readable from any thread. Below the
     /// door: an app reads through the queries and `read { db in … }`.
     package var projection: Projection {
@@ -96,10 +70,10 @@ public final class Logbook: @unchecked Sendable {
     }
     /// What recovery repaired when the store was opened for writing (a torn tail cut, an index
     /// rebuilt); empty when nothing was wrong or nothing was recovered.
-    public let recovery: RecoveryReport?
+    package let recovery: RecoveryReport?
     /// Events the log held that the projection had not applied when the store was opened
     /// read-only while another process was writing.
-    public let behindAtOpen: UInt64
+    package let behindAtOpen: UInt64
     let options: Options
     let writer: ProjectedStore?
     private let state = Lock()
@@ -124,7 +98,7 @@ public final class Logbook: @unchecked Sendable {
     ///   - creating: create the store (with a new replica id) when there is none at `path`.
     /// - Throws: `LogError` when the path holds no store (and `creating` is false), the store is
     ///   locked past `options.lockWait`, or its files are damaged beyond recovery.
-    public static func open(at path: String, access: Access = .readWrite, creating: Bool = false, options: Options = Options()) throws -> Logbook {
+    package static func open(at path: String, access: Access = .readWrite, creating: Bool = false, options: Options = Options()) throws -> Logbook {
         let store: Store
         do {
             store = try Store.open(at: path)
@@ -136,7 +110,7 @@ public final class Logbook: @unchecked Sendable {
 
     /// Creates a new store at `path` (a new replica id) and opens it for writing.
     /// - Throws: `LogError` when `path` already holds a store or cannot be written.
-    public static func create(at path: String, options: Options = Options()) throws -> Logbook {
+    package static func create(at path: String, options: Options = Options()) throws -> Logbook {
         try open(try Store.create(at: path), access: .readWrite, options: options)
     }
 
@@ -174,13 +148,13 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// This store's replica id: the origin of the events it appends.
-    public var replicaID: ReplicaID { store.replicaID }
+    package var replicaID: ReplicaID { store.replicaID }
 
     /// The store's directory.
-    public var path: String { store.path }
+    package var path: String { store.path }
 
     /// Lets the writer lock go and closes the files. Further calls throw.
-    public func close() throws {
+    package func close() throws {
         let (first, p) = state.withLock { () -> (Bool, Projection?) in
             defer { closed = true }
             return (!closed, opened)
@@ -208,13 +182,13 @@ public final class Logbook: @unchecked Sendable {
     /// - Throws: `InputError` naming the change (1-based) and field refused; `LogError` when the log
     ///   cannot be written (it is then unchanged); `LogbookError` when opened read-only.
     @discardableResult
-    public func append(_ changes: [Change]) throws -> AppendResult {
+    package func append(_ changes: [Change]) throws -> AppendResult {
         try append(mutations: changes.map(\.mutation))
     }
 
     /// Appends mutations built by hand, checked like `append(_:)`.
     @discardableResult
-    public func append(mutations: [Mutation]) throws -> AppendResult {
+    package func append(mutations: [Mutation]) throws -> AppendResult {
         let w = try requireWriter("append")
         var ms = mutations
         for i in ms.indices {
@@ -226,7 +200,7 @@ public final class Logbook: @unchecked Sendable {
 
     /// Appends NDJSON mutations (one JSON object per line, see `MutationParser`) given as text.
     @discardableResult
-    public func append(ndjson text: String) throws -> AppendResult {
+    package func append(ndjson text: String) throws -> AppendResult {
         var ms: [Mutation] = []
         var n = 0
         for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
@@ -247,7 +221,7 @@ public final class Logbook: @unchecked Sendable {
     /// - Throws: `InputError` (with the line) when a line is refused; nothing is appended.
     /// - Parameter actor: the actor of every line that names none (a scoped principal's hub
     ///   takes only events whose actor is its user).
-    public func appendNDJSON(from fd: Int32, name: String, actor: String? = nil, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
+    package func appendNDJSON(from fd: Int32, name: String, actor: String? = nil, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
         let w = try requireWriter("append")
         if let actor, actor.isEmpty || actor.utf8.count > FieldRules.actorBytesMax {
             throw LogbookError(.invalid, "actor must be 1 to \(FieldRules.actorBytesMax) bytes")
@@ -281,50 +255,36 @@ public final class Logbook: @unchecked Sendable {
     /// Creates an entity and returns its id: `id` (a new random one by default), or the id
     /// derived from the values for item_tags and occurrences.
     @discardableResult
-    public func create<V: EntityValues>(_ values: V, id: UUID = UUID()) throws -> UUID {
+    package func create<V: EntityValues>(_ values: V, id: UUID = UUID()) throws -> UUID {
         let c = Change.create(values, id: id)
         try append([c])
         return c.mutation.entityID
     }
 
     /// Sets the fields `values` holds on entity `id`.
-    public func update<V: EntityValues>(_ id: UUID, _ values: V) throws {
+    package func update<V: EntityValues>(_ id: UUID, _ values: V) throws {
         try append([.update(id, values)])
     }
 
     /// Soft-deletes entity `id` of kind `entity`.
-    public func delete(_ entity: Entity, _ id: UUID) throws {
+    package func delete(_ entity: Entity, _ id: UUID) throws {
         try append([.delete(entity, id)])
     }
 
     /// Restores soft-deleted entity `id` of kind `entity`.
-    public func restore(_ entity: Entity, _ id: UUID) throws {
+    package func restore(_ entity: Entity, _ id: UUID) throws {
         try append([.restore(entity, id)])
     }
 
-    /// Which side of a conflict to keep.
-    public enum Side: String, Sendable {
-        /// The value written by this replica (or, when neither side is this replica's, the value shown now).
-        case local
-        /// The other value.
-        case remote
-    }
+    package typealias Side = ConflictSide
 
-    /// What resolving a conflict appended.
-    public struct Resolution: Sendable {
-        /// The value kept, as JSON text.
-        public var keptValue: String
-        /// The field set again.
-        public var field: String
-        /// The event appended: it has seen both sides, so the conflict is marked resolved by it.
-        public var append: AppendResult
-    }
+    package typealias Resolution = ConflictResolution
 
     /// Settles conflict `id` (see `conflicts()`) by appending an update that re-asserts the kept value.
     /// - Throws: `LogbookError` `.notFound` when there is no such conflict, `.invalid` when it is
     ///   already resolved.
     @discardableResult
-    public func resolve(conflict id: Int64, keep side: Side) throws -> Resolution {
+    package func resolve(conflict id: Int64, keep side: Side) throws -> Resolution {
         let w = try requireWriter("resolve")
         return try w.exclusive {
             guard let c = try projection.conflict(id) else {
@@ -359,7 +319,7 @@ public final class Logbook: @unchecked Sendable {
     /// `Options.project` false leaves behind).
     /// - Returns: the events applied.
     @discardableResult
-    public func replay(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+    package func replay(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
         let w = try requireWriter("replay")
         return try w.exclusive { try w.projection.catchUp(progress: progress) }
     }
@@ -370,7 +330,7 @@ public final class Logbook: @unchecked Sendable {
     /// open for writing. Device-local settings (`app_settings`) are carried over.
     /// - Returns: the events applied.
     @discardableResult
-    public static func rebuildProjection(at path: String, lockWait: Double = 2, recovered: ((RecoveryReport) -> Void)? = nil,
+    package static func rebuildProjection(at path: String, lockWait: Double = 2, recovered: ((RecoveryReport) -> Void)? = nil,
                                          progress: ((Int, Int) -> Void)? = nil) throws -> Int {
         let store = try Store.open(at: path)
         let appender = try retryingWhileLocked(upTo: lockWait) { try LogAppender.opening(store) }  // one writer throughout
@@ -380,49 +340,36 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// Writes a consistent copy of the projection and the log position it covers to `file`.
-    public func snapshot(to file: String) throws -> Snapshot.Info {
+    package func snapshot(to file: String) throws -> Snapshot.Info {
         let w = try requireWriter("snapshot")
         return try w.exclusive { try Snapshot.make(w, to: file) }
     }
 
     // MARK: Reading
 
-    /// What to list of the items.
-    public struct ItemQuery: Sendable, Equatable {
-        /// Full-text search over titles and notes (prefix match, accents ignored).
-        public var search: String?
-        /// Only the subtree under this item (the item included), in depth order.
-        public var under: UUID?
-        /// Include soft-deleted items.
-        public var includeDeleted = false
-        /// At most this many items.
-        public var limit = 1000
-        /// A query; every item by default.
-        public init(search: String? = nil, under: UUID? = nil, includeDeleted: Bool = false, limit: Int = 1000) {
-            self.search = search
-            self.under = under
-            self.includeDeleted = includeDeleted
-            self.limit = limit
-        }
-    }
 
     /// Items from the projection.
-    public func items(_ query: ItemQuery = ItemQuery()) throws -> [ItemRow] {
+    package func items(_ query: ItemQuery = ItemQuery()) throws -> [ItemRow] {
         try projection.items(search: query.search, under: query.under?.lowercasedString, includeDeleted: query.includeDeleted, limit: query.limit)
     }
 
     /// One item, deleted or not; nil when the projection has none with that id.
-    public func item(_ id: UUID) throws -> ItemRow? {
+    package func item(_ id: UUID) throws -> ItemRow? {
         try projection.items(under: id.lowercasedString, includeDeleted: true, limit: 1).first { $0.id == id.lowercasedString }
     }
 
     /// Tags by name.
-    public func tags(includeDeleted: Bool = false) throws -> [TagRow] { try projection.tags(includeDeleted: includeDeleted) }
+    package func tags(includeDeleted: Bool = false) throws -> [TagRow] { try projection.tags(includeDeleted: includeDeleted) }
 
     /// Items as typed records (`LogbookReader.items`).
     func records(_ query: ItemQuery) throws -> [Item] {
         try projection.items(search: query.search, under: query.under?.lowercasedString, includeDeleted: query.includeDeleted,
                              limit: query.limit, as: Item.self)
+    }
+
+    /// The subtree under `root`, each item with its depth.
+    func tree(under root: UUID, includeDeleted: Bool, limit: Int) throws -> [ItemInTree] {
+        try projection.items(under: root.lowercasedString, includeDeleted: includeDeleted, limit: limit, as: ItemInTree.self)
     }
 
     /// Tags as typed records, by name.
@@ -440,7 +387,7 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// The tags each of `items` carries now, by item id (lowercase text, as `ItemRow.id`).
-    public func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try projection.tags(of: items.map(\.id)) }
+    package func tags(of items: [ItemRow]) throws -> [String: [TagRow]] { try projection.tags(of: items.map(\.id)) }
 
     /// The items reachable from `item` by links that are not deleted, each once with its least
     /// depth (breadth first; cycle-safe). Deleted items are skipped; an item not in the
@@ -449,7 +396,7 @@ public final class Logbook: @unchecked Sendable {
     ///   - depth: the most links to follow, at least 1.
     ///   - kinds: follow only links of these kinds (nil: all).
     ///   - direction: outgoing (what `item` links to), incoming, or both.
-    public func linked(from item: UUID, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
+    package func linked(from item: UUID, depth: Int = 1, kinds: Set<String>? = nil, direction: LinkDirection = .outgoing,
                        limit: Int = 100_000) throws -> [LinkedItem] {
         do {
             return try projection.linked(from: item.lowercasedString, depth: depth, kinds: kinds, direction: direction, limit: limit)
@@ -460,7 +407,7 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// The links that start or end at `item`.
-    public func links(of item: UUID, includeDeleted: Bool = false) throws -> [LinkRow] {
+    package func links(of item: UUID, includeDeleted: Bool = false) throws -> [LinkRow] {
         try projection.links(of: item.lowercasedString, includeDeleted: includeDeleted)
     }
 
@@ -470,7 +417,7 @@ public final class Logbook: @unchecked Sendable {
     /// rebuild purges the same rows. docs/PROJECTION.md, "Purging tombstones".
     /// - Returns: rows purged per table.
     @discardableResult
-    public func purge(deletedBefore date: Date) throws -> [String: Int] {
+    package func purge(deletedBefore date: Date) throws -> [String: Int] {
         let w = try requireWriter("purge")
         let cutoff = ISOTime.string(millis: UInt64(max(0, date.timeIntervalSince1970) * 1000))
         return try w.exclusive { try w.projection.purge(deletedBefore: cutoff) }
@@ -479,7 +426,7 @@ public final class Logbook: @unchecked Sendable {
     /// Keeps deleted rows for `days` days: purges older ones now and at every open for writing.
     /// nil (or 0) turns the retention off (nothing purged is brought back by that).
     @discardableResult
-    public func setRetention(days: Int?) throws -> [String: Int] {
+    package func setRetention(days: Int?) throws -> [String: Int] {
         let w = try requireWriter("purge")
         guard let days, days > 0 else {
             try w.projection.setRetainDays(nil)
@@ -494,27 +441,12 @@ public final class Logbook: @unchecked Sendable {
     /// Events in the log that this build did not understand entirely when it projected them
     /// (written by a newer build): kept, shipped, and projected as far as understood. Opening
     /// for writing with a build that understands them rebuilds the projection.
-    public func unreadEvents() throws -> [UnreadEvents] { try projection.unreadEvents() }
+    package func unreadEvents() throws -> [UnreadEvents] { try projection.unreadEvents() }
 
-    /// Every event of one entity in merge order, with the fields whose current value each set.
-    public struct History: Sendable {
-        /// One event, and the fields whose value now comes from it.
-        public struct Entry: Sendable {
-            /// The event.
-            public var event: Event
-            /// The fields whose current value this event set.
-            public var holds: [String]
-        }
-        /// The entity kind.
-        public var entity: Entity
-        /// The entity's id.
-        public var id: UUID
-        /// Its events in merge order (hlc, origin, seq).
-        public var entries: [Entry]
-    }
+    package typealias History = EntityHistory
 
     /// The history of entity `id`: its events in merge order (hlc, origin, seq).
-    public func history(of entity: Entity, id: UUID) throws -> History {
+    package func history(of entity: Entity, id: UUID) throws -> History {
         RegionRecorder.readsOutsideTheProjection()
         let events = try projection.history(entity: entity, id: id)
         var holds: [UUID: [String]] = [:]
@@ -525,47 +457,23 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// Concurrent edits the merge settled, both values and the winner.
-    public func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] {
+    package func conflicts(includeResolved: Bool = false) throws -> [ConflictRow] {
         try projection.conflicts(includeResolved: includeResolved)
     }
 
     /// Writes a domain rule set aside (a skip or reschedule of a completed occurrence).
-    public func anomalies() throws -> [AnomalyRow] { try projection.anomalies() }
+    package func anomalies() throws -> [AnomalyRow] { try projection.anomalies() }
 
     /// The store's cursor: the last seq held of every origin.
-    public func cursor() throws -> ReplicationCursor {
+    package func cursor() throws -> ReplicationCursor {
         RegionRecorder.readsOutsideTheProjection()
         return try store.cursor()
     }
 
-    /// What to list of the log.
-    public struct EventFilter: Sendable {
-        /// Only this origin.
-        public var origin: ReplicaID?
-        /// Only events of this entity kind.
-        public var entity: Entity?
-        /// Only events of this entity id.
-        public var id: UUID?
-        /// Only events at or after this time.
-        public var since: Date?
-        /// Only events before this time.
-        public var until: Date?
-        /// Start at this seq in each origin.
-        public var fromSeq: UInt64 = 1
-        /// A filter; every event by default.
-        public init(origin: ReplicaID? = nil, entity: Entity? = nil, id: UUID? = nil, since: Date? = nil, until: Date? = nil, fromSeq: UInt64 = 1) {
-            self.origin = origin
-            self.entity = entity
-            self.id = id
-            self.since = since
-            self.until = until
-            self.fromSeq = fromSeq
-        }
-    }
 
     /// Calls `body` with each event the filter lets through, per origin in seq order, until it
     /// returns false. Reads the log itself (checked frame by frame), not the projection.
-    public func forEachEvent(_ filter: EventFilter = EventFilter(), _ body: (Event) throws -> Bool) throws {
+    package func forEachEvent(_ filter: EventFilter = EventFilter(), _ body: (Event) throws -> Bool) throws {
         RegionRecorder.readsOutsideTheProjection()
         let origins = try filter.origin.map { [$0] } ?? store.origins()
         let sinceMs = filter.since.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
@@ -587,7 +495,7 @@ public final class Logbook: @unchecked Sendable {
     /// Checks every frame (checksums, hash chain, seq contiguity, decodability); with `deep`,
     /// also rebuilds the projection aside and compares it with the live one.
     /// - Returns: the report, and with `deep` the first difference found (nil: identical).
-    public func verify(deep: Bool = false, progress: ((Int, Int) -> Void)? = nil,
+    package func verify(deep: Bool = false, progress: ((Int, Int) -> Void)? = nil,
                        projectionProgress: ((Int, Int) -> Void)? = nil) throws -> (VerifyReport, projectionDifference: String?) {
         let report = try Verifier(store: store).run(progress: progress)
         guard deep, report.isClean else {
@@ -605,7 +513,7 @@ public final class Logbook: @unchecked Sendable {
     /// replay here, or — opened read-only — another process writing this store (seen through
     /// inotify on the store within milliseconds, or within `pollInterval` seconds where the
     /// filesystem gives no events). The stream ends when the consumer stops iterating.
-    public func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> {
+    package func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> {
         if let writer { return writer.projection.changes() }
         guard let watcher = try? ProjectionWatcher(store: store) else { return AsyncStream { $0.finish() } }
         watcher.pollInterval = pollInterval
@@ -615,7 +523,7 @@ public final class Logbook: @unchecked Sendable {
     /// Follows the projection from `cursor` (what a consumer saw last, e.g. a `watch` line's):
     /// first what was applied past it, then each change as it is applied. Blocking; run it on
     /// a thread of its own.
-    public func watch(from cursor: ReplicationCursor? = nil) throws -> ProjectionWatcher {
+    package func watch(from cursor: ReplicationCursor? = nil) throws -> ProjectionWatcher {
         try ProjectionWatcher(store: store, from: cursor?.entries)
     }
 
@@ -628,7 +536,7 @@ public final class Logbook: @unchecked Sendable {
     /// ```swift
     /// for try await open in book.observe({ try $0.items(.init(search: "milk")) }) { render(open) }
     /// ```
-    public func observe<T: Equatable & Sendable>(_ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
+    package func observe<T: Equatable & Sendable>(_ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
         do {
             return try projection.observe(changes: changes()) { [self] _ in try query(self) }
         } catch {
@@ -637,12 +545,12 @@ public final class Logbook: @unchecked Sendable {
     }
 
     /// `items(_:)`, kept up to date (see `observe`).
-    public func observeItems(_ query: ItemQuery = ItemQuery()) -> AsyncThrowingStream<[ItemRow], any Error> {
+    package func observeItems(_ query: ItemQuery = ItemQuery()) -> AsyncThrowingStream<[ItemRow], any Error> {
         observe { try $0.items(query) }
     }
 
     /// `items(_:)` with a search, kept up to date.
-    public func observeItems(search: String) -> AsyncThrowingStream<[ItemRow], any Error> {
+    package func observeItems(search: String) -> AsyncThrowingStream<[ItemRow], any Error> {
         observeItems(ItemQuery(search: search))
     }
 }
@@ -656,7 +564,7 @@ public final class Logbook: @unchecked Sendable {
 /// do { try await writer.create(values) }
 /// catch let e as LogbookError where e.code == .locked { retryLater() }
 /// ```
-/// `Logbook` (the class `evctl` is built on) throws `LogbookError` for its own refusals and the
+/// `Logbook` (the package class `evctl` is built on) throws `LogbookError` for its own refusals and the
 /// lower errors as they are; `LogbookError(wrapping:)` gives any of them its code.
 public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable {
     /// What kind of refusal (the four `Logbook` itself makes; `code` covers every error).
@@ -835,7 +743,7 @@ public struct LogbookStatus: Sendable {
 extension Logbook {
     /// What the store holds (origins, events, segments, bytes), its peers, and the events the
     /// projection did not understand. Reads the projection file without writing to it.
-    public func status() throws -> LogbookStatus {
+    package func status() throws -> LogbookStatus {
         RegionRecorder.readsOutsideTheProjection()
         return LogbookStatus(log: try store.status(), peers: try peers(),
                       unread: (try? Projection.unreadEvents(at: Projection.path(for: store))) ?? [])

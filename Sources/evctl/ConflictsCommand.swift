@@ -62,10 +62,10 @@ struct ResolveCommand: StoreCommand {
     @Option(help: "local or remote.") var keep: String
 
     func execute() throws {
-        guard let side = Logbook.Side(rawValue: keep) else { throw ValidationError("--keep must be local or remote") }
+        guard let side = ConflictSide(rawValue: keep) else { throw ValidationError("--keep must be local or remote") }
         let book = try options.book(.readWrite)
         defer { try? book.close() }
-        let resolution: Logbook.Resolution
+        let resolution: ConflictResolution
         do {
             resolution = try book.resolve(conflict: conflictID, keep: side)
         } catch let e as LogbookError where e.kind == .notFound || e.kind == .invalid {

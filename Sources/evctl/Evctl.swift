@@ -52,7 +52,7 @@ struct StoreOptions: ParsableArguments {
     func book(_ access: Logbook.Access, project: Bool = true, lockWait: Double = writerLockWait) throws -> Logbook {
         Terminal.storePath = path
         let progress = ProjectionProgress()
-        let book = try Logbook.open(at: path, access: access, options: Logbook.Options(
+        let book = try Logbook.open(at: path, access: access, options: LogbookOptions(
             lockWait: lockWait, project: project, progress: { progress.report($0, $1) }, recovered: { Terminal.reportRecovery($0) }))
         Terminal.endProgress()
         if book.behindAtOpen > 0 {

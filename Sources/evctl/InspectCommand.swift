@@ -28,7 +28,7 @@ struct InspectCommand: AsyncStoreCommand {
         logger.logLevel = .notice
         let portFile = self.portFile
         let shown = host.contains(":") ? "[\(host)]" : host
-        let (app, _) = try Inspector.application(book: book, host: host, port: port, logger: logger) { port in
+        let (app, _) = try Inspector.application(reader: LogbookReader(book: book), host: host, port: port, logger: logger) { port in
             if let portFile { try? Data("\(port)\n".utf8).write(to: URL(fileURLWithPath: portFile), options: .atomic) }
             Terminal.note("audit pages of \(book.path) at http://\(shown):\(port)/ui/ (Ctrl-C stops)")
             print("http://\(shown):\(port)/ui/")

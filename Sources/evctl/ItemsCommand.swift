@@ -21,7 +21,7 @@ struct ItemsCommand: StoreCommand {
             root = u
         }
         let book = try options.book(.readOnly)
-        let items = try book.items(Logbook.ItemQuery(search: search, under: root, includeDeleted: includeDeleted, limit: limit))
+        let items = try book.items(ItemQuery(search: search, under: root, includeDeleted: includeDeleted, limit: limit))
         let out = Output()
         for i in items {
             if options.json {

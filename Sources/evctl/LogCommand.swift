@@ -22,7 +22,7 @@ struct LogCommand: StoreCommand {
     @Option(help: "Print at most this many events.") var limit: Int?
 
     func execute() throws {
-        var filter = Logbook.EventFilter(fromSeq: fromSeq)
+        var filter = EventFilter(fromSeq: fromSeq)
         if let origin {
             guard let o = ReplicaID(origin) else { throw ValidationError("--origin \(origin) is not a replica id (a UUID)") }
             filter.origin = o

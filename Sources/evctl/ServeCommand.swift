@@ -88,7 +88,7 @@ struct ServeCommand: AsyncStoreCommand {
         // The inspector's pages under /ui/, checked against the same (reloaded) tokens.
         var inspector: Inspector?
         let app = try ReplicaServer.application(store: store, configuration: config, logger: logger, routes: { router, policies in
-            let i = try Inspector.open(book: book, policies: policies, secureCookies: tlsCert != nil, logger: logger)
+            let i = try Inspector.open(reader: LogbookReader(book: book), policies: policies, secureCookies: tlsCert != nil, logger: logger)
             i.install(on: router)
             inspector = i
         }, onRunning: { port in

@@ -70,7 +70,7 @@ struct Fixture {
         var source: PolicySource?
         let book = self.book
         let r = try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
-            let i = try Inspector.open(book: book, policies: policies)
+            let i = try Inspector.open(reader: LogbookReader(book: book), policies: policies)
             i.install(on: router)
             source = policies
         }) { url in try await body(url, source!) }
@@ -160,7 +160,7 @@ struct Fixture {
         var config = ServerConfiguration()
         config.port = 0
         try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
-            try Inspector.open(book: book, policies: policies).install(on: router)
+            try Inspector.open(reader: LogbookReader(book: book), policies: policies).install(on: router)
         }) { url in
             let entityPage = "/ui/entity/item/\(f.item.lowercasedString)"
             let page = try await fetch(url + entityPage)

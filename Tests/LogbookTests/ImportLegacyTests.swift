@@ -69,7 +69,7 @@ import Testing
         // Integer ids become UUIDv5s of (table, id), so references still meet; the tag deleted stays deleted.
         #expect(try row(book, "tags", Self.v5("tags", 1))?["name"] as String? == "errands")
         #expect(try row(book, "tags", Self.v5("tags", 2))?["deleted_at"] as String? != nil)
-        let seedTags = try book.tags(of: try book.items(Logbook.ItemQuery(search: "seeds")))
+        let seedTags = try book.tags(of: try book.items(ItemQuery(search: "seeds")))
         #expect(seedTags["8f14e45f-ea3c-4b8d-9c1a-0e2d3f4a5b6c"]?.map(\.name) == ["errands"])
         #expect(try book.projection.setting("theme") == "dark")
 
@@ -99,7 +99,7 @@ import Testing
         #expect(tomatoes["parent_id"] as String? == garden)
         #expect(tomatoes["item_type"] as String? == "task")
         #expect(tomatoes["notes"] as String? == "first note\n\nsecond note")
-        #expect(try book.items(Logbook.ItemQuery(under: UUID(uuidString: home)!)).count == 4)
+        #expect(try book.items(ItemQuery(under: UUID(uuidString: home)!)).count == 4)
         #expect(try book.importLegacy(from: source).events == 0)
     }
 

@@ -34,11 +34,11 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         #expect(link == FieldRules.itemTagID(item: seeds, tag: tag))
         try book.update(seeds, ItemValues(status: "done", dueAt: .clear))
 
-        let found = try book.items(Logbook.ItemQuery(search: "seed"))
+        let found = try book.items(ItemQuery(search: "seed"))
         #expect(found.map(\.id) == [seeds.lowercasedString])
         #expect(found[0].status == "done" && found[0].dueAt == nil && found[0].sortOrder == 2)
         #expect(found[0].parentID == project.lowercasedString)
-        #expect(try book.items(Logbook.ItemQuery(under: project)).map(\.id) == [project, seeds].map(\.lowercasedString))
+        #expect(try book.items(ItemQuery(under: project)).map(\.id) == [project, seeds].map(\.lowercasedString))
         #expect(try book.tags(of: found)[seeds.lowercasedString]?.map(\.name) == ["errands"])
 
         let history = try book.history(of: .item, id: seeds)
@@ -47,9 +47,9 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         #expect(history.entries[0].holds.contains("title"))
 
         try book.delete(.item, seeds)
-        #expect(try book.items(Logbook.ItemQuery(search: "seed")).isEmpty)
+        #expect(try book.items(ItemQuery(search: "seed")).isEmpty)
         try book.restore(.item, seeds)
-        #expect(try book.items(Logbook.ItemQuery(search: "seed")).count == 1)
+        #expect(try book.items(ItemQuery(search: "seed")).count == 1)
         #expect(try book.status().log.totalEvents == 7)
     }
 
@@ -129,7 +129,7 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         } throws: { ($0 as? LogbookError)?.kind == .readOnly }
         // A second writer waits for the lock, then gives up with the error that says so.
         #expect {
-            _ = try Logbook.open(at: path, options: Logbook.Options(lockWait: 0.1))
+            _ = try Logbook.open(at: path, options: LogbookOptions(lockWait: 0.1))
         } throws: { ($0 as? LogError)?.isLocked == true }
 
         let seen = reader.observeItems(search: "second")
@@ -196,9 +196,9 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
     /// the caller named; a result equal to the last is not set again.
     @Test func aLiveQueryIsAnObservableModelOnTheCallersActor() async throws {
         let dir = TempDir()
-        let book = try await Logbook.open(at: dir.path + "/a", creating: true)
+        let book = try await LogbookWriter.open(at: dir.path + "/a", creating: true)
         let screen = Screen()
-        let model = LiveQuery(book, initial: ["(loading)"], on: screen) { try $0.items().compactMap(\.title).sorted() }
+        let model = LiveQuery(book.reader, initial: ["(loading)"], on: screen) { try $0.items().compactMap(\.title).sorted() }
         #expect(await screen.waitUntil(model) { $0 == [] } == [])
         try await book.create(ItemValues(title: "milk"))
         #expect(await screen.waitUntil(model) { $0 == ["milk"] } == ["milk"])
@@ -240,7 +240,7 @@ func first<T: Sendable>(_ stream: AsyncThrowingStream<T, any Error>, within seco
         // One burst, several writes; then everything is projected for every reader.
         try await first.write { book in
             let tag = try book.create(TagValues(name: "batch"))
-            let first = try #require(try book.items().first.flatMap { UUID(uuidString: $0.id) })
+            let first = try #require(try book.reader.items().first?.id)
             try book.append([.tag(first, with: tag)])
         }
         #expect(try await reader.items().count == 42)

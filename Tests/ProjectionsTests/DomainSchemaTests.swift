@@ -73,3 +73,20 @@ import Testing
         try q.close()
     }
 }
+
+/// Snapshots are matched to a build by their prefix of migrations, so the migrations that shipped
+/// keep their names and their order for good. Column migrations (made from DomainSchema) come
+/// after the named ones: once one has shipped, a new named migration must not be added before it
+/// (copy it into `named` first). When a release ships new migrations, append their names here.
+@Suite struct MigrationOrderTests {
+    static let shipped = [
+        "v1 entity tables", "v1 bookkeeping", "v1 item search", "v2 commit journal",
+        "v3 priority, place, query indexes", "v4 links, unread events, event ids, purged rows",
+    ]
+
+    @Test func theShippedMigrationsArePrefixOfThisBuilds() {
+        let names = ProjectionSchema.current.migrations.map(\.name)
+        #expect(Array(names.prefix(Self.shipped.count)) == Self.shipped,
+                "a shipped migration was renamed, removed or moved: snapshots made by the builds that shipped it would no longer match")
+    }
+}

@@ -15,9 +15,9 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     FileManager.default.createFile(atPath: file, contents: Data(bytes: data, count: count))
     let storeDir = dir + "/store-\(counter)"
     defer { try? FileManager.default.removeItem(atPath: storeDir) }
-    guard let book = try? Logbook.open(at: storeDir, creating: true) else { return 0 }
-    _ = try? book.importLegacy(from: file)
-    try? book.close()
+    guard let writer = try? LogbookWriter.open(at: storeDir, creating: true) else { return 0 }
+    _ = try? writer.importLegacy(from: file)
+    try? writer.close()
     return 0
 }
 

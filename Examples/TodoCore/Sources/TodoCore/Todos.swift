@@ -75,7 +75,7 @@ public final class Todos: Sendable {
     }
 
     static func tasks(in reader: LogbookReader, matching search: String?) throws -> [Task] {
-        let items = try reader.items(Logbook.ItemQuery(search: search)).filter { $0.itemType == "task" }
+        let items = try reader.items(ItemQuery(search: search)).filter { $0.itemType == "task" }
         let tags = try reader.tags(of: items)
         return items.map { i in
             Task(id: i.id, title: i.title ?? "", done: i.status == "done", tags: (tags[i.id] ?? []).compactMap(\.name).sorted())
