@@ -1,3 +1,4 @@
+import EventLog
 import Replicator
 import Foundation
 import HTTPTypes
@@ -98,12 +99,13 @@ public struct LoopbackOnlyMiddleware<Context: RequestContext>: RouterMiddleware 
     public func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let host = request.head.authority ?? ""
         guard ServerConfiguration.isLoopback(Self.hostName(host)) else {
-            return ReplicaServer.json(.forbidden, "{\"error\":\"this server has no tokens and answers only requests addressed to a loopback name (Host \(ReplicaServer.jsonString(String(host.prefix(100)))) refused)\"}")
+            return ReplicaServer.json(.forbidden, Wire.FailureAnswer(
+                error: "this server has no tokens and answers only requests addressed to a loopback name (Host \"\(printable(String(host.prefix(100)), limit: 100))\" refused)"))
         }
         if let origin = request.headers[.origin] {
             let own = ["http://" + host, "https://" + host]
             guard own.contains(origin.lowercased()) else {
-                return ReplicaServer.json(.forbidden, "{\"error\":\"requests from web pages of other origins are refused (this server has no tokens)\"}")
+                return ReplicaServer.json(.forbidden, Wire.FailureAnswer(error: "requests from web pages of other origins are refused (this server has no tokens)"))
             }
         }
         return try await next(request, context)

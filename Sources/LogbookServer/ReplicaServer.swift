@@ -111,7 +111,7 @@ public enum ReplicaServer {
             try await answer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 let (id, c) = try await endpoint.cursor(principal: p)
-                return json(.ok, "{\"replica_id\":\"\(id)\",\"cursor\":\"\(c.token)\"}")
+                return json(.ok, Wire.CursorAnswer(replicaID: id.description, cursor: c.token))
             }
         }
         router.get("v1/frames") { request, _ in
@@ -220,7 +220,8 @@ public enum ReplicaServer {
                 }
                 let a = try await endpoint.push(principal: p, body: body, peer: request.headers[replicaHeader])
                 let r = a.result
-                return json(.ok, "{\"frames\":\(r.frames),\"events\":\(r.events),\"already_held\":\(r.alreadyHeld),\"incomplete\":\(r.incomplete),\"cursor\":\"\(a.cursor.token)\"}")
+                return json(.ok, Wire.PushAnswer(frames: r.frames, events: r.events, alreadyHeld: r.alreadyHeld, incomplete: r.incomplete,
+                                                  cursor: a.cursor.token))
             }
         }
         try routes(router, policies)
@@ -295,29 +296,26 @@ public enum ReplicaServer {
         }
     }
 
-    static func json(_ status: HTTPResponse.Status, _ body: String) -> Response {
-        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body + "\n")))
+    /// An answer of the wire's (`Wire.CursorAnswer`, `PushAnswer`, `FailureAnswer`) as the body.
+    static func json<T: Encodable>(_ status: HTTPResponse.Status, _ answer: T) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: Wire.json(answer) + "\n")))
     }
 
     /// Runs a handler; an `EndpointError` becomes its status with `{"error":"…"}`, anything else a 500.
     static func answer(_ body: () async throws -> Response) async throws -> Response {
         do { return try await body() } catch let e as EndpointError {
-            var fields = "\"error\":\(jsonString(e.message)),\"code\":\(jsonString(e.code.rawValue))"
-            if let o = e.origin { fields += ",\"origin\":\(jsonString(o.description))" }
-            if let s = e.seqs { fields += ",\"seqs\":[\(s.lowerBound),\(s.upperBound)]" }
-            var r = json(HTTPResponse.Status(code: e.status), "{\(fields)}")
+            let answer = Wire.FailureAnswer(error: e.message, code: e.code.rawValue, origin: e.origin?.description,
+                                            seqs: e.seqs.map { [$0.lowerBound, $0.upperBound] })
+            var r = json(HTTPResponse.Status(code: e.status), answer)
             if e.status == 401 { r.headers[.wwwAuthenticate] = "Bearer realm=\"logbook\"" }
             if let s = e.retryAfter { r.headers[.retryAfter] = String(s) }
             return r
         } catch {
             // The details (paths, errno) stay in the server's log; the client learns that it failed.
             FileHandle.standardError.write(Data("evctl serve: request failed: \(error)\n".utf8))
-            return json(.internalServerError, "{\"error\":\"the server failed to answer; its log says why\",\"code\":\"server_error\"}")
+            return json(.internalServerError, Wire.FailureAnswer(error: "the server failed to answer; its log says why", code: "server_error"))
         }
     }
-
-    /// `s` as a JSON string literal, by the project's one JSON writer (`JSON.string`).
-    public static func jsonString(_ s: String) -> String { JSON.string(s) }
 
     /// Counts answers by status for `/metrics`.
     struct Counting<Context: RequestContext>: RouterMiddleware {

@@ -91,10 +91,10 @@ public final class HTTPTransport: ReplicaTransport {
     public func cursor() async throws -> ReplicationCursor {
         let response = try await execute(request("v1/cursor"))
         let body = try await collect(response, max: 1 << 16)
-        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any], let token = obj["cursor"] as? String else {
+        guard let answer = Wire.decode(Wire.CursorAnswer.self, from: body) else {
             throw TransferFailure.permanent("\(base)v1/cursor did not answer with a cursor", code: .invalidAnswer)
         }
-        do { return try ReplicationCursor(token: token) } catch { throw TransferFailure.permanent("the server's cursor is not valid: \(error)", code: .invalidAnswer) }
+        do { return try ReplicationCursor(token: answer.cursor) } catch { throw TransferFailure.permanent("the server's cursor is not valid: \(error)", code: .invalidAnswer) }
     }
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
@@ -166,15 +166,14 @@ public final class HTTPTransport: ReplicaTransport {
         r.body = .bytes(ByteBuffer(bytes: bytes))
         let response = try await execute(r)
         let body = try await collect(response, max: 1 << 16)
-        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
-              let token = obj["cursor"] as? String, let c = try? ReplicationCursor(token: token) else {
+        guard let answer = Wire.decode(Wire.PushAnswer.self, from: body), let c = try? ReplicationCursor(token: answer.cursor) else {
             throw TransferFailure.permanent("\(base)v1/frames did not answer a push with a cursor", code: .invalidAnswer)
         }
         var result = ReceiveResult()
-        result.frames = obj["frames"] as? Int ?? 0
-        result.events = obj["events"] as? Int ?? 0
-        result.alreadyHeld = obj["already_held"] as? Int ?? 0
-        result.incomplete = obj["incomplete"] as? Int ?? 0
+        result.frames = answer.frames
+        result.events = answer.events
+        result.alreadyHeld = answer.alreadyHeld
+        result.incomplete = answer.incomplete
         return (result, c)
     }
 
@@ -236,12 +235,12 @@ public final class HTTPTransport: ReplicaTransport {
         var code = FailureCode(status: status)
         var origin: ReplicaID?
         var seqs: ClosedRange<UInt64>?
-        if let obj = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] {
-            if let m = obj["error"] as? String { message = m }
+        if let answer = Wire.decode(Wire.FailureAnswer.self, from: Array(body.utf8)) {
+            if !answer.error.isEmpty { message = answer.error }
             // An unknown code (a newer server) keeps the status's meaning.
-            if let c = obj["code"] as? String, let known = FailureCode(rawValue: c) { code = known }
-            if let o = obj["origin"] as? String { origin = ReplicaID(o) }
-            if let s = obj["seqs"] as? [NSNumber], s.count == 2, let lo = UInt64(exactly: s[0]), let hi = UInt64(exactly: s[1]), lo <= hi { seqs = lo...hi }
+            if let c = answer.code, let known = FailureCode(rawValue: c) { code = known }
+            if let o = answer.origin { origin = ReplicaID(o) }
+            if let s = answer.seqs, s.count == 2, s[0] <= s[1] { seqs = s[0]...s[1] }
         }
         if message.count > 500 { message = String(message.prefix(500)) + "…" }
         let what: String = switch status {

@@ -1,0 +1,45 @@
+import Foundation
+import Testing
+@testable import Replicator
+
+/// The server's JSON answers are written and read through one type each (`Wire`): the bytes the
+/// protocol documents, and a client that takes a hostile server's body without trapping.
+@Suite struct WireAnswerTests {
+    @Test func answersAreTheDocumentedBytes() {
+        #expect(Wire.json(Wire.CursorAnswer(replicaID: "r1", cursor: "t1")) == #"{"replica_id":"r1","cursor":"t1"}"#)
+        #expect(Wire.json(Wire.PushAnswer(frames: 2, events: 5, alreadyHeld: 1, incomplete: 0, cursor: "t2"))
+                == #"{"frames":2,"events":5,"already_held":1,"incomplete":0,"cursor":"t2"}"#)
+        #expect(Wire.json(Wire.FailureAnswer(error: "no", code: "forbidden")) == #"{"error":"no","code":"forbidden"}"#)
+        #expect(Wire.json(Wire.FailureAnswer(error: "gap", code: "gap", origin: "o", seqs: [3, 9]))
+                == #"{"error":"gap","code":"gap","origin":"o","seqs":[3,9]}"#)
+        // Text that quotes or breaks lines stays inside its string.
+        let quoted = Wire.json(Wire.FailureAnswer(error: "Host \"x\",\"code\":\"ok\"\n refused"))
+        #expect(quoted == #"{"error":"Host \"x\",\"code\":\"ok\"\n refused"}"#)
+        #expect(Wire.decode(Wire.FailureAnswer.self, from: Array(quoted.utf8))?.code == nil)
+    }
+
+    @Test func aHostileAnswerReadsAsNothingOrAsDefaults() {
+        func push(_ s: String) -> Wire.PushAnswer? { Wire.decode(Wire.PushAnswer.self, from: Array(s.utf8)) }
+        #expect(push(#"{"cursor":"t"}"#) == Wire.PushAnswer(frames: 0, events: 0, alreadyHeld: 0, incomplete: 0, cursor: "t"))
+        #expect(push(#"{"frames":"many","events":1e400,"already_held":-1,"incomplete":1.5,"cursor":"t"}"#)
+                == Wire.PushAnswer(frames: 0, events: 0, alreadyHeld: -1, incomplete: 0, cursor: "t"))
+        #expect(push(#"{"frames":1}"#) == nil)
+        #expect(push("<html>busy</html>") == nil)
+        #expect(push("") == nil)
+        #expect(Wire.decode(Wire.CursorAnswer.self, from: Array(#"{"cursor":7}"#.utf8)) == nil)
+        let failure = Wire.decode(Wire.FailureAnswer.self, from: Array(#"{"code":"gap","seqs":[-1,2],"origin":4}"#.utf8))
+        #expect(failure == Wire.FailureAnswer(error: "", code: "gap", origin: nil, seqs: nil))
+    }
+
+    /// A refusal's body becomes the failure's message, code and frames; a body that is not the
+    /// answer (a proxy's page) keeps the status's meaning and shows the text.
+    @Test func theClientReadsARefusal() {
+        let f = HTTPTransport.failure(status: 409, body: #"{"error":"a gap","code":"gap","origin":"aaaaaaaa-0000-4000-8000-000000000001","seqs":[4,2]}"#, url: "u")
+        #expect(f.code == .gap)
+        #expect(f.seqs == nil)  // backwards: not a range
+        #expect(f.origin?.description == "aaaaaaaa-0000-4000-8000-000000000001")
+        let proxy = HTTPTransport.failure(status: 503, body: "<html>down</html>", url: "u")
+        #expect(proxy.code == FailureCode(status: 503))
+        #expect(proxy.description.contains("<html>down</html>"))
+    }
+}
