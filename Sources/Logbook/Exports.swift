@@ -33,7 +33,6 @@
 @_exported import struct Projections.LinkRow
 @_exported import struct Projections.LinkedItem
 @_exported import struct Projections.ProjectionChange
-@_exported import class Projections.ProjectionWatcher
 @_exported import struct Projections.UnreadEvents
 @_exported import enum Projections.ProjectionError
 

@@ -31,8 +31,10 @@ public final class LiveQuery<Value: Equatable & Sendable>: @unchecked Sendable {
 
     /// Starts observing `query` on `reader`.
     /// - Parameters:
+    ///   - reader: the store to follow (any process's commits count).
     ///   - initial: the value until the first result arrives.
     ///   - actor: where `value`, `updates` and `error` are set (and so where they should be read).
+    ///   - query: the reads whose result `value` holds; the tables it reads decide when it runs again.
     public init(_ reader: LogbookReader, initial: Value, on actor: any Actor = MainActor.shared,
                 _ query: @escaping @Sendable (LogbookReader) throws -> Value) {
         value = initial

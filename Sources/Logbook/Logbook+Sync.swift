@@ -43,7 +43,7 @@ public struct Peer: Sendable {
         return l.hasPrefix("http://") || l.hasPrefix("https://")
     }
 
-    /// The name the peer is remembered by (`Logbook.peers()`): a URL without credentials or
+    /// The name the peer is remembered by (`LogbookReader.peers()`): a URL without credentials or
     /// query, a path made absolute.
     public var name: String {
         switch location {

@@ -514,10 +514,16 @@ package final class Logbook: @unchecked Sendable {
     /// inotify on the store within milliseconds, or within `pollInterval` seconds where the
     /// filesystem gives no events). The stream ends when the consumer stops iterating.
     package func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> {
-        if let writer { return writer.projection.changes() }
-        guard let watcher = try? ProjectionWatcher(store: store) else { return AsyncStream { $0.finish() } }
+        (try? changeFeed(pollInterval: pollInterval))?.stream ?? AsyncStream { $0.finish() }
+    }
+
+    /// The commits of the projection, and what ended them when an error did (the watcher that
+    /// follows other processes' commits failed).
+    func changeFeed(pollInterval: Double = 1) throws -> (stream: AsyncStream<ProjectionChange>, ended: (@Sendable () -> (any Error)?)?) {
+        if let writer { return (writer.projection.changes(), nil) }
+        let watcher = try ProjectionWatcher(store: store)
         watcher.pollInterval = pollInterval
-        return watcher.changes()
+        return (watcher.changes(), { watcher.failure })
     }
 
     /// Follows the projection from `cursor` (what a consumer saw last, e.g. a `watch` line's):
@@ -538,7 +544,8 @@ package final class Logbook: @unchecked Sendable {
     /// ```
     package func observe<T: Equatable & Sendable>(_ query: @escaping @Sendable (Logbook) throws -> T) -> AsyncThrowingStream<T, any Error> {
         do {
-            return try projection.observe(changes: changes()) { [self] _ in try query(self) }
+            let feed = try changeFeed()
+            return try projection.observe(changes: feed.stream, ended: feed.ended) { [self] _ in try query(self) }
         } catch {
             return AsyncThrowingStream { $0.finish(throwing: error) }
         }
@@ -602,7 +609,8 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         public static let notAStore = Code("not_a_store")
         /// The path already holds a store.
         public static let alreadyExists = Code("already_exists")
-        /// A file of the store is damaged (a checksum, a hash chain, a gap); `underlying` names file and offset.
+        /// A file is damaged (a checksum, a hash chain, a gap): one of the store's, or one handed in
+        /// (a bundle, a peer's frames); `underlying` names file and offset.
         public static let damaged = Code("damaged")
         /// A file was written by a newer format than this build reads.
         public static let unsupportedFormat = Code("unsupported_format")
@@ -702,6 +710,12 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
             case .SQLITE_FULL: code = .diskFull
             case .SQLITE_BUSY, .SQLITE_LOCKED: code = .locked
             default: code = .database
+            }
+        case let b as BundleError:
+            switch b.kind {
+            case .io: code = DiskSpace.isFull(error, near: nil) ? .diskFull : .io
+            case .damaged: code = .damaged
+            case .unsupportedVersion: code = .unsupportedFormat
             }
         case is CancellationError:
             code = .cancelled

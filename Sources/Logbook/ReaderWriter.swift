@@ -22,18 +22,27 @@ import GRDB
 public struct LogbookReader: Sendable {
     /// The Logbook underneath: opened to touch nothing (`.inspect`), or a burst's, locked.
     package let book: Logbook
+    /// False for a burst's reader, which is closed with its burst, never by itself.
+    private let owns: Bool
 
-    /// A reader over a Logbook already open (evctl's, a burst's).
-    package init(book: Logbook) { self.book = book }
+    /// A reader over a Logbook already open (evctl's, a burst's); `owns` when `close()` closes it.
+    package init(book: Logbook, owns: Bool = true) {
+        self.book = book
+        self.owns = owns
+    }
 
-    /// Runs `body` on the Logbook underneath, its errors turned into `LogbookError`.
+    /// Runs `body` on the Logbook underneath, its errors turned into `LogbookError`; `.closed`
+    /// once the reader (or the burst it belongs to) is closed.
     private func run<T>(_ body: (Logbook) throws -> T) throws -> T {
-        try LogbookError.door { try body(book) }
+        try LogbookError.door {
+            guard !book.isClosed else { throw LogbookError(.closed, "the LogbookReader of \(book.path) is closed") }
+            return try body(book)
+        }
     }
 
     /// `run(_:)` off the caller's thread.
     private func runOff<T: Sendable>(_ body: @escaping @Sendable (Logbook) throws -> T) async throws -> T {
-        try await LogbookError.door { try await Logbook.offThread { [book] in try body(book) } }
+        try await Logbook.offThread { [self] in try run(body) }
     }
 
     /// Opens the store at `path` for reading.
@@ -55,8 +64,12 @@ public struct LogbookReader: Sendable {
     /// The names of the store's files.
     public var layout: StoreLayout { book.store.layout }
 
-    /// Closes the files. Calls after it throw `.closed`.
-    public func close() throws { try run { try $0.close() } }
+    /// Closes the files. Calls after it throw `.closed`. A burst's reader closes with its burst.
+    /// - Throws: `.invalid` for a burst's reader.
+    public func close() throws {
+        guard owns else { throw LogbookError(.invalid, "a burst's reader is closed with its burst, not by itself") }
+        try LogbookError.door { try book.close() }
+    }
 
     // MARK: Records
 
@@ -185,7 +198,7 @@ public struct LogbookReader: Sendable {
     public func read<T>(_ body: (Database) throws -> T) throws -> T { try run { try $0.read(body) } }
     /// `read(_:)` off the caller's thread.
     public func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        try await LogbookError.door { try await book.read(body) }
+        try await runOff { try $0.read(body) }
     }
 
     // MARK: Live
@@ -209,13 +222,29 @@ public struct LogbookReader: Sendable {
             continuation.onTermination = { _ in task.cancel() }
         }
     }
-    /// Every commit of the projection, whoever made it. The stream ends when the consumer stops.
+    /// Every commit of the projection, whoever made it. The stream ends when the consumer stops
+    /// (or, quietly, when the store cannot be followed: `watch(from:)` says why).
     public func changes(pollInterval: Double = 1) -> AsyncStream<ProjectionChange> { book.changes(pollInterval: pollInterval) }
-    /// Follows the projection from `cursor` (what a consumer saw last): first what was applied
-    /// past it, then each change as it is applied. Blocking; run it on a thread of its own.
-    public func watch(from cursor: ReplicationCursor? = nil) throws -> ProjectionWatcher { try run { try $0.watch(from: cursor) } }
-    /// `watch(from:)` opened off the caller's thread.
-    public func watch(from cursor: ReplicationCursor? = nil) async throws -> ProjectionWatcher { try await runOff { try $0.watch(from: cursor) } }
+    /// Follows the projection from `cursor` (what a consumer saw last, nil for now), missing
+    /// nothing: first what was applied past it, then each change as it is applied, each with the
+    /// cursor that covers it and everything before. The watcher runs on a thread of its own; the
+    /// stream ends when the consumer stops, or with the `LogbookError` that stopped it (`.invalid`
+    /// for a cursor whose events the log no longer holds, `.closed`, `.damaged`).
+    public func watch(from cursor: ReplicationCursor? = nil) -> AsyncThrowingStream<ProjectionChange, any Error> {
+        AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    let watcher = try await runOff { try $0.watch(from: cursor) }
+                    for await change in watcher.changes() { continuation.yield(change) }
+                    if let failure = watcher.failure { throw failure }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: LogbookError(wrapping: error))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
 
     // MARK: Checking and exporting
 
@@ -226,10 +255,10 @@ public struct LogbookReader: Sendable {
     public func verify(deep: Bool = false) throws -> (VerifyReport, projectionDifference: String?) { try run { try $0.verify(deep: deep) } }
     /// `verify(deep:)` off the caller's thread.
     public func verify(deep: Bool = false) async throws -> (VerifyReport, projectionDifference: String?) {
-        try await LogbookError.door { try await book.verify(deep: deep) }
+        try await runOff { try $0.verify(deep: deep) }
     }
     /// Writes the frames past `since` to a bundle file, verbatim (written aside, then renamed in).
-    /// - Throws: `.io` or `.diskFull` when the file cannot be written (no file is left).
+    /// - Throws: `.io` or `.diskFull` when the file cannot be written.
     public func exportBundle(to file: String, since: ReplicationCursor = .empty) throws -> FrameBundle.ExportResult {
         try run { try $0.exportBundle(to: file, since: since) }
     }
@@ -290,8 +319,11 @@ public final class LogbookWriter: Sendable {
     }
 
     /// Opens the store at `path` for writing: nothing is locked until the first write.
-    /// - Parameter creating: create the store (with a new replica id and any missing folders)
-    ///   when there is none at `path`.
+    /// - Parameters:
+    ///   - path: the store's directory.
+    ///   - creating: create the store (with a new replica id and any missing folders) when there
+    ///     is none at `path`.
+    ///   - options: how long to wait for the lock, whether to project, what to tell.
     /// - Throws: `.notAStore` when `path` holds no store and `creating` is false;
     ///   `.unsupportedFormat` when a newer build wrote it; `.io` when the folders cannot be made.
     public static func open(at path: String, creating: Bool = false, options: LogbookOptions = LogbookOptions()) throws -> LogbookWriter {
@@ -323,7 +355,9 @@ public final class LogbookWriter: Sendable {
         let book: Logbook
 
         /// Reads the store as this burst leaves it, every change appended so far included.
-        public var reader: LogbookReader { LogbookReader(book: book) }
+        /// It closes with the burst: `close()` on it throws `.invalid`, and after the body every
+        /// call throws `.closed`.
+        public var reader: LogbookReader { LogbookReader(book: book, owns: false) }
         /// The origin of the events this burst appends.
         public var replicaID: ReplicaID { book.replicaID }
 
@@ -338,6 +372,22 @@ public final class LogbookWriter: Sendable {
         /// - Throws: `.invalidInput` naming the line and field refused: nothing is appended.
         @discardableResult
         public func append(ndjson text: String) throws -> AppendResult { try LogbookError.door { try book.append(ndjson: text) } }
+        /// Streams NDJSON mutations from a file descriptor (a file, a pipe) into one atomic
+        /// append: every line lands or none does. Lines are parsed on another thread while
+        /// batches are written; memory stays bounded whatever the input's size.
+        /// - Parameters:
+        ///   - fd: an open file descriptor, read to its end (not closed).
+        ///   - name: how errors name the input (a file name, "standard input").
+        ///   - progress: lines and bytes read so far.
+        /// - Returns: the append, and the projection's failure when the events were appended
+        ///   (durably) but not projected: do not append them again; `replay()` completes it.
+        /// - Throws: `.invalidInput` naming the line and field refused: nothing is appended.
+        public func appendNDJSON(from fd: Int32, name: String, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: LogbookError?) {
+            try LogbookError.door {
+                let (r, failure) = try book.appendNDJSON(from: fd, name: name, progress: progress)
+                return (r, failure.map { LogbookError(wrapping: $0) })
+            }
+        }
         /// Creates an entity and returns its id: `id` (a new random one by default), or the id
         /// derived from the values for item_tags and occurrences.
         /// - Throws: `.invalidInput` when a field is refused.
@@ -385,9 +435,8 @@ public final class LogbookWriter: Sendable {
         @discardableResult
         public func setRetention(days: Int?) throws -> [String: Int] { try LogbookError.door { try book.setRetention(days: days) } }
         /// Imports another app's data (an SQLite database or a JSON export), kept first as a
-        /// backup in the store.
-        /// - Throws: `.invalidInput` naming table, row and field when a row is refused (nothing is
-        ///   appended); `.unsupportedFormat` when the file is no source this build reads.
+        /// backup in the store. Rows it cannot map are counted and named in the report, not thrown.
+        /// - Throws: `.invalid` when the file is no source this build reads (nothing is appended).
         @discardableResult
         public func importLegacy(from path: String) throws -> LegacyImportReport { try LogbookError.door { try book.importLegacy(from: path) } }
         /// Brings the projection up to date with the log: what a writer opened with
@@ -401,8 +450,9 @@ public final class LogbookWriter: Sendable {
     /// the log, catches the projection up, runs `body`, and lets the lock go, whatever `body`
     /// did. Every change `body` appends is durable and projected when it returns.
     /// - Throws: `.locked` when another process held the lock past `lockWait`; `.invalid` when
-    ///   called from inside a burst of the same writer; what `body` throws, wrapped (what it
-    ///   appended before stays appended).
+    ///   called from inside a burst of the same writer on the burst's own thread (a write from
+    ///   another thread waits for the burst to end: a body that waits for one never ends);
+    ///   what `body` throws, wrapped (what it appended before stays appended).
     public func write<T>(_ body: (Burst) throws -> T) throws -> T {
         try LogbookError.door { try burst(body) }
     }
@@ -411,13 +461,20 @@ public final class LogbookWriter: Sendable {
     /// (it would wait forever on its own burst).
     @TaskLocal private static var inBurst: ObjectIdentifier?
 
-    private func burst<T>(_ body: (Burst) throws -> T) throws -> T {
+    /// Refuses a call that would wait on a burst of this writer running on this thread.
+    private func notInBurst(_ operation: String) throws {
         guard Self.inBurst != ObjectIdentifier(self) else {
-            throw LogbookError(.invalid, "a write inside a write of the same LogbookWriter",
-                               hint: "use the Burst the write hands its body")
+            throw LogbookError(.invalid, "\(operation) inside a write of the same LogbookWriter",
+                               hint: "use the Burst the write hands its body, or call it after the write")
         }
+        guard !reader.book.isClosed else { throw LogbookError(.closed, "the LogbookWriter is closed") }
+    }
+
+    private func burst<T>(_ body: (Burst) throws -> T) throws -> T {
+        try notInBurst("a write")
         return try Self.$inBurst.withValue(ObjectIdentifier(self)) {
             try bursts.withLock {
+                // Closed while this burst waited for the one before.
                 guard !reader.book.isClosed else { throw LogbookError(.closed, "the LogbookWriter is closed") }
                 let book = try Logbook.open(reader.book.store, access: .readWrite, options: options)
                 let result: T
@@ -512,20 +569,30 @@ public final class LogbookWriter: Sendable {
 
     // MARK: Frames, compaction and sync (each takes the lock for the moment it writes)
 
-    /// Appends a bundle's frames (the lock taken for the moment).
-    /// - Throws: `.peer` when the bundle holds frames this store refuses (another store's log,
-    ///   a gap, a clock too far ahead); `.damaged` when the file fails its checksums.
+    /// Appends a bundle's frames (the lock taken for the moment); nothing when any is refused.
+    /// - Throws: `.damaged` when the file fails its checksums or a frame its verification;
+    ///   `.peer` when the frames leave a gap or carry a clock too far ahead; `.invalidInput` when
+    ///   a frame claims this store's own origin; `.unsupportedFormat` for a newer bundle version;
+    ///   `.invalid` inside a burst of this writer.
     @discardableResult
-    public func importBundle(_ file: String) throws -> ReceiveResult { try LogbookError.door { try bursts.withLock { try reader.book.importBundle(file) } } }
+    public func importBundle(_ file: String) throws -> ReceiveResult {
+        try LogbookError.door {
+            try notInBurst("importBundle")
+            return try bursts.withLock { try reader.book.importBundle(file) }
+        }
+    }
     /// `importBundle(_:)` off the caller's thread.
     @discardableResult
     public func importBundle(_ file: String) async throws -> ReceiveResult { try await Logbook.offThread(on: queue) { try self.importBundle(file) } }
 
     /// Drops old segments every peer holds (the lock taken for the moment).
-    /// - Throws: `.invalid` when a peer has not acknowledged a segment and `withoutPeers` is false.
+    /// - Throws: `.invalid` inside a burst of this writer.
     @discardableResult
     public func compact(withoutPeers: Bool = false) throws -> Compactor.Report {
-        try LogbookError.door { try bursts.withLock { try reader.book.compact(withoutPeers: withoutPeers) } }
+        try LogbookError.door {
+            try notInBurst("compact")
+            return try bursts.withLock { try reader.book.compact(withoutPeers: withoutPeers) }
+        }
     }
     /// `compact(withoutPeers:)` off the caller's thread.
     @discardableResult
@@ -540,19 +607,28 @@ public final class LogbookWriter: Sendable {
     /// - Throws: `.unauthorized` (the token), `.network` (retry later), `.cursorExpired`,
     ///   `.peer` (the peer answered with what this store refuses), `.cancelled`.
     public func pull(from peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
-        try await LogbookError.door { try await reader.book.pull(from: peer, progress: progress) }
+        try await LogbookError.door {
+            try notInBurst("pull")
+            return try await reader.book.pull(from: peer, progress: progress)
+        }
     }
 
     /// Pushes what this store holds and `peer` lacks.
     /// - Throws: as `pull(from:progress:)`.
     public func push(to peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
-        try await LogbookError.door { try await reader.book.push(to: peer, progress: progress) }
+        try await LogbookError.door {
+            try notInBurst("push")
+            return try await reader.book.push(to: peer, progress: progress)
+        }
     }
 
     /// Pulls, then pushes.
     /// - Throws: as `pull(from:progress:)`.
     public func sync(with peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
-        try await LogbookError.door { try await reader.book.sync(with: peer, progress: progress) }
+        try await LogbookError.door {
+            try notInBurst("sync")
+            return try await reader.book.sync(with: peer, progress: progress)
+        }
     }
 
     /// Keeps this store and the `evctl serve` at `peer` in sync until the task is cancelled:
@@ -567,7 +643,10 @@ public final class LogbookWriter: Sendable {
     ///   `.cancelled` never: cancelling the task ends it normally.
     public func follow(_ peer: Peer, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in },
                        onState: @escaping @Sendable (LiveSync.State) -> Void = { _ in }) async throws {
-        try await LogbookError.door { try await reader.book.follow(peer, onExchange: onExchange, onState: onState) }
+        try await LogbookError.door {
+            try notInBurst("follow")
+            return try await reader.book.follow(peer, onExchange: onExchange, onState: onState)
+        }
     }
 
     /// Closes the files (no lock is held between bursts). Calls after it throw `.closed`.

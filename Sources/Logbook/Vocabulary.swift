@@ -5,7 +5,7 @@ import Replicator
 /// How to open a store.
 public struct LogbookOptions: Sendable {
     /// Seconds to wait while another process holds the writer lock (a server between pushes,
-    /// a command line tool) before giving up with the `LogError` that says it is locked.
+    /// a command line tool) before giving up with `LogbookError` `.locked`.
     public var lockWait: Double = 2
     /// Whether appends and received frames are projected at once. False leaves the
     /// projection behind until `replay()` (for bulk loads).

@@ -84,12 +84,13 @@ public final class ProjectionWatcher: @unchecked Sendable {
     private var projection: Projection
     private let stopLock = Lock()
     private var stopRequested = false
+    private var streamFailure: (any Error)?
     private let files = DirectoryWatch()
 
     /// Starts at `from` (what the consumer has seen), or at the projection's cursor now.
     public init(store: Store, from: [ReplicaID: Seq]? = nil) throws {
         self.store = store
-        projection = try Projection(store: store)
+        projection = try Projection(readingIfNeeded: store)
         let (cursor, top) = try projection.database.read { db in
             (try Projection.readCursor(db), try Int64.fetchOne(db, sql: "SELECT max(id) FROM projection_commits") ?? 0)
         }
@@ -111,7 +112,7 @@ public final class ProjectionWatcher: @unchecked Sendable {
             // A rebuild or a snapshot renamed a new projection file in: read that one from now
             // on (its journal starts over).
             try? projection.close()
-            projection = try Projection(store: store)
+            projection = try Projection(readingIfNeeded: store)
             journalID = 0
         }
         typealias Run = (origin: ReplicaID, first: Seq, last: Seq)
@@ -181,11 +182,17 @@ public final class ProjectionWatcher: @unchecked Sendable {
                 while !stopLock.withLock({ stopRequested }) {
                     if let change = try next(until: Date().addingTimeInterval(0.5)) { continuation.yield(change) }
                 }
-            } catch {}
+            } catch {
+                stopLock.withLock { streamFailure = error }
+            }
             continuation.finish()
         }
         return stream
     }
+
+    /// What ended the stream `changes()` made, when an error did (nil while it runs, or when the
+    /// consumer stopped it).
+    public var failure: (any Error)? { stopLock.withLock { streamFailure } }
 
     /// Waits for the next change (blocking this thread; run it off the cooperative pool) and
     /// returns it, or nil once `deadline` has passed with nothing new.

@@ -92,7 +92,10 @@ extension Projection {
     ///   - changes: where commits come from; by default this projection's own (`changes()`). Pass
     ///     another stream (e.g. fed by a `ProjectionWatcher`) to follow other processes' commits.
     ///   - query: reads the projection; it runs on a task of the stream's.
+    /// - Parameter ended: asked when `changes` ends: the error that ended it, if one did, ends the
+    ///   observation with it (otherwise it finishes).
     public func observe<T: Equatable & Sendable>(changes: AsyncStream<ProjectionChange>? = nil,
+                                                 ended: (@Sendable () -> (any Error)?)? = nil,
                                                  _ query: @escaping @Sendable (Projection) throws -> T) -> AsyncThrowingStream<T, any Error> {
         // Subscribed before the first run: no commit can fall between the two.
         let source = changes ?? self.changes()
@@ -119,6 +122,7 @@ extension Projection {
                         continuation.yield(result)
                     }
                 }
+                if let failure = ended?() { throw failure }
                 continuation.finish()
             } catch {
                 continuation.finish(throwing: error)

@@ -29,7 +29,7 @@ public enum FrameBundle {
         let tmp = path + ".tmp"
         try? FileManager.default.removeItem(atPath: tmp)
         guard FileManager.default.createFile(atPath: tmp, contents: nil), let out = FileHandle(forWritingAtPath: tmp) else {
-            throw BundleError("cannot create \(tmp)")
+            throw BundleError("cannot create \(tmp)", .io)
         }
         var result = ExportResult(cursor: since)
         do {
@@ -123,7 +123,7 @@ public enum FrameBundle {
         // Only a regular file (a FIFO would block the import holding the writer lock), bounded.
         let opened: (fd: Int32, size: Int)
         do { opened = try ForeignFile.openRegular(path, bytesMax: Bounds.bundleFileBytesMax, op: "read bundle") } catch let e as LogError {
-            throw BundleError("cannot read \(path): \(e.message)")
+            throw BundleError("cannot read \(path): \(e.message)", .io)
         }
         let input = FileHandle(fileDescriptor: opened.fd, closeOnDealloc: true)
         defer { try? input.close() }
@@ -133,7 +133,7 @@ public enum FrameBundle {
         var crc = CRC32C()
         let head = try reader.read(8)
         guard Array(head[0..<4]) == magic else { throw BundleError("\(path) is not a Logbook bundle (bad magic at byte offset 0)") }
-        guard head[4] == version else { throw BundleError("\(path): bundle version \(head[4]) is not supported") }
+        guard head[4] == version else { throw BundleError("\(path): bundle version \(head[4]) is not supported", .unsupportedVersion) }
         crc.update(head)
         let t = size - 16
         var o = 8
@@ -219,8 +219,21 @@ struct ChunkWriter {
 
 /// A bundle that could not be read or written.
 public struct BundleError: Error, CustomStringConvertible, Sendable {
+    /// What went wrong.
+    public enum Kind: Sendable, Equatable {
+        /// The file could not be read or written.
+        case io
+        /// The file is no bundle, or a damaged one (the message names the byte offset).
+        case damaged
+        /// A bundle of a version this build does not read.
+        case unsupportedVersion
+    }
+    public var kind: Kind
     public var message: String
-    init(_ m: String) { message = m }
+    init(_ m: String, _ kind: Kind = .damaged) {
+        message = m
+        self.kind = kind
+    }
     public var description: String { message }
 }
 

@@ -79,4 +79,112 @@ import Testing
             #expect(e.underlying is Refused)
         }
     }
+
+    /// The code a call threw, or nil when it returned.
+    static func code(_ body: () throws -> Void) -> LogbookError.Code? {
+        do { try body(); return nil } catch let e as LogbookError { return e.code } catch { return .other }
+    }
+
+    /// Calls that would wait on the burst running on this thread are refused at once, not hung;
+    /// a burst's reader is closed with the burst, never by itself.
+    @Test func whatWouldWaitOnItsOwnBurstIsRefused() throws {
+        let dir = TempDir()
+        let writer = try LogbookWriter.open(at: dir.path + "/s", creating: true)
+        defer { try? writer.close() }
+        let bundle = dir.path + "/b.bundle"
+        try writer.create(Item(title: "one"))
+        _ = try writer.reader.exportBundle(to: bundle)
+        let codes = try writer.write { burst in
+            [Self.code { _ = try writer.importBundle(bundle) }, Self.code { _ = try writer.compact() },
+             Self.code { try writer.create(Item(title: "nested")) }, Self.code { try burst.reader.close() }]
+        }
+        #expect(codes == [.invalid, .invalid, .invalid, .invalid])
+        let kept = try writer.write { $0.reader }
+        #expect(Self.code { _ = try kept.items() } == .closed)
+        #expect(try writer.reader.items().compactMap(\.title) == ["one"])
+    }
+
+    /// After `close()`, every call of a writer or a reader is refused as closed: nothing writes.
+    @Test func aClosedDoorRefusesEverything() async throws {
+        let dir = TempDir()
+        let writer = try await LogbookWriter.open(at: dir.path + "/s", creating: true)
+        let other = try await LogbookWriter.open(at: dir.path + "/o", creating: true)
+        defer { try? other.close() }
+        try await other.create(Item(title: "theirs"))
+        let bundle = dir.path + "/b.bundle"
+        _ = try await other.reader.exportBundle(to: bundle)
+        let reader = try await LogbookReader.open(at: dir.path + "/s")
+        try writer.close()
+        try reader.close()
+        #expect(Self.code { _ = try writer.importBundle(bundle) } == .closed)
+        #expect(Self.code { _ = try writer.compact(withoutPeers: true) } == .closed)
+        #expect(Self.code { try writer.create(Item(title: "late")) } == .closed)
+        #expect(Self.code { _ = try reader.cursor() } == .closed)
+        #expect(Self.code { _ = try reader.status() } == .closed)
+        do {
+            _ = try await writer.sync(with: Peer(dir.path + "/o"))
+            Issue.record("a closed writer synced")
+        } catch let e as LogbookError {
+            #expect(e.code == .closed)
+        }
+        let check = try await LogbookReader.open(at: dir.path + "/s")
+        #expect(try await check.status().log.totalEvents == 0)
+    }
+
+    /// A bundle that is not one, or is damaged, is named as damaged; the store is unchanged.
+    @Test func aDamagedBundleIsDamagedNotOther() throws {
+        let dir = TempDir()
+        let writer = try LogbookWriter.open(at: dir.path + "/s", creating: true)
+        defer { try? writer.close() }
+        let junk = dir.path + "/junk.bundle"
+        try Data(repeating: 0x41, count: 64).write(to: URL(fileURLWithPath: junk))
+        #expect(Self.code { _ = try writer.importBundle(junk) } == .damaged)
+        #expect(Self.code { _ = try writer.importBundle(dir.path + "/missing.bundle") } == .io)
+        #expect(try writer.reader.status().log.totalEvents == 0)
+    }
+
+    /// NDJSON streamed from a file descriptor lands in one append, or not at all.
+    @Test func aBurstStreamsNDJSONFromAFile() throws {
+        let dir = TempDir()
+        let writer = try LogbookWriter.open(at: dir.path + "/s", creating: true)
+        defer { try? writer.close() }
+        func lines(_ text: String) throws -> Int32 {
+            let file = dir.path + "/in-\(UUID().uuidString.prefix(6)).ndjson"
+            try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+            return open(file, O_RDONLY)
+        }
+        let good = try lines("""
+            {"entity":"item","op":"create","id":"00000000-0000-4000-8000-000000000001","fields":{"title":"a"}}
+            {"entity":"item","op":"create","id":"00000000-0000-4000-8000-000000000002","fields":{"title":"b"}}
+
+            """)
+        defer { close(good) }
+        let (r, failure) = try writer.write { try $0.appendNDJSON(from: good, name: "good.ndjson") }
+        #expect(r.appended == 2 && failure == nil)
+        let bad = try lines("""
+            {"entity":"item","op":"create","id":"00000000-0000-4000-8000-000000000003","fields":{"title":"c"}}
+            {"entity":"item","op":"create"}
+
+            """)
+        defer { close(bad) }
+        #expect(Self.code { _ = try writer.write { try $0.appendNDJSON(from: bad, name: "bad.ndjson") } } == .invalidInput)
+        #expect(try writer.reader.items().compactMap(\.title).sorted() == ["a", "b"])
+    }
+
+    /// `watch(from:)` hands over what another process's writer commits, as a stream.
+    @Test func aReaderWatchesWhatAWriterCommits() async throws {
+        let dir = TempDir()
+        let writer = try await LogbookWriter.open(at: dir.path + "/s", creating: true)
+        defer { try? writer.close() }
+        try await writer.create(Item(title: "before"))
+        let reader = try await LogbookReader.open(at: dir.path + "/s")
+        defer { try? reader.close() }
+        var changes = reader.watch(from: .empty).makeAsyncIterator()
+        let first = try #require(try await changes.next())
+        #expect(first.events.count == 1)
+        try await writer.create(Item(title: "after"))
+        let second = try #require(try await changes.next())
+        #expect(second.events.count == 1)
+        #expect(second.cursor.values.map(\.rawValue) == [2])
+    }
 }
