@@ -209,10 +209,13 @@ public struct LogbookReader: Sendable {
     /// declared and nothing is missed; a query that read none (the log only) runs after every
     /// commit. The stream ends with the error that stopped the query, as a `LogbookError`.
     public func observe<T: Equatable & Sendable>(_ query: @escaping @Sendable (LogbookReader) throws -> T) -> AsyncThrowingStream<T, any Error> {
-        let inner = book.observe { book in try LogbookError.door { try query(LogbookReader(book: book)) } }
-        return AsyncThrowingStream { continuation in
-            let task = Task {
+        AsyncThrowingStream { continuation in
+            let task = Task { [book] in
                 do {
+                    // Opening the projection and the watcher touches the disk: not on the caller's thread.
+                    let inner = try await Logbook.offThread {
+                        book.observe { book in try LogbookError.door { try query(LogbookReader(book: book, owns: false)) } }
+                    }
                     for try await value in inner { continuation.yield(value) }
                     continuation.finish()
                 } catch {
