@@ -19,6 +19,10 @@ package final class LineReader {
     public private(set) var lineNumber = 0
     /// Bytes read so far.
     public private(set) var bytesRead = 0
+    /// Asked before each read, and every `stopCheckMs` while a read would wait (a pipe with
+    /// nothing to read): once it answers true, the input ends here. Nil: reads simply block.
+    package var stopped: (@Sendable () -> Bool)?
+    static let stopCheckMs: Int32 = 100
 
     public init(fd: Int32, name: String, lineBytesMax: Int = MutationParser.lineBytesMax) {
         self.fd = fd
@@ -63,6 +67,9 @@ package final class LineReader {
                 end -= start
                 start = 0
             }
+            if let stopped {
+                guard try waitReadable(unless: stopped) else { return false }
+            }
             let n = buffer.withUnsafeMutableBytes { p in read(fd, p.baseAddress! + end, p.count - end) }
             if n < 0 {
                 if errno == EINTR { continue }
@@ -72,6 +79,20 @@ package final class LineReader {
             end += n
             bytesRead += n
         }
+    }
+
+    /// Waits until `fd` has something to read (or its end, or an error to report), asking
+    /// `stopped` in between; false once it answers true.
+    private func waitReadable(unless stopped: () -> Bool) throws -> Bool {
+        while !stopped() {
+            var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let r = poll(&p, 1, Self.stopCheckMs)
+            if r > 0 { return true }  // readable, hung up or failed: the read says which
+            if r < 0 && errno != EINTR {
+                throw LogError.io("read input", "poll failed", file: name, offset: bytesRead, errno: errno)
+            }
+        }
+        return false
     }
 
     private func tooLong() -> InputError {

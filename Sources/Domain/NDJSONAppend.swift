@@ -24,8 +24,9 @@ package enum NDJSONAppend {
         try appender.begin()
         do {
             var lastReport = 0
-            try Handoff<Batch>.run(name: "ndjson-reader", depth: queueBatchesMax, produce: { hand in
+            try Handoff<Batch>.run(name: "ndjson-reader", depth: queueBatchesMax, produce: { hand, stopped in
                 let lines = LineReader(fd: fd, name: name)
+                lines.stopped = stopped
                 var batch: [Mutation] = []
                 batch.reserveCapacity(batchMutations)
                 while try lines.next({ line in

@@ -31,7 +31,7 @@ enum EventPrefetcher {
     /// `PreparedBatch.fields`). The batch is the caller's until `body` returns.
     static func runBatches(reader: LogReader, work: [(ReplicaID, Seq)], layout: FieldLayout?, depth: Int = 8, batchEvents: Int = 4096,
                            _ body: (PreparedBatch) throws -> Void) throws {
-        try Handoff<PreparedBatch>.run(name: "logbook.prefetch", depth: depth, produce: { hand in
+        try Handoff<PreparedBatch>.run(name: "logbook.prefetch", depth: depth, produce: { hand, _ in
             var batch = PreparedBatch(capacity: batchEvents, layout: layout)
             var stopped = false
             do {

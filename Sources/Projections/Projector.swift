@@ -577,7 +577,7 @@ final class Projector {
         let shared = RowsBox(rows)
         defer { shared.rows = [:] }
         let per = Self.rowsPerBatch
-        try Handoff<RowBatch>.run(name: "logbook.rows", depth: 4, produce: { hand in
+        try Handoff<RowBatch>.run(name: "logbook.rows", depth: 4, produce: { hand, _ in
             var start = 0
             while start < places.count {
                 var batch = RowBatch(rows: per)

@@ -162,7 +162,7 @@ import Testing
     /// the producer, which is joined; the producer's error comes after the items before it.
     @Test func theHandoffStopsItsProducerAndPassesItsErrorOn() throws {
         var got: [Int] = []
-        try Handoff<Int>.run(name: "test", depth: 2, produce: { hand in
+        try Handoff<Int>.run(name: "test", depth: 2, produce: { hand, _ in
             for i in 0..<1_000 { guard hand(i) else { return } }
         }, consume: { got.append($0) })
         #expect(got == Array(0..<1_000))
@@ -175,7 +175,7 @@ import Testing
         let count = Count()
         got = []
         #expect(throws: PrefetchTests.Stop.self) {
-            try Handoff<Int>.run(name: "test", depth: 1, produce: { hand in
+            try Handoff<Int>.run(name: "test", depth: 1, produce: { hand, _ in
                 for i in 0..<1_000_000 {
                     count.lock.withLock { count.made += 1 }
                     guard hand(i) else { count.lock.withLock { count.stopped = true }; return }
@@ -191,7 +191,7 @@ import Testing
 
         got = []
         #expect(throws: PrefetchTests.Stop.self) {
-            try Handoff<Int>.run(name: "test", depth: 3, produce: { hand in
+            try Handoff<Int>.run(name: "test", depth: 3, produce: { hand, _ in
                 for i in 0..<4 { _ = hand(i) }
                 throw PrefetchTests.Stop()
             }, consume: { got.append($0) })

@@ -20,15 +20,17 @@ package final class Handoff<Item>: @unchecked Sendable {
     private init(depth: Int) { self.depth = depth }
 
     /// Runs `produce` on a new thread named `name`; `produce` gives each item to `hand`, which
-    /// answers false once the caller has stopped (then it should return). Calls `consume` on this
-    /// thread with each item, in the order handed.
-    package static func run(name: String, depth: Int, produce: @escaping @Sendable (_ hand: (Item) -> Bool) throws -> Void,
-                    consume: (Item) throws -> Void) throws {
+    /// answers false once the caller has stopped (then it should return), and may ask `stopped`
+    /// between reads that could wait (a pipe), so the join never waits on input that does not
+    /// come. Calls `consume` on this thread with each item, in the order handed.
+    package static func run(name: String, depth: Int,
+                            produce: @escaping @Sendable (_ hand: (Item) -> Bool, _ stopped: @escaping @Sendable () -> Bool) throws -> Void,
+                            consume: (Item) throws -> Void) throws {
         let h = Handoff(depth: max(1, depth))
         let done = DispatchSemaphore(value: 0)
         let thread = Thread { [h] in
             do {
-                try produce { h.hand($0) }
+                try produce({ h.hand($0) }, { h.isCancelled })
             } catch {
                 h.condition.lock()
                 h.failure = error
@@ -51,6 +53,13 @@ package final class Handoff<Item>: @unchecked Sendable {
             done.wait()
         }
         while let item = try h.next() { try consume(item) }
+    }
+
+    /// True once the consumer has gone.
+    private var isCancelled: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return cancelled
     }
 
     /// Queues an item, waiting while `depth` are queued; false when the consumer has gone.
