@@ -1,4 +1,5 @@
 import Dispatch
+import EventLog
 import GRDB
 import Foundation
 import Projections
@@ -11,15 +12,12 @@ import Projections
 /// Writes from async code go through one serial queue per Logbook: they hold one thread at
 /// most and run in the order submitted; reads run side by side on a shared queue.
 extension Logbook {
-    /// The queue blocking work runs on: concurrent (reads run side by side, writes serialize
-    /// inside the store), and never the caller's own thread.
-    static let blockingWork = DispatchQueue(label: "logbook.blocking", qos: .userInitiated, attributes: .concurrent)
+    /// The queue blocking work runs on (`Blocking.queue`).
+    static var blockingWork: DispatchQueue { Blocking.queue }
 
     /// Runs `work` on `queue` (`blockingWork` by default) and resumes the caller with its result.
     static func offThread<T: Sendable>(on queue: DispatchQueue = blockingWork, _ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try work() }) }
-        }
+        try await Blocking.run(on: queue, work)
     }
 
     /// Runs a write on this Logbook's serial queue: writes from async code hold one thread at

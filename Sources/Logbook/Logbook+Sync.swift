@@ -129,7 +129,10 @@ extension Logbook {
             return try await remembering(peer) {
                 var e = Exchange()
                 if pull { e.pulled = try await self.pullFrom(StoreTransport(store: other), peer: peer, progress: progress) }
-                if push { e.received = try StoreSync.ship(from: self.store, toPeer: other, recovered: self.options.recovered) }
+                if push {
+                    let (store, recovered) = (self.store, self.options.recovered)
+                    e.received = try await Blocking.run { try StoreSync.ship(from: store, toPeer: other, recovered: recovered) }
+                }
                 return (e, try other.cursor())
             }
         }
@@ -160,13 +163,17 @@ extension Logbook {
     }
 
     func remembering(_ peer: Peer, _ body: () async throws -> (Exchange, cursor: ReplicationCursor?)) async throws -> Exchange {
-        let state = try peerState()
+        // The peer bookkeeping is SQLite: opened and written off the cooperative pool.
+        let state = try await Blocking.run { try self.peerState() }
+        let name = peer.name
         do {
             let (e, cursor) = try await body()
-            try state.recordSuccess(peer.name, cursor: cursor, pulled: e.pulledEvents, pushed: e.pushedEvents)
+            let (pulled, pushed) = (e.pulledEvents, e.pushedEvents)
+            try await Blocking.run { try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed) }
             return e
         } catch {
-            try? state.recordFailure(peer.name, error: String(describing: error))
+            let why = String(describing: error)
+            _ = try? await Blocking.run { try state.recordFailure(name, error: why) }
             throw error
         }
     }

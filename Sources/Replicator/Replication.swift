@@ -68,7 +68,7 @@ public enum Replication {
                 let file = store.layout.snapshotIncoming
                 defer { try? FileManager.default.removeItem(atPath: file) }
                 try await peer.snapshot(to: file)
-                try Snapshot.install(file, into: store, lockWait: lockWait)
+                try await Blocking.run { try Snapshot.install(file, into: store, lockWait: lockWait) }
                 bootstrapped = true
                 continue
             }
@@ -98,11 +98,13 @@ public enum Replication {
         }
         let outcome = await runPull(peer, local: try store.cursor(), limits: limits, retry: retry, progress: progress,
                                     receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() })
-        if let projected {
-            defer { try? projected.close() }
-            try projected.projection.catchUp()
+        try await Blocking.run {
+            if let projected {
+                defer { try? projected.close() }
+                try projected.projection.catchUp()
+            }
+            try appender?.close()
         }
-        try appender?.close()
         return outcome
     }
 
@@ -138,8 +140,10 @@ public enum Replication {
                 }
             case .apply(let frames):
                 do {
-                    let r = try receive(frames)
-                    action = session.applied(r, cursor: try cursor())
+                    // Verifying, writing and fsyncing a page (and, first, waiting for the writer
+                    // lock) block: off the cooperative pool.
+                    let (r, c) = try await Blocking.run { (try receive(frames), try cursor()) }
+                    action = session.applied(r, cursor: c)
                     let s = session.summary
                     progress?(TransferProgress(pages: s.pages, frames: s.frames, events: s.events, bytes: s.bytes))
                 } catch let e as LogError where e.isLocked {
