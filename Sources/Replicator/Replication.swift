@@ -177,7 +177,11 @@ public enum Replication {
             case .requestCursor:
                 do { action = session.peerCursor(try await peer.cursor()) } catch { action = session.failed(failure(error)) }
             case .collect(let since, let limits):
-                do { action = session.collected(try FramePage.collect(from: store, since: since, limits: limits)) } catch {
+                do {
+                    // Reading and checking frames from the log: off the cooperative pool.
+                    let page = try await Blocking.run { try FramePage.collect(from: store, since: since, limits: limits) }
+                    action = session.collected(page)
+                } catch {
                     action = session.failed(error as? TransferFailure ?? .permanent("cannot read this store's log: \(error)"))
                 }
             case .send(let page):
@@ -217,14 +221,22 @@ package struct StoreTransport: ReplicaTransport {
     public let store: Store
     public init(store: Store) { self.store = store }
 
-    public func cursor() async throws -> ReplicationCursor { try store.cursor() }
+    // Each call reads or writes the peer's files: run on the blocking queue, off the pool.
+
+    public func cursor() async throws -> ReplicationCursor { try await Blocking.run { try store.cursor() } }
 
     public func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
-        let page = try FramePage.collect(from: store, since: since, limits: limits)
-        return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true, holder: try store.cursor()), page.frameBytes)
+        try await Blocking.run {
+            let page = try FramePage.collect(from: store, since: since, limits: limits)
+            return (FramePage.Decoded(frames: page.frames, next: page.next, more: page.more, complete: true, holder: try store.cursor()), page.frameBytes)
+        }
     }
 
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {
+        try await Blocking.run { try receive(page) }
+    }
+
+    private func receive(_ page: FramePage) throws -> (ReceiveResult, ReplicationCursor) {
         let appender: LogAppender
         do { appender = try LogAppender.receivingForPeer(store) } catch let e as LogError where e.isLocked {
             throw TransferFailure.transient(e.description, code: .busy)
@@ -247,7 +259,7 @@ package struct StoreTransport: ReplicaTransport {
         guard FileManager.default.fileExists(atPath: kept) else {
             throw TransferFailure.permanent("\(store.path) keeps no snapshot (\(kept)) to bootstrap from; pull from a peer that still holds the log instead")
         }
-        try ForeignFile.copy(kept, to: path, bytesMax: Snapshot.absoluteBytesMax, op: "copy a peer's snapshot")
+        try await Blocking.run { try ForeignFile.copy(kept, to: path, bytesMax: Snapshot.absoluteBytesMax, op: "copy a peer's snapshot") }
     }
 }
 
