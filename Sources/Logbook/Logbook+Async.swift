@@ -12,11 +12,8 @@ import Projections
 /// Writes from async code go through one serial queue per Logbook: they hold one thread at
 /// most and run in the order submitted; reads run side by side on a shared queue.
 extension Logbook {
-    /// The queue blocking work runs on (`Blocking.queue`).
-    static var blockingWork: DispatchQueue { Blocking.queue }
-
-    /// Runs `work` on `queue` (`blockingWork` by default) and resumes the caller with its result.
-    static func offThread<T: Sendable>(on queue: DispatchQueue = blockingWork, _ work: @escaping @Sendable () throws -> T) async throws -> T {
+    /// Runs `work` on `queue` (`Blocking.queue` by default) and resumes the caller with its result.
+    static func offThread<T: Sendable>(on queue: DispatchQueue = Blocking.queue, _ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await Blocking.run(on: queue, work)
     }
 
