@@ -220,15 +220,28 @@ public struct FramePage: Sendable, Equatable {
     ///   Others are never read, nor checked against `since`.
     public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits, including: ((ReplicaID) -> Bool)? = nil,
                                frame: (UnsafeRawBufferPointer) throws -> Void) throws -> (next: ReplicationCursor, more: Bool) {
+        let reader = LogReader(store: store)
+        var plan: [(ReplicaID, Seq?)] = []
+        for origin in try store.origins() where including?(origin) ?? true {
+            try reader.requireHeld(origin: origin, past: since[origin])
+            plan.append((origin, reader.durable(origin: origin)))
+        }
+        return try collect(from: store, plan: plan, since: since, limits: limits, frame: frame)
+    }
+
+    /// `collect` over the origins of `plan` only, in its order, each read up to the seq given
+    /// with it (what is durable there; nil: a log written before durable marks, read to its
+    /// end). For a keeper that knows which origins moved (`OriginIndex`): the others are never
+    /// opened.
+    package static func collect(from store: Store, plan: [(ReplicaID, Seq?)], since: ReplicationCursor, limits: PageLimits,
+                                frame: (UnsafeRawBufferPointer) throws -> Void) throws -> (next: ReplicationCursor, more: Bool) {
         var next = since
         var more = false
         var bytes = 0, count = 0
         var full = false
         let reader = LogReader(store: store)
-        for origin in try store.origins() where including?(origin) ?? true {
-            try reader.requireHeld(origin: origin, past: since[origin])
+        for (origin, durable) in plan {
             let from = since[origin].next
-            let durable = reader.durable(origin: origin)
             try reader.forEachFrame(origin: origin, from: from) { h, bytesOfFrame in
                 guard h.lastSeq >= from else { return true }
                 // Nothing ships before it is on disk here (see LogReader.durable).

@@ -33,6 +33,8 @@ package final class DirectoryWatch {
     package let mode: ChangeWatching
     private var fd: Int32 = -1
     private var watched = Set<String>()
+    /// The path of each watch descriptor (to say which directory an event is about).
+    private var paths: [Int32: String] = [:]
     private var buffer = [UInt8](repeating: 0, count: 4096)
 
     package init(_ mode: ChangeWatching = .selected) {
@@ -44,12 +46,63 @@ package final class DirectoryWatch {
 
     deinit { if fd >= 0 { _ = Sys.close(fd) } }
 
+    /// True when changes are reported by inotify (false: polling, or inotify could not start).
+    package var reportsChanges: Bool { fd >= 0 }
+
     /// Watches `path` too (once; a directory that cannot be watched is left to the timeout).
-    package func add(_ path: String) {
-        guard fd >= 0, !watched.contains(path) else { return }
+    /// Returns whether it is watched.
+    @discardableResult
+    package func add(_ path: String) -> Bool {
+        guard fd >= 0 else { return false }
+        guard !watched.contains(path) else { return true }
         #if os(Linux)
-        if inotify_add_watch(fd, path, UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE)) >= 0 { watched.insert(path) }
+        let wd = inotify_add_watch(fd, path, UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_DELETE_SELF))
+        if wd >= 0 {
+            watched.insert(path)
+            paths[wd] = path
+            return true
+        }
         #endif
+        return false
+    }
+
+    /// What changed since the last call, without waiting: for each event, the watched directory
+    /// and the name in it (empty for the directory itself). nil when changes may have gone
+    /// unreported (the kernel's queue overflowed, or nothing is watched by inotify): the caller
+    /// then looks at everything. A directory whose watch ended (it was removed) is reported and
+    /// forgotten, so `add` watches it again if it comes back.
+    package func changes() -> [(directory: String, name: String)]? {
+        guard fd >= 0 else { return nil }
+        var out: [(directory: String, name: String)] = []
+        var overflow = false
+        #if os(Linux)
+        let headerSize = MemoryLayout<inotify_event>.size
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard n > 0 else { break }
+            var at = 0
+            // Each record: wd (i32), mask (u32), cookie (u32), len (u32), then len bytes of name.
+            while at + headerSize <= n {
+                let (wd, mask, len) = buffer.withUnsafeBytes { b -> (Int32, UInt32, Int) in
+                    (b.loadUnaligned(fromByteOffset: at, as: Int32.self), b.loadUnaligned(fromByteOffset: at + 4, as: UInt32.self),
+                     Int(b.loadUnaligned(fromByteOffset: at + 12, as: UInt32.self)))
+                }
+                let end = at + headerSize + len
+                guard end <= n else { overflow = true; break }
+                if mask & UInt32(IN_Q_OVERFLOW) != 0 { overflow = true }
+                if let dir = paths[wd] {
+                    let nameBytes = buffer[(at + headerSize)..<end].prefix { $0 != 0 }
+                    out.append((dir, String(decoding: nameBytes, as: UTF8.self)))
+                    if mask & UInt32(IN_IGNORED) != 0 {
+                        paths[wd] = nil
+                        watched.remove(dir)
+                    }
+                }
+                at = end
+            }
+        }
+        #endif
+        return overflow ? nil : out
     }
 
     /// Returns once something changed or `seconds` passed; pending events are consumed.
