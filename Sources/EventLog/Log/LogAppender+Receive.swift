@@ -111,25 +111,54 @@ extension LogAppender {
     /// `openAppends` says how far each such origin has come, for the next request).
     /// - Throws: `LogError` naming the frame (origin, seq range) and what is wrong.
     public func receive(_ frames: [[UInt8]]) throws -> ReceiveResult {
+        switch try receive(batches: [frames])[0] {
+        case .success(let r): return r
+        case .failure(let e): throw e
+        }
+    }
+
+    /// Receives several batches at once, as `receive` receives one, with one write pass and one
+    /// sync per origin for all of them (group commit: a server receiving concurrent pushes makes
+    /// them durable together). Each batch is verified whole, in order, against what the batches
+    /// before it that were accepted leave; a refused batch is left out with its reason and
+    /// changes nothing, the others are written.
+    /// - Returns: per batch, what was received or why it was refused.
+    /// - Throws: `LogError` when writing or syncing fails: nothing of any batch is written then.
+    public func receive(batches: [[[UInt8]]]) throws -> [Result<ReceiveResult, LogError>] {
         precondition(txn == nil, "receive during an append")
-        var result = ReceiveResult()
-        // 1. Verify the whole batch against each origin's tip, simulating the chain.
-        let checked = try ReceivedFrames.verify(frames, nowMillis: clock.wallNow(), clockDriftMaxMs: options.clockDriftMaxMs,
-                                                tip: { try currentTip($0) },
-                                                refuse: { origin in origin == self.origin && lostOwnTail == nil ? "extends this replica's own log (origin \(origin)), which only this replica writes" : nil })
-        result.alreadyHeld = checked.alreadyHeld
-        let accepted = checked.accepted.map { ($0.header.origin, frames[$0.index], $0.header, $0.eventIDs, $0.hash) }
-        guard !accepted.isEmpty else { return result }
+        var results = [Result<ReceiveResult, LogError>](repeating: .success(ReceiveResult()), count: batches.count)
+        // 1. Verify each batch against each origin's tip, simulating the chain over the batches
+        // accepted before it.
+        var groupTips: [ReplicaID: LogTip] = [:]
+        var accepted: [(batch: Int, origin: ReplicaID, bytes: [UInt8], header: FrameHeader, ids: [(UUID, Seq)], hash: FrameHash)] = []
+        let now = clock.wallNow()
+        for (b, frames) in batches.enumerated() {
+            let checked: ReceivedFrames
+            do {
+                checked = try ReceivedFrames.verify(frames, nowMillis: now, clockDriftMaxMs: options.clockDriftMaxMs,
+                                                    tip: { try groupTips[$0] ?? currentTip($0) },
+                                                    refuse: { origin in origin == self.origin && self.lostOwnTail == nil ? "extends this replica's own log (origin \(origin)), which only this replica writes" : nil })
+            } catch let e as LogError {
+                results[b] = .failure(e)
+                continue
+            }
+            var r = ReceiveResult()
+            r.alreadyHeld = checked.alreadyHeld
+            results[b] = .success(r)
+            for (o, t) in checked.tips { groupTips[o] = t }
+            accepted += checked.accepted.map { (b, $0.header.origin, frames[$0.index], $0.header, $0.eventIDs, $0.hash) }
+        }
+        guard !accepted.isEmpty else { return results }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentWriter.Mark] = [:]
         do {
-            for (origin, bytes, header, _, hash) in accepted {
-                let w = try writer(for: origin)
-                if starts[origin] == nil {
+            for a in accepted {
+                let w = try writer(for: a.origin)
+                if starts[a.origin] == nil {
                     try w.rollIfFull(bytesMax: options.segmentBytesMax)
-                    starts[origin] = w.mark
+                    starts[a.origin] = w.mark
                 }
-                try w.write(bytes, header: header, hash: hash, op: "receive")
+                try w.write(a.bytes, header: a.header, hash: a.hash, op: "receive")
             }
             for origin in starts.keys { try writer(for: origin).sync(op: "receive") }
         } catch {
@@ -142,30 +171,43 @@ extension LogAppender {
         // A peer's store reached by path has no index open here: its owner indexes these ids
         // from the log at its next open.
         try? index?.begin()
-        for (origin, _, header, eventIDs, _) in accepted {
-            clock.observe(header.lastHLC)
-            var p = pending[origin] ?? PendingAppend()
-            p.ids += eventIDs
+        var tips: [ReplicaID: Seq] = [:]
+        var originsOf: [Int: Set<ReplicaID>] = [:]
+        for a in accepted {
+            clock.observe(a.header.lastHLC)
+            originsOf[a.batch, default: []].insert(a.origin)
+            var p = pending[a.origin] ?? PendingAppend()
+            p.ids += a.ids
             p.frames += 1
-            p.events += Int(header.count)
-            if header.continues {
-                pending[origin] = p
+            p.events += Int(a.header.count)
+            if a.header.continues {
+                pending[a.origin] = p
                 continue
             }
-            pending[origin] = nil
-            if let index { for (id, seq) in p.ids { try? index.insert(id, origin: origin, seq: seq) } }
-            result.frames += p.frames
-            result.events += p.events
-            result.tips[origin] = header.lastSeq
+            pending[a.origin] = nil
+            if let index { for (id, seq) in p.ids { try? index.insert(id, origin: a.origin, seq: seq) } }
+            if case .success(var r) = results[a.batch] {
+                r.frames += p.frames
+                r.events += p.events
+                r.tips[a.origin] = a.header.lastSeq
+                results[a.batch] = .success(r)
+            }
+            tips[a.origin] = a.header.lastSeq
         }
-        result.incomplete = Set(accepted.map(\.0)).reduce(0) { $0 + (pending[$1]?.frames ?? 0) }
+        for (b, origins) in originsOf {
+            if case .success(var r) = results[b] {
+                r.incomplete = origins.reduce(0) { $0 + (pending[$1]?.frames ?? 0) }
+                results[b] = .success(r)
+            }
+        }
         if let index {
-            for (origin, seq) in result.tips { try? index.setIndexedThrough(origin, seq) }
+            for (origin, seq) in tips { try? index.setIndexedThrough(origin, seq) }
             if (try? index.commit()) == nil { index.rollback() }
         }
         for origin in starts.keys { try writer(for: origin).checkpointIndex(everyBytes: options.indexCheckpointBytes) }
         if let lost = lostOwnTail, own.committed.lastSeq >= lost.committed { lostOwnTail = nil }  // restored from a peer
-        return result
+        parkIdleWriters()
+        return results
     }
 
     /// For each origin with an append still open (some of its frames received, its last frame
@@ -189,9 +231,12 @@ extension LogAppender {
     /// Checks every frame on its own, spread over the machine's cores: header, checksum, that its
     /// events decode (keeping their explicit ids), and its hash. Results are in input order; a
     /// failure names the frame by its position.
+    /// The cores this process may use (read once: asking reads cgroup files each time).
+    static let cores = ProcessInfo.processInfo.activeProcessorCount
+
     static func checkEach(_ frames: [[UInt8]]) -> [CheckedFrame] {
         var results = [CheckedFrame](repeating: .failure(LogError(.corrupt, "receive", "not checked")), count: frames.count)
-        let workers = min(ProcessInfo.processInfo.activeProcessorCount, max(1, frames.count / 4))
+        let workers = min(Self.cores, max(1, frames.count / 4))
         results.withUnsafeMutableBufferPointer { buffer in
             // Each worker writes only its own slots (i ≡ w mod workers).
             nonisolated(unsafe) let out = buffer
@@ -225,9 +270,32 @@ extension LogAppender {
 
     private func writer(for origin: ReplicaID) throws -> SegmentWriter {
         if origin == self.origin { return own }  // only while restoring a lost own tail
-        if let w = received[origin] { return w }
+        receivedUse &+= 1
+        if let w = received[origin] {
+            w.lastUse = receivedUse
+            return w
+        }
         let w = try SegmentWriter(dir: store.directory(origin), recovered: recoveredOthers[origin])
+        recoveredOthers[origin] = nil  // the writer holds it now (and gives it back when parked)
+        if parkedStale.remove(origin) != nil { w.indexNotWritten() }
+        w.lastUse = receivedUse
         received[origin] = w
         return w
+    }
+
+    /// Closes the least recently used received writers past `receivedWritersOpenMax` (down to three
+    /// quarters of it), keeping what they knew (their segments and in-memory index) as recovery
+    /// would have found it. Their index files are not rewritten here (that is a file creation
+    /// each): readers read the few frames past the last checkpoint, as after a crash.
+    private func parkIdleWriters() {
+        let max = Swift.max(1, options.receivedWritersOpenMax)
+        guard received.count > max else { return }
+        let idle = received.filter { !$0.value.hasOpenAppend }.sorted { $0.value.lastUse < $1.value.lastUse }
+        for (origin, w) in idle.prefix(received.count - max * 3 / 4) {
+            recoveredOthers[origin] = w.parked
+            if w.indexStale { parkedStale.insert(origin) }
+            w.close()
+            received[origin] = nil
+        }
     }
 }

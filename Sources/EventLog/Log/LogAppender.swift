@@ -16,6 +16,10 @@ public struct AppendOptions: Sendable {
     public var indexCheckpointBytes = 4 << 20
     /// The event-id index records its high-water mark at least this often (in events).
     public var idCheckpointEvents: UInt64 = 1 << 16
+    /// How many received origins' logs stay open at once (each holds two descriptors): past
+    /// it, the least recently used are closed after a receive and reopened when next needed,
+    /// so a hub receiving thousands of origins does not run out of descriptors.
+    public var receivedWritersOpenMax = 1024
     /// How far ahead of this machine's wall clock a received frame's hlc may be, in
     /// milliseconds; frames further ahead are refused (their origin waits until the clock
     /// catches up), so one peer's broken clock cannot drag every replica's clock to the end of
@@ -85,6 +89,11 @@ public final class LogAppender {
     private var active: SegmentIndex { own.active }
     /// Logs of other origins this store holds, opened for receiving on first use.
     var received: [ReplicaID: SegmentWriter] = [:]
+    /// Counts uses of received writers (which one was used least recently).
+    var receivedUse: UInt64 = 0
+    /// Origins whose writer was closed to save descriptors before their index file was
+    /// rewritten: `close` writes it from what the writer knew.
+    var parkedStale = Set<ReplicaID>()
     var recoveredOthers: [ReplicaID: RecoveredOrigin] = [:]
     /// Received appends still open, per origin: indexed and counted once their last frame arrives.
     var pending: [ReplicaID: PendingAppend] = [:]
@@ -200,6 +209,11 @@ public final class LogAppender {
         }
         try own.writeIndex()
         for w in received.values { try w.writeIndex() }
+        for o in parkedStale {
+            guard let active = recoveredOthers[o]?.active else { continue }
+            let dir = store.directory(o)
+            try FileIO.writeAtomically(active.encode(), to: dir.indexPath(active.firstSeq), op: "write index", durable: false)
+        }
         guard let index else { return }
         try index.begin()
         try index.setIndexedThrough(origin, active.lastSeq)

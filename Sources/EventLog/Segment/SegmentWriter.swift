@@ -23,6 +23,8 @@ final class SegmentWriter {
     private var readBack: [UInt8] = []
     /// `DURABLE` of this origin, open for rewriting after each fsync.
     private var durableFD: Int32 = -1
+    /// When its appender last used it (to close the least recently used).
+    var lastUse: UInt64 = 0
 
     /// Opens the newest segment left by recovery, or creates the origin's first one.
     init(dir: OriginDirectory, recovered: RecoveredOrigin?) throws {
@@ -135,9 +137,25 @@ final class SegmentWriter {
     /// Writes the index of the committed frames (an open append is never indexed: readers
     /// trust an index that covers the whole file as the end of the log).
     func writeIndex() throws {
-        guard committed.coveredBytes > SegmentHeader.size, committed.firstSeq == active.firstSeq else { return }
+        // Nothing to write when no frame was committed since it was last written (or opened).
+        guard committed.coveredBytes > SegmentHeader.size, committed.firstSeq == active.firstSeq,
+              committed.coveredBytes != indexWrittenAt else { return }
         try FileIO.writeAtomically(committed.encode(), to: dir.indexPath(committed.firstSeq), op: "write index", durable: false)
         indexWrittenAt = committed.coveredBytes
+    }
+
+    /// True when the index file lags what is committed (written at the next checkpoint or close).
+    var indexStale: Bool {
+        committed.coveredBytes > SegmentHeader.size && committed.firstSeq == active.firstSeq && committed.coveredBytes != indexWrittenAt
+    }
+
+    /// Says the index file holds only the header's worth (it was not written when this origin's
+    /// writer was last closed), so `close` writes it.
+    func indexNotWritten() { indexWrittenAt = SegmentHeader.size }
+
+    /// What recovery would find of this origin now (no append open): to reopen it from after `close`.
+    var parked: RecoveredOrigin {
+        RecoveredOrigin(dir: dir, segments: segments, active: committed, tip: tip)
     }
 
     func close() {
