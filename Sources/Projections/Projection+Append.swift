@@ -93,6 +93,11 @@ public final class ProjectedStore: @unchecked Sendable {
         try exclusive { try projection.catchUp(progress: progress) }
     }
 
+    /// `Projection.catchUp(origins:)` under this store's lock.
+    public func catchUp(origins: Set<ReplicaID>) throws -> Int {
+        try exclusive { try projection.catchUp(origins: origins) }
+    }
+
     public func close() throws {
         try exclusive {
             // The projection first, while the lock is held: its last connection's checkpoint

@@ -180,6 +180,47 @@ public final class Projection: @unchecked Sendable {
         try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress, hub: hub.isEmpty ? nil : hub)
     }
 
+    /// `catchUp` of `origins` only: what a receiver that knows which origins it wrote needs,
+    /// without opening the log of every other origin (a hub holding thousands).
+    /// A small catch-up (what a group of pushes brings) is one transaction for all of them, which
+    /// reads only these origins' cursor rows; past `catchUpBatchEvents` it goes on origin by
+    /// origin in batches, as `catchUp` does.
+    public func catchUp(origins: Set<ReplicaID>) throws -> Int {
+        guard !origins.isEmpty else { return 0 }
+        let hub = hub.isEmpty ? nil : self.hub
+        let filled = try pool.read { try Bool.fetchOne($0, sql: "SELECT EXISTS (SELECT 1 FROM projection_cursor)") } ?? false
+        // An empty projection is filled the way a rebuild fills it.
+        guard filled else { return try catchUp() }
+        let reader = LogReader(store: store)
+        let store = self.store
+        var events: [Event] = []
+        var more = false
+        let n = try pool.write { db -> Int in
+            let p = try Projector(schema: schema, db: db, fresh: false)
+            p.replayEntities = { try Projection.histories(store: store, of: $0) }
+            var count = 0
+            for o in origins.sorted() {
+                let applied = try Int64.fetchOne(db, sql: "SELECT last_seq FROM projection_cursor WHERE origin = ?", arguments: [o.description]) ?? 0
+                guard applied >= 0 else { throw ProjectionError.database("projection_cursor holds seq \(applied) for origin \(o); run `evctl replay --rebuild`") }
+                try reader.forEachEvent(origin: o, from: Seq(UInt64(applied)).next) { e in
+                    try p.apply(e, db: db)
+                    if hub != nil { events.append(e) }
+                    count += 1
+                    if p.pendingRows >= Projector.flushRowsMax { try p.flush(db: db) }
+                    more = count >= Projection.catchUpBatchEvents
+                    return !more
+                }
+                if more { break }
+            }
+            guard p.eventsApplied > 0 else { return 0 }
+            try p.flush(db: db)
+            return p.eventsApplied
+        }
+        if let hub, n > 0 { hub.publish(ProjectionChange(cursor: try pool.read(Projection.readCursor), events: events)) }
+        guard more else { return n }
+        return n + (try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: nil, hub: hub, only: origins))
+    }
+
     /// Every commit this `Projection` makes from now on (`catchUp`, `apply`), as it is made: the
     /// cursor after it and the events it applied. For commits made by other processes (or other
     /// `Projection` values), use `ProjectionWatcher`. The stream ends when the projection is closed.
@@ -241,7 +282,7 @@ public final class Projection: @unchecked Sendable {
     }
 
     static func project(store: Store, into pool: some DatabaseWriter, schema: ProjectionSchema, fresh: Bool,
-                        progress: ((Int, Int) -> Void)?, hub: ChangeHub? = nil) throws -> Int {
+                        progress: ((Int, Int) -> Void)?, hub: ChangeHub? = nil, only: Set<ReplicaID>? = nil) throws -> Int {
         let reader = LogReader(store: store)
         var applied = try pool.read(Projection.readCursor)
         // An empty projection (no cursor at all: rows and cursor commit together) is filled the way
@@ -250,7 +291,7 @@ public final class Projection: @unchecked Sendable {
         let fresh = fresh || applied.isEmpty
         var todo: [(ReplicaID, Seq, Seq)] = []
         var total = 0
-        for o in try store.origins() {
+        for o in try (fresh ? nil : only.map { $0.sorted() }) ?? store.origins() {
             let from = applied[o] ?? Seq(0)
             if progress != nil || fresh {
                 // A total for progress reports: each origin's tip (index plus the frames past it).

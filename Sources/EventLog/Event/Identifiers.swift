@@ -23,7 +23,7 @@ public struct ReplicaID: RawRepresentable, Hashable, Comparable, Sendable, Custo
     public init(rawValue: UUID) { self.rawValue = rawValue }
     /// Parses the canonical text form (any case); nil when it is not a UUID.
     public init?(_ text: String) {
-        guard let uuid = UUID(uuidString: text) else { return nil }
+        guard let uuid = UUIDText.parse(text) else { return nil }
         self.rawValue = uuid
     }
     public static func random() -> ReplicaID { ReplicaID(rawValue: UUID()) }
