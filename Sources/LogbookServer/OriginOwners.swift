@@ -14,6 +14,8 @@ public final class OriginOwners: @unchecked Sendable {
     private let path: String
     private let lock = Lock()
     private var owners: [ReplicaID: String] = [:]
+    /// `owners` by user, kept beside it.
+    private var byUser: [String: Set<ReplicaID>] = [:]
     private var queue: DatabaseQueue?
 
     /// Reads the owners `store` keeps (none when the file does not exist yet).
@@ -25,6 +27,7 @@ public final class OriginOwners: @unchecked Sendable {
         do {
             let path = self.path
             owners = try q.read { db in try Self.rows(db, path: path) }
+            for (o, u) in owners { byUser[u, default: []].insert(o) }
         } catch let e as ServerError {
             throw e
         } catch {
@@ -91,6 +94,15 @@ public final class OriginOwners: @unchecked Sendable {
     /// The user who owns `origin`, if any.
     public func owner(of origin: ReplicaID) -> String? { lock.withLock { owners[origin] } }
 
+    /// The origins `users` own (what a scoped principal may read), found without looking at
+    /// any other origin.
+    public func origins(of users: Set<String>) -> Set<ReplicaID> {
+        lock.withLock {
+            if users.count == 1, let u = users.first { return byUser[u] ?? [] }
+            return users.reduce(into: Set<ReplicaID>()) { $0.formUnion(byUser[$1] ?? []) }
+        }
+    }
+
     /// Every owned origin and its user.
     public var all: [ReplicaID: String] { lock.withLock { owners } }
 
@@ -126,7 +138,10 @@ public final class OriginOwners: @unchecked Sendable {
             } catch {
                 throw ServerError("\(path): cannot record who owns origin \(new[0]): \(error)")
             }
-            for o in new { owners[o] = user }
+            for o in new {
+                owners[o] = user
+                byUser[user, default: []].insert(o)
+            }
             return Claim(taken: nil, new: new)
         }
     }
@@ -145,7 +160,10 @@ public final class OriginOwners: @unchecked Sendable {
             } catch {
                 throw ServerError("\(path): cannot take back the claim of origin \(claim.new[0]): \(error)")
             }
-            for o in claim.new where owners[o] == user { owners[o] = nil }
+            for o in claim.new where owners[o] == user {
+                owners[o] = nil
+                byUser[user]?.remove(o)
+            }
         }
     }
 }

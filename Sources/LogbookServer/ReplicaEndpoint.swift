@@ -30,8 +30,13 @@ public struct EndpointError: Error, Sendable, CustomStringConvertible {
 /// bounds, reading pages, receiving pushes. The Hummingbird routes in `ReplicaServer` only move
 /// bytes in and out, so all of this is tested without sockets.
 ///
-/// Reads run concurrently (readers never see a partial frame); pushes are received one at a
-/// time. The store's writer lock is taken when a push arrives and released once no push has come
+/// What the store holds of each origin is kept in memory (`OriginIndex`), so a cursor or a page
+/// touches only the origins it returns: a scoped principal's are found from the owners' record,
+/// and of those only the ones that moved past the client's cursor are read. Reads run
+/// concurrently (readers never see a partial frame). Pushes that arrive while others are being
+/// received wait, and are then received together (group commit): each verified whole on its own
+/// and refused on its own, all written in one pass with one sync per origin and one projection
+/// catch-up of the origins they touched, each answered once durable. The store's writer lock is taken when a push arrives and released once no push has come
 /// for `idleClose` seconds, so a local `evctl append` can run while the server is up; a push that
 /// finds the lock held by another process waits up to `lockWait` seconds, then is answered 503
 /// (the client retries).
@@ -56,13 +61,24 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// The last snapshot made. Touched only on `writes`.
     private var keptSnapshot: SnapshotData?
     private var lastPush = Date.distantPast
+    /// Whether pushes are projected as they are received (`evctl serve --no-project`: a pure
+    /// relay, whose projection is brought up to date only when a snapshot is made).
+    public let project: Bool
+    /// Each origin's durable seq and floor, in memory.
+    let index: OriginIndex
+    /// Pushes waiting for the next group; `draining` while a group is scheduled or running.
+    private let pendingLock = Lock()
+    private var pendingPushes: [PendingPush] = []
+    private var drainScheduled = false
     fileprivate let reads = DispatchQueue(label: "logbook.serve.reads", attributes: .concurrent)
 
     /// - Throws: `ServerError` when the store's record of origin owners cannot be read.
     public init(store: Store, policy: AccessPolicy, policies: PolicySource? = nil, pageMax: PageLimits = .serverMax, pushBytesMax: Int = 64 << 20,
                 lockWait: Double = 2, idleClose: Double = 0.25, metrics: ServerMetrics = ServerMetrics(),
-                memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax) throws {
+                memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax, project: Bool = true) throws {
         self.store = store
+        self.project = project
+        index = try OriginIndex(store: store)
         memory = MemoryBudget(bytesMax: memoryBytesMax)
         self.policies = policies ?? PolicySource(policy)
         owners = try OriginOwners(store: store)
@@ -75,7 +91,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
 
     /// `GET /metrics` as `principal` may see it (a scoped principal: its users' origins only).
     public func metricsText(principal p: AccessPolicy.Principal) async -> String {
-        let current = try? store.cursor()
+        let index = self.index
+        let current = try? await run(on: reads) { () throws -> ReplicationCursor in
+            try index.refresh()
+            return index.cursor()
+        }
         let scope = readable(by: p).map { ServerMetrics.Scope(origins: $0, user: p.user ?? "") }
         return metrics.render(current: current, memory: memory, scope: scope)
     }
@@ -88,17 +108,25 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         return { o in owners.owner(of: o).map(users.contains) ?? false }
     }
 
-    /// `cursor` as `principal` may see it.
-    func visible(_ cursor: ReplicationCursor, to principal: AccessPolicy.Principal) -> ReplicationCursor {
-        readable(by: principal).map { cursor.filtered($0) } ?? cursor
+    /// The origins `principal` may read, found from the owners' record (nil: every origin).
+    func readableOrigins(_ principal: AccessPolicy.Principal) -> Set<ReplicaID>? {
+        principal.readableUsers.map { owners.origins(of: $0) }
+    }
+
+    /// The durable cursor as `principal` may see it, from the index (call `index.refresh()` first).
+    func indexedCursor(for principal: AccessPolicy.Principal) -> ReplicationCursor {
+        readableOrigins(principal).map { index.cursor(of: $0) } ?? index.cursor()
     }
 
     /// `GET /v1/cursor`: this store's replica id and cursor (the origins the principal may read).
     public func cursor(principal: AccessPolicy.Principal) async throws -> (replica: ReplicaID, cursor: ReplicationCursor) {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
-        let store = self.store
-        let c = try await run(on: reads) { try store.cursor() }
-        return (store.replicaID, visible(c, to: principal))
+        let index = self.index
+        let c = try await run(on: reads) { () throws -> ReplicationCursor in
+            try index.refresh()
+            return self.indexedCursor(for: principal)
+        }
+        return (store.replicaID, c)
     }
 
     /// `GET /v1/frames`: a page of the frames past `since` (a cursor token; empty means from the start).
@@ -117,19 +145,28 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public func reservedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
                              peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor, reservation: MemoryBudget.Reservation) {
         let (since, clamped) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
-        let store = self.store
         let from = since
-        let scope = readable(by: principal)
-        let page: OutgoingPage, all: ReplicationCursor
+        let page: OutgoingPage, mine: ReplicationCursor
         let reservation = try await memory.reserve(OutgoingPage.bytesBound(clamped))
         do {
-            (page, all) = try await run(on: reads) { (try OutgoingPage(store: store, since: from, limits: clamped, including: scope), try store.cursor()) }
+            (page, mine) = try await run(on: reads) { () throws -> (OutgoingPage, ReplicationCursor) in
+                try self.index.refresh()
+                let among = self.readableOrigins(principal)
+                let plan = try self.index.moved(since: from, among: among)
+                let page = try OutgoingPage { frame in
+                    try FramePage.collect(from: self.store, plan: plan.map { ($0.0, $0.1) }, since: from, limits: clamped, frame: frame)
+                }
+                return (page, among.map { self.index.cursor(of: $0) } ?? self.index.cursor())
+            }
             reservation.shrink(to: page.frameBytes + 4 * page.frames + (1 << 16))
         } catch let f as TransferFailure where f.code == .cursorExpired {
+            reservation.release()
             throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
+        } catch {
+            reservation.release()
+            throw error
         }
-        let mine = scope.map { all.filtered($0) } ?? all
-        metrics.served(frames: page.frames, bytes: page.frameBytes, cursor: all)
+        metrics.served(frames: page.frames, bytes: page.frameBytes)
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: page.next.merged(with: since).lag(behind: mine))
         }
@@ -176,14 +213,13 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                              peer: String?) async throws -> StreamedPage {
         let (since, limits) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
         let store = self.store
-        let scope = readable(by: principal)
+        let index = self.index
         let holder: ReplicationCursor
         do {
-            holder = try await run(on: reads) {
-                let reader = LogReader(store: store)
-                for origin in try store.origins() where scope?(origin) ?? true { try reader.requireHeld(origin: origin, past: since[origin]) }
-                let c = try store.cursor()
-                return scope.map { c.filtered($0) } ?? c
+            holder = try await run(on: reads) { () throws -> ReplicationCursor in
+                try index.refresh()
+                _ = try index.moved(since: since, among: self.readableOrigins(principal))  // refuses an expired cursor
+                return self.indexedCursor(for: principal)
             }
         } catch let f as TransferFailure where f.code == .cursorExpired {
             throw EndpointError(410, "cursor expired: \(f.message) (GET /v1/snapshot)", code: .cursorExpired)
@@ -194,13 +230,18 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         let name = principal.name, user = principal.user
         return StreamedPage(since: since, limits: limits, reservation: reservation, holder: holder, slice: { from, sliceLimits in
             try await self.run(on: self.reads) {
-                try OutgoingPage(store: store, since: from, limits: sliceLimits, framesOnly: true, including: scope)
+                // The slice reads only what moved since where it starts (refreshed: a push
+                // received meanwhile may ship in this answer).
+                try index.refresh()
+                let plan = try index.moved(since: from, among: self.readableOrigins(principal))
+                return try OutgoingPage(framesOnly: true) { frame in
+                    try FramePage.collect(from: store, plan: plan.map { ($0.0, $0.1) }, since: from, limits: sliceLimits, frame: frame)
+                }
             }
         }, finished: { at, frames, bytes in
-            guard let all = try? store.cursor() else { return }
-            self.metrics.served(frames: frames, bytes: bytes, cursor: all)
+            self.metrics.served(frames: frames, bytes: bytes)
             if let peer, let id = ReplicaID(peer) {
-                let mine = scope.map { all.filtered($0) } ?? all
+                let mine = self.indexedCursor(for: principal)
                 self.metrics.peer("\(name)/\(id)", user: user, lag: at.merged(with: since).lag(behind: mine))
             }
         })
@@ -245,82 +286,147 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
         let (frames, pushed) = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
-        let store = self.store
-        let scope = readable(by: principal)
         if let user = principal.user {
             try checkOwners(pushed, principal: principal, user: user)
             try await run(on: reads) { try Self.checkActors(frames, principal: principal, user: user) }
         }
         // Nothing new (an empty page, or frames this store already holds durably, by each
-        // origin's 16-byte durable mark): answered from the cursor alone, without the writer lock
-        // and without invalidating the kept snapshot. A push with new frames reads no cursor here.
-        let nothingNew = try await run(on: reads) { () -> Bool in
-            let reader = LogReader(store: store)
-            var marks: [ReplicaID: Seq?] = [:]
+        // origin's durable mark): answered from the index alone, without the writer lock and
+        // without invalidating the kept snapshot.
+        let index = self.index
+        let nothingNew = try await run(on: reads) { () throws -> Bool in
+            try index.refresh()
             return frames.allSatisfy { f in
                 guard let h = FrameHeader(parsing: f) else { return false }
-                if marks[h.origin] == nil { marks[h.origin] = reader.durable(origin: h.origin) }
-                return marks[h.origin]!.map { h.lastSeq <= $0 } ?? false
+                return index[h.origin].map { h.lastSeq <= $0.durable } ?? false
             }
         }
         if nothingNew {
             var r = ReceiveResult()
             r.alreadyHeld = frames.count
-            let c = try await run(on: reads) { try store.cursor() }
-            return PushAnswer(result: r, cursor: scope.map { c.filtered($0) } ?? c)
+            return PushAnswer(result: r, cursor: indexedCursor(for: principal))
         }
-        var answer = try await run(on: writes) { () throws -> PushAnswer in
-            // Claimed, durably, before a frame is written (pushes run one at a time here), and
-            // taken back if the frames are refused: a refusal changes nothing.
-            var claim: OriginOwners.Claim?
-            if let user = principal.user {
-                // Only an origin this store holds nothing of can be claimed: one it already holds
-                // (its own, or one an unscoped principal pushed) belongs to no user to take.
-                let reader = LogReader(store: store)
-                for o in pushed where self.owners.owner(of: o) == nil {
-                    if try o == store.replicaID || (reader.tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
-                        throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
-                                            code: .forbidden, origin: o)
-                    }
-                }
-                let c = try self.owners.claim(pushed, user: user, principal: principal.name)
-                if let taken = c.taken { throw Self.foreignOrigin(taken, principal: principal, user: user) }
-                claim = c
+        let answer = try await withCheckedThrowingContinuation { (c: CheckedContinuation<PushAnswer, any Error>) in
+            let push = PendingPush(principal: principal, frames: frames, pushed: pushed, answer: c)
+            let schedule: Bool = pendingLock.withLock {
+                pendingPushes.append(push)
+                defer { drainScheduled = true }
+                return !drainScheduled
             }
-            func refused(_ refusal: any Error) -> any Error {
-                if let claim, let user = principal.user {
-                    do { try self.owners.release(claim, user: user) } catch {
-                        // The refusal is still the answer, and says that its claim stayed (the
-                        // origin holds no frame of this push; an operator can remove the row).
-                        if var e = refusal as? EndpointError {
-                            e.message += "; the claim of origin \(claim.new[0]) could not be taken back: \(error)"
-                            return e
-                        }
-                    }
-                }
-                return refusal
-            }
-            let projected: ProjectedStore
-            do { projected = try self.openWriter() } catch { throw refused(error) }
-            let r: ReceiveResult
-            do { r = try projected.appender.receive(frames) } catch let e as LogError where e.isCorruption || e.isGap || e.isInvalidInput || e.isClockAhead {
-                throw refused(EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs))
-            } catch {
-                self.closeWriter()
-                throw refused(error)
-            }
-            do { try projected.projection.catchUp() } catch {
-                self.closeWriter()
-                throw error
-            }
-            return PushAnswer(result: r, cursor: try projected.appender.receivePosition())
+            if schedule { writes.async { self.receivePending() } }
         }
-        metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
+        metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count)
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil)
         }
-        if let scope { answer.cursor = answer.cursor.filtered(scope) }
         return answer
+    }
+
+    /// A push waiting to be received with the next group.
+    struct PendingPush {
+        var principal: AccessPolicy.Principal
+        var frames: [[UInt8]]
+        var pushed: [ReplicaID]
+        var answer: CheckedContinuation<PushAnswer, any Error>
+        var claim: OriginOwners.Claim?
+    }
+
+    /// Receives every push waiting, as one group (runs on `writes`). Pushes arriving meanwhile
+    /// schedule the next group.
+    private func receivePending() {
+        var group: [PendingPush] = pendingLock.withLock {
+            drainScheduled = false
+            defer { pendingPushes = [] }
+            return pendingPushes
+        }
+        guard !group.isEmpty else { return }
+        // Claims first, one push at a time, durably, before a frame is written; taken back if
+        // the push is refused: a refusal changes nothing.
+        var live: [Int] = []
+        for i in group.indices {
+            do {
+                group[i].claim = try claim(group[i])
+                live.append(i)
+            } catch {
+                group[i].answer.resume(throwing: error)
+            }
+        }
+        guard !live.isEmpty else { return }
+        func refuse(_ i: Int, _ refusal: any Error) {
+            group[i].answer.resume(throwing: refused(refusal, claim: group[i].claim, principal: group[i].principal))
+        }
+        let projected: ProjectedStore
+        do { projected = try openWriter() } catch {
+            for i in live { refuse(i, error) }
+            return
+        }
+        let results: [Result<ReceiveResult, LogError>]
+        do { results = try projected.appender.receive(batches: live.map { group[$0].frames }) } catch {
+            closeWriter()
+            for i in live { refuse(i, error) }
+            return
+        }
+        var received: [(Int, ReceiveResult)] = []
+        for (k, i) in live.enumerated() {
+            switch results[k] {
+            case .success(let r): received.append((i, r))
+            case .failure(let e) where e.isCorruption || e.isGap || e.isInvalidInput || e.isClockAhead:
+                refuse(i, EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs))
+            case .failure(let e):
+                refuse(i, e)
+            }
+        }
+        var tips: [ReplicaID: Seq] = [:]
+        for (_, r) in received { for (o, s) in r.tips { tips[o] = max(tips[o] ?? Seq(0), s) } }
+        index.advance(tips)
+        if project && !tips.isEmpty {
+            do { _ = try projected.catchUp(origins: Set(tips.keys)) } catch {
+                // The frames are durable; the projection catches up at the next open. The push
+                // is answered with the failure (its retry finds the frames held).
+                closeWriter()
+                for (i, _) in received { group[i].answer.resume(throwing: error) }
+                return
+            }
+        }
+        lastPush = Date()  // idle from the end of the last group, not its start
+        let open = ReplicationCursor(projected.appender.openAppends)
+        for (i, r) in received {
+            let p = group[i].principal
+            let among = readableOrigins(p)
+            let cursor = (among.map { index.cursor(of: $0) } ?? index.cursor())
+                .merged(with: among.map { m in open.filtered { m.contains($0) } } ?? open)
+            group[i].answer.resume(returning: PushAnswer(result: r, cursor: cursor))
+        }
+    }
+
+    /// Claims the origins of a scoped principal's push that nobody owns (runs on `writes`).
+    private func claim(_ push: PendingPush) throws -> OriginOwners.Claim? {
+        guard let user = push.principal.user else { return nil }
+        // Only an origin this store holds nothing of can be claimed: one it already holds
+        // (its own, or one an unscoped principal pushed) belongs to no user to take.
+        for o in push.pushed where owners.owner(of: o) == nil {
+            if try o == store.replicaID || index[o] != nil || (LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
+                throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(push.principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
+                                    code: .forbidden, origin: o)
+            }
+        }
+        let c = try owners.claim(push.pushed, user: user, principal: push.principal.name)
+        if let taken = c.taken { throw Self.foreignOrigin(taken, principal: push.principal, user: user) }
+        return c
+    }
+
+    /// `refusal`, after taking back `claim` (a refused push changes nothing).
+    private func refused(_ refusal: any Error, claim: OriginOwners.Claim?, principal: AccessPolicy.Principal) -> any Error {
+        guard let claim, let user = principal.user else { return refusal }
+        do { try owners.release(claim, user: user) } catch {
+            // The refusal is still the answer, and says that its claim stayed (the
+            // origin holds no frame of this push; an operator can remove the row).
+            if var e = refusal as? EndpointError {
+                e.message += "; the claim of origin \(claim.new[0]) could not be taken back: \(error)"
+                return e
+            }
+        }
+        return refusal
     }
 
     /// Refuses (403) a page holding an origin another user owns.

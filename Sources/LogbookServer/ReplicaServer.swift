@@ -37,6 +37,8 @@ public struct ServerConfiguration: Sendable {
     public var memoryBytesMax = ServerConfiguration.defaultMemoryBytesMax
     public static let defaultMemoryBytesMax = 512 << 20
     public var lockWait = 2.0
+    /// Whether a store's server projects pushes as they arrive (`evctl serve --no-project`: false).
+    public var project = true
     /// Timeouts and the connection cap.
     public var limits = ConnectionLimits()
     public init() {}
@@ -84,7 +86,7 @@ public enum ReplicaServer {
         let policies = PolicySource(configuration.policy)
         let endpoint = try ReplicaEndpoint(store: store, policy: configuration.policy, policies: policies, pageMax: configuration.pageMax,
                                        pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
-                                       memoryBytesMax: configuration.memoryBytesMax)
+                                       memoryBytesMax: configuration.memoryBytesMax, project: configuration.project)
         return try application(backend: endpoint, configuration: configuration, logger: logger, routes: routes, onRunning: onRunning)
     }
 

@@ -21,20 +21,22 @@ public final class ServerMetrics: @unchecked Sendable {
 
     public init() {}
 
-    public func served(frames: Int, bytes: Int, cursor: ReplicationCursor) {
+    /// - Parameter cursor: the keeper's cursor now, when it has it at hand (else the one `render`
+    ///   is given, or the last one known, is shown).
+    public func served(frames: Int, bytes: Int, cursor: ReplicationCursor? = nil) {
         lock.withLock {
             framesServed += frames
             bytesServed += bytes
-            self.cursor = cursor
+            if let cursor { self.cursor = cursor }
         }
     }
 
-    public func received(frames: Int, events: Int, bytes: Int, cursor: ReplicationCursor) {
+    public func received(frames: Int, events: Int, bytes: Int, cursor: ReplicationCursor? = nil) {
         lock.withLock {
             framesReceived += frames
             eventsReceived += events
             bytesReceived += bytes
-            self.cursor = cursor
+            if let cursor { self.cursor = cursor }
         }
     }
 

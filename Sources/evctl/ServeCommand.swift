@@ -41,6 +41,8 @@ struct ServeCommand: AsyncStoreCommand {
     var maxMemory = ServerConfiguration.defaultMemoryBytesMax
     @Option(name: .customLong("port-file"), help: "Write the port listened on to this file once serving (useful with port 0).") var portFile: String?
     @Option(help: "Serve a hub kept in this PostgreSQL database (postgres://USER@HOST[:PORT]/DATABASE) instead of a store.") var hub: String?
+    @Flag(name: .customLong("no-project"), help: "Do not project pushes as they arrive (a pure relay): pulls, pushes and the pages' log views work as before, and the projection is brought up to date when a snapshot is made.")
+    var noProject = false
     @Flag(help: "Log every request.") var verbose = false
 
     static func parseListen(_ s: String) throws -> (String, Int) {
@@ -67,6 +69,7 @@ struct ServeCommand: AsyncStoreCommand {
         let book = try options.book(.inspect)
         let store = book.store
         var config = ServerConfiguration()
+        config.project = !noProject
         (config.host, config.port) = try Self.parseListen(listen)
         if let tokens {
             config.policy = try AccessPolicy.load(path: tokens)
