@@ -54,6 +54,7 @@ import Replicator
         config.policy = policy
         config.limits.connectionsMax = max(config.limits.connectionsMax, concurrency * 4)
 
+        var rates: [Double] = []
         if !skipHub {
             let cluster = root + "/pg"
             let url = try shell(["start", cluster])
@@ -69,6 +70,7 @@ import Replicator
                 try await ReplicaServer.withRunningServer(backend: b, configuration: config, logger: logger) { urlB in
                     let r = try await Run(fleet: fleet.fresh(), nodes: [urlA, urlB], seconds: seconds, concurrency: concurrency).go()
                     print(r.json(backend: "postgres (2 nodes)"))
+                    rates.append(r.eventsPerSecond)
                 }
             }
         }
@@ -77,7 +79,12 @@ import Replicator
             try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger) { url in
                 let r = try await Run(fleet: fleet.fresh(), nodes: [url, url], seconds: seconds, concurrency: concurrency).go()
                 print(r.json(backend: "store (1 node)"))
+                rates.append(r.eventsPerSecond)
             }
+        }
+        // The figure `make bench` reports: the store's hub against PostgreSQL's, same run.
+        if rates.count == 2, rates[0] > 0 {
+            print(#"{"store_to_postgres_events_ratio":\#(String(format: "%.2f", rates[1] / rates[0]))}"#)
         }
     }
 
@@ -244,6 +251,8 @@ final class Run: @unchecked Sendable {
             }
         }
     }
+
+    var eventsPerSecond: Double { Double(lock.withLock { events }) / max(elapsed, 0.001) }
 
     func json(backend: String) -> String {
         let sorted = latencies.sorted()
