@@ -334,11 +334,24 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// Receives every push waiting, as one group (runs on `writes`). Pushes arriving meanwhile
     /// schedule the next group.
     private func receivePending() {
-        var group: [PendingPush] = pendingLock.withLock {
-            drainScheduled = false
-            defer { pendingPushes = [] }
-            return pendingPushes
+        // A group holds pushes of distinct origins: one that shares an origin with a push
+        // before it waits for the next group, so claims and refusals are as if pushes were
+        // received one at a time (a refused push takes back only its own claims, and a scoped
+        // claim never races an unscoped push of the same new origin).
+        var (group, another): ([PendingPush], Bool) = pendingLock.withLock {
+            var taken = Set<ReplicaID>()
+            var now: [PendingPush] = [], later: [PendingPush] = []
+            for p in pendingPushes {
+                if p.pushed.contains(where: taken.contains) { later.append(p) } else {
+                    taken.formUnion(p.pushed)
+                    now.append(p)
+                }
+            }
+            pendingPushes = later
+            drainScheduled = !later.isEmpty  // this drain schedules the next one for them
+            return (now, !later.isEmpty)
         }
+        if another { writes.async { self.receivePending() } }
         guard !group.isEmpty else { return }
         // Claims first, one push at a time, durably, before a frame is written; taken back if
         // the push is refused: a refusal changes nothing.
@@ -362,6 +375,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         let results: [Result<ReceiveResult, LogError>]
         do { results = try projected.appender.receive(batches: live.map { group[$0].frames }) } catch {
+            index.invalidate()  // marks written before the failure may name frames cut back since
             closeWriter()
             for i in live { refuse(i, error) }
             return
@@ -467,7 +481,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     private func openWriter() throws -> ProjectedStore {
         lastPush = Date()
         if let w = writer { return w }
-        let w = try Self.openForWriting(store, wait: lockWait)
+        let w = try Self.openForWriting(store, wait: lockWait, project: project)
         writer = w
         scheduleIdleClose()
         return w
@@ -491,8 +505,8 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         writer = nil
     }
 
-    static func openForWriting(_ store: Store, wait: Double) throws -> ProjectedStore {
-        do { return try ProjectedStore.open(store: store, waitingUpTo: wait) } catch let e as LogError where e.isLocked {
+    static func openForWriting(_ store: Store, wait: Double, project: Bool = true) throws -> ProjectedStore {
+        do { return try ProjectedStore.open(store: store, waitingUpTo: wait, project: project) } catch let e as LogError where e.isLocked {
             throw EndpointError(503, "the store is busy (another process holds its writer lock); try again", retryAfter: 1)
         }
     }

@@ -30,6 +30,8 @@ package final class OriginIndex: @unchecked Sendable {
     private let watch: DirectoryWatch
     /// Set when the next refresh must read every origin.
     private var everything = true
+    /// Set by `reread` when a directory could not be watched.
+    private var unwatched = false
     private let reader: LogReader
 
     /// Reads every origin of `store` once.
@@ -50,19 +52,35 @@ package final class OriginIndex: @unchecked Sendable {
             guard let changes = watch.changes(), !everything else { return try rescan() }
             var dirty = Set<ReplicaID>()
             for (dir, name) in changes {
-                if dir == log {
+                if dir == log && name.isEmpty {
+                    // The log directory itself went (its watch with it): look at everything.
+                    everything = true
+                } else if dir == log {
                     // A new origin's directory (or one removed): named in the log directory.
                     if let o = ReplicaID(name), o.description == name { dirty.insert(o) }
                 } else if let o = ReplicaID(String(dir.dropFirst(log.count + 1))) {
                     dirty.insert(o)
                 }
             }
+            if everything { return try rescan() }
+            // Until every changed origin is read, the next refresh looks at everything (the
+            // events are consumed: a read that fails must not lose them).
+            everything = true
+            unwatched = false
             for o in dirty { try reread(o) }
+            everything = unwatched
         }
+    }
+
+    /// Makes the next `refresh` read every origin (a write failed part-way: what was read of
+    /// the store meanwhile may not hold).
+    package func invalidate() {
+        lock.withLock { everything = true }
     }
 
     /// Reads every origin (under the lock).
     private func rescan() throws {
+        everything = true  // until it succeeds
         let log = store.layout.log
         // Watched before reading, so a change after the read is reported at the next refresh.
         var watched = watch.add(log)
@@ -83,8 +101,9 @@ package final class OriginIndex: @unchecked Sendable {
             entries[origin] = nil  // purged
             return
         }
-        if !watch.add(path) { everything = true }
+        let watched = watch.add(path)
         entries[origin] = try read(origin, known: entries[origin])
+        if !watched { unwatched = true }
     }
 
     /// The entry of `origin` from its files; `known` is what the index holds now. The tip is

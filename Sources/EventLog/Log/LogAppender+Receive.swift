@@ -204,7 +204,9 @@ extension LogAppender {
             for (origin, seq) in tips { try? index.setIndexedThrough(origin, seq) }
             if (try? index.commit()) == nil { index.rollback() }
         }
-        for origin in starts.keys { try writer(for: origin).checkpointIndex(everyBytes: options.indexCheckpointBytes) }
+        // The frames are durable: an index checkpoint that fails now is written again later
+        // (it only saves readers a scan), and must not fail the receive.
+        for origin in starts.keys { try? writer(for: origin).checkpointIndex(everyBytes: options.indexCheckpointBytes) }
         if let lost = lostOwnTail, own.committed.lastSeq >= lost.committed { lostOwnTail = nil }  // restored from a peer
         parkIdleWriters()
         return results

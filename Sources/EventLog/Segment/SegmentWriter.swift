@@ -46,7 +46,12 @@ final class SegmentWriter {
             let path = dir.segmentPath(active.firstSeq)
             fd = try FileIO.open(path, O_RDWR, op: "open")
             let size = try FileIO.fileSize(fd, path: path, op: "open")
-            precondition(size == active.coveredBytes, "recovery left the active segment at a frame boundary")
+            // Recovery (or a writer closed to save descriptors) left it at a frame boundary; a
+            // file of another size was changed behind this writer's back.
+            guard size == active.coveredBytes else {
+                throw LogError(.io, "open", "the active segment is \(size) bytes where its writer left it at \(active.coveredBytes)", file: path,
+                               hint: "close and reopen the store (recovery checks the segment)")
+            }
         }
         // What recovery kept may have been written by a process that died before its fsync:
         // made durable now, then published as the durable mark — unless the mark says more was
@@ -112,7 +117,9 @@ final class SegmentWriter {
 
     /// Cuts the newest segment back to `mark` (frames written since are dropped).
     func truncate(to mark: Mark, op: String) throws {
-        if active.coveredBytes != mark.active.coveredBytes {
+        // By the file's size, not only by what was recorded: a write that failed part-way
+        // recorded nothing but may have left bytes.
+        if try active.coveredBytes != mark.active.coveredBytes || FileIO.fileSize(fd, path: path, op: op) != mark.active.coveredBytes {
             try FileIO.truncate(fd, to: mark.active.coveredBytes, path: path, op: op)
             try FileIO.fsync(fd, path: path, op: op)
         }
