@@ -185,7 +185,7 @@ extension LogAppender {
                 continue
             }
             pending[a.origin] = nil
-            if let index { for (id, seq) in p.ids { try? index.insert(id, origin: a.origin, seq: seq) } }
+            if let index { try? index.insert(p.ids, origin: a.origin) }
             if case .success(var r) = results[a.batch] {
                 r.frames += p.frames
                 r.events += p.events

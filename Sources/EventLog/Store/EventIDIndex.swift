@@ -58,7 +58,7 @@ final class EventIDIndex {
     /// Where the event with this id is, if the log holds it.
     func lookup(_ id: UUID) throws -> (ReplicaID, Seq)? {
         try run("read event-id index") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT origin, seq FROM event_ids WHERE id = ?", arguments: [blob(id)]) else { return nil }
+            guard let row = try Row.fetchOne(try db.cachedStatement(sql: "SELECT origin, seq FROM event_ids WHERE id = ?"), arguments: [blob(id)]) else { return nil }
             let o: Data = row[0]
             let s: Int64 = row[1]
             return (ReplicaID(rawValue: o.withUnsafeBytes { UUID(bytes: $0) }), Seq(UInt64(s)))
@@ -74,8 +74,20 @@ final class EventIDIndex {
     func insert(_ id: UUID, origin: ReplicaID, seq: Seq) throws {
         precondition(inTransaction)
         try run("write event-id index") { db in
-            try db.execute(sql: "INSERT OR IGNORE INTO event_ids (id, origin, seq) VALUES (?, ?, ?)",
-                           arguments: [blob(id), blob(origin.rawValue), Int64(seq.rawValue)])
+            try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [blob(id), blob(origin.rawValue), Int64(seq.rawValue)])
+        }
+    }
+
+    private static let insertSQL = "INSERT OR IGNORE INTO event_ids (id, origin, seq) VALUES (?, ?, ?)"
+
+    /// `insert` of many ids of one origin, in one call to the database (a received page's).
+    func insert(_ entries: [(UUID, Seq)], origin: ReplicaID) throws {
+        precondition(inTransaction)
+        guard !entries.isEmpty else { return }
+        try run("write event-id index") { db in
+            let statement = try db.cachedStatement(sql: Self.insertSQL)
+            let o = blob(origin.rawValue)
+            for (id, seq) in entries { try statement.execute(arguments: [blob(id), o, Int64(seq.rawValue)]) }
         }
     }
 
