@@ -64,3 +64,43 @@ public enum VerificationFloor {
 
     struct FloorError: Error { let message: String; init(_ m: String) { message = m } }
 }
+
+/// The least a reader of the log must do: read the segment files and LZ4-decompress every
+/// frame's payload (no checksum, no hash, no decoding of events). Reading is reported as a
+/// ratio to this, measured in the same run (issue 29: a raw read alone is not the floor of a
+/// compressed log).
+public enum ReadFloor {
+    /// Seconds to read and decompress every segment of `logDirectory` (`log/<origin>/`), and the frames.
+    public static func run(logDirectory: String) throws -> (seconds: Double, frames: Int) {
+        let names = try FileManager.default.contentsOfDirectory(atPath: logDirectory).filter { $0.hasSuffix(".seg") }.sorted()
+        var dctx: OpaquePointer?
+        guard LZ4F_isError(LZ4F_createDecompressionContext(&dctx, UInt32(LZ4F_VERSION))) == 0 else { throw VerificationFloor.FloorError("LZ4F context") }
+        defer { LZ4F_freeDecompressionContext(dctx) }
+        var raw = [UInt8](repeating: 0, count: 1 << 20)
+        var frames = 0
+        let t0 = Clock.now()
+        for name in names {
+            let data = try Data(contentsOf: URL(fileURLWithPath: logDirectory + "/" + name))
+            try data.withUnsafeBytes { (p: UnsafeRawBufferPointer) in
+                var o = 72  // segment header
+                while o + 96 <= p.count {
+                    let stored = Int(p.loadUnaligned(fromByteOffset: o + 56, as: UInt32.self).littleEndian)
+                    let rawBytes = Int(p.loadUnaligned(fromByteOffset: o + 36, as: UInt32.self).littleEndian)
+                    let total = 96 + stored
+                    guard o + total <= p.count else { break }
+                    if p[o + 5] == 1 {
+                        if raw.count < rawBytes { raw = [UInt8](repeating: 0, count: rawBytes) }
+                        var dst = rawBytes, src = stored
+                        let r = raw.withUnsafeMutableBytes { d in
+                            LZ4F_decompress(dctx, d.baseAddress, &dst, p.baseAddress! + o + 96, &src, nil)
+                        }
+                        guard LZ4F_isError(r) == 0, dst == rawBytes else { throw VerificationFloor.FloorError("lz4 at \(o)") }
+                    }
+                    frames += 1
+                    o += total
+                }
+            }
+        }
+        return (Clock.now() - t0, frames)
+    }
+}

@@ -152,9 +152,11 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("depth-3 p99 ratio to one query per item (%)"), Int(p99 / baselineP99 * 100))
     }
 
-    Benchmark("import-legacy, 100K-row synced database", configuration: config(["rows/s (K)", "SQLite copy of the same rows, rows/s (K)", "ratio to SQLite copy (%)", "events", "import (ms)"])) { benchmark in
+    Benchmark("import-legacy, 100K-row synced database", configuration: config(["rows/s (K)", "SQLite copy of the same rows, rows/s (K)", "ratio to SQLite copy (%)",
+                                                                           "per-row prepared INSERTs, rows/s (K)", "ratio to per-row INSERTs (%)", "events", "import (ms)"])) { benchmark in
         let source = try LegacyDatabase.build(rows: 100_000)
         let baselineSeconds = try LegacyDatabase.sqliteCopy(source)
+        let rowSeconds = try LegacyDatabase.sqliteRowInserts(source)
         let path = Workload.root + "/legacy-import-store"
         try? FileManager.default.removeItem(atPath: path)
         let writer = try LogbookWriter.open(at: path, creating: true)
@@ -171,6 +173,8 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("rows/s (K)"), Int(Double(rows) / seconds / 1000))
         benchmark.measurement(metric("SQLite copy of the same rows, rows/s (K)"), Int(Double(rows) / baselineSeconds / 1000))
         benchmark.measurement(metric("ratio to SQLite copy (%)"), Int(baselineSeconds / seconds * 100))
+        benchmark.measurement(metric("per-row prepared INSERTs, rows/s (K)"), Int(Double(rows) / rowSeconds / 1000))
+        benchmark.measurement(metric("ratio to per-row INSERTs (%)"), Int(rowSeconds / seconds * 100))
         benchmark.measurement(metric("events"), report.events)
         benchmark.measurement(metric("import (ms)"), Int(seconds * 1000))
     }
@@ -280,6 +284,34 @@ enum LegacyDatabase {
         }
         let seconds = Clock.now() - t0
         try q.close()
+        return seconds
+    }
+
+    /// The issue's baseline: every row of `source` read and written into a new database with a
+    /// prepared INSERT per row (the same tables, one transaction, committed to disk): the seconds.
+    static func sqliteRowInserts(_ source: String) throws -> Double {
+        let target = Workload.root + "/legacy-rows.sqlite"
+        for s in ["", "-wal", "-shm", "-journal"] { try? FileManager.default.removeItem(atPath: target + s) }
+        let from = try DatabaseQueue(path: source)
+        let q = try DatabaseQueue(path: target)
+        let t0 = Clock.now()
+        let schema = try from.read { db in try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table'") }
+        try q.write { db in
+            for sql in schema { try db.execute(sql: sql) }
+            try from.read { src in
+                for t in ["items", "tags", "item_tags", "time_entries"] {
+                    let rows = try Row.fetchCursor(src, sql: "SELECT * FROM \(t)")
+                    var insert: Statement?
+                    while let r = try rows.next() {
+                        if insert == nil { insert = try db.makeStatement(sql: "INSERT INTO \(t) VALUES (\(Array(repeating: "?", count: r.count).joined(separator: ",")))") }
+                        try insert!.execute(arguments: StatementArguments(r.databaseValues))
+                    }
+                }
+            }
+        }
+        let seconds = Clock.now() - t0
+        try q.close()
+        try from.close()
         return seconds
     }
 }
