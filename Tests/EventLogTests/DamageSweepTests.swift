@@ -156,3 +156,33 @@ import Testing
         #expect(report.actions.contains { if case .damagedSealedSegment(let f, _, _) = $0 { f == segs[0] } else { false } }, "\(report.actions)")
     }
 }
+
+/// A large append walked once is not walked again by every reader that starts inside it, and
+/// damage written into the file afterwards (in place, same size) is still seen: the walk is
+/// remembered for the file as it stood, not for its name.
+@Suite struct CheckedAppendTests {
+    @Test func aRememberedWalkDoesNotHideLaterDamage() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameEventsMax = 5
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        _ = try a.append(sampleMutations(4, seed: 1))
+        _ = try a.append(sampleMutations(12, seed: 2))  // three frames: 5, 5, 2
+        try a.close()
+        let reader = LogReader(store: store)
+        #expect(try reader.events(origin: store.replicaID).count == 16)
+        #expect(try reader.events(origin: store.replicaID, from: Seq(11)).map(\.seq.rawValue) == Array(11...16))
+        // Damage the append's last frame in place, past the file's time granularity.
+        Thread.sleep(forTimeInterval: 0.05)
+        let seg = store.path + "/log/" + store.replicaID.description + "/" + (try FileManager.default.contentsOfDirectory(atPath: store.path + "/log/" + store.replicaID.description).first { $0.hasSuffix(".seg") }!)
+        let h = try #require(FileHandle(forUpdatingAtPath: seg))
+        let size = try h.seekToEnd()
+        try h.seek(toOffset: size - 3)
+        let byte = try #require(try h.read(upToCount: 1)).first!
+        try h.seek(toOffset: size - 3)
+        try h.write(contentsOf: [byte ^ 0x40])
+        try h.close()
+        #expect(try reader.events(origin: store.replicaID).map(\.seq.rawValue) == Array(1...4), "none of the damaged append")
+    }
+}

@@ -49,6 +49,23 @@ final class SegmentFile {
 
     func refreshSize() throws { size = try FileIO.fileSize(fd, path: path, op: "read") }
 
+    /// Which file this is and how it stands: a change to any part names another file.
+    struct Identity: Hashable {
+        var device: UInt64
+        var inode: UInt64
+        var size: Int64
+        var modifiedSeconds: Int64
+        var modifiedNanoseconds: Int64
+    }
+
+    /// The file's identity now (nil when it cannot be asked).
+    func identity() -> Identity? {
+        var st = stat()
+        guard fstat(fd, &st) == 0 else { return nil }
+        return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                        modifiedSeconds: Int64(st.st_mtim.tv_sec), modifiedNanoseconds: Int64(st.st_mtim.tv_nsec))
+    }
+
     /// Makes [offset, offset+count) available in the buffer (or as much as the file holds).
     /// Returns the number of bytes available from `offset`.
     private func ensure(_ offset: Int, _ count: Int, readAhead: Bool = true) throws -> Int {
