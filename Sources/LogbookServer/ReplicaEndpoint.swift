@@ -342,10 +342,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             var taken = Set<ReplicaID>()
             var now: [PendingPush] = [], later: [PendingPush] = []
             for p in pendingPushes {
-                if p.pushed.contains(where: taken.contains) { later.append(p) } else {
-                    taken.formUnion(p.pushed)
-                    now.append(p)
-                }
+                // A deferred push's origins stay taken too, so no later push of them overtakes it.
+                if p.pushed.contains(where: taken.contains) { later.append(p) } else { now.append(p) }
+                taken.formUnion(p.pushed)
             }
             pendingPushes = later
             drainScheduled = !later.isEmpty  // this drain schedules the next one for them

@@ -170,8 +170,13 @@ import Testing
         _ = try a.append(sampleMutations(4, seed: 1))
         _ = try a.append(sampleMutations(12, seed: 2))  // three frames: 5, 5, 2
         try a.close()
+        // Walks are remembered only for files whose times are settled (two seconds old).
+        Thread.sleep(forTimeInterval: 2.1)
         let reader = LogReader(store: store)
         #expect(try reader.events(origin: store.replicaID).count == 16)
+        let seg0 = try #require(segmentFiles(store).first)
+        let remembered = try #require(SegmentFile(path: seg0, op: "test").identity())
+        #expect(CheckedAppends.shared.end(covering: frameOffsets(seg0)[1], in: remembered) != nil, "the walk is remembered")
         #expect(try reader.events(origin: store.replicaID, from: Seq(11)).map(\.seq.rawValue) == Array(11...16))
         // Damage the append's last frame in place, past the file's time granularity.
         Thread.sleep(forTimeInterval: 0.05)

@@ -171,6 +171,9 @@ extension LogAppender {
         // A peer's store reached by path has no index open here: its owner indexes these ids
         // from the log at its next open.
         try? index?.begin()
+        // An id that could not be indexed must not be claimed indexed: then nothing of this
+        // receive is committed to the index, and the next open indexes it from the log.
+        var indexFailed = false
         var tips: [ReplicaID: Seq] = [:]
         var originsOf: [Int: Set<ReplicaID>] = [:]
         for a in accepted {
@@ -185,7 +188,7 @@ extension LogAppender {
                 continue
             }
             pending[a.origin] = nil
-            if let index { try? index.insert(p.ids, origin: a.origin) }
+            if let index, (try? index.insert(p.ids, origin: a.origin)) == nil { indexFailed = true }
             if case .success(var r) = results[a.batch] {
                 r.frames += p.frames
                 r.events += p.events
@@ -201,8 +204,8 @@ extension LogAppender {
             }
         }
         if let index {
-            for (origin, seq) in tips { try? index.setIndexedThrough(origin, seq) }
-            if (try? index.commit()) == nil { index.rollback() }
+            for (origin, seq) in tips where !indexFailed { if (try? index.setIndexedThrough(origin, seq)) == nil { indexFailed = true } }
+            if indexFailed || (try? index.commit()) == nil { index.rollback() }
         }
         // The frames are durable: an index checkpoint that fails now is written again later
         // (it only saves readers a scan), and must not fail the receive.

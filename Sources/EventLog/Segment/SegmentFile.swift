@@ -56,6 +56,9 @@ final class SegmentFile {
         var size: Int64
         var modifiedSeconds: Int64
         var modifiedNanoseconds: Int64
+        /// The inode's change time, which no program can set back (mtime can be).
+        var changedSeconds: Int64
+        var changedNanoseconds: Int64
     }
 
     /// The file's identity now (nil when it cannot be asked).
@@ -63,7 +66,8 @@ final class SegmentFile {
         var st = stat()
         guard fstat(fd, &st) == 0 else { return nil }
         return Identity(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
-                        modifiedSeconds: Int64(st.st_mtim.tv_sec), modifiedNanoseconds: Int64(st.st_mtim.tv_nsec))
+                        modifiedSeconds: Int64(st.st_mtim.tv_sec), modifiedNanoseconds: Int64(st.st_mtim.tv_nsec),
+                        changedSeconds: Int64(st.st_ctim.tv_sec), changedNanoseconds: Int64(st.st_ctim.tv_nsec))
     }
 
     /// Makes [offset, offset+count) available in the buffer (or as much as the file holds).

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 /// Why a frame does not continue an origin's chain. The one rule for what "continues" means,
 /// used for frames read from a segment file and for frames received from a peer.
 enum ChainFault: Equatable, CustomStringConvertible {
@@ -145,8 +148,10 @@ struct SegmentScanner {
     private mutating func checkAhead() throws -> ScanVerdict? {
         // An append this process already walked whole, in the file as it still is: not again
         // (a server builds every page and slice of a large append with a scanner of its own).
+        // Only within what this reader sees of the file (it may have opened it before the
+        // append grew to where the walk was made).
         let identity = file.identity()
-        if let identity, let end = CheckedAppends.shared.end(covering: offset, in: identity) {
+        if let identity, let end = CheckedAppends.shared.end(covering: offset, in: identity), end <= file.size {
             checkedThrough = end
             return nil
         }
@@ -171,7 +176,12 @@ struct SegmentScanner {
             continues = h.continues
         }
         checkedThrough = end
-        if let identity { CheckedAppends.shared.record(offset..<end, in: identity) }
+        // Remembered only for a file that did not change during the walk, that this reader saw
+        // whole, and whose times are older than any clock granularity (a write within the same
+        // tick could keep them: git's rule for "racy" files).
+        if let identity, Int(identity.size) == file.size, file.identity() == identity, identity.settled {
+            CheckedAppends.shared.record(offset..<end, in: identity)
+        }
         return nil
     }
 
@@ -212,8 +222,9 @@ struct SegmentScanner {
 }
 
 /// Multi-frame appends that committed-only scanners of this process walked whole, per segment
-/// file as it stood then (device, inode, size and modification time: any write, cut or
-/// replacement of the file makes another key), so that a later scanner starting inside one
+/// file as it stood then (device, inode, size, modification and change times: any write, cut or
+/// replacement of the file makes another key; a file changed in the last two seconds is not
+/// remembered, since a write within one tick of the clock may keep its times), so that a later scanner starting inside one
 /// does not walk it again. Without it a server serving a 1,000-frame append page by page read
 /// the rest of the append again for every slice (39 times the log's bytes for a 38 MB append).
 /// Bounded: at most `keysMax` files and `rangesMax` ranges each. Safe from any thread.
@@ -238,5 +249,15 @@ final class CheckedAppends: @unchecked Sendable {
             list.append(range)
             ranges[identity] = list
         }
+    }
+}
+
+extension SegmentFile.Identity {
+    /// Both times at least two seconds old (coarser than ext4's tick and NFS's or FAT's seconds).
+    var settled: Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let newest = max(modifiedSeconds, changedSeconds)
+        return Int64(now.tv_sec) - newest >= 2
     }
 }
