@@ -131,6 +131,28 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("ratio to raw read + LZ4 (%)"), Int(floor / subject * 100))
     }
 
+    // Reading the whole log back as views: the same checks (checksum, hash chain, every record),
+    // each event's ids, entity and clock read in place; fields decoded only when asked for.
+    Benchmark("read back 1M events as views (verify, ids in place)", configuration: config(["events/s (K)", "raw read + LZ4 decompress, events/s (K)", "ratio to raw read + LZ4 (%)"], iterations: 5, warmup: 1)) { benchmark in
+        let store = try Workload.store(events: 1_000_000)
+        let reader = LogReader(store: store)
+        var count = 0, items = 0
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        try reader.forEachEventView(origin: store.replicaID) { v in
+            count += 1
+            if v.entity == .item && v.entityID.uuid.0 == 7 { items += 1 }
+            return true
+        }
+        benchmark.stopMeasurement()
+        let subject = Clock.now() - t0
+        precondition(count == 1_000_000 && items > 0)
+        let floor = try ReadFloor.run(logDirectory: store.path + "/log/" + store.replicaID.description).seconds
+        benchmark.measurement(metric("events/s (K)"), Int(Double(count) / subject / 1000))
+        benchmark.measurement(metric("raw read + LZ4 decompress, events/s (K)"), Int(Double(count) / floor / 1000))
+        benchmark.measurement(metric("ratio to raw read + LZ4 (%)"), Int(floor / subject * 100))
+    }
+
     // Opening a store must not read every frame: open time at 1M and 10M events.
     Benchmark("open store, 1M vs 10M events", configuration: config(["open 1M events (us)", "open 10M events (us)", "10M / 1M open time (x100)"], iterations: 3, warmup: 0)) { benchmark in
         let small = try Workload.store(events: 1_000_000)

@@ -481,12 +481,13 @@ package final class Logbook: @unchecked Sendable {
         let reader = LogReader(store: store)
         var going = true
         for o in origins where going {
-            try reader.forEachEvent(origin: o, from: Seq(max(1, filter.fromSeq))) { e in
-                if let untilMs, e.hlc.wallMillis >= untilMs { return false }
-                if let sinceMs, e.hlc.wallMillis < sinceMs { return true }
-                if let entity = filter.entity, e.entity != entity { return true }
-                if let id = filter.id, e.entityID != id { return true }
-                going = try body(e)
+            // Filtered in place: only the events let through are decoded.
+            try reader.forEachEventView(origin: o, from: Seq(max(1, filter.fromSeq))) { v in
+                if let untilMs, v.hlc.wallMillis >= untilMs { return false }
+                if let sinceMs, v.hlc.wallMillis < sinceMs { return true }
+                if let entity = filter.entity, v.entity != entity { return true }
+                if let id = filter.id, v.entityID != id { return true }
+                going = try body(try v.event())
                 return going
             }
         }

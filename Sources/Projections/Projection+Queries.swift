@@ -352,9 +352,10 @@ extension Projection {
         let reader = LogReader(store: store)
         var out: [EntityRef: [Event]] = [:]
         for o in try store.origins() {
-            try reader.forEachEvent(origin: o) { e in
-                let ref = EntityRef(entity: e.entity, id: e.entityID)
-                if refs.contains(ref) { out[ref, default: []].append(e) }
+            // Matched in place: only the events of `refs` are decoded.
+            try reader.forEachEventView(origin: o) { v in
+                let ref = EntityRef(entity: v.entity, id: v.entityID)
+                if refs.contains(ref) { out[ref, default: []].append(try v.event()) }
                 return true
             }
         }

@@ -234,8 +234,9 @@ import Testing
                 let decoded = Result { try EventCodec.decode(&a, origin: fixedReplica, seq: Seq(1), firstHLC: firstHLC) }
                 let skimmed = Result { try EventCodec.skim(&b, firstHLC: firstHLC) }
                 switch (decoded, skimmed) {
-                case (.success(let e), .success(let (hlc, id))):
-                    #expect(e.hlc == hlc && e.explicitEventID == id && a.offset == b.offset)
+                case (.success(let e), .success(let k)):
+                    #expect(e.hlc == k.hlc && e.explicitEventID == k.eventID && a.offset == b.offset)
+                    #expect(k.entity == e.entity && k.op == e.op && k.entityIDAt > 0)
                     agreedPasses += 1
                 case (.failure(let x), .failure(let y)):
                     #expect(x as? ByteReaderError == y as? ByteReaderError, "the same error at the same offset")

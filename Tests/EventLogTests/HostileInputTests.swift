@@ -46,6 +46,7 @@ import Testing
                 try FrameDecoder.checkCRC(p, header: h)
                 _ = try FrameDecoder().events(of: p, header: h)
                 _ = try FrameDecoder().check(p, header: h)
+                _ = try FrameDecoder().views(of: p, header: h)
                 return nil
             } catch {
                 return error.message

@@ -93,6 +93,18 @@ struct ByteReader {
     /// A LEB128 varint in canonical form: at most 10 bytes, no bits past 64, and no trailing
     /// zero group (0x80 0x00 is not another spelling of 0), so every value has exactly one encoding.
     @inline(__always) mutating func varint() throws -> UInt64 {
+        // One byte, the common case (codes, counts, short lengths): canonical by construction.
+        if offset < end {
+            let b = base[offset]
+            if b < 0x80 {
+                offset += 1
+                return UInt64(b)
+            }
+        }
+        return try varintSlow()
+    }
+
+    mutating func varintSlow() throws -> UInt64 {
         let start = offset
         var result: UInt64 = 0
         var shift: UInt64 = 0

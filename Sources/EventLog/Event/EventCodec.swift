@@ -228,13 +228,26 @@ enum EventCodec {
         return e
     }
 
+    /// What skimming a record learns of it: its fixed start, and where its entity id is.
+    struct SkimmedRecord {
+        var version: UInt8
+        var flags: UInt8
+        var entity: Entity
+        var op: Op
+        var hlc: HLC
+        var eventID: UUID?
+        /// The offset of the entity id (the 16 bytes after the hlc).
+        var entityIDAt: Int
+    }
+
     /// Reads the record at `r.offset` with every check `decode` makes, building nothing; returns
-    /// its hlc and explicit event id. Tests hold the two to the same verdict on any bytes.
-    static func skim(_ r: inout ByteReader, firstHLC: HLC) throws -> (HLC, UUID?) {
+    /// its fixed start and explicit event id. Tests hold the two to the same verdict on any bytes.
+    static func skim(_ r: inout ByteReader, firstHLC: HLC) throws -> SkimmedRecord {
         var rr = try record(&r)
         defer { r.offset = rr.end }
-        let (_, flags, _, _, hlc) = try head(&rr, firstHLC: firstHLC)
+        let (version, flags, entity, op, hlc) = try head(&rr, firstHLC: firstHLC)
         try rr.need(16)
+        let entityIDAt = rr.offset
         rr.offset += 16
         let eventID: UUID? = flags & Flag.explicitEventID != 0 ? try rr.uuid() : nil
         if flags & Flag.base != 0 { _ = try rr.varint() }
@@ -258,7 +271,7 @@ enum EventCodec {
             }
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        return (hlc, eventID)
+        return SkimmedRecord(version: version, flags: flags, entity: entity, op: op, hlc: hlc, eventID: eventID, entityIDAt: entityIDAt)
     }
 
     /// Checks `count` bytes of text are valid UTF-8, as `decodeText` does, without keeping them.

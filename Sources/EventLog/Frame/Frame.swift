@@ -252,11 +252,33 @@ final class FrameDecoder {
     func check(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [(UUID, Seq)] {
         var ids: [(UUID, Seq)] = []
         try forEachRecord(of: frame, header: header) { r, seq in
-            let (hlc, eventID) = try EventCodec.skim(&r, firstHLC: header.firstHLC)
-            if let eventID { ids.append((eventID, seq)) }
-            return hlc
+            let k = try EventCodec.skim(&r, firstHLC: header.firstHLC)
+            if let eventID = k.eventID { ids.append((eventID, seq)) }
+            return k.hlc
         }
         return ids
+    }
+
+    /// Checks every record of a frame whose CRC has been checked, exactly as
+    /// `events(of:header:)` would, without building the events; returns where each is, for
+    /// views of them. The views share one copy of the frame's decoded payload.
+    func views(of frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> FrameViews {
+        var spans: [EventView.Span] = []
+        spans.reserveCapacity(Int(header.count))
+        try forEachRecord(of: frame, header: header) { r, seq in
+            let start = r.offset
+            let k = try EventCodec.skim(&r, firstHLC: header.firstHLC)
+            spans.append(EventView.Span(start: start, entityIDAt: k.entityIDAt, hlc: k.hlc, version: k.version,
+                                        flags: k.flags, entity: k.entity, op: k.op))
+            return k.hlc
+        }
+        // The payload the records were read from, kept for the views: the decoder's buffer
+        // (shared; its next frame is decompressed into a new one if views still hold it), or a
+        // copy of the frame's.
+        let records = header.codec == .raw
+            ? FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes])))
+            : FrameRecords(raw)
+        return FrameViews(header: header, records: records, spans: spans)
     }
 
     /// Decompresses the payload and calls `record` once per event record (with its seq); `record`

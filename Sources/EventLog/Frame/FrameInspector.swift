@@ -16,29 +16,42 @@ public enum FrameInspector {
         }
     }
 
-    /// Decodes the frame both ways the log does (building events, and skimming them as
-    /// receiving does) and stops the process if the two disagree on the verdict: the fuzz
-    /// targets' oracle. Returns whether the frame is valid.
+    /// Decodes the frame every way the log does (building events, skimming them as receiving
+    /// does, and as views as `forEachEventView` does) and stops the process if they disagree on
+    /// the verdict, or a view's event differs from the decoded one: the fuzz targets' oracle.
+    /// Returns whether the frame is valid.
     public static func crossCheck(_ frame: UnsafeRawBufferPointer) -> Bool {
-        let full: Result<Int, FrameDecodeError>
+        let full: Result<[Event], FrameDecodeError>
         let skim: Result<Int, FrameDecodeError>
+        let views: Result<FrameViews, FrameDecodeError>
         do throws(FrameDecodeError) {
             let h = try FrameHeader.decode(frame)
             guard h.totalBytes <= frame.count else { throw FrameDecodeError.truncated("frame") }
             let f = UnsafeRawBufferPointer(rebasing: frame[0..<h.totalBytes])
             try FrameDecoder.checkCRC(f, header: h)
-            do throws(FrameDecodeError) { full = .success(try FrameDecoder().events(of: f, header: h).count) } catch { full = .failure(error) }
+            do throws(FrameDecodeError) { full = .success(try FrameDecoder().events(of: f, header: h)) } catch { full = .failure(error) }
             do throws(FrameDecodeError) { skim = .success(try FrameDecoder().check(f, header: h).count) } catch { skim = .failure(error) }
+            do throws(FrameDecodeError) { views = .success(try FrameDecoder().views(of: f, header: h)) } catch { views = .failure(error) }
         } catch {
             return false
         }
-        switch (full, skim) {
-        case (.success, .success): return true
-        case (.failure(let a), .failure(let b)):
-            precondition(a == b, "decode and skim disagree: \(a) / \(b)")
+        switch (full, skim, views) {
+        case (.success(let events), .success, .success(let vs)):
+            var viewed: [Event] = []
+            _ = vs.forEach(from: Seq(0)) { v in
+                guard let e = try? v.event() else { preconditionFailure("a view of a checked frame does not decode") }
+                precondition(v.entityID == e.entityID && v.eventID == e.eventID && v.hlc == e.hlc && v.entity == e.entity && v.op == e.op,
+                             "a view's header differs from its event")
+                viewed.append(e)
+                return true
+            }
+            precondition(viewed == events, "views and decoding disagree on a frame's events")
+            return true
+        case (.failure(let a), .failure(let b), .failure(let c)):
+            precondition(a == b && b == c, "decode, skim and views disagree: \(a) / \(b) / \(c)")
             return false
         default:
-            preconditionFailure("decode and skim disagree on a frame's verdict: \(full) / \(skim)")
+            preconditionFailure("decode, skim and views disagree on a frame's verdict: \(full) / \(skim) / \(views)")
         }
     }
 }

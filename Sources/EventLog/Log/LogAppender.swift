@@ -421,9 +421,10 @@ public final class LogAppender {
                 } else {
                     var last = through
                     do {
-                        try reader.forEachEvent(origin: origin, from: through.next) { e in
-                            if e.hasExplicitEventID { try ids.insert(e.eventID, origin: origin, seq: e.seq) }
-                            last = e.seq
+                        // Only the ids are needed: read in place, nothing else decoded.
+                        try reader.forEachEventView(origin: origin, from: through.next) { v in
+                            if let id = v.explicitEventID { try ids.insert(id, origin: origin, seq: v.seq) }
+                            last = v.seq
                             return true
                         }
                         try ids.setIndexedThrough(origin, tip)

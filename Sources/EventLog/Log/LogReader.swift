@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Reads an origin's log from any seq, checking every frame (checksum, seq contiguity, hash
 /// chain, hlc order) as it goes. Safe while a writer appends: a frame that is not yet whole, or
@@ -85,6 +86,74 @@ public struct LogReader: Sendable {
         }
     }
 
+    /// Calls `body` with a view of each event of `origin` from seq `from` on, until it returns
+    /// false. Every frame is checked as `forEachEvent` checks it (checksum, hash chain, every
+    /// record) before any of its events is handed out; the events' fields are decoded only when
+    /// `body` asks (`EventView.event()`), so a scan that reads ids, entities and clocks costs
+    /// little more than reading and decompressing the log.
+    public func forEachEventView(origin: ReplicaID, from: Seq = Seq(1), _ body: (EventView) throws -> Bool) throws {
+        try forEachEventView(origin: origin, from: from, pipelined: LogAppender.cores > 1, body)
+    }
+
+    func forEachEventView(origin: ReplicaID, from: Seq, pipelined: Bool, _ body: (EventView) throws -> Bool) throws {
+        // Two stages, overlapped when the machine has a second core: this thread reads frames
+        // and checks their checksums and hash links, in order; a worker decompresses a batch of
+        // them and checks their records while this thread reads the next batch, which then helps
+        // with what is left of it; this thread hands out the batch's views, in order. A batch is
+        // bounded in frames and bytes, and at most one is being checked while another is read.
+        var batch = ViewBatch()
+        var inFlight: ViewBatch?
+        var stopped = false
+        func deliver(_ done: ViewBatch) throws {
+            done.wait()
+            for (i, result) in done.checked.enumerated() {
+                switch result {
+                case .success(let views):
+                    if try !views.forEach(from: from, body) { stopped = true; return }
+                case .failure(let error):
+                    let h = done.frames[i].header
+                    throw LogError(.corrupt, "read", "frame does not decode: \(error.message)", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
+                }
+            }
+        }
+        func ship() throws {
+            let full = batch
+            batch = ViewBatch()
+            if pipelined { full.start() } else { full.run() }
+            let previous = inFlight
+            inFlight = full  // waited for by the `defer` below if handing out `previous` throws
+            if let previous { try deliver(previous) }
+            if !pipelined || stopped {
+                inFlight = nil
+                if stopped { full.wait() } else { try deliver(full) }
+            }
+        }
+        defer { inFlight?.wait() }  // a worker never outlives the read
+        // What came before the end of the log (or damage in it) is handed out first, as a
+        // reader one frame at a time would.
+        func finish() throws {
+            if !stopped, let previous = inFlight { inFlight = nil; try deliver(previous) }
+            if !stopped, !batch.frames.isEmpty { batch.run(); try deliver(batch) }
+        }
+        // An error of `body` or of a record ends the read at once; only damage the scan finds
+        // lets what came before it be handed out.
+        var handOutError: (any Error)?
+        do {
+            try forEachFrame(origin: origin, from: from) { h, bytes in
+                batch.frames.append((h, Array(bytes)))
+                batch.bytes += bytes.count
+                guard batch.frames.count >= 16 || batch.bytes >= 2 << 20 else { return true }
+                do { try ship() } catch { handOutError = error; return false }
+                return !stopped
+            }
+        } catch {
+            try finish()
+            throw error
+        }
+        if let handOutError { throw handOutError }
+        try finish()
+    }
+
     /// Events of `origin` in seq order from `from`, at most `limit`.
     public func events(origin: ReplicaID, from: Seq = Seq(1), limit: Int = .max) throws -> [Event] {
         var out: [Event] = []
@@ -131,5 +200,77 @@ public struct LogReader: Sendable {
             tip.lastSeq = Seq(newest.rawValue - 1)
         }
         return tip
+    }
+}
+
+/// Frames read and linked, whose records are checked (`forEachEventView`): by a worker while
+/// the reader reads the next batch, and by the reader too once it has (frames are claimed one at
+/// a time, so neither waits while the other has work).
+private final class ViewBatch: @unchecked Sendable {
+    // `frames` is written before `start` and only read after; each slot of `checked` is written
+    // by the one thread that claimed it, and read after `wait`.
+    var frames: [(header: FrameHeader, bytes: [UInt8])] = []
+    var bytes = 0
+    private(set) var checked: [Result<FrameViews, FrameDecodeError>] = []
+    private let claimed = Mutex(0)
+    private let done = DispatchSemaphore(value: 0)
+    private var started = false
+    private static let queue = DispatchQueue(label: "logbook.read.check")
+
+    /// Checks the frames not yet claimed, on the calling thread.
+    private func work(_ out: UnsafeMutableBufferPointer<Result<FrameViews, FrameDecodeError>>) {
+        let decoder = FrameDecoder()
+        while true {
+            let i = claimed.withLock { n in
+                defer { n += 1 }
+                return n
+            }
+            guard i < frames.count else { return }
+            let f = frames[i]
+            out[i] = f.bytes.withUnsafeBytes { p in Result { () throws(FrameDecodeError) in try decoder.views(of: p, header: f.header) } }
+        }
+    }
+
+    private typealias Slots = UnsafeMutableBufferPointer<Result<FrameViews, FrameDecodeError>>
+    /// Where the checkers write, one slot per frame; moved into `checked` once all are done.
+    private var slots: Slots?
+
+    private func prepare() -> Slots {
+        let out = Slots.allocate(capacity: frames.count)
+        out.initialize(repeating: .failure(.invalid("not checked")))
+        slots = out
+        return out
+    }
+
+    private func collect() {
+        guard let out = slots else { return }
+        checked = Array(out)
+        out.deinitialize().deallocate()
+        slots = nil
+    }
+
+    /// Checks every frame here, now.
+    func run() {
+        work(prepare())
+        collect()
+    }
+
+    /// Starts checking the frames on the worker queue.
+    func start() {
+        nonisolated(unsafe) let out = prepare()
+        started = true
+        Self.queue.async {
+            self.work(out)
+            self.done.signal()
+        }
+    }
+
+    /// Helps check what is left, then waits until the worker has finished.
+    func wait() {
+        guard started, let out = slots else { return }
+        started = false
+        work(out)
+        done.wait()
+        collect()
     }
 }

@@ -1,0 +1,122 @@
+import Foundation
+import TestSupport
+import Testing
+@testable import EventLog
+
+/// `LogReader.forEachEventView`: the same events, in the same order, with the same checks and
+/// the same stopping points as `forEachEvent`, whichever way the work is split.
+@Suite struct EventViewTests {
+    /// A log of many small frames over several segments, with explicit ids, actors and a base.
+    func makeLog(_ dir: TempDir) throws -> Store {
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameEventsMax = 7
+        options.segmentBytesMax = 4096
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        var ms = sampleMutations(400)
+        for k in stride(from: 0, to: ms.count, by: 5) {
+            ms[k].eventID = UUID()
+            ms[k].actor = "user-\(k % 3)"
+            ms[k].base = HLC(rawValue: UInt64(k) << 16)
+        }
+        for chunk in stride(from: 0, to: ms.count, by: 20) { _ = try a.append(Array(ms[chunk..<chunk + 20])) }
+        _ = try a.append([item("one alone")])  // a frame of one event (its payload may be stored raw)
+        try a.close()
+        return store
+    }
+
+    func views(_ store: Store, from: Seq = Seq(1), pipelined: Bool) throws -> [EventView] {
+        var out: [EventView] = []
+        try LogReader(store: store).forEachEventView(origin: store.replicaID, from: from, pipelined: pipelined) { out.append($0); return true }
+        return out
+    }
+
+    @Test(arguments: [false, true]) func viewsAreTheDecodedEvents(pipelined: Bool) throws {
+        let dir = TempDir()
+        let store = try makeLog(dir)
+        #expect(segmentFiles(store).count > 3)
+        let reader = LogReader(store: store)
+        for from in [1, 2, 8, 199, 400, 401, 402] {
+            let events = try reader.events(origin: store.replicaID, from: Seq(UInt64(from)))
+            // Kept past the read that handed them out: they hold their payload.
+            let vs = try views(store, from: Seq(UInt64(from)), pipelined: pipelined)
+            #expect(vs.count == events.count && vs.count == max(0, 402 - from))
+            for (v, e) in zip(vs, events) {
+                #expect(v.seq == e.seq && v.hlc == e.hlc && v.origin == e.origin)
+                #expect(v.entity == e.entity && v.op == e.op && v.entityID == e.entityID)
+                #expect(v.eventID == e.eventID && v.explicitEventID == e.explicitEventID && v.hasExplicitEventID == e.hasExplicitEventID)
+                #expect(v.schemaVersion == e.schemaVersion && v.isUnderstood == e.isUnderstood)
+                #expect(try v.event() == e)
+            }
+        }
+        #expect(try views(store, pipelined: pipelined).contains { $0.hasExplicitEventID })
+    }
+
+    @Test(arguments: [false, true]) func stopsWhereTheBodySays(pipelined: Bool) throws {
+        let dir = TempDir()
+        let store = try makeLog(dir)
+        for stop in [1, 7, 8, 150, 401] {
+            var seen: [Seq] = []
+            try LogReader(store: store).forEachEventView(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { v in
+                seen.append(v.seq)
+                return seen.count < stop
+            }
+            #expect(seen == (1...stop).map { Seq(UInt64($0)) })
+        }
+        // An error of the body ends the read: the body is not called again.
+        struct Enough: Error {}
+        var calls = 0
+        #expect(throws: Enough.self) {
+            try LogReader(store: store).forEachEventView(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { _ in
+                calls += 1
+                if calls == 30 { throw Enough() }
+                return true
+            }
+        }
+        #expect(calls == 30)
+    }
+
+    /// Damage in a sealed segment: the events before it are handed out, then the error names the
+    /// file and offset, exactly as the decoding reader does.
+    @Test(arguments: [false, true]) func damageStopsTheReadWhereTheDecodingReaderStops(pipelined: Bool) throws {
+        let dir = TempDir()
+        let store = try makeLog(dir)
+        let segs = segmentFiles(store)
+        let offsets = frameOffsets(segs[2])
+        var bytes = readBytes(segs[2])
+        bytes[offsets[1] + FrameHeader.size + 3] ^= 0x40
+        writeBytes(segs[2], bytes)
+        var decoded: [Seq] = []
+        var decodedError: LogError?
+        do { try LogReader(store: store).forEachEvent(origin: store.replicaID) { decoded.append($0.seq); return true } } catch let e as LogError { decodedError = e }
+        var viewed: [Seq] = []
+        var viewError: LogError?
+        do {
+            try LogReader(store: store).forEachEventView(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { viewed.append($0.seq); return true }
+        } catch let e as LogError { viewError = e }
+        #expect(!decoded.isEmpty && viewed == decoded)
+        let d = try #require(decodedError), v = try #require(viewError)
+        #expect(v.isCorruption && v.file == segs[2] && v.offset == d.offset && v.file == d.file)
+    }
+
+    /// A frame whose checksum is right but one of whose records is not (a faulty or hostile
+    /// author) is refused whole, with the verdict decoding gives: none of its events is handed out.
+    @Test func aFrameWithOneBadRecordGivesNoViews() throws {
+        let good = HostileInputTests.record()
+        let badText = HostileInputTests.record(hlcDelta: [1], tail: [1, 1, 5, 2, 0xC3, 0x28])  // title: invalid UTF-8
+        let frame = HostileInputTests.frame(records: good + badText, count: 2,
+                                            lastHLC: HLC(wallMillis: HostileInputTests.now, counter: 0).rawValue + 1)
+        #expect(frame.withUnsafeBytes { FrameInspector.crossCheck($0) } == false)
+        let verdict = frame.withUnsafeBytes { p -> String? in
+            do throws(FrameDecodeError) {
+                let h = try FrameHeader.decode(p)
+                _ = try FrameDecoder().views(of: p, header: h)
+                return nil
+            } catch { return error.message }
+        }
+        #expect(verdict?.contains("UTF-8") == true, "\(String(describing: verdict))")
+        // Without the bad record, the same bytes are a valid frame of one event.
+        let one = HostileInputTests.frame(records: good)
+        #expect(one.withUnsafeBytes { FrameInspector.crossCheck($0) })
+    }
+}
