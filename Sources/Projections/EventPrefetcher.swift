@@ -36,7 +36,8 @@ enum EventPrefetcher {
             var stopped = false
             do {
                 for (origin, from) in work where !stopped {
-                    try reader.forEachEvent(origin: origin, from: from) { e in
+                    // This thread is already the stage beside the projector: no third one.
+                    try reader.forEachEvent(origin: origin, from: from, pipelined: false) { e in
                         if let layout { batch.prepared.append(layout.prepare(e, into: &batch.fields, pairEagerly: true)) }
                         batch.events.append(e)
                         guard batch.count >= batchEvents else { return true }

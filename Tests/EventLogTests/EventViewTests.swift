@@ -3,8 +3,9 @@ import TestSupport
 import Testing
 @testable import EventLog
 
-/// `LogReader.forEachEventView`: the same events, in the same order, with the same checks and
-/// the same stopping points as `forEachEvent`, whichever way the work is split.
+/// `LogReader.forEachEventView`, and `forEachEvent` decoding in batches: the same events, in the
+/// same order, with the same checks and the same stopping points as decoding one frame at a time
+/// on the caller's thread, whichever way the work is split.
 @Suite struct EventViewTests {
     /// A log of many small frames over several segments, with explicit ids, actors and a base.
     func makeLog(_ dir: TempDir) throws -> Store {
@@ -37,7 +38,12 @@ import Testing
         #expect(segmentFiles(store).count > 3)
         let reader = LogReader(store: store)
         for from in [1, 2, 8, 199, 400, 401, 402] {
-            let events = try reader.events(origin: store.replicaID, from: Seq(UInt64(from)))
+            // The reference: one frame at a time, on this thread.
+            var events: [Event] = []
+            try reader.forEachEvent(origin: store.replicaID, from: Seq(UInt64(from)), pipelined: false) { events.append($0); return true }
+            var batched: [Event] = []
+            try reader.forEachEvent(origin: store.replicaID, from: Seq(UInt64(from)), pipelined: pipelined) { batched.append($0); return true }
+            #expect(batched == events)
             // Kept past the read that handed them out: they hold their payload.
             let vs = try views(store, from: Seq(UInt64(from)), pipelined: pipelined)
             #expect(vs.count == events.count && vs.count == max(0, 402 - from))
@@ -62,6 +68,12 @@ import Testing
                 return seen.count < stop
             }
             #expect(seen == (1...stop).map { Seq(UInt64($0)) })
+            var decoded: [Seq] = []
+            try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { e in
+                decoded.append(e.seq)
+                return decoded.count < stop
+            }
+            #expect(decoded == seen)
         }
         // An error of the body ends the read: the body is not called again.
         struct Enough: Error {}
@@ -88,7 +100,15 @@ import Testing
         writeBytes(segs[2], bytes)
         var decoded: [Seq] = []
         var decodedError: LogError?
-        do { try LogReader(store: store).forEachEvent(origin: store.replicaID) { decoded.append($0.seq); return true } } catch let e as LogError { decodedError = e }
+        do {
+            try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: false) { decoded.append($0.seq); return true }
+        } catch let e as LogError { decodedError = e }
+        var batched: [Seq] = []
+        var batchedError: LogError?
+        do {
+            try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { batched.append($0.seq); return true }
+        } catch let e as LogError { batchedError = e }
+        #expect(batched == decoded && batchedError?.offset == decodedError?.offset && batchedError?.file == decodedError?.file)
         var viewed: [Seq] = []
         var viewError: LogError?
         do {

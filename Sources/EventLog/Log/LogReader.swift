@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Reads an origin's log from any seq, checking every frame (checksum, seq contiguity, hash
 /// chain, hlc order) as it goes. Safe while a writer appends: a frame that is not yet whole, or
@@ -70,15 +69,19 @@ public struct LogReader: Sendable {
     }
 
     /// Calls `body` with each event of `origin` from seq `from` on, until it returns false.
+    /// Frames are decoded in batches on a second core while the next are read (as
+    /// `forEachEventView`); `body` runs on the calling thread, in order.
     public func forEachEvent(origin: ReplicaID, from: Seq = Seq(1), _ body: (Event) throws -> Bool) throws {
-        let decoder = FrameDecoder()
-        try forEachFrame(origin: origin, from: from) { h, bytes in
-            let events: [Event]
-            do {
-                events = try decoder.events(of: bytes, header: h)
-            } catch {
-                throw LogError(.corrupt, "read", "frame does not decode: \((error as? FrameDecodeError)?.message ?? String(describing: error))", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
-            }
+        try forEachEvent(origin: origin, from: from, pipelined: LogAppender.cores > 1, body)
+    }
+
+    /// As `forEachEvent`; `pipelined` false decodes on the calling thread only (for a caller that
+    /// is itself a stage running beside another, such as the projection's prefetcher).
+    package func forEachEvent(origin: ReplicaID, from: Seq, pipelined: Bool, _ body: (Event) throws -> Bool) throws {
+        try forEachChecked(origin: origin, from: from, pipelined: pipelined,
+                           check: { (d: FrameDecoder, p: UnsafeRawBufferPointer, h: FrameHeader) throws(FrameDecodeError) -> [Event] in
+                               try d.events(of: p, header: h)
+                           }) { (events: [Event]) in
             for e in events where e.seq >= from {
                 if try !body(e) { return false }
             }
@@ -96,20 +99,35 @@ public struct LogReader: Sendable {
     }
 
     func forEachEventView(origin: ReplicaID, from: Seq, pipelined: Bool, _ body: (EventView) throws -> Bool) throws {
+        try forEachChecked(origin: origin, from: from, pipelined: pipelined,
+                           check: { (d: FrameDecoder, p: UnsafeRawBufferPointer, h: FrameHeader) throws(FrameDecodeError) -> FrameViews in
+                               try d.views(of: p, header: h)
+                           }) { (views: FrameViews) in try views.forEach(from: from, body) }
+    }
+
+    /// Reads the frames of `origin` from `from`, checks each with `check` (its records: the
+    /// checksum and link are checked here), and hands what `check` made to `deliver`, in order,
+    /// until it returns false.
+    private func forEachChecked<T: Sendable>(origin: ReplicaID, from: Seq, pipelined: Bool,
+                                             check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T,
+                                             deliver hand: (T) throws -> Bool) throws {
         // Two stages, overlapped when the machine has a second core: this thread reads frames
         // and checks their checksums and hash links, in order; a worker decompresses a batch of
         // them and checks their records while this thread reads the next batch, which then helps
         // with what is left of it; this thread hands out the batch's views, in order. A batch is
         // bounded in frames and bytes, and at most one is being checked while another is read.
-        var batch = ViewBatch()
-        var inFlight: ViewBatch?
+        // Batches start at one frame and double up to 16: a read that stops early (a limit, a
+        // search) decodes at most about twice what it hands out.
+        var size = 1
+        var batch = CheckBatch(check)
+        var inFlight: CheckBatch<T>?
         var stopped = false
-        func deliver(_ done: ViewBatch) throws {
+        func deliver(_ done: CheckBatch<T>) throws {
             done.wait()
             for (i, result) in done.checked.enumerated() {
                 switch result {
-                case .success(let views):
-                    if try !views.forEach(from: from, body) { stopped = true; return }
+                case .success(let made):
+                    if try !hand(made) { stopped = true; return }
                 case .failure(let error):
                     let h = done.frames[i].header
                     throw LogError(.corrupt, "read", "frame does not decode: \(error.message)", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
@@ -118,7 +136,8 @@ public struct LogReader: Sendable {
         }
         func ship() throws {
             let full = batch
-            batch = ViewBatch()
+            batch = CheckBatch(check)
+            size = min(16, size * 2)
             if pipelined { full.start() } else { full.run() }
             let previous = inFlight
             inFlight = full  // waited for by the `defer` below if handing out `previous` throws
@@ -142,7 +161,7 @@ public struct LogReader: Sendable {
             try forEachFrame(origin: origin, from: from) { h, bytes in
                 batch.frames.append((h, Array(bytes)))
                 batch.bytes += bytes.count
-                guard batch.frames.count >= 16 || batch.bytes >= 2 << 20 else { return true }
+                guard batch.frames.count >= size || batch.bytes >= 2 << 20 else { return true }
                 do { try ship() } catch { handOutError = error; return false }
                 return !stopped
             }
@@ -203,37 +222,46 @@ public struct LogReader: Sendable {
     }
 }
 
-/// Frames read and linked, whose records are checked (`forEachEventView`): by a worker while
-/// the reader reads the next batch, and by the reader too once it has (frames are claimed one at
-/// a time, so neither waits while the other has work).
-private final class ViewBatch: @unchecked Sendable {
-    // `frames` is written before `start` and only read after; each slot of `checked` is written
-    // by the one thread that claimed it, and read after `wait`.
+/// Frames read and linked, whose records are checked (`forEachEvent`, `forEachEventView`): by a
+/// worker while the reader reads the next batch, and by the reader too once it has. Frames are
+/// claimed one at a time, so neither waits while the other has work, and the reader waits only
+/// for frames a worker is checking, never for a worker to start (a worker that starts late finds
+/// nothing left and touches nothing).
+private final class CheckBatch<T: Sendable>: @unchecked Sendable {
+    // `frames` is written before `start` and only read after; each slot is written by the one
+    // thread that claimed it, and read once all are finished.
     var frames: [(header: FrameHeader, bytes: [UInt8])] = []
     var bytes = 0
-    private(set) var checked: [Result<FrameViews, FrameDecodeError>] = []
-    private let claimed = Mutex(0)
-    private let done = DispatchSemaphore(value: 0)
-    private var started = false
-    private static let queue = DispatchQueue(label: "logbook.read.check")
+    private(set) var checked: [Result<T, FrameDecodeError>] = []
+    private let check: @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T
+    private let progress = NSCondition()
+    private var claimed = 0, finished = 0  // under `progress`
+    private typealias Slots = UnsafeMutableBufferPointer<Result<T, FrameDecodeError>>
+    private var slots: Slots?
 
-    /// Checks the frames not yet claimed, on the calling thread.
-    private func work(_ out: UnsafeMutableBufferPointer<Result<FrameViews, FrameDecodeError>>) {
-        let decoder = FrameDecoder()
-        while true {
-            let i = claimed.withLock { n in
-                defer { n += 1 }
-                return n
-            }
-            guard i < frames.count else { return }
-            let f = frames[i]
-            out[i] = f.bytes.withUnsafeBytes { p in Result { () throws(FrameDecodeError) in try decoder.views(of: p, header: f.header) } }
-        }
+    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T) {
+        self.check = check
     }
 
-    private typealias Slots = UnsafeMutableBufferPointer<Result<FrameViews, FrameDecodeError>>
-    /// Where the checkers write, one slot per frame; moved into `checked` once all are done.
-    private var slots: Slots?
+    /// Checks frames not yet claimed, on the calling thread, until none is left.
+    private func work(_ out: Slots) {
+        var decoder: FrameDecoder?
+        while true {
+            progress.lock()
+            let i = claimed
+            if i < frames.count { claimed += 1 }
+            progress.unlock()
+            guard i < frames.count else { return }
+            let d = decoder ?? FrameDecoder()
+            decoder = d
+            let f = frames[i]
+            out[i] = f.bytes.withUnsafeBytes { p in Result { () throws(FrameDecodeError) in try check(d, p, f.header) } }
+            progress.lock()
+            finished += 1
+            if finished == frames.count { progress.broadcast() }
+            progress.unlock()
+        }
+    }
 
     private func prepare() -> Slots {
         let out = Slots.allocate(capacity: frames.count)
@@ -242,35 +270,38 @@ private final class ViewBatch: @unchecked Sendable {
         return out
     }
 
-    private func collect() {
-        guard let out = slots else { return }
-        checked = Array(out)
-        out.deinitialize().deallocate()
-        slots = nil
-    }
-
     /// Checks every frame here, now.
     func run() {
         work(prepare())
         collect()
     }
 
-    /// Starts checking the frames on the worker queue.
+    /// Starts a worker on the frames.
     func start() {
         nonisolated(unsafe) let out = prepare()
-        started = true
-        Self.queue.async {
-            self.work(out)
-            self.done.signal()
-        }
+        checkQueue.async { self.work(out) }
     }
 
-    /// Helps check what is left, then waits until the worker has finished.
+    /// Checks what is left, waits for the frames a worker is still checking, and collects the
+    /// results into `checked` (at once for a batch `run` here).
     func wait() {
-        guard started, let out = slots else { return }
-        started = false
+        guard let out = slots else { return }
         work(out)
-        done.wait()
+        progress.lock()
+        while finished < frames.count { progress.wait() }
+        progress.unlock()
         collect()
     }
+
+    private func collect() {
+        guard let out = slots else { return }
+        checked = Array(out)
+        out.deinitialize().deallocate()
+        slots = nil
+    }
 }
+
+/// Where batches are checked beside their readers: one serial queue (given a thread of its own).
+/// Readers running at once share it, and each checks its own frames too, so none waits on another
+/// for long; one warm thread measured faster than one per core taken in turn.
+private let checkQueue = DispatchQueue(label: "logbook.read.check")
