@@ -115,6 +115,21 @@ import Testing
             try LogReader(store: store).forEachEventView(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { viewed.append($0.seq); return true }
         } catch let e as LogError { viewError = e }
         #expect(!decoded.isEmpty && viewed == decoded)
+        // A body that stops just before the damaged frame ends the read without an error, though
+        // the reader has read ahead into the damage.
+        let stopAt = decoded.count - 3
+        var early: [Seq] = []
+        try LogReader(store: store).forEachEventView(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { v in
+            early.append(v.seq)
+            return early.count < stopAt
+        }
+        #expect(early == Array(decoded.prefix(stopAt)))
+        var earlyDecoded: [Seq] = []
+        try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { e in
+            earlyDecoded.append(e.seq)
+            return earlyDecoded.count < stopAt
+        }
+        #expect(earlyDecoded == early)
         let d = try #require(decodedError), v = try #require(viewError)
         #expect(v.isCorruption && v.file == segs[2] && v.offset == d.offset && v.file == d.file)
     }
