@@ -242,7 +242,8 @@ public struct FramePage: Sendable, Equatable {
         let reader = LogReader(store: store)
         for (origin, durable) in plan {
             let from = since[origin].next
-            try reader.forEachFrame(origin: origin, from: from) { h, bytesOfFrame in
+            // Every receiver checks each frame's link to the hash it holds: not hashed here too.
+            try reader.forEachFrame(origin: origin, from: from, linking: false) { h, bytesOfFrame in
                 guard h.lastSeq >= from else { return true }
                 // Nothing ships before it is on disk here (see LogReader.durable).
                 if let durable, h.lastSeq > durable { return false }

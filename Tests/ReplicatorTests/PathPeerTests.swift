@@ -84,6 +84,43 @@ import Testing
         try owner.close()
     }
 
+    /// A page is built without hashing its frames again (the receiver checks every link): a
+    /// peer whose history was rewritten on the shared folder (a frame's link changed, its
+    /// checksum made right again) is refused at that link, and nothing of the page is written.
+    @Test func aPeerWhoseHistoryWasRewrittenIsRefusedAtTheLink() async throws {
+        let dir = Dir()
+        let mine = try Store.create(at: dir.path + "/mine")
+        let peer = try Store.create(at: dir.path + "/peer")
+        let p = try ProjectedStore(store: peer)
+        for k in 0..<3 { _ = try p.append(ShippingTests().mutations(5, seed: UInt64(40 + k))) }
+        try p.close()
+        let segment = peer.path + "/log/\(peer.replicaID)/00000000000000000001.seg"
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: segment)))
+        var offsets: [Int] = []
+        var o = 72  // the segment header
+        while o + 96 <= bytes.count {
+            offsets.append(o)
+            o += 96 + Int(bytes[o + 56]) | Int(bytes[o + 57]) << 8 | Int(bytes[o + 58]) << 16 | Int(bytes[o + 59]) << 24
+        }
+        #expect(offsets.count == 3)
+        let f = offsets[1]
+        bytes[f + 70] ^= 0x5A  // inside the second frame's link to the first
+        var crc = CRC32C()
+        bytes.withUnsafeBytes { b in
+            crc.update(UnsafeRawBufferPointer(rebasing: b[f..<f + 92]))
+            crc.update(UnsafeRawBufferPointer(rebasing: b[f + 96..<offsets[2]]))
+        }
+        for i in 0..<4 { bytes[f + 92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * i)) }
+        try Data(bytes).write(to: URL(fileURLWithPath: segment))
+
+        await #expect(throws: (any Error).self) {
+            _ = try await Replication.pull(from: StoreTransport(store: peer), store: mine, retry: RetryPolicy(attempts: 1))
+        }
+        #expect(try mine.cursor()[peer.replicaID] == Seq(0), "nothing of the page was written")
+        // The peer's own reader sees the broken link.
+        #expect(throws: LogError.self) { _ = try LogReader(store: peer).events(origin: peer.replicaID) }
+    }
+
     @Test func aPeersOwnIndexCatchesUpWhatWasReceivedByPath() throws {
         let dir = Dir()
         let mine = try Store.create(at: dir.path + "/mine")

@@ -15,7 +15,10 @@ public struct LogReader: Sendable {
 
     /// Calls `body` with each whole, committed frame of `origin` holding seqs at or after `from`,
     /// in order, until it returns false. The bytes are valid only during the call.
-    public func forEachFrame(origin: ReplicaID, from: Seq = Seq(1),
+    /// - Parameter linking: false checks each frame's header, checksum, seqs and clock but not its
+    ///   hash link to the frame before (no SHA-256): for a server passing frames on to a receiver
+    ///   that checks every link itself against the hash it holds (docs/SECURITY.md).
+    public func forEachFrame(origin: ReplicaID, from: Seq = Seq(1), linking: Bool = true,
                              _ body: (FrameHeader, UnsafeRawBufferPointer) throws -> Bool) throws {
         let op = "read"
         let dir = store.directory(origin)
@@ -45,7 +48,7 @@ public struct LogReader: Sendable {
             var scanner = SegmentScanner(file: file, origin: origin, isNewest: isNewest, committedOnly: true, offset: offset, chain: startChain)
             while true {
                 var keepGoing = true
-                let step = try scanner.next(hashFrom: from) { h, bytes in keepGoing = try body(h, bytes) }
+                let step = try scanner.next(hashFrom: from, linking: linking) { h, bytes in keepGoing = try body(h, bytes) }
                 guard case .frame = step else {
                     if case .stop(let verdict) = step, verdict != .end { try Self.stopOrThrow(verdict, file: file); return }
                     break

@@ -124,13 +124,13 @@ struct SegmentScanner {
     /// The next frame, or why the scan stops here. `body` sees the frame's bytes while they are
     /// buffered; frames ending before `hashFrom` are checksummed but not hashed (a reader seeking
     /// to a later seq).
-    mutating func next(hashFrom: Seq = Seq(0), _ body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> ScanStep {
+    mutating func next(hashFrom: Seq = Seq(0), linking: Bool = true, _ body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> ScanStep {
         if committedOnly && offset >= checkedThrough {
             if let stop = try checkAhead() { return .stop(stop) }
         }
         let at = offset
         var next = chain
-        let step = try file.frame(at: at, chain: &next, hashFrom: hashFrom, body: body)
+        let step = try file.frame(at: at, chain: &next, hashFrom: hashFrom, linking: linking, body: body)
         guard case .frame(let h, let hash) = step else { return .stop(try verdict(step, at: at)) }
         chain = next
         offset = at + h.totalBytes
