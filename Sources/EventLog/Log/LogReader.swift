@@ -165,7 +165,8 @@ public struct LogReader: Sendable {
             try forEachFrame(origin: origin, from: from) { h, bytes in
                 batch.frames.append((h, Array(bytes)))
                 batch.bytes += bytes.count
-                guard batch.frames.count >= size || batch.bytes >= 2 << 20 else { return true }
+                // On one thread nothing is gained by reading ahead: each frame is handed out as read.
+                guard batch.frames.count >= (pipelined ? size : 1) || batch.bytes >= 2 << 20 else { return true }
                 do { try ship() } catch { handOutError = error; return false }
                 return !stopped
             }
