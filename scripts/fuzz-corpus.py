@@ -65,6 +65,10 @@ frames = [f for s in golden for f in frames_of(s)]
 origin = bytes.fromhex(os.path.basename(os.path.dirname(golden[0])).replace("-", "")) if golden else b"\0" * 16
 for i, f in enumerate(frames[:8]):
     put("FuzzFrame", "golden-%d" % i, f)
+# Signed frames (flag bit 1, a signature block after the payload): docs/FORMAT.md, "Signed frames".
+signed = sorted(glob.glob(os.path.join(root, "fixtures/log/golden-signed/log/*/*.seg")))
+for i, f in enumerate([f for s in signed for f in frames_of(s)][:4]):
+    put("FuzzFrame", "golden-signed-%d" % i, f)
 empty = token([])
 put("FuzzCursor", "empty", empty.encode())
 put("FuzzCursor", "one", token([(origin, 31)]).encode())

@@ -395,7 +395,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 try ReplicaEndpoint.checkActors(frames, principal: principal, user: user)
                 let checked: ReceivedFrames
                 do {
-                    checked = try ReceivedFrames.verify(frames, nowMillis: Self.wallNow(), clockDriftMaxMs: drift, tip: { tips[$0] ?? .empty })
+                    checked = try ReceivedFrames.verify(frames, nowMillis: Self.wallNow(), clockDriftMaxMs: drift,
+                                                        requireSignatures: AppendOptions.defaultRequireSignatures, tip: { tips[$0] ?? .empty })
                 } catch let e as LogError {
                     throw EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs)
                 }

@@ -17,6 +17,7 @@
 @_exported import struct EventLog.ReceiveResult
 @_exported import struct EventLog.RecoveryReport
 @_exported import struct EventLog.ReplicaID
+@_exported import struct EventLog.ReplicaPublicKey
 @_exported import struct EventLog.Seq
 @_exported import struct EventLog.StoreLayout
 @_exported import struct EventLog.StoreStatus

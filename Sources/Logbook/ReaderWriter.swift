@@ -59,6 +59,13 @@ public struct LogbookReader: Sendable {
 
     /// The store's replica id.
     public var replicaID: ReplicaID { book.replicaID }
+    /// This replica's public signing key, which every frame it appends is signed with (its
+    /// replica id derives from it); nil for a store made before signed logs, whose frames are
+    /// unsigned. Show it to people who want to check what they receive came from this replica.
+    /// - Throws: `.corrupt` when the key file is missing or damaged.
+    public func publicKey() throws(LogbookError) -> ReplicaPublicKey? {
+        try LogbookError.door { try book.store.signingKey()?.public }
+    }
     /// The store's directory.
     public var path: String { book.path }
     /// The names of the store's files.
@@ -348,6 +355,8 @@ public final class LogbookWriter: Sendable {
 
     /// The store's replica id: the origin of the events this writer appends.
     public var replicaID: ReplicaID { reader.replicaID }
+    /// This replica's public signing key (see `LogbookReader.publicKey()`).
+    public func publicKey() throws(LogbookError) -> ReplicaPublicKey? { try reader.publicKey() }
 
     // MARK: Bursts
 

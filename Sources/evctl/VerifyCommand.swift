@@ -34,7 +34,7 @@ struct VerifyCommand: StoreCommand {
             if deep {
                 if let d = deepProblem { print("problem: projection differs from a rebuild: \(d)") } else if report.isClean { print("projection: identical to a rebuild from the log") }
             }
-            print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames, \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
+            print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames (\(report.signedFrames) signed), \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
         }
         if !ok { throw ExitCode(1) }
     }
@@ -64,6 +64,8 @@ struct VerifyReportJSON: Encodable {
     var origins: Int
     var segments: Int
     var frames: Int
+    /// Frames whose signature verified against their origin's key.
+    var signedFrames: Int
     var events: Int
     var bytes: Int
     var problems: [Problem]
@@ -75,6 +77,7 @@ struct VerifyReportJSON: Encodable {
         origins = report.origins
         segments = report.segments
         frames = report.frames
+        signedFrames = report.signedFrames
         events = report.events
         bytes = report.bytes
         problems = report.problems.map { Problem(file: $0.file, offset: $0.offset, message: $0.message) }

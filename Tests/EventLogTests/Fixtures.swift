@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import TestSupport
 @testable import EventLog
@@ -56,6 +57,38 @@ enum Fixtures {
         _ = try appender.append([Mutation(entity: .link, op: .delete, entityID: UUID(uuidString: "11a0c000-0000-4000-8000-000000000003")!)])
         try appender.close()
         // The event-id index and the lock are not part of the fixture.
+        for f in ["eventids.sqlite", "eventids.sqlite-wal", "eventids.sqlite-shm", "LOCK"] {
+            try? FileManager.default.removeItem(atPath: path + "/" + f)
+        }
+        return store
+    }
+
+    /// The golden signed log's key: a published test key (its seed is SHA-256 of this text),
+    /// never one to trust.
+    static let goldenSigningKey = ReplicaKey(seed: Array(SHA256.hash(data: Array("logbook golden signing key v1".utf8))))!
+
+    /// Writes the golden signed log at `path` (`fixtures/log/golden-signed`): a store made with
+    /// `goldenSigningKey`, single and multi-frame appends, every frame signed. Ed25519 signatures
+    /// are deterministic (RFC 8032), so rebuilding gives the same bytes.
+    static func buildGoldenSigned(at path: String) throws -> Store {
+        let store = try Store.create(at: path, signingKey: goldenSigningKey)
+        var options = AppendOptions()
+        options.frameEventsMax = 10
+        let clock = ManualClock(1_767_225_600_000)
+        let appender = try LogAppender(store: store, wallClock: clock, options: options)
+        let ms = sampleMutations(40, seed: 2027)
+        var i = 0
+        for size in [1, 4, 25, 2] {
+            var batch = Array(ms[i..<i + size])
+            if size == 2 {
+                batch[0].eventID = UUID(uuidString: "c0ffee00-0000-4000-8000-000000000002")!
+                batch[1].actor = "ann@example.com"
+            }
+            _ = try appender.append(batch)
+            clock.advance(1500)
+            i += size
+        }
+        try appender.close()
         for f in ["eventids.sqlite", "eventids.sqlite-wal", "eventids.sqlite-shm", "LOCK"] {
             try? FileManager.default.removeItem(atPath: path + "/" + f)
         }
@@ -155,6 +188,10 @@ enum Fixtures {
         // The damaged copies are made from it too, so their expectations (seqs, segments) hold.
         for name in ["golden", "golden-events.txt"] + cases.map(\.name) { try? FileManager.default.removeItem(atPath: root + "/log/" + name) }
         try FileManager.default.createDirectory(atPath: root + "/log", withIntermediateDirectories: true)
+        for name in ["golden-signed", "golden-signed-events.txt"] { try? FileManager.default.removeItem(atPath: root + "/log/" + name) }
+        let signed = try buildGoldenSigned(at: root + "/log/golden-signed")
+        let signedEvents = try LogReader(store: signed).events(origin: signed.replicaID)
+        try (signedEvents.map(describe).joined(separator: "\n") + "\n").write(toFile: root + "/log/golden-signed-events.txt", atomically: true, encoding: .utf8)
         let golden = try buildGolden(at: root + "/log/golden")
         let events = try LogReader(store: golden).events(origin: golden.replicaID)
         try (events.map(describe).joined(separator: "\n") + "\n").write(toFile: root + "/log/golden-events.txt", atomically: true, encoding: .utf8)

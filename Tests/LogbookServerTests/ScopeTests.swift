@@ -169,6 +169,7 @@ import Testing
         let twin = dir.path + "/twin"
         try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: hub.path + "/store.json", toPath: twin + "/store.json")
+        try FileManager.default.copyItem(atPath: hub.layout.signingKey, toPath: twin + "/replica.key")
         let twinStore = try Store.open(at: twin)
         try edit(twinStore, 8, seed: 2, actor: "bob")  // past what the hub holds of its own log
         // A new origin whose second append is sent without its first: a gap, refused on receipt.

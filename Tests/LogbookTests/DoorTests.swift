@@ -22,6 +22,22 @@ import Testing
         #expect(try writer.reader.items().map(\.version).allSatisfy { $0 > created })
     }
 
+    /// A store made through the door signs what it appends: the writer and a reader in another
+    /// process's place give the same public key, the one the replica id derives from.
+    @Test func aNewStoreHasAPublicKeyItsIDDerivesFrom() async throws {
+        let dir = TempDir()
+        let writer = try await LogbookWriter.open(at: dir.path + "/s", creating: true)
+        defer { try? writer.close() }
+        _ = try await writer.create(Item(title: "signed"))
+        let key = try #require(try writer.publicKey())
+        #expect(key.replicaID == writer.replicaID)
+        let reader = try await LogbookReader.open(at: dir.path + "/s")
+        defer { try? reader.close() }
+        #expect(try reader.publicKey() == key)
+        #expect(ReplicaPublicKey(printable: key.printable) == key)
+        #expect(try await reader.verify().0.signedFrames == 1)
+    }
+
     /// A burst kept past its body holds no lock: every write through it is refused as closed,
     /// and nothing is appended.
     @Test func aBurstKeptPastItsBodyIsClosed() throws {

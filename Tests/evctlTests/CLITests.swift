@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import TestSupport
 import Testing
@@ -161,6 +162,34 @@ import Testing
         let through = try Evctl.run(["init", "--store", dir.path + "/file/s/t"])
         #expect(through.status == 1 && through.stderr.contains((dir.path as NSString).lastPathComponent + "/file]"), "\(through.stderr)")
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/file/s"))
+    }
+
+    /// `evctl keys` prints the public key a new store signs with (its id derives from it), in
+    /// text and JSON, and never the private key; a store made before signed logs says it has none.
+    @Test func keysPrintsThePublicKeyAndNeverThePrivateOne() throws {
+        let dir = TempDir()
+        let store = dir.path + "/s"
+        #expect(try Evctl.run(["init", "--store", store]).status == 0)
+        let text = try Evctl.run(["keys", "--store", store])
+        #expect(text.status == 0, "\(text.stderr)")
+        let line = try #require(text.stdout.split(separator: "\n").first { $0.hasPrefix("public key") })
+        let printable = String(line.split(separator: " ").last!)
+        let key = try #require(ReplicaPublicKey(printable: printable))
+        let opened = try Store.open(at: store)
+        #expect(key.replicaID == opened.replicaID)
+        let seed = Array(FileManager.default.contents(atPath: opened.layout.signingKey)![8..<40]).map { String(format: "%02x", $0) }.joined()
+        let json = try Evctl.run(["keys", "--store", store, "--json"])
+        #expect(json.stdout.contains("\"public_key_hex\":\"\(key.hex)\"") && json.stdout.contains("\"signed\":true"), "\(json.stdout)")
+        #expect(!text.stdout.contains(seed) && !json.stdout.contains(seed))
+
+        let old = dir.path + "/old"
+        _ = try Store.create(at: old, replicaID: .random())
+        let none = try Evctl.run(["keys", "--store", old])
+        #expect(none.status == 0 && none.stdout.contains("unsigned"), "\(none.stdout)")
+        let line1 = "{\"entity\":\"tag\",\"op\":\"create\",\"id\":\"\(UUID().uuidString)\",\"fields\":{\"name\":\"x\"}}\n"
+        #expect(try Evctl.run(["append", "--store", store, "-"], stdin: line1).status == 0)
+        let verify = try Evctl.run(["verify", "--store", store])
+        #expect(verify.status == 0 && verify.stdout.contains("1 frames (1 signed)"), "\(verify.stdout)")
     }
 
     /// A store named by one relative path component (`--store a`, the README's own demo shape)

@@ -26,6 +26,9 @@ public struct FrameHeader: Sendable, Equatable {
     /// Set on every frame of a multi-frame append except its last: the append is not committed
     /// until a frame without this flag follows.
     public var continues: Bool
+    /// The stored section ends with a signature block (`FrameSignature`): the origin's public
+    /// key and its signature of the frame.
+    public var signed: Bool = false
     public var origin: ReplicaID
     public var baseSeq: Seq
     public var count: UInt32
@@ -38,12 +41,15 @@ public struct FrameHeader: Sendable, Equatable {
 
     public var lastSeq: Seq { Seq(baseSeq.rawValue + UInt64(count) - 1) }
     public var totalBytes: Int { FrameHeader.size + Int(storedBytes) }
+    /// Where the payload (the records, compressed or not) ends: before the signature block of a
+    /// signed frame, at the frame's end otherwise.
+    public var payloadEnd: Int { totalBytes - (signed ? FrameSignature.blockBytes : 0) }
 
     func encode(into w: inout ByteWriter) {
         w.raw(FrameHeader.magic)
         w.u8(FrameHeader.formatVersion)
         w.u8(codec.rawValue)
-        w.u8(continues ? 1 : 0)
+        w.u8((continues ? 1 : 0) | (signed ? 2 : 0))
         w.u8(0)
         w.uuid(origin.rawValue)
         w.u64(baseSeq.rawValue)
@@ -62,7 +68,7 @@ public struct FrameHeader: Sendable, Equatable {
         guard p[0] == magic[0], p[1] == magic[1], p[2] == magic[2], p[3] == magic[3] else { throw .invalid("bad frame magic") }
         guard p[4] == formatVersion else { throw .invalid("unknown frame format version \(p[4])") }
         guard let codec = Codec(rawValue: p[5]) else { throw .invalid("unknown codec \(p[5])") }
-        guard p[6] <= 1, p[7] == 0 else { throw .invalid("unknown frame flags") }
+        guard p[6] & ~3 == 0, p[7] == 0 else { throw .invalid("unknown frame flags") }
         var r = ByteReader(p, offset: 8, end: size)
         do {
             let origin = ReplicaID(rawValue: try r.uuid())
@@ -81,8 +87,11 @@ public struct FrameHeader: Sendable, Equatable {
                 throw FrameDecodeError.invalid("payload sizes out of range (stored \(stored), raw \(raw))")
             }
             guard first <= last else { throw FrameDecodeError.invalid("first hlc after last hlc") }
-            if codec == .raw && raw != stored { throw FrameDecodeError.invalid("raw payload with differing sizes") }
-            return FrameHeader(codec: codec, continues: p[6] == 1, origin: origin, baseSeq: Seq(base), count: count,
+            let signed = p[6] & 2 != 0
+            let block = signed ? UInt32(FrameSignature.blockBytes) : 0
+            guard stored > block else { throw FrameDecodeError.invalid("signed frame of \(stored) stored bytes: too short for its signature block") }
+            if codec == .raw && raw != stored - block { throw FrameDecodeError.invalid("raw payload with differing sizes") }
+            return FrameHeader(codec: codec, continues: p[6] & 1 != 0, signed: signed, origin: origin, baseSeq: Seq(base), count: count,
                                rawBytes: raw, firstHLC: HLC(rawValue: first), lastHLC: HLC(rawValue: last),
                                storedBytes: stored, previousHash: prev, crc: crc)
         } catch let e as FrameDecodeError {
@@ -114,11 +123,13 @@ enum FrameDecodeError: Error, Equatable {
     case truncated(String)
     /// The bytes are there but wrong.
     case invalid(String)
+    /// Intact, but unsigned where signatures are required.
+    case unsigned(String)
 
     var message: String {
         switch self {
         case .truncated(let m): "truncated: \(m)"
-        case .invalid(let m): m
+        case .invalid(let m), .unsigned(let m): m
         }
     }
 }
@@ -186,7 +197,8 @@ final class FrameEncoder {
     }
 
     /// Compresses, checksums and returns the frame built by `add`; the encoder is then empty.
-    func finish(continues: Bool, previousHash: FrameHash) -> [UInt8] {
+    /// With `signer`, the frame is signed (docs/FORMAT.md, "Signed frames").
+    func finish(continues: Bool, previousHash: FrameHash, signer: ReplicaKey? = nil) -> [UInt8] {
         precondition(count > 0, "a frame holds at least one event")
         defer { count = 0 }
         precondition(records.count <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
@@ -201,13 +213,22 @@ final class FrameEncoder {
             out.raw(records.bytes)
             codec = .raw
         }
-        let stored = out.count - FrameHeader.size
-        var header = FrameHeader(codec: codec, continues: continues, origin: origin, baseSeq: baseSeq,
+        let block = signer == nil ? 0 : FrameSignature.blockBytes
+        let stored = out.count - FrameHeader.size + block
+        var header = FrameHeader(codec: codec, continues: continues, signed: signer != nil, origin: origin, baseSeq: baseSeq,
                                  count: UInt32(count), rawBytes: UInt32(records.count),
                                  firstHLC: firstHLC, lastHLC: lastHLC, storedBytes: UInt32(stored),
                                  previousHash: previousHash, crc: 0)
         var hw = ByteWriter(capacity: FrameHeader.size)
         header.encode(into: &hw)
+        if let signer {
+            precondition(signer.replicaID == origin, "a frame is signed by its origin's key")
+            let message = hw.bytes.withUnsafeBytes { h in
+                out.bytes.withUnsafeBytes { FrameSignature.message(header: h, payload: UnsafeRawBufferPointer(rebasing: $0[FrameHeader.size...])) }
+            }
+            out.raw(signer.publicKey)
+            out.raw(signer.sign(message))
+        }
         var crc = CRC32C()
         hw.bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[0..<FrameHeader.size - 4])) }
         out.bytes.withUnsafeBytes { crc.update(UnsafeRawBufferPointer(rebasing: $0[FrameHeader.size...])) }
@@ -276,7 +297,7 @@ final class FrameDecoder {
         // (shared; its next frame is decompressed into a new one if views still hold it), or a
         // copy of the frame's.
         let records = header.codec == .raw
-            ? FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes])))
+            ? FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])))
             : FrameRecords(raw)
         return FrameViews(header: header, records: records, spans: spans)
     }
@@ -286,7 +307,7 @@ final class FrameDecoder {
     /// that the records fill the payload exactly.
     private func forEachRecord(of frame: UnsafeRawBufferPointer, header: FrameHeader,
                                _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
-        let payload = UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.totalBytes])
+        let payload = UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])
         func walk(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) {
             var r = ByteReader(p)
             var seq = header.baseSeq

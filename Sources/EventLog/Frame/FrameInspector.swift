@@ -1,7 +1,7 @@
 import Foundation
 
 /// Reads one frame's bytes from anywhere (a bundle, a page, a file a user points at) with every
-/// check the log makes: header, size, checksum, every event record. For tools and fuzzing.
+/// check the log makes: header, size, checksum, signature, every event record. For tools and fuzzing.
 public enum FrameInspector {
     /// The frame's header and events.
     /// - Throws: `LogError` (corrupt) naming the byte offset inside the frame when it does not check.
@@ -10,6 +10,7 @@ public enum FrameInspector {
             let h = try FrameHeader.decode(frame)
             guard h.totalBytes == frame.count else { throw FrameDecodeError.invalid("frame is \(frame.count) bytes, its header says \(h.totalBytes)") }
             try FrameDecoder.checkCRC(frame, header: h)
+            try FrameSignature.check(frame, header: h)
             return (h, try FrameDecoder().events(of: frame, header: h))
         } catch {
             throw LogError(.corrupt, "inspect frame", error.message)
@@ -29,6 +30,8 @@ public enum FrameInspector {
             guard h.totalBytes <= frame.count else { throw FrameDecodeError.truncated("frame") }
             let f = UnsafeRawBufferPointer(rebasing: frame[0..<h.totalBytes])
             try FrameDecoder.checkCRC(f, header: h)
+            // Signatures: any bytes give a verdict, never a trap (decoding does not depend on it).
+            _ = try? FrameSignature.check(f, header: h)
             do throws(FrameDecodeError) { full = .success(try FrameDecoder().events(of: f, header: h)) } catch { full = .failure(error) }
             do throws(FrameDecodeError) { skim = .success(try FrameDecoder().check(f, header: h).count) } catch { skim = .failure(error) }
             do throws(FrameDecodeError) { views = .success(try FrameDecoder().views(of: f, header: h)) } catch { views = .failure(error) }

@@ -54,10 +54,10 @@ package struct ReceivedFrames: Sendable {
     /// extended here (nil when it may).
     /// - Throws: `LogError` naming the frame (its position, origin, seq range) and what is wrong;
     ///   nothing of the batch is to be written then.
-    public static func verify(_ frames: [[UInt8]], nowMillis now: UInt64, clockDriftMaxMs: UInt64,
+    public static func verify(_ frames: [[UInt8]], nowMillis now: UInt64, clockDriftMaxMs: UInt64, requireSignatures: Bool = false,
                               tip: (ReplicaID) throws -> LogTip, refuse: (ReplicaID) -> String? = { _ in nil }) throws -> ReceivedFrames {
         var out = ReceivedFrames()
-        let checked = LogAppender.checkEach(frames)
+        let checked = LogAppender.checkEach(frames, requireSignatures: requireSignatures)
         for i in frames.indices {
             let (header, eventIDs, hash) = try checked[i].get()
             func where_() -> String { "frame \(i + 1) of \(frames.count)" }
@@ -135,7 +135,7 @@ extension LogAppender {
         for (b, frames) in batches.enumerated() {
             let checked: ReceivedFrames
             do {
-                checked = try ReceivedFrames.verify(frames, nowMillis: now, clockDriftMaxMs: options.clockDriftMaxMs,
+                checked = try ReceivedFrames.verify(frames, nowMillis: now, clockDriftMaxMs: options.clockDriftMaxMs, requireSignatures: options.requireSignatures,
                                                     tip: { try groupTips[$0] ?? currentTip($0) },
                                                     refuse: { origin in origin == self.origin && self.lostOwnTail == nil ? "extends this replica's own log (origin \(origin)), which only this replica writes" : nil })
             } catch let e as LogError {
@@ -233,13 +233,14 @@ extension LogAppender {
     /// A frame checked on its own: its header, its explicit event ids, its hash.
     typealias CheckedFrame = Result<(FrameHeader, [(UUID, Seq)], FrameHash), LogError>
 
-    /// Checks every frame on its own, spread over the machine's cores: header, checksum, that its
-    /// events decode (keeping their explicit ids), and its hash. Results are in input order; a
+    /// Checks every frame on its own, spread over the machine's cores: header, checksum, its
+    /// signature (`FrameSignature.check`), that its events decode (keeping their explicit ids),
+    /// and its hash. Results are in input order; a
     /// failure names the frame by its position.
     /// The cores this process may use (read once: asking reads cgroup files each time).
     static let cores = ProcessInfo.processInfo.activeProcessorCount
 
-    static func checkEach(_ frames: [[UInt8]]) -> [CheckedFrame] {
+    static func checkEach(_ frames: [[UInt8]], requireSignatures: Bool = false) -> [CheckedFrame] {
         var results = [CheckedFrame](repeating: .failure(LogError(.corrupt, "receive", "not checked")), count: frames.count)
         let workers = min(Self.cores, max(1, frames.count / 4))
         results.withUnsafeMutableBufferPointer { buffer in
@@ -253,9 +254,14 @@ extension LogAppender {
                             let h = try FrameHeader.decode(p)
                             guard h.totalBytes == p.count else { throw FrameDecodeError.invalid("frame is \(p.count) bytes, its header says \(h.totalBytes)") }
                             try FrameDecoder.checkCRC(p, header: h)
+                            try FrameSignature.check(p, header: h, requireSigned: requireSignatures)
                             let ids = try decoder.check(p, header: h)
                             return .success((h, ids, FrameHash.of(p)))
                         } catch {
+                            if case .unsigned(let m) = error {
+                                return .failure(LogError(.invalidInput, "receive", "frame \(i + 1) of \(frames.count) is \(m)",
+                                                         hint: "nothing was written; this receiver requires signed frames (LOGBOOK_REQUIRE_SIGNATURES)"))
+                            }
                             return .failure(LogError(.corrupt, "receive", "frame \(i + 1) of \(frames.count) is damaged: \(error.message)", hint: "nothing was written; fetch it again"))
                         }
                     }

@@ -29,6 +29,11 @@ public struct AppendOptions: Sendable {
         if let v = ProcessInfo.processInfo.environment["LOGBOOK_CLOCK_DRIFT_MAX_MS"], let n = UInt64(v) { return n }
         return 5 * 60 * 1000
     }()
+    /// Refuse received frames that are unsigned (of origins made before signed logs). Frames of
+    /// an origin whose id derives from a key must be signed by it whatever this says. Default
+    /// off; `LOGBOOK_REQUIRE_SIGNATURES=1` in the environment sets it.
+    public var requireSignatures: Bool = AppendOptions.defaultRequireSignatures
+    public static let defaultRequireSignatures: Bool = ProcessInfo.processInfo.environment["LOGBOOK_REQUIRE_SIGNATURES"] == "1"
     public init() {}
 }
 
@@ -99,6 +104,8 @@ public final class LogAppender {
     var pending: [ReplicaID: PendingAppend] = [:]
     private var idMark: Seq
     private let encoder = FrameEncoder()
+    /// Signs this replica's frames; nil for a store whose id is not derived from a key.
+    private let signer: ReplicaKey?
     private var closed = false
 
     struct Transaction {
@@ -172,6 +179,8 @@ public final class LogAppender {
             clock = HybridClock(wall: wallClock, last: maxHLC)
             own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
             idMark = Seq(0)
+            // A peer's key is never read: only its own replica signs its log.
+            signer = peer ? nil : try store.signingKey()
             index = peer ? nil : try EventIDIndex(path: store.layout.eventIDs)
             // Evidence that this store once committed more of its own log than it now holds.
             if let mark = own.markAhead { lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: mark, evidence: "its durable mark (DURABLE)") }
@@ -338,7 +347,7 @@ public final class LogAppender {
 
     private func writePending(continues: Bool) throws {
         let eventCount = encoder.count
-        let bytes = encoder.finish(continues: continues, previousHash: active.lastHash)
+        let bytes = encoder.finish(continues: continues, previousHash: active.lastHash, signer: signer)
         let header = try bytes.withUnsafeBytes { p throws -> FrameHeader in
             // Invariants just before writing: the frame parses, checks, and continues the chain.
             guard let h = try? FrameHeader.decode(p), h.baseSeq == active.lastSeq.next, h.previousHash == active.lastHash,

@@ -13,6 +13,9 @@ public struct VerifyReport: Sendable {
     public var origins = 0
     public var segments = 0
     public var frames = 0
+    /// Frames whose signature verified against their origin's key (the rest are of origins
+    /// made before signed logs).
+    public var signedFrames = 0
     public var events = 0
     public var bytes = 0
     public var problems: [VerifyProblem] = []
@@ -22,7 +25,7 @@ public struct VerifyReport: Sendable {
 }
 
 /// Checks every frame of every origin: segment headers, checksums, the hash chain (across
-/// segments too), seq contiguity, hlc order, and that every event decodes. Read-only: it never
+/// segments too), seq contiguity, hlc order, signatures, and that every event decodes. Read-only: it never
 /// repairs, and it can run while a writer appends.
 public struct Verifier: Sendable {
     public let store: Store
@@ -92,6 +95,7 @@ public struct Verifier: Sendable {
                 scan: while true {
                     let step = try scanner.next { h, bytes in
                         do {
+                            if try FrameSignature.check(bytes, header: h) { report.signedFrames += 1 }
                             report.events += try decoder.events(of: bytes, header: h).count
                         } catch {
                             decodeFailure = (error as? FrameDecodeError)?.message ?? "\(error)"

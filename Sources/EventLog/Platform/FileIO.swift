@@ -192,10 +192,13 @@ enum FileIO {
 
     /// Publishes `bytes` at `path` atomically: temp file, write, fsync, rename, fsync directory.
     /// A crash leaves either the old file or the new one, and possibly a `.tmp` file that open sweeps.
-    static func writeAtomically(_ bytes: [UInt8], to path: String, op: String, durable: Bool = true) throws {
+    /// `mode` is set on the file before any byte is written (a leftover `.tmp` keeps its old
+    /// mode through `O_CREAT`, so it is set explicitly).
+    static func writeAtomically(_ bytes: [UInt8], to path: String, op: String, durable: Bool = true, mode: mode_t = 0o644) throws {
         let tmp = path + ".tmp"
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, op: op)
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: mode, op: op)
         do {
+            if fchmod(fd, mode) != 0 { throw LogError(.io, op, "cannot set the file's mode", file: tmp, errno: errno) }
             try bytes.withUnsafeBytes { try pwriteAll(fd, $0, at: 0, path: tmp, op: op) }
             if durable { try fsync(fd, path: tmp, op: op) }
             FileIO.close(fd)

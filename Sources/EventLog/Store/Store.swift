@@ -11,19 +11,65 @@ public struct Store: Sendable {
     public let path: String
     public let replicaID: ReplicaID
 
-    /// Creates a new, empty store with a random replica id, and the folders above it that are missing.
+    /// Creates a new, empty store with a new signing key, and the folders above it that are
+    /// missing: its replica id derives from the key, and every frame it appends is signed
+    /// (docs/FORMAT.md, "Signed frames").
     /// - Throws: `LogError` when the directory already holds a store or cannot be written.
-    public static func create(at path: String, replicaID: ReplicaID = .random()) throws -> Store {
+    public static func create(at path: String) throws -> Store {
+        try create(at: path, signingKey: .generate())
+    }
+
+    /// Creates a new, empty store signing with `signingKey` (its replica id is the key's).
+    public static func create(at path: String, signingKey: ReplicaKey) throws -> Store {
+        try make(at: path, replicaID: signingKey.replicaID, key: signingKey)
+    }
+
+    /// Creates a new, empty store with the given replica id and no signing key: its frames are
+    /// unsigned, as every store's were before signed logs (a fixed id for tests and tools).
+    /// - Throws: `LogError` when the directory already holds a store, or `replicaID` has the
+    ///   form of an id derived from a key (UUID version 8), whose frames must be signed.
+    public static func create(at path: String, replicaID: ReplicaID) throws -> Store {
+        guard !replicaID.isKeyDerived else {
+            throw LogError(.invalidInput, "init", "replica id \(replicaID) has the form of an id derived from a signing key (UUID version 8), but no key was given", file: path,
+                           hint: "let the store make its key and id (`evctl init` without an id)")
+        }
+        return try make(at: path, replicaID: replicaID, key: nil)
+    }
+
+    private static func make(at path: String, replicaID: ReplicaID, key: ReplicaKey?) throws -> Store {
         let op = "init"
         try FileIO.makeDirectories(path, op: op)
-        let meta = StoreLayout(root: path).storeFile
+        let layout = StoreLayout(root: path)
+        let meta = layout.storeFile
         if FileIO.exists(meta) {
             throw LogError(.alreadyExists, op, "a store already exists here", file: meta)
         }
-        try FileIO.makeDirectory(StoreLayout(root: path).log, op: op)
+        try FileIO.makeDirectory(layout.log, op: op)
+        // The key first: store.json is what makes the folder a store.
+        if let key { try FileIO.writeAtomically(key.fileContents(), to: layout.signingKey, op: op, mode: 0o600) }
         let json = "{\"format_version\":\(formatVersion),\"replica_id\":\"\(replicaID)\"}\n"
         try FileIO.writeAtomically(Array(json.utf8), to: meta, op: op)
         return Store(path: path, replicaID: replicaID)
+    }
+
+    /// This replica's signing key: nil for a store whose id is not derived from a key (made
+    /// before signed logs, or with a fixed id).
+    /// - Throws: `LogError` when the id derives from a key and the key file is missing, damaged,
+    ///   or holds another replica's key.
+    public func signingKey(op: String = "open") throws -> ReplicaKey? {
+        guard replicaID.isKeyDerived else { return nil }
+        let path = layout.signingKey
+        guard FileIO.exists(path) else {
+            throw LogError(.corrupt, op, "this replica's id derives from a signing key, and its key file is missing", file: path,
+                           hint: "restore replica.key from a backup; without it this replica cannot sign appends (receiving and reading still work)")
+        }
+        let bytes = try ForeignFile.read(path, bytesMax: 4096, op: op)
+        let key = try ReplicaKey.parse(bytes, path: path, op: op)
+        guard key.replicaID == replicaID else {
+            throw LogError(.corrupt, op, "the signing key file holds the key of replica \(key.replicaID), not this store's (\(replicaID))", file: path,
+                           hint: "restore this store's own replica.key")
+        }
+        return key
     }
 
     /// Opens an existing store.

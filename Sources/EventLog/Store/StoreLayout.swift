@@ -14,6 +14,9 @@ public struct StoreLayout: Sendable, Hashable {
     public enum Entry: String, CaseIterable, Sendable {
         /// `{"format_version":1,"replica_id":"<uuid>"}`, written atomically at init.
         case storeFile = "store.json"
+        /// This replica's Ed25519 signing key (mode 0600, never shipped); only in a store whose
+        /// replica id derives from its key (docs/FORMAT.md, "Signed frames").
+        case signingKey = "replica.key"
         /// `flock(2)`ed by the one writing process; its first 16 bytes hold the holder's pid.
         case lock = "LOCK"
         /// The index of writer-supplied event ids (derived).
@@ -47,6 +50,7 @@ public struct StoreLayout: Sendable, Hashable {
     public func path(_ entry: Entry) -> String { root + "/" + entry.rawValue }
 
     public var storeFile: String { path(.storeFile) }
+    public var signingKey: String { path(.signingKey) }
     public var lock: String { path(.lock) }
     public var eventIDs: String { path(.eventIDs) }
     public var log: String { path(.log) }

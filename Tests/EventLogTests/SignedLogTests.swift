@@ -1,0 +1,264 @@
+import Crypto
+import Foundation
+import TestSupport
+import Testing
+@testable import EventLog
+
+/// Signed logs: a store made now signs every frame with a key its replica id derives from, and
+/// every receiver refuses a frame of such an origin that a relay rewrote, stripped or re-signed,
+/// like a damaged one. Attacks first (a relay holding the author's frames and its own key),
+/// then what stays working (stores made before, receivers that require signatures).
+@Suite struct SignedLogTests {
+    /// Every frame of `origin` in `store`, in log order.
+    static func frames(_ store: Store, _ origin: ReplicaID? = nil) throws -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        try LogReader(store: store).forEachFrame(origin: origin ?? store.replicaID) { _, bytes in
+            out.append(Array(bytes))
+            return true
+        }
+        return out
+    }
+
+    /// A signing author with `appends` appends of a few events each.
+    static func author(_ dir: TempDir, appends: Int = 3, key: ReplicaKey = .generate()) throws -> Store {
+        let store = try Store.create(at: dir.path + "/author", signingKey: key)
+        let a = try LogAppender(store: store)
+        for i in 0..<appends { _ = try a.append((0..<4).map { item("task \(i).\($0)") }) }
+        try a.close()
+        return store
+    }
+
+    /// Rewrites a frame's header fields and stored section, then recomputes its CRC: what a
+    /// relay that knows the format can do to any frame.
+    static func reframe(_ frame: [UInt8], signed: Bool, stored: [UInt8]) -> [UInt8] {
+        var f = Array(frame[0..<FrameHeader.size]) + stored
+        f[6] = (f[6] & 1) | (signed ? 2 : 0)
+        let n = UInt32(stored.count)
+        for i in 0..<4 { f[56 + i] = UInt8(truncatingIfNeeded: n >> (8 * UInt32(i))) }
+        if f[5] == FrameHeader.Codec.raw.rawValue {
+            let raw = n &- (signed ? UInt32(FrameSignature.blockBytes) : 0)
+            for i in 0..<4 { f[36 + i] = UInt8(truncatingIfNeeded: raw >> (8 * UInt32(i))) }
+        }
+        var crc = CRC32C()
+        f.withUnsafeBytes { p in
+            crc.update(UnsafeRawBufferPointer(rebasing: p[0..<FrameHeader.size - 4]))
+            crc.update(UnsafeRawBufferPointer(rebasing: p[FrameHeader.size...]))
+        }
+        for i in 0..<4 { f[92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * UInt32(i))) }
+        return f
+    }
+
+    /// The payload of a signed frame (its stored section without the signature block).
+    static func payload(_ frame: [UInt8]) -> [UInt8] { Array(frame[FrameHeader.size..<frame.count - FrameSignature.blockBytes]) }
+
+    /// Re-signs `frame` (already reframed) with `key`, whoever's it is.
+    static func resign(_ frame: [UInt8], with key: ReplicaKey) -> [UInt8] {
+        let body = Array(frame[0..<frame.count - FrameSignature.blockBytes])
+        let message = body.withUnsafeBytes { FrameSignature.message(header: $0, payload: UnsafeRawBufferPointer(rebasing: $0[FrameHeader.size...])) }
+        return reframe(frame, signed: true, stored: Array(body[FrameHeader.size...]) + key.publicKey + key.sign(message))
+    }
+
+    /// Receives `frames` into a fresh receiver; returns the error and checks nothing was kept.
+    static func refusal(_ frames: [[UInt8]], origin: ReplicaID, options: AppendOptions = AppendOptions()) throws -> LogError? {
+        let dir = TempDir()
+        let receiver = try Store.create(at: dir.path + "/receiver")
+        let a = try LogAppender(store: receiver, options: options)
+        defer { try? a.close() }
+        do {
+            _ = try a.receive(frames)
+            return nil
+        } catch let e as LogError {
+            #expect(try a.currentTip(origin) == .empty, "a refused batch leaves the receiver unchanged")
+            return e
+        }
+    }
+
+    // MARK: Attacks
+
+    @Test func aRelayThatAltersASignedFrameAndFixesItsChecksumIsRefused() throws {
+        let dir = TempDir()
+        let author = try Self.author(dir)
+        let frames = try Self.frames(author)
+        #expect(frames.count == 3)
+        #expect(try Self.refusal(frames, origin: author.replicaID) == nil, "the author's frames are taken as they are")
+
+        // One byte of the payload changed, CRC fixed: chains and checksums, signature fails.
+        var altered = frames[1]
+        altered[FrameHeader.size + 3] ^= 0x40
+        altered = Self.reframe(altered, signed: true, stored: Array(altered[FrameHeader.size...]))
+        let e = try #require(try Self.refusal([frames[0], altered, frames[2]], origin: author.replicaID))
+        #expect(e.kind == .corrupt)
+        #expect(e.description.contains("frame 2 of 3") && e.description.contains("signature does not verify"), "\(e)")
+    }
+
+    @Test func aRelayThatStripsTheSignatureIsRefused() throws {
+        let dir = TempDir()
+        let author = try Self.author(dir, appends: 1)
+        let frame = try Self.frames(author)[0]
+        let stripped = Self.reframe(frame, signed: false, stored: Self.payload(frame))
+        #expect(FrameHeader(parsing: stripped)?.signed == false)
+        let e = try #require(try Self.refusal([stripped], origin: author.replicaID))
+        #expect(e.kind == .corrupt)
+        #expect(e.description.contains("unsigned, but origin \(author.replicaID) is a signing replica"), "\(e)")
+    }
+
+    @Test func aRelayThatForgesAFrameUnderItsOwnKeyIsRefused() throws {
+        let dir = TempDir()
+        let author = try Self.author(dir, appends: 2)
+        let frames = try Self.frames(author)
+        let relay = ReplicaKey.generate()
+        // The relay's signature over the author's own, untouched frame: valid Ed25519, wrong key.
+        let resigned = Self.resign(frames[1], with: relay)
+        let e = try #require(try Self.refusal([frames[0], resigned], origin: author.replicaID))
+        #expect(e.description.contains("signed with a key that is not origin \(author.replicaID)'s"), "\(e)")
+
+        // A whole history rewritten by the relay (altered payload, every later link recomputed,
+        // every frame re-signed with its key) is refused at its first frame.
+        var rewritten: [[UInt8]] = []
+        var previous = FrameHash.zero
+        for (i, f) in frames.enumerated() {
+            var g = f
+            g.replaceSubrange(60..<92, with: previous.bytes)
+            if i == 0 { g[FrameHeader.size + 5] ^= 1 }
+            g = Self.resign(g, with: relay)
+            previous = g.withUnsafeBytes { FrameHash.of($0) }
+            rewritten.append(g)
+        }
+        let e2 = try #require(try Self.refusal(rewritten, origin: author.replicaID))
+        #expect(e2.description.contains("frame 1 of 2") && e2.description.contains("not origin"), "\(e2)")
+    }
+
+    @Test func aSignedFrameOfAnOriginWithoutAKeyIsRefused() throws {
+        // An origin made before signed logs (a random v4 id) has no key: a signed frame of it is
+        // not the author's.
+        let dir = TempDir()
+        let legacy = try Store.create(at: dir.path + "/legacy", replicaID: .random())
+        let a = try LogAppender(store: legacy)
+        _ = try a.append([item("old")])
+        try a.close()
+        let frame = try Self.frames(legacy)[0]
+        #expect(FrameHeader(parsing: frame)?.signed == false)
+        let forged = Self.resign(Self.reframe(frame, signed: true, stored: Array(frame[FrameHeader.size...]) + [UInt8](repeating: 0, count: 96)),
+                                 with: .generate())
+        let e = try #require(try Self.refusal([forged], origin: legacy.replicaID))
+        #expect(e.description.contains("not origin \(legacy.replicaID)'s"), "\(e)")
+    }
+
+    @Test func signatureBlocksThatCannotFitAreHeaderErrorsNotTraps() throws {
+        let dir = TempDir()
+        let frame = try Self.frames(try Self.author(dir, appends: 1))[0]
+        for stored in [[UInt8](), [1], [UInt8](repeating: 9, count: 95), [UInt8](repeating: 9, count: 96)] {
+            let f = Self.reframe(frame, signed: true, stored: stored)
+            let message = f.withUnsafeBytes { p -> String? in
+                do throws(FrameDecodeError) {
+                    let h = try FrameHeader.decode(p)
+                    guard h.totalBytes == p.count else { return "length" }
+                    try FrameDecoder.checkCRC(p, header: h)
+                    try FrameSignature.check(p, header: h)
+                    _ = try FrameDecoder().events(of: p, header: h)
+                    return nil
+                } catch {
+                    return error.message
+                }
+            }
+            #expect(message != nil, "\(stored.count) stored bytes")
+        }
+    }
+
+    // MARK: What keeps working
+
+    @Test func aStoreMadeNowSignsEveryFrameWithAKeyItsIDDerivesFrom() throws {
+        let dir = TempDir()
+        let store = try Self.author(dir, appends: 2)
+        #expect(store.replicaID.isKeyDerived)
+        let key = try #require(try store.signingKey())
+        #expect(key.replicaID == store.replicaID)
+        let attributes = try FileManager.default.attributesOfItem(atPath: store.layout.signingKey)
+        #expect((attributes[.posixPermissions] as? Int) == 0o600, "the private key is readable by its owner only")
+        for f in try Self.frames(store) {
+            let h = try #require(FrameHeader(parsing: f))
+            #expect(h.signed)
+            #expect(Array(f[f.count - 96..<f.count - 64]) == key.publicKey)
+        }
+        let report = try Verifier(store: store).run()
+        #expect(report.isClean && report.frames == 2 && report.signedFrames == 2)
+        // A reopened store goes on signing with the same key.
+        let a = try LogAppender(store: try Store.open(at: store.path))
+        _ = try a.append([item("later")])
+        try a.close()
+        #expect(try Verifier(store: store).run().signedFrames == 3)
+    }
+
+    @Test func storesMadeBeforeSigningKeepWorkingAndAReceiverMayRequireSignatures() throws {
+        let dir = TempDir()
+        let legacy = try Store.create(at: dir.path + "/legacy", replicaID: .random())
+        #expect(!legacy.replicaID.isKeyDerived)
+        #expect(try legacy.signingKey() == nil)
+        let a = try LogAppender(store: legacy)
+        _ = try a.append([item("old")])
+        try a.close()
+        let unsigned = try Self.frames(legacy)
+        #expect(try Self.refusal(unsigned, origin: legacy.replicaID) == nil)
+        let report = try Verifier(store: legacy).run()
+        #expect(report.isClean && report.signedFrames == 0)
+
+        var strict = AppendOptions()
+        strict.requireSignatures = true
+        let e = try #require(try Self.refusal(unsigned, origin: legacy.replicaID, options: strict))
+        #expect(e.kind == .invalidInput)
+        #expect(e.description.contains("unsigned") && e.description.contains("signatures are required"), "\(e)")
+        let signed = try Self.frames(try Self.author(dir, appends: 1))
+        #expect(try Self.refusal(signed, origin: ReplicaID.derived(fromSigningKey: Array(signed[0].suffix(96).prefix(32))), options: strict) == nil)
+    }
+
+    @Test func aStoreWithoutItsKeyRefusesAppendsButStillReceives() throws {
+        let dir = TempDir()
+        let store = try Self.author(dir, appends: 1)
+        let keyFile = store.layout.signingKey
+        let good = readBytes(keyFile)
+
+        try FileManager.default.removeItem(atPath: keyFile)
+        #expect(throws: LogError.self) { try LogAppender(store: store) }
+        do { _ = try LogAppender(store: store) } catch let e as LogError { #expect(e.description.contains("key file is missing"), "\(e)") }
+        // Reached by path as a peer's store, its key is never read: receiving still works.
+        let peer = try LogAppender.receivingForPeer(store)
+        try peer.close()
+
+        var damaged = good
+        damaged[20] ^= 1
+        writeBytes(keyFile, damaged)
+        do { _ = try LogAppender(store: store); Issue.record("a damaged key file was used") } catch let e as LogError {
+            #expect(e.kind == .corrupt && e.description.contains("damaged"), "\(e)")
+        }
+        writeBytes(keyFile, ReplicaKey.generate().fileContents())
+        do { _ = try LogAppender(store: store); Issue.record("another replica's key was used") } catch let e as LogError {
+            #expect(e.description.contains("not this store's"), "\(e)")
+        }
+        writeBytes(keyFile, good)
+        try LogAppender(store: store).close()
+    }
+
+    @Test func aKeyDerivedIDCannotBeGivenWithoutItsKey() throws {
+        let dir = TempDir()
+        let id = ReplicaKey.generate().replicaID
+        #expect(throws: LogError.self) { try Store.create(at: dir.path + "/s", replicaID: id) }
+        #expect(!ReplicaID.random().isKeyDerived)
+    }
+
+    @Test func printableKeysRoundTripAndBase32MatchesRFC4648() throws {
+        // RFC 4648 section 10 vectors, without padding.
+        for (text, encoded) in [("", ""), ("f", "MY"), ("fo", "MZXQ"), ("foo", "MZXW6"), ("foob", "MZXW6YQ"), ("fooba", "MZXW6YTB"), ("foobar", "MZXW6YTBOI")] {
+            #expect(Base32.encode(Array(text.utf8)) == encoded)
+            #expect(Base32.decode(encoded) == Array(text.utf8))
+        }
+        #expect(Base32.decode("MZXW6YTBO1") == nil)  // 1 is not in the alphabet
+        #expect(Base32.decode("MZ") == nil)  // leftover bits that are not zero
+        let key = ReplicaKey.generate()
+        let text = key.printable
+        #expect(text.hasPrefix("LBK1-"))
+        #expect(text.allSatisfy { "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567-".contains($0) || $0.isNumber })
+        #expect(ReplicaKey.publicKey(fromPrintable: text) == key.publicKey)
+        #expect(ReplicaKey.publicKey(fromPrintable: text.lowercased().replacingOccurrences(of: "-", with: " ").replacingOccurrences(of: "lbk1 ", with: "LBK1-")) == key.publicKey)
+        #expect(ReplicaKey.publicKey(fromPrintable: "LBK1-AAAA") == nil)
+    }
+}
