@@ -38,7 +38,8 @@ public enum Workload {
     /// A store holding `events` sample events in frames of 1,000, built on first use.
     public static func store(events: Int) throws -> Store {
         // Named by the workload's version: a store built by an older workload (no links) is not reused.
-        let path = root + "/store-w2-\(events)"
+        // w3: made by a build that signs (its frames carry signature blocks, as new stores' do).
+        let path = root + "/store-w3-\(events)"
         if FileManager.default.fileExists(atPath: path + "/complete"), let s = try? Store.open(at: path) { return s }
         try? FileManager.default.removeItem(atPath: path)
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)

@@ -88,6 +88,59 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("ratio to raw fsync per event (x100)"), Int(rate * rawPerEvent * 100))
     }
 
+    // Signed logs: the same appends and receives into a signing store (Ed25519 per frame, a
+    // SHA-256 of each payload, a 96-byte block) and an unsigned one (a fixed v4 id, as stores
+    // made before signed logs), in the same iteration.
+    Benchmark("signed vs unsigned: append and receive", configuration: config([
+        "batched append signed, events/s (K)", "batched append unsigned, events/s (K)", "batched append signed / unsigned (%)",
+        "single-event append signed / unsigned (%)",
+        "receive signed, events/s (K)", "receive unsigned, events/s (K)", "receive signed / unsigned (%)",
+        "single-event receive signed / unsigned (%)",
+    ], iterations: 5, warmup: 1)) { benchmark in
+        let events = 200_000, singles = 500
+        let ms = Workload.mutations(events)
+        let dir = Scratch()
+        func run(signed: Bool) throws -> (batched: Double, single: Double, receive: Double, receiveSingles: Double) {
+            let name = signed ? "signed" : "unsigned"
+            let store = signed ? try Store.create(at: dir.path + "/" + name) : try Store.create(at: dir.path + "/" + name, replicaID: .random())
+            let appender = try LogAppender(store: store)
+            var t = Clock.now()
+            for start in stride(from: 0, to: events, by: 1000) { _ = try appender.append(Array(ms[start..<start + 1000])) }
+            let batched = Clock.now() - t
+            t = Clock.now()
+            for m in ms.prefix(singles) { _ = try appender.append([m]) }
+            let single = Clock.now() - t
+            try appender.close()
+            var frames: [[UInt8]] = []
+            try LogReader(store: store).forEachFrame(origin: store.replicaID) { _, bytes in
+                frames.append(Array(bytes))
+                return true
+            }
+            let big = Array(frames.prefix(events / 1000)), small = Array(frames.suffix(singles))
+            let receiver = try LogAppender(store: try Store.create(at: dir.path + "/" + name + "-r"))
+            t = Clock.now()
+            for start in stride(from: 0, to: big.count, by: 16) { _ = try receiver.receive(Array(big[start..<min(big.count, start + 16)])) }
+            let receive = Clock.now() - t
+            t = Clock.now()
+            _ = try receiver.receive(small)
+            let receiveSingles = Clock.now() - t
+            try receiver.close()
+            return (batched, single, receive, receiveSingles)
+        }
+        benchmark.startMeasurement()
+        let signed = try run(signed: true)
+        let unsigned = try run(signed: false)
+        benchmark.stopMeasurement()
+        benchmark.measurement(metric("batched append signed, events/s (K)"), Int(Double(events) / signed.batched / 1000))
+        benchmark.measurement(metric("batched append unsigned, events/s (K)"), Int(Double(events) / unsigned.batched / 1000))
+        benchmark.measurement(metric("batched append signed / unsigned (%)"), Int(unsigned.batched / signed.batched * 100))
+        benchmark.measurement(metric("single-event append signed / unsigned (%)"), Int(unsigned.single / signed.single * 100))
+        benchmark.measurement(metric("receive signed, events/s (K)"), Int(Double(events) / signed.receive / 1000))
+        benchmark.measurement(metric("receive unsigned, events/s (K)"), Int(Double(events) / unsigned.receive / 1000))
+        benchmark.measurement(metric("receive signed / unsigned (%)"), Int(unsigned.receive / signed.receive * 100))
+        benchmark.measurement(metric("single-event receive signed / unsigned (%)"), Int(unsigned.receiveSingles / signed.receiveSingles * 100))
+    }
+
     // Bytes on disk against the NDJSON input of the sample workload.
     Benchmark("bytes on disk vs NDJSON input", configuration: config(["NDJSON input bytes per event", "log bytes per event", "log / input (per mille)"], iterations: 1, warmup: 0)) { benchmark in
         let events = 500_000

@@ -117,7 +117,7 @@ public final class InspectorSite: @unchecked Sendable {
         let ours = try book.cursor()
         let origins: [[String: Any]] = status.log.origins.map { o in
             [
-                "origin": o.origin.description, "logLink": Self.originLink(o.origin.description), "isLocal": o.origin == me,
+                "origin": o.origin.description, "logLink": Self.originLink(o.origin.description), "isLocal": o.origin == me, "signed": o.origin.isKeyDerived,
                 "lastSeq": String(o.lastSeq.rawValue), "lastClock": o.lastSeq.rawValue == 0 ? "" : ISOTime.string(o.lastHLC),
                 "events": String(indexed[o.origin] ?? 0), "segments": String(o.segments), "bytes": String(o.bytes),
             ]

@@ -63,11 +63,11 @@ enum Templates {
         <section id="origins">
         <h2>Origins</h2>
         <table>
-        <thead><tr><th>Origin</th><th>Last seq</th><th>Last clock</th><th>Events indexed</th><th>Segments</th><th>Bytes</th></tr></thead>
+        <thead><tr><th>Origin</th><th>Frames</th><th>Last seq</th><th>Last clock</th><th>Events indexed</th><th>Segments</th><th>Bytes</th></tr></thead>
         <tbody>
-        {{#origins}}<tr><td><a class="origin" href="{{logLink}}"><code>{{origin}}</code></a>{{#isLocal}} <span class="tag">this replica</span>{{/isLocal}}</td><td>{{lastSeq}}</td><td><time>{{lastClock}}</time></td><td>{{events}}</td><td>{{segments}}</td><td>{{bytes}}</td></tr>
+        {{#origins}}<tr><td><a class="origin" href="{{logLink}}"><code>{{origin}}</code></a>{{#isLocal}} <span class="tag">this replica</span>{{/isLocal}}</td><td>{{#signed}}<span class="tag signed" title="its id derives from its Ed25519 key: every frame was verified against it on arrival">signed</span>{{/signed}}{{^signed}}<span class="tag unsigned" title="made before signed logs: frames checked by CRC and hash chain only">unsigned</span>{{/signed}}</td><td>{{lastSeq}}</td><td><time>{{lastClock}}</time></td><td>{{events}}</td><td>{{segments}}</td><td>{{bytes}}</td></tr>
         {{/origins}}
-        {{^origins}}<tr><td colspan="6">The log is empty.</td></tr>{{/origins}}
+        {{^origins}}<tr><td colspan="7">The log is empty.</td></tr>{{/origins}}
         </tbody>
         </table>
         </section>

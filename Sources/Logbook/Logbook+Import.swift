@@ -161,7 +161,7 @@ extension Logbook {
         var received = ReceiveResult()
         try w.exclusive {
             for start in stride(from: 0, to: frames.count, by: 64) {
-                let r = try w.receive(Array(frames[start..<min(frames.count, start + 64)]))
+                let r = try w.receive(Array(frames[start..<min(frames.count, start + 64)]), allowingUnsigned: true)
                 received.frames += r.frames
                 received.events += r.events
                 received.alreadyHeld += r.alreadyHeld

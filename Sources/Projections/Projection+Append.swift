@@ -87,6 +87,12 @@ public final class ProjectedStore: @unchecked Sendable {
         try exclusive { try appender.receive(frames) }
     }
 
+    /// `receive` of frames this process built (a legacy import's origin): unsigned frames are
+    /// taken even from a receiver that requires signatures of its peers.
+    package func receive(_ frames: [[UInt8]], allowingUnsigned: Bool) throws -> ReceiveResult {
+        try exclusive { try appender.receive(frames, allowingUnsigned: allowingUnsigned) }
+    }
+
     /// Applies what the log holds past the projection's cursor.
     @discardableResult
     public func catchUp(progress: ((Int, Int) -> Void)? = nil) throws -> Int {

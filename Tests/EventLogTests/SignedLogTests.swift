@@ -82,13 +82,54 @@ import Testing
         #expect(frames.count == 3)
         #expect(try Self.refusal(frames, origin: author.replicaID) == nil, "the author's frames are taken as they are")
 
-        // One byte of the payload changed, CRC fixed: chains and checksums, signature fails.
-        var altered = frames[1]
+        // One byte of the last frame's payload changed, CRC fixed: it checksums and links, and
+        // its signature fails.
+        var altered = frames[2]
         altered[FrameHeader.size + 3] ^= 0x40
         altered = Self.reframe(altered, signed: true, stored: Array(altered[FrameHeader.size...]))
-        let e = try #require(try Self.refusal([frames[0], altered, frames[2]], origin: author.replicaID))
+        let e = try #require(try Self.refusal([frames[0], frames[1], altered], origin: author.replicaID))
         #expect(e.kind == .corrupt)
-        #expect(e.description.contains("frame 2 of 3") && e.description.contains("signature does not verify"), "\(e)")
+        #expect(e.description.contains("frame 3 of 3") && e.description.contains("signature does not verify"), "\(e)")
+
+        // The middle frame altered and the last relinked to it (CRCs fixed): the last frame's
+        // signature covers its link, so the batch is refused there.
+        var middle = frames[1]
+        middle[FrameHeader.size + 3] ^= 0x40
+        middle = Self.reframe(middle, signed: true, stored: Array(middle[FrameHeader.size...]))
+        var relinked = frames[2]
+        relinked.replaceSubrange(60..<92, with: middle.withUnsafeBytes { FrameHash.of($0) }.bytes)
+        relinked = Self.reframe(relinked, signed: true, stored: Array(relinked[FrameHeader.size...]))
+        let e2 = try #require(try Self.refusal([frames[0], middle, relinked], origin: author.replicaID))
+        #expect(e2.description.contains("frame 3 of 3") && e2.description.contains("signature does not verify"), "\(e2)")
+        // Not relinked, the chain breaks first.
+        let e3 = try #require(try Self.refusal([frames[0], middle, frames[2]], origin: author.replicaID))
+        #expect(e3.description.contains("frame 3 of 3") && e3.description.contains("hash chain"), "\(e3)")
+        // Alone, the altered middle frame is the batch's last: its own signature fails.
+        let e4 = try #require(try Self.refusal([frames[0], middle], origin: author.replicaID))
+        #expect(e4.description.contains("frame 2 of 2") && e4.description.contains("signature does not verify"), "\(e4)")
+    }
+
+    /// A store of format 1 (made before signed logs) is raised to format 2 before it first holds
+    /// a signed frame: a build before signed logs refuses to open it rather than cutting off
+    /// frames it would take for damage. One that holds unsigned frames only stays at 1.
+    @Test func aStoreTakingItsFirstSignedFrameRaisesItsFormat() throws {
+        let dir = TempDir()
+        let old = try Store.create(at: dir.path + "/old", replicaID: .random())
+        #expect(old.format == 1)
+        let unsignedPeer = try Store.create(at: dir.path + "/peer", replicaID: .random())
+        let p = try LogAppender(store: unsignedPeer)
+        _ = try p.append([item("unsigned")])
+        try p.close()
+        let a = try LogAppender(store: old)
+        _ = try a.receive(try Self.frames(unsignedPeer))
+        #expect(try Store.open(at: old.path).format == 1)
+        _ = try a.receive(try Self.frames(try Self.author(dir, appends: 1)))
+        #expect(try Store.open(at: old.path).format == 2)
+        #expect(a.store.format == 2)
+        try a.close()
+        #expect(try Store.create(at: dir.path + "/new").format == 2)
+        writeBytes(old.layout.storeFile, Array("{\"format_version\":3,\"replica_id\":\"\(old.replicaID)\"}\n".utf8))
+        #expect(throws: LogError.self) { try Store.open(at: old.path) }
     }
 
     @Test func aRelayThatStripsTheSignatureIsRefused() throws {
@@ -217,25 +258,39 @@ import Testing
         let keyFile = store.layout.signingKey
         let good = readBytes(keyFile)
 
+        func appendError() throws -> LogError? {
+            let a = try LogAppender(store: store)  // opening needs no key
+            defer { try? a.close() }
+            do {
+                _ = try a.append([item("more")])
+                return nil
+            } catch let e as LogError {
+                return e
+            }
+        }
         try FileManager.default.removeItem(atPath: keyFile)
-        #expect(throws: LogError.self) { try LogAppender(store: store) }
-        do { _ = try LogAppender(store: store) } catch let e as LogError { #expect(e.description.contains("key file is missing"), "\(e)") }
-        // Reached by path as a peer's store, its key is never read: receiving still works.
+        let missing = try #require(try appendError(), "an append without the key")
+        #expect(missing.description.contains("key file is missing"), "\(missing)")
+        // Receiving goes on without the key, here and reached by path as a peer's store.
+        let otherDir = TempDir()
+        let other = try Self.frames(try Self.author(otherDir, appends: 1))
+        let r = try LogAppender(store: store)
+        #expect(try r.receive(other).frames == 1)
+        try r.close()
         let peer = try LogAppender.receivingForPeer(store)
         try peer.close()
 
         var damaged = good
         damaged[20] ^= 1
         writeBytes(keyFile, damaged)
-        do { _ = try LogAppender(store: store); Issue.record("a damaged key file was used") } catch let e as LogError {
-            #expect(e.kind == .corrupt && e.description.contains("damaged"), "\(e)")
-        }
+        let bad = try #require(try appendError(), "a damaged key file was used")
+        #expect(bad.kind == .corrupt && bad.description.contains("damaged"), "\(bad)")
         writeBytes(keyFile, ReplicaKey.generate().fileContents())
-        do { _ = try LogAppender(store: store); Issue.record("another replica's key was used") } catch let e as LogError {
-            #expect(e.description.contains("not this store's"), "\(e)")
-        }
+        let foreign = try #require(try appendError(), "another replica's key was used")
+        #expect(foreign.description.contains("not this store's"), "\(foreign)")
         writeBytes(keyFile, good)
-        try LogAppender(store: store).close()
+        #expect(try appendError() == nil)
+        #expect(try Verifier(store: store).run().signedFrames == 3, "two of its own and one received")
     }
 
     @Test func aKeyDerivedIDCannotBeGivenWithoutItsKey() throws {

@@ -212,6 +212,20 @@ final class TestCluster {
                 (code, text) = try await RawHTTP.push(FramePage(frames: forged, next: .empty, more: false), to: urlA, token: "alice-laptop-token-0123")
                 #expect(code == 422)
                 #expect(try await nodeB.cursor(principal: alice).cursor == held)
+                // A frame a relay altered and checksummed again (its `continues` flag set, so it
+                // still decodes): the signature of alice's key fails; 422, nothing written.
+                var altered = fresh.frames
+                let k = altered.count - 1
+                altered[k][6] ^= 0x01
+                var crc = CRC32C()
+                altered[k].withUnsafeBytes { p in
+                    crc.update(UnsafeRawBufferPointer(rebasing: p[0..<92]))
+                    crc.update(UnsafeRawBufferPointer(rebasing: p[96...]))
+                }
+                withUnsafeBytes(of: crc.final.littleEndian) { for i in 0..<4 { altered[k][92 + i] = $0[i] } }
+                (code, text) = try await RawHTTP.push(FramePage(frames: altered, next: .empty, more: false), to: urlA, token: "alice-laptop-token-0123")
+                #expect(code == 422 && text.contains("signature does not verify"), "\(text)")
+                #expect(try await nodeB.cursor(principal: alice).cursor == held)
                 (code, text) = try await RawHTTP.push(fresh, to: urlA, token: "alice-laptop-token-0123")
                 #expect(code == 200 && text.contains("\"events\":3"))
             }

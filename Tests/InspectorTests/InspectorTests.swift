@@ -89,6 +89,8 @@ struct Fixture {
             #expect(overview.headers["Content-Security-Policy"].first?.contains("default-src 'none'") == true)
             #expect(overview.headers["Content-Type"].first?.hasPrefix("text/html") == true)
             for o in try await f.book.status().log.origins { #expect(overview.body.contains(o.origin.description)) }
+            // Which origins sign their frames: this replica's does (a store made now).
+            #expect(f.book.replicaID.isKeyDerived && overview.body.contains("<span class=\"tag signed\""))
             #expect(overview.body.contains("<svg") && overview.body.contains("<rect x="))
             #expect(overview.body.contains("1 open conflicts"))
             #expect(overview.body.contains(f.dir.path + "/b"), "the peer is listed")

@@ -121,6 +121,61 @@ import Testing
         #expect(throws: LogError.self) { _ = try LogReader(store: peer).events(origin: peer.replicaID) }
     }
 
+    /// A peer's store whose frame was rewritten with every check recomputed (its CRC, the next
+    /// frame's link and CRC): its own reader finds a consistent chain, but the signature of the
+    /// author's key no longer verifies, so a pull by path refuses it and writes nothing.
+    @Test func aPeerFrameRewrittenAndRelinkedIsRefusedBySignature() async throws {
+        let dir = Dir()
+        let mine = try Store.create(at: dir.path + "/mine")
+        let peer = try Store.create(at: dir.path + "/peer")
+        let p = try ProjectedStore(store: peer)
+        for k in 0..<3 { _ = try p.append(ShippingTests().mutations(5, seed: UInt64(50 + k))) }
+        try p.close()
+        let segment = peer.path + "/log/\(peer.replicaID)/00000000000000000001.seg"
+        var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: segment)))
+        var offsets: [Int] = []
+        var o = 72
+        while o + 96 <= bytes.count {
+            offsets.append(o)
+            o += 96 + Int(bytes[o + 56]) | Int(bytes[o + 57]) << 8 | Int(bytes[o + 58]) << 16 | Int(bytes[o + 59]) << 24
+        }
+        offsets.append(bytes.count)
+        #expect(offsets.count == 4)
+        func fixCRC(_ k: Int) {
+            var crc = CRC32C()
+            bytes.withUnsafeBytes { b in
+                crc.update(UnsafeRawBufferPointer(rebasing: b[offsets[k]..<offsets[k] + 92]))
+                crc.update(UnsafeRawBufferPointer(rebasing: b[offsets[k] + 96..<offsets[k + 1]]))
+            }
+            for i in 0..<4 { bytes[offsets[k] + 92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * i)) }
+        }
+        let frame2 = offsets[1]
+        bytes[frame2 + 6] ^= 0x01  // `continues`: frames 2 and 3 made one append, which still decodes
+        fixCRC(1)
+        let hash = bytes.withUnsafeBytes { FrameHash.of(UnsafeRawBufferPointer(rebasing: $0[offsets[1]..<offsets[2]])) }
+        bytes.replaceSubrange(offsets[2] + 60..<offsets[2] + 92, with: hash.bytes)
+        fixCRC(2)
+        try Data(bytes).write(to: URL(fileURLWithPath: segment))
+
+        await #expect(throws: (any Error).self) {
+            _ = try await Replication.pull(from: StoreTransport(store: peer), store: mine, retry: RetryPolicy(attempts: 1))
+        }
+        #expect(try mine.cursor()[peer.replicaID] == nil || mine.cursor()[peer.replicaID] == Seq(0), "nothing of the page was written")
+        // Its own reader (links and CRCs) reads the rewritten log as consistent; the receiver does not.
+        var frames: [[UInt8]] = []
+        try LogReader(store: peer).forEachFrame(origin: peer.replicaID) { _, f in
+            frames.append(Array(f))
+            return true
+        }
+        #expect(frames.count == 3)
+        do {
+            _ = try LogAppender(store: mine).receive(frames)
+            Issue.record("a rewritten frame was received")
+        } catch let e as LogError {
+            #expect(e.description.contains("frame 3 of 3") && e.description.contains("signature"), "\(e)")
+        }
+    }
+
     @Test func aPeersOwnIndexCatchesUpWhatWasReceivedByPath() throws {
         let dir = Dir()
         let mine = try Store.create(at: dir.path + "/mine")

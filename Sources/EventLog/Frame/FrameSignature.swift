@@ -63,7 +63,8 @@ public struct ReplicaKey: Sendable {
             throw LogError(.unsupportedFormat, op, "signing key file version \(bytes[4]) is not supported (this build reads \(fileVersion))", file: path)
         }
         let crc = UInt32(bytes[40]) | UInt32(bytes[41]) << 8 | UInt32(bytes[42]) << 16 | UInt32(bytes[43]) << 24
-        guard CRC32C.checksum(Array(bytes[0..<40])) == crc, bytes[5...7].allSatisfy({ $0 == 0 }) else { throw damaged("checksum mismatch") }
+        guard CRC32C.checksum(Array(bytes[0..<40])) == crc else { throw damaged("checksum mismatch") }
+        guard bytes[5...7].allSatisfy({ $0 == 0 }) else { throw damaged("reserved bytes 5–7 are not zero") }
         guard let key = ReplicaKey(seed: Array(bytes[8..<40])) else { throw damaged("not an Ed25519 key") }
         return key
     }
@@ -150,13 +151,22 @@ package enum FrameSignature {
         return m
     }
 
-    /// Checks the signature of a frame whose header parsed and whose CRC checked: a signed
+    /// Checks a frame whose header parsed and whose CRC checked, signature included: a signed
     /// frame's key must be its origin's (the origin id derives from it) and its signature must
     /// verify; a frame of a key-derived origin must be signed. `requireSigned` refuses unsigned
     /// frames of any origin.
     /// - Returns: whether the frame is signed.
     @discardableResult
     static func check(_ frame: UnsafeRawBufferPointer, header: FrameHeader, requireSigned: Bool = false) throws(FrameDecodeError) -> Bool {
+        let signed = try checkForm(frame, header: header, requireSigned: requireSigned)
+        if signed { try verify(frame, header: header) }
+        return signed
+    }
+
+    /// The checks of `check` that need no signature verification (cheap): whether a frame that
+    /// must be signed is, and whether a signed frame's key is its origin's.
+    @discardableResult
+    static func checkForm(_ frame: UnsafeRawBufferPointer, header: FrameHeader, requireSigned: Bool = false) throws(FrameDecodeError) -> Bool {
         let origin = header.origin
         guard header.signed else {
             if origin.isKeyDerived {
@@ -166,17 +176,25 @@ package enum FrameSignature {
             return false
         }
         let end = header.totalBytes
-        let block = UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end])
-        let key = Array(block[0..<32])
-        guard origin.isKeyDerived, ReplicaID.derived(fromSigningKey: key) == origin else {
+        let key = UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end - blockBytes + 32])
+        guard origin.isKeyDerived, ReplicaID.derived(fromSigningKey: Array(key)) == origin else {
             throw .invalid("signed with a key that is not origin \(origin)'s: forged")
         }
-        let message = Self.message(header: frame, payload: UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<end - blockBytes]))
-        guard let pub = try? Curve25519.Signing.PublicKey(rawRepresentation: key),
-              pub.isValidSignature(Array(block[32..<96]), for: message) else {
-            throw .invalid("its signature does not verify against origin \(origin)'s key: forged or altered")
-        }
         return true
+    }
+
+    /// Verifies the signature of a signed frame that passed `checkForm`. Since a frame's
+    /// signature covers its link to the frame before, and each link is the hash of that whole
+    /// frame, one verified signature vouches for every frame of its origin that it chains back
+    /// to: a receiver verifies the last frame of each origin in a batch.
+    static func verify(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
+        let end = header.totalBytes
+        let block = UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end])
+        let message = Self.message(header: frame, payload: UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<end - blockBytes]))
+        guard let pub = try? Curve25519.Signing.PublicKey(rawRepresentation: Array(block[0..<32])),
+              pub.isValidSignature(Array(block[32..<96]), for: message) else {
+            throw .invalid("its signature does not verify against origin \(header.origin)'s key: forged or altered")
+        }
     }
 }
 

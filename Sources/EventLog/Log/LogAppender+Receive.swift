@@ -57,7 +57,9 @@ package struct ReceivedFrames: Sendable {
     public static func verify(_ frames: [[UInt8]], nowMillis now: UInt64, clockDriftMaxMs: UInt64, requireSignatures: Bool = false,
                               tip: (ReplicaID) throws -> LogTip, refuse: (ReplicaID) -> String? = { _ in nil }) throws -> ReceivedFrames {
         var out = ReceivedFrames()
-        let checked = LogAppender.checkEach(frames, requireSignatures: requireSignatures)
+        let checked = LogAppender.checkEach(frames)
+        // Per origin, the last frame that extends it: its signature is verified once the rest checks.
+        var last: [ReplicaID: Int] = [:]
         for i in frames.indices {
             let (header, eventIDs, hash) = try checked[i].get()
             func where_() -> String { "frame \(i + 1) of \(frames.count)" }
@@ -69,6 +71,10 @@ package struct ReceivedFrames: Sendable {
                 continue
             }
             if let why = refuse(origin) { throw LogError(.invalidInput, "receive", "\(where_()) \(why)", seqs: seqs) }
+            if requireSignatures, !header.signed {
+                throw LogError(.invalidInput, "receive", "\(where_()) is unsigned (origin \(origin) predates signed logs), and signatures are required here",
+                               seqs: seqs, hint: "nothing was written; this receiver takes signed frames only (LOGBOOK_REQUIRE_SIGNATURES)")
+            }
             switch ChainState(after: tip).fault(of: header) {
             case nil:
                 break
@@ -90,6 +96,27 @@ package struct ReceivedFrames: Sendable {
             }
             out.tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
             out.accepted.append(Accepted(index: i, header: header, eventIDs: eventIDs, hash: hash))
+            last[origin] = out.accepted.count - 1
+        }
+        // Signatures last, one per origin: every accepted frame of an origin links (by the hash of
+        // its whole bytes, signature block included) to the one before, from the tip this keeper
+        // holds to the origin's last frame here, whose signature covers its link; so that one
+        // signature vouches for them all (docs/FORMAT.md, "Signed frames").
+        for (origin, k) in last.sorted(by: { $0.value < $1.value }) {
+            let a = out.accepted[k]
+            guard a.header.signed else { continue }
+            let failure: FrameDecodeError? = frames[a.index].withUnsafeBytes { p in
+                do throws(FrameDecodeError) {
+                    try FrameSignature.verify(p, header: a.header)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure {
+                throw LogError(.corrupt, "receive", "frame \(a.index + 1) of \(frames.count) is damaged: \(failure.message) (it vouches for the frames of origin \(origin) before it in this batch)",
+                               seqs: a.header.baseSeq.rawValue...a.header.lastSeq.rawValue, hint: "nothing was written; fetch it again")
+            }
         }
         return out
     }
@@ -111,7 +138,13 @@ extension LogAppender {
     /// `openAppends` says how far each such origin has come, for the next request).
     /// - Throws: `LogError` naming the frame (origin, seq range) and what is wrong.
     public func receive(_ frames: [[UInt8]]) throws -> ReceiveResult {
-        switch try receive(batches: [frames])[0] {
+        try receive(frames, allowingUnsigned: false)
+    }
+
+    /// `receive`, taking unsigned frames even when `AppendOptions.requireSignatures` is set: for
+    /// frames this process built itself (a legacy import's origin), never for a peer's.
+    package func receive(_ frames: [[UInt8]], allowingUnsigned: Bool) throws -> ReceiveResult {
+        switch try receive(batches: [frames], allowingUnsigned: allowingUnsigned)[0] {
         case .success(let r): return r
         case .failure(let e): throw e
         }
@@ -125,6 +158,10 @@ extension LogAppender {
     /// - Returns: per batch, what was received or why it was refused.
     /// - Throws: `LogError` when writing or syncing fails: nothing of any batch is written then.
     public func receive(batches: [[[UInt8]]]) throws -> [Result<ReceiveResult, LogError>] {
+        try receive(batches: batches, allowingUnsigned: false)
+    }
+
+    func receive(batches: [[[UInt8]]], allowingUnsigned: Bool) throws -> [Result<ReceiveResult, LogError>] {
         precondition(txn == nil, "receive during an append")
         var results = [Result<ReceiveResult, LogError>](repeating: .success(ReceiveResult()), count: batches.count)
         // 1. Verify each batch against each origin's tip, simulating the chain over the batches
@@ -135,7 +172,7 @@ extension LogAppender {
         for (b, frames) in batches.enumerated() {
             let checked: ReceivedFrames
             do {
-                checked = try ReceivedFrames.verify(frames, nowMillis: now, clockDriftMaxMs: options.clockDriftMaxMs, requireSignatures: options.requireSignatures,
+                checked = try ReceivedFrames.verify(frames, nowMillis: now, clockDriftMaxMs: options.clockDriftMaxMs, requireSignatures: options.requireSignatures && !allowingUnsigned,
                                                     tip: { try groupTips[$0] ?? currentTip($0) },
                                                     refuse: { origin in origin == self.origin && self.lostOwnTail == nil ? "extends this replica's own log (origin \(origin)), which only this replica writes" : nil })
             } catch let e as LogError {
@@ -149,6 +186,9 @@ extension LogAppender {
             accepted += checked.accepted.map { (b, $0.header.origin, frames[$0.index], $0.header, $0.eventIDs, $0.hash) }
         }
         guard !accepted.isEmpty else { return results }
+        // A build before signed logs would take a signed frame for damage and cut it off: the
+        // store's format says it holds them before the first is written.
+        if store.format < Store.formatVersion, accepted.contains(where: { $0.header.signed }) { store = try store.upgradeFormat(op: "receive") }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentWriter.Mark] = [:]
         do {
@@ -233,35 +273,36 @@ extension LogAppender {
     /// A frame checked on its own: its header, its explicit event ids, its hash.
     typealias CheckedFrame = Result<(FrameHeader, [(UUID, Seq)], FrameHash), LogError>
 
-    /// Checks every frame on its own, spread over the machine's cores: header, checksum, its
-    /// signature (`FrameSignature.check`), that its events decode (keeping their explicit ids),
-    /// and its hash. Results are in input order; a
+    /// Checks every frame on its own, spread over the machine's cores: header, checksum, the form
+    /// of its signature (`FrameSignature.checkForm`: signed when its origin signs, by its origin's
+    /// key; the signature itself is verified once per origin and batch, by `ReceivedFrames.verify`),
+    /// that its events decode (keeping their explicit ids), and its hash. Once a frame fails, the
+    /// frames after it are not checked (the batch is refused at the first failure anyway). Results are in input order; a
     /// failure names the frame by its position.
     /// The cores this process may use (read once: asking reads cgroup files each time).
     static let cores = ProcessInfo.processInfo.activeProcessorCount
 
-    static func checkEach(_ frames: [[UInt8]], requireSignatures: Bool = false) -> [CheckedFrame] {
+    static func checkEach(_ frames: [[UInt8]]) -> [CheckedFrame] {
         var results = [CheckedFrame](repeating: .failure(LogError(.corrupt, "receive", "not checked")), count: frames.count)
         let workers = min(Self.cores, max(1, frames.count / 4))
+        let firstFailure = FirstFailure()
         results.withUnsafeMutableBufferPointer { buffer in
             // Each worker writes only its own slots (i ≡ w mod workers).
             nonisolated(unsafe) let out = buffer
             DispatchQueue.concurrentPerform(iterations: workers) { w in
                 let decoder = FrameDecoder()
                 for i in stride(from: w, to: frames.count, by: workers) {
+                    if firstFailure.isBefore(i) { break }
                     out[i] = frames[i].withUnsafeBytes { (p: UnsafeRawBufferPointer) -> CheckedFrame in
                         do throws(FrameDecodeError) {
                             let h = try FrameHeader.decode(p)
                             guard h.totalBytes == p.count else { throw FrameDecodeError.invalid("frame is \(p.count) bytes, its header says \(h.totalBytes)") }
                             try FrameDecoder.checkCRC(p, header: h)
-                            try FrameSignature.check(p, header: h, requireSigned: requireSignatures)
+                            try FrameSignature.checkForm(p, header: h)
                             let ids = try decoder.check(p, header: h)
                             return .success((h, ids, FrameHash.of(p)))
                         } catch {
-                            if case .unsigned(let m) = error {
-                                return .failure(LogError(.invalidInput, "receive", "frame \(i + 1) of \(frames.count) is \(m)",
-                                                         hint: "nothing was written; this receiver requires signed frames (LOGBOOK_REQUIRE_SIGNATURES)"))
-                            }
+                            firstFailure.note(i)
                             return .failure(LogError(.corrupt, "receive", "frame \(i + 1) of \(frames.count) is damaged: \(error.message)", hint: "nothing was written; fetch it again"))
                         }
                     }
@@ -269,6 +310,15 @@ extension LogAppender {
             }
         }
         return results
+    }
+
+    /// The lowest position of a frame that failed its checks, shared by the checking workers.
+    final class FirstFailure: @unchecked Sendable {
+        private let lock = NSLock()
+        private var index = Int.max
+        func note(_ i: Int) { lock.withLock { index = min(index, i) } }
+        /// Whether a frame before `i` failed (then `i` need not be checked).
+        func isBefore(_ i: Int) -> Bool { lock.withLock { index < i } }
     }
 
     /// The tip of any origin's log in this store (empty for an origin never seen).

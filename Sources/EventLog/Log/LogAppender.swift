@@ -68,7 +68,8 @@ public struct AppendResult: Sendable, Equatable {
 /// ```
 /// Not thread-safe: use it from one thread, or through `LogWriter` for concurrent callers.
 public final class LogAppender {
-    public let store: Store
+    /// The store (its format is raised once it first takes a signed frame).
+    public internal(set) var store: Store
     public var origin: ReplicaID { store.replicaID }
     /// What recovery did at open.
     public private(set) var recovery: RecoveryReport
@@ -104,8 +105,9 @@ public final class LogAppender {
     var pending: [ReplicaID: PendingAppend] = [:]
     private var idMark: Seq
     private let encoder = FrameEncoder()
-    /// Signs this replica's frames; nil for a store whose id is not derived from a key.
-    private let signer: ReplicaKey?
+    /// Signs this replica's frames; read from `replica.key` at the first append (a missing key
+    /// stops appends, not receiving or recovery); nil for a store whose id is not derived from a key.
+    private var signer: ReplicaKey?
     private var closed = false
 
     struct Transaction {
@@ -179,8 +181,7 @@ public final class LogAppender {
             clock = HybridClock(wall: wallClock, last: maxHLC)
             own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
             idMark = Seq(0)
-            // A peer's key is never read: only its own replica signs its log.
-            signer = peer ? nil : try store.signingKey()
+            signer = nil
             index = peer ? nil : try EventIDIndex(path: store.layout.eventIDs)
             // Evidence that this store once committed more of its own log than it now holds.
             if let mark = own.markAhead { lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: mark, evidence: "its durable mark (DURABLE)") }
@@ -264,6 +265,12 @@ public final class LogAppender {
                            file: store.directory(origin).path,
                            hint: "nothing was appended; get the lost frames back from a peer that holds them (`evctl pull PEER`), then append again")
         }
+        // The key is read here, not at open (a peer's store, which never appends, is never asked
+        // for it); a store of format 1 whose id derives from a key is one no build wrote.
+        if signer == nil, store.replicaID.isKeyDerived {
+            signer = try store.signingKey(op: "append")
+            if store.format < Store.formatVersion { store = try store.upgradeFormat(op: "append") }
+        }
         try own.rollIfFull(bytesMax: options.segmentBytesMax)
         txn = Transaction(start: own.mark)
         txn!.listAllDuplicates = listingAllDuplicates
@@ -290,7 +297,7 @@ public final class LogAppender {
         }
         // The frame is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
         // (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
-        if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= options.frameRawBytesMax) {
+        if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= min(options.frameRawBytesMax, Self.frameRecordBytesCap)) {
             try writePending(continues: true)
         }
         let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
@@ -344,6 +351,11 @@ public final class LogAppender {
         guard let t = txn else { return [] }
         return Array(t.dupLog[count...])
     }
+
+    /// Records per frame at most whatever `frameRawBytesMax` says: a frame is cut once past it,
+    /// and the record that crosses it (at most about 1 MiB) and a signature block still leave the
+    /// frame under `FrameHeader.payloadBytesMax`.
+    static let frameRecordBytesCap = FrameHeader.payloadBytesMax - (2 << 20)
 
     private func writePending(continues: Bool) throws {
         let eventCount = encoder.count

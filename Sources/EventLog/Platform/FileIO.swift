@@ -192,13 +192,17 @@ enum FileIO {
 
     /// Publishes `bytes` at `path` atomically: temp file, write, fsync, rename, fsync directory.
     /// A crash leaves either the old file or the new one, and possibly a `.tmp` file that open sweeps.
-    /// `mode` is set on the file before any byte is written (a leftover `.tmp` keeps its old
-    /// mode through `O_CREAT`, so it is set explicitly).
-    static func writeAtomically(_ bytes: [UInt8], to path: String, op: String, durable: Bool = true, mode: mode_t = 0o644) throws {
+    /// With `restrictedMode` (a secret's file), that mode is set on the file before any byte is
+    /// written (a leftover `.tmp` keeps its old mode through `O_CREAT`, so it is set explicitly;
+    /// a file system without modes, FAT or some network mounts, is let be). Otherwise the file
+    /// is created 0644 less the umask, as every other file.
+    static func writeAtomically(_ bytes: [UInt8], to path: String, op: String, durable: Bool = true, restrictedMode: mode_t? = nil) throws {
         let tmp = path + ".tmp"
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: mode, op: op)
+        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: restrictedMode ?? 0o644, op: op)
         do {
-            if fchmod(fd, mode) != 0 { throw LogError(.io, op, "cannot set the file's mode", file: tmp, errno: errno) }
+            if let mode = restrictedMode, fchmod(fd, mode) != 0, errno != EPERM, errno != ENOTSUP, errno != EINVAL {
+                throw LogError(.io, op, "cannot set the file's mode", file: tmp, errno: errno)
+            }
             try bytes.withUnsafeBytes { try pwriteAll(fd, $0, at: 0, path: tmp, op: op) }
             if durable { try fsync(fd, path: tmp, op: op) }
             FileIO.close(fd)

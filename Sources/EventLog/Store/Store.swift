@@ -7,9 +7,18 @@ import Foundation
 /// one at a time may write, through `openAppender()` or `LogWriter`.
 /// `Store` is immutable and safe to share between threads.
 public struct Store: Sendable {
-    public static let formatVersion = 1
+    /// The store format this build writes: 2 once a store holds signed frames (a new store
+    /// signs from its first append), so a build before signed logs, which would take a signed
+    /// frame for damage and cut it off as a torn tail, refuses to open it instead.
+    public static let formatVersion = 2
+    /// Store formats this build reads: 1 (stores made before signed logs) and 2.
+    public static let readableFormats = 1...2
+    /// The format of a store holding unsigned frames only, which every build reads.
+    static let unsignedFormatVersion = 1
     public let path: String
     public let replicaID: ReplicaID
+    /// The format version its `store.json` said when opened.
+    public let format: Int
 
     /// Creates a new, empty store with a new signing key, and the folders above it that are
     /// missing: its replica id derives from the key, and every frame it appends is signed
@@ -46,10 +55,22 @@ public struct Store: Sendable {
         }
         try FileIO.makeDirectory(layout.log, op: op)
         // The key first: store.json is what makes the folder a store.
-        if let key { try FileIO.writeAtomically(key.fileContents(), to: layout.signingKey, op: op, mode: 0o600) }
-        let json = "{\"format_version\":\(formatVersion),\"replica_id\":\"\(replicaID)\"}\n"
-        try FileIO.writeAtomically(Array(json.utf8), to: meta, op: op)
-        return Store(path: path, replicaID: replicaID)
+        if let key { try FileIO.writeAtomically(key.fileContents(), to: layout.signingKey, op: op, restrictedMode: 0o600) }
+        let format = key == nil ? unsignedFormatVersion : formatVersion
+        try FileIO.writeAtomically(metaFile(format: format, replicaID: replicaID), to: meta, op: op)
+        return Store(path: path, replicaID: replicaID, format: format)
+    }
+
+    static func metaFile(format: Int, replicaID: ReplicaID) -> [UInt8] {
+        Array("{\"format_version\":\(format),\"replica_id\":\"\(replicaID)\"}\n".utf8)
+    }
+
+    /// Rewrites `store.json` with the current format version (atomically), before the first
+    /// signed frame is written into a store of format 1. Hold the writer lock.
+    func upgradeFormat(op: String) throws -> Store {
+        guard format < Self.formatVersion else { return self }
+        try FileIO.writeAtomically(Self.metaFile(format: Self.formatVersion, replicaID: replicaID), to: layout.storeFile, op: op)
+        return Store(path: path, replicaID: replicaID, format: Self.formatVersion)
     }
 
     /// This replica's signing key: nil for a store whose id is not derived from a key (made
@@ -88,13 +109,13 @@ public struct Store: Sendable {
               let idText = obj["replica_id"] as? String else {
             throw LogError(.corrupt, op, "store.json is not valid (needs format_version and replica_id)", file: meta)
         }
-        guard version == formatVersion else {
-            throw LogError(.unsupportedFormat, op, "store format version \(version) is not supported (this build reads \(formatVersion))", file: meta)
+        guard readableFormats.contains(version) else {
+            throw LogError(.unsupportedFormat, op, "store format version \(version) is not supported (this build reads \(readableFormats.lowerBound) to \(readableFormats.upperBound))", file: meta)
         }
         guard let id = ReplicaID(idText) else {
             throw LogError(.corrupt, op, "replica_id \"\(idText)\" is not a UUID", file: meta)
         }
-        return Store(path: path, replicaID: id)
+        return Store(path: path, replicaID: id, format: version)
     }
 
     /// Origins with a log directory in this store, sorted.
