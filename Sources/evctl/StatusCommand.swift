@@ -17,7 +17,8 @@ struct StatusCommand: StoreCommand {
             print("replica id  \(s.replicaID)")
             print("events      \(s.totalEvents) in \(s.segments) segments, \(s.logBytes) bytes of log, \(s.bytesOnDisk) bytes on disk")
             for o in s.origins {
-                let mine = o.origin == s.replicaID ? " (this replica)" : ""
+                let marks = (o.origin == s.replicaID ? ["this replica"] : []) + [o.origin.isKeyDerived ? "signed" : "unsigned"]
+                let mine = " (" + marks.joined(separator: ", ") + ")"
                 let last = o.lastSeq.rawValue == 0 ? "empty" : "last seq \(o.lastSeq) at \(ISOTime.string(o.lastHLC))"
                 print("origin      \(o.origin)\(mine): \(last), \(o.segments) segments, \(o.bytes) bytes")
             }
@@ -42,6 +43,9 @@ import Foundation
 struct StatusReport: Encodable {
     struct Origin: Encodable {
         var origin: String
+        /// Whether its id derives from a signing key: every frame of it is signed, and was
+        /// verified when it arrived.
+        var signed: Bool
         var lastSeq: UInt64
         var lastTime: String?
         var segments: Int
@@ -91,7 +95,7 @@ struct StatusReport: Encodable {
         logBytes = s.logBytes
         bytesOnDisk = s.bytesOnDisk
         origins = s.origins.map {
-            Origin(origin: $0.origin.description, lastSeq: $0.lastSeq.rawValue,
+            Origin(origin: $0.origin.description, signed: $0.origin.isKeyDerived, lastSeq: $0.lastSeq.rawValue,
                    lastTime: $0.lastSeq.rawValue == 0 ? nil : ISOTime.string($0.lastHLC), segments: $0.segments, bytes: $0.bytes)
         }
         files = s.files.map { File(name: $0.name, bytes: $0.bytes) }

@@ -13,7 +13,10 @@ import Replicator
 /// A step is one replica's small append pushed through one node, then its sibling (the same
 /// user's other replica) pulling through another node, as live sync would on the watch event.
 ///
-///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store]
+///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store] [--unsigned]
+///
+/// Replicas sign their frames as stores made now do; `--unsigned` runs them as stores made
+/// before signed logs, to measure what signatures cost the hub.
 ///
 /// Runs against two `PostgresHub` nodes on a PostgreSQL cluster it starts (scripts/pg-cluster.sh)
 /// and then against a store's hub (`ReplicaEndpoint`), in the same run, with the same replicas
@@ -25,7 +28,7 @@ import Replicator
     }
 
     nonisolated static func run(_ arguments: [String]) async throws {
-        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false
+        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false, unsigned = false
         var args = arguments.dropFirst()
         func value(_ flag: String) throws -> String {
             guard let v = args.popFirst() else { throw HubError("\(flag) needs a value") }
@@ -38,13 +41,14 @@ import Replicator
             case "--concurrency": concurrency = Int(try value(a)) ?? -1
             case "--skip-store": skipStore = true
             case "--skip-hub": skipHub = true
-            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub)")
+            case "--unsigned": unsigned = true
+            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub, --unsigned)")
             }
         }
         guard replicas >= 2, replicas % 2 == 0, seconds > 0, concurrency > 0 else { throw HubError("--replicas must be even and ≥ 2, --seconds and --concurrency positive") }
         var logger = Logger(label: "hub-load")
         logger.logLevel = .critical
-        let fleet = Fleet(replicas: replicas)
+        let fleet = Fleet(replicas: replicas, signed: !unsigned)
         let policy = try AccessPolicy(json: fleet.tokensJSON())
         let root = NSTemporaryDirectory() + "/hub-load-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -106,9 +110,13 @@ import Replicator
 /// The simulated replicas: replica 2k and 2k+1 belong to user k.
 struct Fleet: Sendable {
     let origins: [ReplicaID]
+    /// Each replica's signing key, as stores made now have (nil with `--unsigned`: stores made
+    /// before signed logs).
+    let keys: [ReplicaKey]?
     let tokens: [String]
-    init(replicas: Int) {
-        origins = (0..<replicas).map { _ in ReplicaID.random() }
+    init(replicas: Int, signed: Bool) {
+        keys = signed ? (0..<replicas).map { _ in ReplicaKey.generate() } : nil
+        origins = keys?.map(\.replicaID) ?? (0..<replicas).map { _ in ReplicaID.random() }
         tokens = (0..<replicas).map { "load-\($0)-" + UUID().uuidString.lowercased() }
     }
     func user(_ r: Int) -> String { "u\(r / 2)" }
@@ -145,7 +153,7 @@ final class Run: @unchecked Sendable {
         self.nodes = nodes
         self.seconds = seconds
         self.concurrency = concurrency
-        builders = fleet.origins.map { OriginFrameBuilder(origin: $0) }
+        builders = fleet.keys?.map { OriginFrameBuilder(signer: $0) } ?? fleet.origins.map { OriginFrameBuilder(origin: $0) }
         sent = Array(repeating: 0, count: fleet.origins.count)
         cursors = Array(repeating: .empty, count: fleet.origins.count)
         var c = HTTPClient.Configuration()

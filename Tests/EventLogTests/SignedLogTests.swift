@@ -293,6 +293,18 @@ import Testing
         #expect(try Verifier(store: store).run().signedFrames == 3, "two of its own and one received")
     }
 
+    /// Frames built for a signing origin elsewhere than its store (`OriginFrameBuilder`, as the
+    /// load generator's replicas) are signed like an appender's and received the same way.
+    @Test func framesBuiltForASigningOriginAreSignedAndReceived() throws {
+        let key = ReplicaKey.generate()
+        let builder = OriginFrameBuilder(signer: key)
+        #expect(builder.origin == key.replicaID)
+        for i in 0..<5 { builder.add(item("built \(i)"), at: HLC(wallMillis: 1_767_225_600_000 + UInt64(i), counter: 0)) }
+        let frames = builder.finish()
+        #expect(frames.allSatisfy { FrameHeader(parsing: $0)?.signed == true })
+        #expect(try Self.refusal(frames, origin: key.replicaID) == nil)
+    }
+
     @Test func aKeyDerivedIDCannotBeGivenWithoutItsKey() throws {
         let dir = TempDir()
         let id = ReplicaKey.generate().replicaID

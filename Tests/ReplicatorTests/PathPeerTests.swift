@@ -87,6 +87,18 @@ import Testing
     /// A page is built without hashing its frames again (the receiver checks every link): a
     /// peer whose history was rewritten on the shared folder (a frame's link changed, its
     /// checksum made right again) is refused at that link, and nothing of the page is written.
+    /// Where each frame of a segment file starts (past its 72-byte header), by the sizes in the
+    /// frame headers.
+    static func frameStarts(_ bytes: [UInt8]) -> [Int] {
+        var offsets: [Int] = []
+        var o = 72
+        while o + 96 <= bytes.count {
+            offsets.append(o)
+            o += 96 + Int(bytes[o + 56]) | Int(bytes[o + 57]) << 8 | Int(bytes[o + 58]) << 16 | Int(bytes[o + 59]) << 24
+        }
+        return offsets
+    }
+
     @Test func aPeerWhoseHistoryWasRewrittenIsRefusedAtTheLink() async throws {
         let dir = Dir()
         let mine = try Store.create(at: dir.path + "/mine")
@@ -96,12 +108,7 @@ import Testing
         try p.close()
         let segment = peer.path + "/log/\(peer.replicaID)/00000000000000000001.seg"
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: segment)))
-        var offsets: [Int] = []
-        var o = 72  // the segment header
-        while o + 96 <= bytes.count {
-            offsets.append(o)
-            o += 96 + Int(bytes[o + 56]) | Int(bytes[o + 57]) << 8 | Int(bytes[o + 58]) << 16 | Int(bytes[o + 59]) << 24
-        }
+        let offsets = Self.frameStarts(bytes)
         #expect(offsets.count == 3)
         let f = offsets[1]
         bytes[f + 70] ^= 0x5A  // inside the second frame's link to the first
@@ -133,13 +140,7 @@ import Testing
         try p.close()
         let segment = peer.path + "/log/\(peer.replicaID)/00000000000000000001.seg"
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: segment)))
-        var offsets: [Int] = []
-        var o = 72
-        while o + 96 <= bytes.count {
-            offsets.append(o)
-            o += 96 + Int(bytes[o + 56]) | Int(bytes[o + 57]) << 8 | Int(bytes[o + 58]) << 16 | Int(bytes[o + 59]) << 24
-        }
-        offsets.append(bytes.count)
+        let offsets = Self.frameStarts(bytes) + [bytes.count]
         #expect(offsets.count == 4)
         func fixCRC(_ k: Int) {
             var crc = CRC32C()

@@ -190,6 +190,9 @@ import Testing
         #expect(try Evctl.run(["append", "--store", store, "-"], stdin: line1).status == 0)
         let verify = try Evctl.run(["verify", "--store", store])
         #expect(verify.status == 0 && verify.stdout.contains("1 frames (1 signed)"), "\(verify.stdout)")
+        let status = try Evctl.run(["status", "--store", store])
+        #expect(status.stdout.contains("(this replica, signed)"), "\(status.stdout)")
+        #expect(try Evctl.run(["status", "--store", store, "--json"]).stdout.contains("\"signed\":true"))
     }
 
     /// A store named by one relative path component (`--store a`, the README's own demo shape)

@@ -11,6 +11,8 @@ import Foundation
 /// given the previous clock plus one (the counter); `add` returns the clock used.
 package final class OriginFrameBuilder {
     public let origin: ReplicaID
+    /// Signs each frame (an origin whose id derives from this key); nil for an unsigned origin.
+    private let signer: ReplicaKey?
     private let encoder = FrameEncoder()
     private var nextSeq: UInt64 = 1
     private var previous = FrameHash.zero
@@ -24,6 +26,13 @@ package final class OriginFrameBuilder {
 
     public init(origin: ReplicaID) {
         self.origin = origin
+        signer = nil
+    }
+
+    /// Builds the signed log of the replica `signer` is the key of.
+    public init(signer: ReplicaKey) {
+        origin = signer.replicaID
+        self.signer = signer
     }
 
     /// Events added so far.
@@ -50,7 +59,7 @@ package final class OriginFrameBuilder {
 
     private func finishFrame() {
         guard inFrame > 0 else { return }
-        let bytes = encoder.finish(continues: false, previousHash: previous)
+        let bytes = encoder.finish(continues: false, previousHash: previous, signer: signer)
         previous = bytes.withUnsafeBytes { FrameHash.of($0) }
         frames.append(bytes)
         inFrame = 0
