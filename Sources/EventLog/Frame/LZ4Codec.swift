@@ -45,8 +45,15 @@ final class LZ4Codec {
 
     /// Decompresses one LZ4 frame that must expand to exactly `expected` bytes.
     func decompress(_ input: UnsafeRawBufferPointer, expected: Int, into output: inout [UInt8]) throws(LZ4DecodeError) {
+        // The LZ4 frame's own content size (writers always set it): one that differs from the
+        // frame header's raw size is refused before a buffer is sized by either.
+        if let declared = Self.contentSize(input), declared != UInt64(expected) {
+            throw .malformed("the LZ4 frame holds \(declared) bytes, the frame header says \(expected)")
+        }
         output.removeAll(keepingCapacity: true)
-        output.append(contentsOf: repeatElement(0, count: expected))
+        output.reserveCapacity(expected)
+        // Zeros copied in blocks (a copy per block, in any build), overwritten below.
+        while output.count < expected { output.append(contentsOf: Self.zeros.prefix(expected - output.count)) }
         LZ4F_resetDecompressionContext(dctx)
         var produced = 0
         var consumed = 0
@@ -70,6 +77,20 @@ final class LZ4Codec {
             return nil
         }
         if let failure { throw failure }
+    }
+}
+
+extension LZ4Codec {
+    static let zeros = [UInt8](repeating: 0, count: 1 << 20)
+
+    /// The content size an LZ4 frame's descriptor declares (magic, FLG with bit 3 set, BD, then
+    /// 8 bytes little-endian); nil when it declares none or is not an LZ4 frame (decompression
+    /// then says what is wrong).
+    static func contentSize(_ input: UnsafeRawBufferPointer) -> UInt64? {
+        guard input.count >= 14, input[0] == 0x04, input[1] == 0x22, input[2] == 0x4D, input[3] == 0x18, input[4] & 0x08 != 0 else { return nil }
+        var size: UInt64 = 0
+        for i in 0..<8 { size |= UInt64(input[6 + i]) << (8 * UInt64(i)) }
+        return size
     }
 }
 
