@@ -1,4 +1,5 @@
 import Crypto
+import Domain
 import Foundation
 import TestSupport
 import Testing
@@ -139,7 +140,7 @@ import Testing
         let dir = TempDir()
         let author = try Self.author(dir, appends: 2)
         let frames = try Self.frames(author)
-        var rng = SplitMix(seed: seed)
+        var rng = SplitMix64(seed: seed)
         for _ in 0..<150 {
             var f = frames[1]
             let at = Int(rng.next() % UInt64(f.count))
@@ -348,18 +349,5 @@ import Testing
         #expect(ReplicaKey.publicKey(fromPrintable: text) == key.publicKey)
         #expect(ReplicaKey.publicKey(fromPrintable: text.lowercased().replacingOccurrences(of: "-", with: " ").replacingOccurrences(of: "lbk1 ", with: "LBK1-")) == key.publicKey)
         #expect(ReplicaKey.publicKey(fromPrintable: "LBK1-AAAA") == nil)
-    }
-}
-
-/// A small seeded generator (SplitMix64): the same seed gives the same alterations.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
