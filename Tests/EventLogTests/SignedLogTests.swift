@@ -92,8 +92,8 @@ import Testing
         #expect(e.kind == .corrupt)
         #expect(e.description.contains("frame 3 of 3") && e.description.contains("signature does not verify"), "\(e)")
 
-        // The middle frame altered and the last relinked to it (CRCs fixed): the last frame's
-        // signature covers its link, so the batch is refused there.
+        // The middle frame altered and the last relinked to it (CRCs fixed): the middle frame's
+        // own signature fails (and the last one's, which covers its link).
         var middle = frames[1]
         middle[FrameHeader.size + 3] ^= 0x40
         middle = Self.reframe(middle, signed: true, stored: Array(middle[FrameHeader.size...]))
@@ -101,13 +101,32 @@ import Testing
         relinked.replaceSubrange(60..<92, with: middle.withUnsafeBytes { FrameHash.of($0) }.bytes)
         relinked = Self.reframe(relinked, signed: true, stored: Array(relinked[FrameHeader.size...]))
         let e2 = try #require(try Self.refusal([frames[0], middle, relinked], origin: author.replicaID))
-        #expect(e2.description.contains("frame 3 of 3") && e2.description.contains("signature does not verify"), "\(e2)")
+        #expect(e2.description.contains("frame 2 of 3") && e2.description.contains("signature does not verify"), "\(e2)")
         // Not relinked, the chain breaks first.
         let e3 = try #require(try Self.refusal([frames[0], middle, frames[2]], origin: author.replicaID))
         #expect(e3.description.contains("frame 3 of 3") && e3.description.contains("hash chain"), "\(e3)")
         // Alone, the altered middle frame is the batch's last: its own signature fails.
         let e4 = try #require(try Self.refusal([frames[0], middle], origin: author.replicaID))
         #expect(e4.description.contains("frame 2 of 2") && e4.description.contains("signature does not verify"), "\(e4)")
+    }
+
+    /// Even the key's holder cannot have a frame with a bad signature taken on the word of a
+    /// later, valid one that links to it: a page may end on that frame, and the next receiver
+    /// would refuse it for good. Every signed frame is verified on its own.
+    @Test func aFrameWithABadSignatureIsRefusedEvenWhenALaterOneVouchesForIt() throws {
+        let dir = TempDir()
+        let key = ReplicaKey.generate()
+        let author = try Self.author(dir, appends: 2, key: key)
+        let frames = try Self.frames(author)
+        var bad = frames[0]
+        bad[bad.count - 1] ^= 0x01  // the signature's last byte
+        bad = Self.reframe(bad, signed: true, stored: Array(bad[FrameHeader.size...]))
+        var next = frames[1]
+        next.replaceSubrange(60..<92, with: bad.withUnsafeBytes { FrameHash.of($0) }.bytes)
+        next = Self.resign(next, with: key)  // a valid signature of the author's own key
+        let e = try #require(try Self.refusal([bad, next], origin: author.replicaID))
+        #expect(e.description.contains("frame 1 of 2") && e.description.contains("signature does not verify"), "\(e)")
+        #expect(try Self.refusal([next], origin: author.replicaID) != nil, "alone it does not link")
     }
 
     /// A store of format 1 (made before signed logs) is raised to format 2 before it first holds

@@ -173,7 +173,7 @@ import Testing
             _ = try LogAppender(store: mine).receive(frames)
             Issue.record("a rewritten frame was received")
         } catch let e as LogError {
-            #expect(e.description.contains("frame 3 of 3") && e.description.contains("signature"), "\(e)")
+            #expect(e.description.contains("frame 2 of 3") && e.description.contains("signature"), "\(e)")
         }
     }
 

@@ -17,6 +17,26 @@ public enum FrameInspector {
         }
     }
 
+    /// `crossCheck` and `events(in:)` of the frame with its CRC made right, as a relay can: what
+    /// lies past the checksum (records, signature blocks) is reached by any bytes, not only by
+    /// valid frames. For the fuzz targets and their fixtures. Returns whether the frame is valid.
+    @discardableResult
+    public static func crossCheckWithCRCFixed(_ frame: UnsafeRawBufferPointer) -> Bool {
+        var fixed = Array(frame)
+        guard let h = FrameHeader(parsing: fixed), h.totalBytes <= fixed.count else { return false }
+        var crc = CRC32C()
+        fixed.withUnsafeBytes { p in
+            crc.update(UnsafeRawBufferPointer(rebasing: p[0..<FrameHeader.size - 4]))
+            crc.update(UnsafeRawBufferPointer(rebasing: p[FrameHeader.size..<h.totalBytes]))
+        }
+        withUnsafeBytes(of: crc.final.littleEndian) { for i in 0..<4 { fixed[FrameHeader.size - 4 + i] = $0[i] } }
+        return fixed.withUnsafeBytes { p in
+            let valid = crossCheck(p)
+            _ = try? events(in: UnsafeRawBufferPointer(rebasing: p[0..<h.totalBytes]))
+            return valid
+        }
+    }
+
     /// Decodes the frame every way the log does (building events, skimming them as receiving
     /// does, and as views as `forEachEventView` does) and stops the process if they disagree on
     /// the verdict, or a view's event differs from the decoded one: the fuzz targets' oracle.

@@ -183,10 +183,7 @@ package enum FrameSignature {
         return true
     }
 
-    /// Verifies the signature of a signed frame that passed `checkForm`. Since a frame's
-    /// signature covers its link to the frame before, and each link is the hash of that whole
-    /// frame, one verified signature vouches for every frame of its origin that it chains back
-    /// to: a receiver verifies the last frame of each origin in a batch.
+    /// Verifies the signature of a signed frame that passed `checkForm`.
     static func verify(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
         let end = header.totalBytes
         let block = UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end])

@@ -47,7 +47,7 @@ final class LZ4Codec {
     func decompress(_ input: UnsafeRawBufferPointer, expected: Int, into output: inout [UInt8]) throws(LZ4DecodeError) {
         // The LZ4 frame's own content size (writers always set it): one that differs from the
         // frame header's raw size is refused before a buffer is sized by either.
-        if let declared = Self.contentSize(input), declared != UInt64(expected) {
+        if let declared = Self.contentSize(input), declared != 0, declared != UInt64(expected) {
             throw .malformed("the LZ4 frame holds \(declared) bytes, the frame header says \(expected)")
         }
         output.removeAll(keepingCapacity: true)
@@ -85,7 +85,7 @@ extension LZ4Codec {
 
     /// The content size an LZ4 frame's descriptor declares (magic, FLG with bit 3 set, BD, then
     /// 8 bytes little-endian); nil when it declares none or is not an LZ4 frame (decompression
-    /// then says what is wrong).
+    /// then says what is wrong). liblz4 reads a declared 0 as "unknown", and so do callers.
     static func contentSize(_ input: UnsafeRawBufferPointer) -> UInt64? {
         guard input.count >= 14, input[0] == 0x04, input[1] == 0x22, input[2] == 0x4D, input[3] == 0x18, input[4] & 0x08 != 0 else { return nil }
         var size: UInt64 = 0

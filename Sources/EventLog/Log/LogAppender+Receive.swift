@@ -58,8 +58,6 @@ package struct ReceivedFrames: Sendable {
                               tip: (ReplicaID) throws -> LogTip, refuse: (ReplicaID) -> String? = { _ in nil }) throws -> ReceivedFrames {
         var out = ReceivedFrames()
         let checked = LogAppender.checkEach(frames)
-        // Per origin, the last frame that extends it: its signature is verified once the rest checks.
-        var last: [ReplicaID: Int] = [:]
         for i in frames.indices {
             let (header, eventIDs, hash) = try checked[i].get()
             func where_() -> String { "frame \(i + 1) of \(frames.count)" }
@@ -96,27 +94,16 @@ package struct ReceivedFrames: Sendable {
             }
             out.tips[origin] = LogTip(lastSeq: header.lastSeq, lastHLC: header.lastHLC, lastHash: hash)
             out.accepted.append(Accepted(index: i, header: header, eventIDs: eventIDs, hash: hash))
-            last[origin] = out.accepted.count - 1
         }
-        // Signatures last, one per origin: every accepted frame of an origin links (by the hash of
-        // its whole bytes, signature block included) to the one before, from the tip this keeper
-        // holds to the origin's last frame here, whose signature covers its link; so that one
-        // signature vouches for them all (docs/FORMAT.md, "Signed frames").
-        for (origin, k) in last.sorted(by: { $0.value < $1.value }) {
-            let a = out.accepted[k]
-            guard a.header.signed else { continue }
-            let failure: FrameDecodeError? = frames[a.index].withUnsafeBytes { p in
-                do throws(FrameDecodeError) {
-                    try FrameSignature.verify(p, header: a.header)
-                    return nil
-                } catch {
-                    return error
-                }
-            }
-            if let failure {
-                throw LogError(.corrupt, "receive", "frame \(a.index + 1) of \(frames.count) is damaged: \(failure.message) (it vouches for the frames of origin \(origin) before it in this batch)",
-                               seqs: a.header.baseSeq.rawValue...a.header.lastSeq.rawValue, hint: "nothing was written; fetch it again")
-            }
+        // Signatures last, once seqs, links and clocks check (a refused batch costs no signature
+        // work), every signed frame to be written, over the machine's cores. Every one: a page
+        // may end on any frame, so a frame whose own signature failed, taken because a later one
+        // vouched for it through the chain, would be refused by the next receiver whose page ends
+        // there, and that receiver would be stuck.
+        if let (k, failure) = LogAppender.verifySignatures(frames, out.accepted.filter(\.header.signed)) {
+            let a = out.accepted.first { $0.index == k }!
+            throw LogError(.corrupt, "receive", "frame \(k + 1) of \(frames.count) is damaged: \(failure.message)",
+                           seqs: a.header.baseSeq.rawValue...a.header.lastSeq.rawValue, hint: "nothing was written; fetch it again")
         }
         return out
     }
@@ -310,6 +297,42 @@ extension LogAppender {
             }
         }
         return results
+    }
+
+    /// Verifies the signatures of `accepted` frames over the machine's cores.
+    /// - Returns: the first failing frame's position in `frames` and why; nil when all verify.
+    static func verifySignatures(_ frames: [[UInt8]], _ accepted: [ReceivedFrames.Accepted]) -> (Int, FrameDecodeError)? {
+        guard !accepted.isEmpty else { return nil }
+        let firstFailure = FirstFailure()
+        let errors = ErrorSlots()
+        let workers = min(Self.cores, accepted.count)
+        DispatchQueue.concurrentPerform(iterations: workers) { w in
+            for j in stride(from: w, to: accepted.count, by: workers) {
+                let a = accepted[j]
+                if firstFailure.isBefore(a.index) { break }
+                let failure: FrameDecodeError? = frames[a.index].withUnsafeBytes { p in
+                    do throws(FrameDecodeError) {
+                        try FrameSignature.verify(p, header: a.header)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+                if let failure {
+                    firstFailure.note(a.index)
+                    errors.set(a.index, failure)
+                }
+            }
+        }
+        return errors.first
+    }
+
+    /// Failures by frame position, from several workers.
+    final class ErrorSlots: @unchecked Sendable {
+        private let lock = NSLock()
+        private var found: [Int: FrameDecodeError] = [:]
+        func set(_ i: Int, _ e: FrameDecodeError) { lock.withLock { found[i] = e } }
+        var first: (Int, FrameDecodeError)? { lock.withLock { found.min { $0.key < $1.key }.map { ($0.key, $0.value) } } }
     }
 
     /// The lowest position of a frame that failed its checks, shared by the checking workers.

@@ -266,9 +266,10 @@ public final class LogAppender {
                            hint: "nothing was appended; get the lost frames back from a peer that holds them (`evctl pull PEER`), then append again")
         }
         // The key is read here, not at open (a peer's store, which never appends, is never asked
-        // for it); a store of format 1 whose id derives from a key is one no build wrote.
-        if signer == nil, store.replicaID.isKeyDerived {
-            signer = try store.signingKey(op: "append")
+        // for it). The format is raised before the first signed frame (checked on its own: a
+        // raise that failed is tried again by the next append).
+        if store.replicaID.isKeyDerived {
+            if signer == nil { signer = try store.signingKey(op: "append") }
             if store.format < Store.formatVersion { store = try store.upgradeFormat(op: "append") }
         }
         try own.rollIfFull(bytesMax: options.segmentBytesMax)

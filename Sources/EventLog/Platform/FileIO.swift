@@ -198,7 +198,10 @@ enum FileIO {
     /// is created 0644 less the umask, as every other file.
     static func writeAtomically(_ bytes: [UInt8], to path: String, op: String, durable: Bool = true, restrictedMode: mode_t? = nil) throws {
         let tmp = path + ".tmp"
-        let fd = try open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode: restrictedMode ?? 0o644, op: op)
+        // A secret's temp file is made new (O_EXCL), never reused: one planted by someone else
+        // in a folder others can write to would keep its owner, and get the secret.
+        if restrictedMode != nil, unlink(tmp) != 0, errno != ENOENT { throw LogError(.io, op, "cannot remove a leftover temp file", file: tmp, errno: errno) }
+        let fd = try open(tmp, O_WRONLY | O_CREAT | (restrictedMode == nil ? O_TRUNC : O_EXCL), mode: restrictedMode ?? 0o644, op: op)
         do {
             if let mode = restrictedMode, fchmod(fd, mode) != 0, errno != EPERM, errno != ENOTSUP, errno != EINVAL {
                 throw LogError(.io, op, "cannot set the file's mode", file: tmp, errno: errno)
