@@ -99,6 +99,16 @@ import Testing
         return offsets
     }
 
+    /// Recomputes the CRC of the frame at `frame` in a segment's bytes, as a forger would.
+    static func fixCRC(_ bytes: inout [UInt8], frame: Range<Int>) {
+        var crc = CRC32C()
+        bytes.withUnsafeBytes { b in
+            crc.update(UnsafeRawBufferPointer(rebasing: b[frame.lowerBound..<frame.lowerBound + 92]))
+            crc.update(UnsafeRawBufferPointer(rebasing: b[frame.lowerBound + 96..<frame.upperBound]))
+        }
+        for i in 0..<4 { bytes[frame.lowerBound + 92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * i)) }
+    }
+
     @Test func aPeerWhoseHistoryWasRewrittenIsRefusedAtTheLink() async throws {
         let dir = Dir()
         let mine = try Store.create(at: dir.path + "/mine")
@@ -112,12 +122,7 @@ import Testing
         #expect(offsets.count == 3)
         let f = offsets[1]
         bytes[f + 70] ^= 0x5A  // inside the second frame's link to the first
-        var crc = CRC32C()
-        bytes.withUnsafeBytes { b in
-            crc.update(UnsafeRawBufferPointer(rebasing: b[f..<f + 92]))
-            crc.update(UnsafeRawBufferPointer(rebasing: b[f + 96..<offsets[2]]))
-        }
-        for i in 0..<4 { bytes[f + 92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * i)) }
+        Self.fixCRC(&bytes, frame: f..<offsets[2])
         try Data(bytes).write(to: URL(fileURLWithPath: segment))
 
         await #expect(throws: (any Error).self) {
@@ -142,14 +147,7 @@ import Testing
         var bytes = Array(try Data(contentsOf: URL(fileURLWithPath: segment)))
         let offsets = Self.frameStarts(bytes) + [bytes.count]
         #expect(offsets.count == 4)
-        func fixCRC(_ k: Int) {
-            var crc = CRC32C()
-            bytes.withUnsafeBytes { b in
-                crc.update(UnsafeRawBufferPointer(rebasing: b[offsets[k]..<offsets[k] + 92]))
-                crc.update(UnsafeRawBufferPointer(rebasing: b[offsets[k] + 96..<offsets[k + 1]]))
-            }
-            for i in 0..<4 { bytes[offsets[k] + 92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * i)) }
-        }
+        func fixCRC(_ k: Int) { Self.fixCRC(&bytes, frame: offsets[k]..<offsets[k + 1]) }
         let frame2 = offsets[1]
         bytes[frame2 + 6] ^= 0x01  // `continues`: frames 2 and 3 made one append, which still decodes
         fixCRC(1)

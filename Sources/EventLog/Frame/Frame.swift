@@ -123,13 +123,11 @@ enum FrameDecodeError: Error, Equatable {
     case truncated(String)
     /// The bytes are there but wrong.
     case invalid(String)
-    /// Intact, but unsigned where signatures are required.
-    case unsigned(String)
 
     var message: String {
         switch self {
         case .truncated(let m): "truncated: \(m)"
-        case .invalid(let m), .unsigned(let m): m
+        case .invalid(let m): m
         }
     }
 }

@@ -10,8 +10,8 @@ public struct ReplicaKey: Sendable {
     let privateKey: Curve25519.Signing.PrivateKey
     /// The 32-byte Ed25519 public key.
     public let publicKey: [UInt8]
-    /// The replica id this key signs for.
-    public var replicaID: ReplicaID { ReplicaID.derived(fromSigningKey: publicKey) }
+    /// The replica id this key signs for (derived once: the encoder checks it per frame).
+    public let replicaID: ReplicaID
 
     /// A new random key.
     public static func generate() -> ReplicaKey { ReplicaKey(Curve25519.Signing.PrivateKey()) }
@@ -25,6 +25,7 @@ public struct ReplicaKey: Sendable {
     private init(_ k: Curve25519.Signing.PrivateKey) {
         privateKey = k
         publicKey = Array(k.publicKey.rawRepresentation)
+        replicaID = ReplicaID.derived(fromSigningKey: publicKey)
     }
 
     func sign(_ message: [UInt8]) -> [UInt8] {
@@ -153,12 +154,11 @@ package enum FrameSignature {
 
     /// Checks a frame whose header parsed and whose CRC checked, signature included: a signed
     /// frame's key must be its origin's (the origin id derives from it) and its signature must
-    /// verify; a frame of a key-derived origin must be signed. `requireSigned` refuses unsigned
-    /// frames of any origin.
+    /// verify; a frame of a key-derived origin must be signed.
     /// - Returns: whether the frame is signed.
     @discardableResult
-    static func check(_ frame: UnsafeRawBufferPointer, header: FrameHeader, requireSigned: Bool = false) throws(FrameDecodeError) -> Bool {
-        let signed = try checkForm(frame, header: header, requireSigned: requireSigned)
+    static func check(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> Bool {
+        let signed = try checkForm(frame, header: header)
         if signed { try verify(frame, header: header) }
         return signed
     }
@@ -166,13 +166,12 @@ package enum FrameSignature {
     /// The checks of `check` that need no signature verification (cheap): whether a frame that
     /// must be signed is, and whether a signed frame's key is its origin's.
     @discardableResult
-    static func checkForm(_ frame: UnsafeRawBufferPointer, header: FrameHeader, requireSigned: Bool = false) throws(FrameDecodeError) -> Bool {
+    static func checkForm(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> Bool {
         let origin = header.origin
         guard header.signed else {
             if origin.isKeyDerived {
                 throw .invalid("unsigned, but origin \(origin) is a signing replica (its id derives from its key): forged or altered")
             }
-            if requireSigned { throw .unsigned("unsigned (origin \(origin) predates signed logs), and signatures are required here") }
             return false
         }
         let end = header.totalBytes
