@@ -66,6 +66,11 @@ public struct LogbookReader: Sendable {
     public func publicKey() throws(LogbookError) -> ReplicaPublicKey? {
         try LogbookError.door { try book.store.signingKey()?.public }
     }
+    /// This replica's member card (`LBM1-…`): what a share's admin adds it by. It binds the
+    /// replica's key agreement key, which shares' keys are sealed to, to its signing key.
+    public func memberCard() throws(LogbookError) -> MemberCard? { try LogbookError.door { try book.memberCard() } }
+    /// The shares whose membership logs this store holds.
+    public func shares() throws(LogbookError) -> [ShareInfo] { try LogbookError.door { try book.shares() } }
     /// The store's directory.
     public var path: String { book.path }
     /// The names of the store's files.
@@ -380,6 +385,28 @@ public final class LogbookWriter: Sendable {
         /// - Throws: `.invalidInput` naming the change (1-based) and field refused: nothing is appended.
         @discardableResult
         public func append(_ changes: [Change]) throws -> AppendResult { try LogbookError.door { try book.append(changes) } }
+
+        // Shares (docs/SHARING.md).
+
+        /// Creates a share with this replica as its admin and first member; its membership log
+        /// ships like any log. - Returns: the share's id.
+        public func createShare(name: String) throws -> ShareID { try LogbookError.door { try book.createShare(name: name) } }
+        /// Adds the replica whose member card this is, sealing every content key so far to it.
+        /// Only the share's admin adds. - Throws: `.invalidInput` when this replica is not the admin.
+        public func addMember(_ card: MemberCard, to share: ShareID) throws { try LogbookError.door { try book.addMember(card, to: share) } }
+        /// Removes a member and rotates the share's key: it reads nothing written after.
+        public func removeMember(_ member: ReplicaID, from share: ShareID) throws { try LogbookError.door { try book.removeMember(member, from: share) } }
+        /// Deletes a share: each member that syncs this destroys its keys.
+        public func deleteShare(_ share: ShareID) throws { try LogbookError.door { try book.deleteShare(share) } }
+        /// Leaves a share on this replica: its keys are destroyed here and not learnt again. The
+        /// admin should remove this replica too, which rotates the key for the others.
+        public func leaveShare(_ share: ShareID) throws { try LogbookError.door { try book.leaveShare(share) } }
+        /// Appends `changes` atomically to this replica's log of `share`, sealed with its key:
+        /// only the share's members read them; hubs hold ciphertext.
+        @discardableResult
+        public func append(_ changes: [Change], toShare share: ShareID) throws -> ReceiveResult {
+            try LogbookError.door { try book.append(mutations: changes.map(\.mutation), toShare: share) }
+        }
         /// Appends NDJSON mutations (one JSON object per line) given as text, atomically.
         /// - Throws: `.invalidInput` naming the line and field refused: nothing is appended.
         @discardableResult

@@ -464,7 +464,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public static func checkActors(_ frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws {
         for (i, f) in frames.enumerated() {
             let (h, events) = try f.withUnsafeBytes { p in
-                do { return try FrameInspector.events(in: p) } catch let e as LogError {
+                // A share's sealed frame is not opened (a server holds no key): its events are
+                // the signing member's, attributed by its signature instead of an actor field.
+                do { return try FrameInspector.eventsUnlessSealed(in: p) } catch let e as LogError {
                     throw EndpointError(422, "frame \(i + 1) of \(frames.count): \(e.description); nothing was written", code: .corrupt)
                 }
             }

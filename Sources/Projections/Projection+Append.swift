@@ -58,6 +58,7 @@ public final class ProjectedStore: @unchecked Sendable {
         }
     }
 
+
     /// Opens for writing like `init`, waiting up to `seconds` while another process holds the
     /// writer lock (a server between pushes, another `evctl` command).
     /// - Throws: the `LogError` that says the store is locked, once the wait is over.

@@ -177,7 +177,8 @@ public final class Projection: @unchecked Sendable {
     /// - Returns: the number of events applied.
     @discardableResult
     public func catchUp(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
-        try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress, hub: hub.isEmpty ? nil : hub)
+        try eraseLeftShares()
+        return try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress, hub: hub.isEmpty ? nil : hub)
     }
 
     /// `catchUp` of `origins` only: what a receiver that knows which origins it wrote needs,
@@ -187,6 +188,7 @@ public final class Projection: @unchecked Sendable {
     /// origin in batches, as `catchUp` does.
     public func catchUp(origins: Set<ReplicaID>) throws -> Int {
         guard !origins.isEmpty else { return 0 }
+        try eraseLeftShares()
         let hub = hub.isEmpty ? nil : self.hub
         let filled = try pool.read { try Bool.fetchOne($0, sql: "SELECT EXISTS (SELECT 1 FROM projection_cursor)") } ?? false
         // An empty projection is filled the way a rebuild fills it.
@@ -424,6 +426,43 @@ public final class Projection: @unchecked Sendable {
     /// - Returns: the number of events applied.
     @discardableResult
     public static func rebuild(store: Store, schema: ProjectionSchema = .current, progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        let n = try build(store: store, schema: schema, progress: progress)
+        try swapIn(store.layout.projectionRebuild, over: path(for: store))
+        return n
+    }
+
+    /// A share this replica synced the deletion of, or left, may still have rows here: the
+    /// projection is rebuilt in place from what the log still lets this replica read, and the
+    /// share marked erased (docs/SHARING.md, "Erasure"). A stat when there is none.
+    func eraseLeftShares() throws {
+        guard let pending = try? ShareKeyring.of(store).pendingErasure, !pending.isEmpty else { return }
+        try rebuildInPlace()
+        try ShareDirectory.markErased(store, shares: pending)
+    }
+
+    /// Rebuilds the projection while it is open: built beside it, then copied over it page by
+    /// page (SQLite's backup) through this projection's own connections, and its WAL folded back
+    /// and cut. What the log no longer lets this replica read (a deleted share's rows) is then
+    /// gone from the file, not only from its tables.
+    @discardableResult
+    public func rebuildInPlace(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        let temp = store.layout.projectionRebuild
+        let n = try Projection.build(store: store, schema: schema, progress: progress)
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) } }
+        do {
+            let source = try SQLiteFactory.queue(temp, .ours)
+            try source.backup(to: pool)
+            try source.close()
+            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        } catch {
+            throw ProjectionError.database("rebuild in place: \(error)")
+        }
+        if !hub.isEmpty { hub.publish(ProjectionChange(cursor: try cursor(), events: [], rebuilt: true)) }
+        return n
+    }
+
+    /// Builds the projection from the whole log into `projection.sqlite.rebuild`.
+    static func build(store: Store, schema: ProjectionSchema, progress: ((Int, Int) -> Void)?) throws -> Int {
         let target = path(for: store)
         let temp = store.layout.projectionRebuild
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) }
@@ -454,7 +493,6 @@ public final class Projection: @unchecked Sendable {
         } catch {
             throw ProjectionError.database("rebuild: \(error)")
         }
-        try swapIn(temp, over: target)
         return n
     }
 

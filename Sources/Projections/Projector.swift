@@ -197,6 +197,8 @@ final class Projector {
             }
         }
         eventsApplied += 1
+        // A share's membership record: read by `ShareDirectory`, not projected, not unread.
+        if entity == .shareRecord { return }
         let op = event.pointee.op, version = event.pointee.schemaVersion
         // `Event.isUnderstood`, from the loaded fields (calling it would copy the event).
         if !(entity.isKnown && op.isKnown && version <= Event.currentSchemaVersion) {

@@ -17,7 +17,7 @@ struct Evctl: AsyncParsableCommand {
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self, LinksCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, PurgeCommand.self, LogCommand.self, VerifyCommand.self,
                       StatusCommand.self, CursorCommand.self, ExportCommand.self, ImportCommand.self, ImportLegacyCommand.self, PullCommand.self,
-                      PushCommand.self, SyncCommand.self, ServeCommand.self, InspectCommand.self, SnapshotCommand.self, CompactCommand.self, SampleCommand.self, WatchCommand.self, KeysCommand.self]
+                      PushCommand.self, SyncCommand.self, ServeCommand.self, InspectCommand.self, SnapshotCommand.self, CompactCommand.self, SampleCommand.self, WatchCommand.self, KeysCommand.self, ShareCommand.self]
     )
 }
 

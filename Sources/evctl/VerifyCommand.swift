@@ -34,7 +34,7 @@ struct VerifyCommand: StoreCommand {
             if deep {
                 if let d = deepProblem { print("problem: projection differs from a rebuild: \(d)") } else if report.isClean { print("projection: identical to a rebuild from the log") }
             }
-            print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames (\(report.signedFrames) signed), \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
+            print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames (\(report.signedFrames) signed\(report.sealedUnopened > 0 ? ", \(report.sealedUnopened) sealed for shares this replica is not in" : "")), \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
         }
         if !ok { throw ExitCode(1) }
     }
@@ -66,6 +66,8 @@ struct VerifyReportJSON: Encodable {
     var frames: Int
     /// Frames whose signature verified against their origin's key.
     var signedFrames: Int
+    /// Frames sealed for a share this replica holds no key of (events not checked).
+    var sealedUnopened: Int
     var events: Int
     var bytes: Int
     var problems: [Problem]
@@ -78,6 +80,7 @@ struct VerifyReportJSON: Encodable {
         segments = report.segments
         frames = report.frames
         signedFrames = report.signedFrames
+        sealedUnopened = report.sealedUnopened
         events = report.events
         bytes = report.bytes
         problems = report.problems.map { Problem(file: $0.file, offset: $0.offset, message: $0.message) }

@@ -18,6 +18,9 @@ public struct Entity: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let recurrenceException = Entity(rawValue: 7)
     /// A directed link between two items (since event schema version 2).
     public static let link = Entity(rawValue: 8)
+    /// A record of a share's membership log (docs/SHARING.md): not an entity of the task
+    /// manager, never projected, and only read from a share's membership log.
+    public static let shareRecord = Entity(rawValue: 64)
 
     /// The entities this build knows, in code order.
     public static let allCases: [Entity] = (1...8).map { Entity(rawValue: $0) }
@@ -27,7 +30,7 @@ public struct Entity: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public var isKnown: Bool { rawValue >= 1 && Int(rawValue) <= Entity.names.count }
 
     /// The entity's name in NDJSON and outputs; `entity#N` for a code this build does not know.
-    public var name: String { isKnown ? Entity.names[Int(rawValue) - 1] : "entity#\(rawValue)" }
+    public var name: String { isKnown ? Entity.names[Int(rawValue) - 1] : self == .shareRecord ? "share_record" : "entity#\(rawValue)" }
 
     /// The known entity of that name.
     public init?(name: String) {

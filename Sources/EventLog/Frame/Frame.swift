@@ -29,6 +29,12 @@ public struct FrameHeader: Sendable, Equatable {
     /// The stored section ends with a signature block (`FrameSignature`): the origin's public
     /// key and its signature of the frame.
     public var signed: Bool = false
+    /// The frame belongs to a share: a share block (`ShareBlock`) sits between the payload and the
+    /// signature block (docs/FORMAT.md, "Share frames"). Only on signed frames.
+    public var shared: Bool = false
+    /// The payload is sealed with the share's content key (ChaCha20-Poly1305): only members read
+    /// it. Only on shared frames.
+    public var sealed: Bool = false
     public var origin: ReplicaID
     public var baseSeq: Seq
     public var count: UInt32
@@ -43,13 +49,17 @@ public struct FrameHeader: Sendable, Equatable {
     public var totalBytes: Int { FrameHeader.size + Int(storedBytes) }
     /// Where the payload (the records, compressed or not) ends: before the signature block of a
     /// signed frame, at the frame's end otherwise.
-    public var payloadEnd: Int { totalBytes - (signed ? FrameSignature.blockBytes : 0) }
+    public var payloadEnd: Int { totalBytes - trailerBytes }
+    /// The blocks after the payload: the share block and the signature block.
+    var trailerBytes: Int { (signed ? FrameSignature.blockBytes : 0) + (shared ? ShareBlock.bytes : 0) }
+    /// Bytes of a sealed payload beyond the plaintext's (the AEAD tag).
+    static let sealTagBytes = 16
 
     func encode(into w: inout ByteWriter) {
         w.raw(FrameHeader.magic)
         w.u8(FrameHeader.formatVersion)
         w.u8(codec.rawValue)
-        w.u8((continues ? 1 : 0) | (signed ? 2 : 0))
+        w.u8((continues ? 1 : 0) | (signed ? 2 : 0) | (shared ? 4 : 0) | (sealed ? 8 : 0))
         w.u8(0)
         w.uuid(origin.rawValue)
         w.u64(baseSeq.rawValue)
@@ -68,7 +78,7 @@ public struct FrameHeader: Sendable, Equatable {
         guard p[0] == magic[0], p[1] == magic[1], p[2] == magic[2], p[3] == magic[3] else { throw .invalid("bad frame magic") }
         guard p[4] == formatVersion else { throw .invalid("unknown frame format version \(p[4])") }
         guard let codec = Codec(rawValue: p[5]) else { throw .invalid("unknown codec \(p[5])") }
-        guard p[6] & ~3 == 0, p[7] == 0 else { throw .invalid("unknown frame flags") }
+        guard p[6] & ~15 == 0, p[7] == 0 else { throw .invalid("unknown frame flags") }
         var r = ByteReader(p, offset: 8, end: size)
         do {
             let origin = ReplicaID(rawValue: try r.uuid())
@@ -87,11 +97,13 @@ public struct FrameHeader: Sendable, Equatable {
                 throw FrameDecodeError.invalid("payload sizes out of range (stored \(stored), raw \(raw))")
             }
             guard first <= last else { throw FrameDecodeError.invalid("first hlc after last hlc") }
-            let signed = p[6] & 2 != 0
-            let block = signed ? UInt32(FrameSignature.blockBytes) : 0
-            guard stored > block else { throw FrameDecodeError.invalid("signed frame of \(stored) stored bytes: too short for its signature block") }
+            let signed = p[6] & 2 != 0, shared = p[6] & 4 != 0, sealed = p[6] & 8 != 0
+            guard !shared || signed else { throw FrameDecodeError.invalid("a share's frame that is not signed") }
+            guard !sealed || shared else { throw FrameDecodeError.invalid("a sealed frame that is not a share's") }
+            let block = UInt32((signed ? FrameSignature.blockBytes : 0) + (shared ? ShareBlock.bytes : 0) + (sealed ? sealTagBytes : 0))
+            guard stored > block else { throw FrameDecodeError.invalid("frame of \(stored) stored bytes: too short for its \(block) bytes of tag, share and signature blocks") }
             if codec == .raw && raw != stored - block { throw FrameDecodeError.invalid("raw payload with differing sizes") }
-            return FrameHeader(codec: codec, continues: p[6] & 1 != 0, signed: signed, origin: origin, baseSeq: Seq(base), count: count,
+            return FrameHeader(codec: codec, continues: p[6] & 1 != 0, signed: signed, shared: shared, sealed: sealed, origin: origin, baseSeq: Seq(base), count: count,
                                rawBytes: raw, firstHLC: HLC(rawValue: first), lastHLC: HLC(rawValue: last),
                                storedBytes: stored, previousHash: prev, crc: crc)
         } catch let e as FrameDecodeError {
@@ -123,11 +135,19 @@ enum FrameDecodeError: Error, Equatable {
     case truncated(String)
     /// The bytes are there but wrong.
     case invalid(String)
+    /// A sealed frame of a share whose key for the frame's epoch this reader does not hold.
+    case locked(ShareID, UInt32)
+    /// A sealed frame, intact and signed by its origin, whose payload does not open with the
+    /// share's key or whose records do not decode: its writer (a member) sealed something
+    /// wrong. Readers skip it and `evctl verify` names it; it is never read as data.
+    case unreadable(String)
 
     var message: String {
         switch self {
         case .truncated(let m): "truncated: \(m)"
         case .invalid(let m): m
+        case .locked(let s, let e): "sealed with key epoch \(e) of share \(s), which this replica does not hold"
+        case .unreadable(let m): "sealed by its writer with contents that do not read: \(m)"
         }
     }
 }
@@ -195,11 +215,13 @@ final class FrameEncoder {
     }
 
     /// Compresses, checksums and returns the frame built by `add`; the encoder is then empty.
-    /// With `signer`, the frame is signed (docs/FORMAT.md, "Signed frames").
-    func finish(continues: Bool, previousHash: FrameHash, signer: ReplicaKey? = nil) -> [UInt8] {
+    /// With `signer`, the frame is signed (docs/FORMAT.md, "Signed frames"); with `share` too, it
+    /// carries the share block and, given a content key, its payload is sealed ("Share frames").
+    func finish(continues: Bool, previousHash: FrameHash, signer: ReplicaKey? = nil, share: (block: ShareBlock, key: ContentKey?)? = nil) -> [UInt8] {
         precondition(count > 0, "a frame holds at least one event")
         defer { count = 0 }
         precondition(records.count <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
+        precondition(share == nil || signer != nil, "a share's frame is signed")
         out.removeAll()
         out.bytes.append(contentsOf: repeatElement(0, count: FrameHeader.size))
         var codec = FrameHeader.Codec.lz4Frame
@@ -211,16 +233,28 @@ final class FrameEncoder {
             out.raw(records.bytes)
             codec = .raw
         }
-        let block = signer == nil ? 0 : FrameSignature.blockBytes
+        if let share, let key = share.key {
+            precondition(key.epoch == share.block.epoch, "a payload is sealed with its block's epoch key")
+            let sealed = out.bytes.withUnsafeBytes {
+                ShareCrypto.seal(UnsafeRawBufferPointer(rebasing: $0[FrameHeader.size...]), key: key, block: share.block, origin: origin, baseSeq: baseSeq)
+            }
+            out.bytes.removeSubrange(FrameHeader.size...)
+            out.raw(sealed)
+        }
+        let block = (signer == nil ? 0 : FrameSignature.blockBytes) + (share == nil ? 0 : ShareBlock.bytes)
         let stored = out.count - FrameHeader.size + block
-        var header = FrameHeader(codec: codec, continues: continues, signed: signer != nil, origin: origin, baseSeq: baseSeq,
+        var header = FrameHeader(codec: codec, continues: continues, signed: signer != nil, shared: share != nil, sealed: share?.key != nil,
+                                 origin: origin, baseSeq: baseSeq,
                                  count: UInt32(count), rawBytes: UInt32(records.count),
                                  firstHLC: firstHLC, lastHLC: lastHLC, storedBytes: UInt32(stored),
                                  previousHash: previousHash, crc: 0)
         var hw = ByteWriter(capacity: FrameHeader.size)
         header.encode(into: &hw)
+        if let share { share.block.encode(into: &out) }
         if let signer {
-            precondition(signer.replicaID == origin, "a frame is signed by its origin's key")
+            precondition(origin == (share.map { s in
+                s.key == nil ? ReplicaID.shareMembers(s.block.share, signingKey: signer.publicKey) : ReplicaID.shareLog(s.block.share, signingKey: signer.publicKey)
+            } ?? signer.replicaID), "a frame is signed by its origin's key")
             let message = hw.bytes.withUnsafeBytes { h in
                 out.bytes.withUnsafeBytes { FrameSignature.message(header: h, payload: UnsafeRawBufferPointer(rebasing: $0[FrameHeader.size...])) }
             }
@@ -242,6 +276,10 @@ final class FrameEncoder {
 final class FrameDecoder {
     private let lz4 = LZ4Codec()
     private var raw: [UInt8] = []
+    /// Opens sealed frames; without it (or without the frame's key) reading one throws `.locked`.
+    let keys: ShareKeyring?
+
+    init(keys: ShareKeyring? = nil) { self.keys = keys }
 
     /// Checks the CRC of a whole frame whose header has been parsed.
     static func checkCRC(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
@@ -268,7 +306,10 @@ final class FrameDecoder {
     /// Checks that every event of a frame whose CRC has been checked decodes, exactly as
     /// `events(of:header:)` would, without building the events; returns the explicit event ids
     /// with their seqs. Used where frames are only passed on (receiving), not read.
+    /// A sealed frame is not opened here (a receiver may not hold its key, and a hub never
+    /// does): its records are checked by each member that reads it.
     func check(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [(UUID, Seq)] {
+        guard !header.sealed else { return [] }
         var ids: [(UUID, Seq)] = []
         try forEachRecord(of: frame, header: header) { r, seq in
             let k = try EventCodec.skim(&r, firstHLC: header.firstHLC)
@@ -294,9 +335,9 @@ final class FrameDecoder {
         // The payload the records were read from, kept for the views: the decoder's buffer
         // (shared; its next frame is decompressed into a new one if views still hold it), or a
         // copy of the frame's.
-        let records = header.codec == .raw
+        let records = header.codec == .raw && !header.sealed
             ? FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])))
-            : FrameRecords(raw)
+            : header.codec == .raw ? FrameRecords(opened) : FrameRecords(raw)
         return FrameViews(header: header, records: records, spans: spans)
     }
 
@@ -305,7 +346,34 @@ final class FrameDecoder {
     /// that the records fill the payload exactly.
     private func forEachRecord(of frame: UnsafeRawBufferPointer, header: FrameHeader,
                                _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
-        let payload = UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])
+        if header.sealed {
+            guard let block = ShareBlock.of(frame, header: header) else { throw .invalid("a sealed frame without its share block") }
+            guard let key = keys?.key(block.share, epoch: block.epoch) else { throw .locked(block.share, block.epoch) }
+            guard let plain = ShareCrypto.open(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd]), key: key, block: block,
+                                               origin: header.origin, baseSeq: header.baseSeq) else {
+                throw .unreadable("the payload does not open with key epoch \(block.epoch) of share \(block.share)")
+            }
+            if header.codec == .raw, plain.count != Int(header.rawBytes) { throw .unreadable("raw payload with differing sizes") }
+            opened = plain
+            let failure: FrameDecodeError? = plain.withUnsafeBytes { p in
+                do throws(FrameDecodeError) {
+                    try decodeRecords(p, header: header, record)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure { throw .unreadable(failure.message) }
+            return
+        }
+        try decodeRecords(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd]), header: header, record)
+    }
+
+    /// A sealed frame's opened payload (its records, or their LZ4 frame).
+    private var opened: [UInt8] = []
+
+    private func decodeRecords(_ payload: UnsafeRawBufferPointer, header: FrameHeader,
+                               _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
         func walk(_ p: UnsafeRawBufferPointer) throws(FrameDecodeError) {
             var r = ByteReader(p)
             var seq = header.baseSeq

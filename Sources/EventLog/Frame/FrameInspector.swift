@@ -17,6 +17,22 @@ public enum FrameInspector {
         }
     }
 
+    /// `events(in:)`, except that a share's sealed frame (checked as far as one can without its
+    /// key: header, size, checksum, signature and share block) gives no events: for a relay,
+    /// which passes such frames on and never opens them.
+    public static func eventsUnlessSealed(in frame: UnsafeRawBufferPointer) throws -> (FrameHeader, [Event]) {
+        do throws(FrameDecodeError) {
+            let h = try FrameHeader.decode(frame)
+            guard h.totalBytes == frame.count else { throw FrameDecodeError.invalid("frame is \(frame.count) bytes, its header says \(h.totalBytes)") }
+            try FrameDecoder.checkCRC(frame, header: h)
+            try FrameSignature.check(frame, header: h)
+            if h.sealed { return (h, []) }
+            return (h, try FrameDecoder().events(of: frame, header: h))
+        } catch {
+            throw LogError(.corrupt, "inspect frame", error.message)
+        }
+    }
+
     /// `crossCheck` and `events(in:)` of the frame with its CRC made right, as a relay can: what
     /// lies past the checksum (records, signature blocks) is reached by any bytes, not only by
     /// valid frames. For the fuzz targets and their fixtures. Returns whether the frame is valid.

@@ -175,9 +175,28 @@ package enum FrameSignature {
             return false
         }
         let end = header.totalBytes
-        let key = UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end - blockBytes + 32])
-        guard origin.isKeyDerived, ReplicaID.derived(fromSigningKey: Array(key)) == origin else {
-            throw .invalid("signed with a key that is not origin \(origin)'s: forged")
+        let key = Array(UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end - blockBytes + 32]))
+        guard origin.isKeyDerived else { throw .invalid("signed with a key that is not origin \(origin)'s (its id derives from no key): forged") }
+        guard let share = ShareBlock.of(frame, header: header) else {
+            guard ReplicaID.derived(fromSigningKey: key) == origin else {
+                throw .invalid("signed with a key that is not origin \(origin)'s: forged")
+            }
+            return true
+        }
+        // A share's frame: a membership log (epoch 0, not sealed) or a member's sealed log, whose
+        // origin ids derive from the share and the writer's key.
+        if header.sealed {
+            guard share.epoch >= 1 else { throw .invalid("a sealed frame of share \(share.share) with key epoch 0") }
+            guard ReplicaID.shareLog(share.share, signingKey: key) == origin else {
+                throw .invalid("signed with a key that is not origin \(origin)'s (share \(share.share)): forged")
+            }
+        } else {
+            guard share.epoch == 0, share.nonce.allSatisfy({ $0 == 0 }) else {
+                throw .invalid("a share's frame that is not sealed has key epoch \(share.epoch) or a nonce")
+            }
+            guard ReplicaID.shareMembers(share.share, signingKey: key) == origin else {
+                throw .invalid("signed with a key that is not origin \(origin)'s (membership of share \(share.share)): forged")
+            }
         }
         return true
     }

@@ -239,6 +239,13 @@ extension LogAppender {
         for origin in starts.keys { try? writer(for: origin).checkpointIndex(everyBytes: options.indexCheckpointBytes) }
         if let lost = lostOwnTail, own.committed.lastSeq >= lost.committed { lostOwnTail = nil }  // restored from a peer
         parkIdleWriters()
+        // A share's membership log grew: this replica may have been given keys, or a share was
+        // deleted. The frames are durable whatever happens here; a failure is tried again at the
+        // next receive or `ShareDirectory.refresh`.
+        let memberships = Set(accepted.filter { $0.header.shared && !$0.header.sealed }.map(\.origin))
+        if !memberships.isEmpty, let key = try? replicaKey(op: "receive") {
+            _ = try? ShareDirectory.refresh(store, key: key, membershipOrigins: memberships)
+        }
         return results
     }
 

@@ -104,7 +104,7 @@ public final class LogAppender {
     /// Received appends still open, per origin: indexed and counted once their last frame arrives.
     var pending: [ReplicaID: PendingAppend] = [:]
     private var idMark: Seq
-    private let encoder = FrameEncoder()
+    let encoder = FrameEncoder()
     /// Signs this replica's frames; read from `replica.key` at the first append (a missing key
     /// stops appends, not receiving or recovery); nil for a store whose id is not derived from a key.
     private var signer: ReplicaKey?
@@ -228,6 +228,14 @@ public final class LogAppender {
         try index.begin()
         try index.setIndexedThrough(origin, active.lastSeq)
         try index.commit()
+    }
+
+    /// This replica's signing key (read once), for a store whose id derives from one; nil for a
+    /// peer's store reached by path (whose key is never read) and an unsigned store.
+    func replicaKey(op: String) throws -> ReplicaKey? {
+        guard index != nil, store.replicaID.isKeyDerived else { return nil }
+        if signer == nil { signer = try store.signingKey(op: op) }
+        return signer
     }
 
     // MARK: Appending

@@ -123,7 +123,10 @@ public struct LogReader: Sendable {
         // Batches start at one frame and double up to 16: a read that stops early (a limit, a
         // search) decodes at most about twice what it hands out.
         var size = 1
-        var batch = CheckBatch(check)
+        // Shares' content keys, for sealed frames (a damaged key file reads as no keys: such
+        // frames are then the end of what this replica can read).
+        let keys = try? ShareKeyring.of(store)
+        var batch = CheckBatch(check, keys: keys)
         var inFlight: CheckBatch<T>?
         var stopped = false
         func deliver(_ done: CheckBatch<T>) throws {
@@ -132,6 +135,15 @@ public struct LogReader: Sendable {
                 switch result {
                 case .success(let made):
                     if try !hand(made) { stopped = true; return }
+                case .failure(.unreadable):
+                    // Signed by its origin and intact, but sealed wrong by its writer: skipped
+                    // (never read as data; `evctl verify` names it), the log reads on.
+                    continue
+                case .failure(.locked):
+                    // A share's sealed frame this replica holds no key for: the end of what it
+                    // can read of this log, for now (a key that arrives later reads on from here).
+                    stopped = true
+                    return
                 case .failure(let error):
                     let h = done.frames[i].header
                     throw LogError(.corrupt, "read", "frame does not decode: \(error.message)", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
@@ -140,7 +152,7 @@ public struct LogReader: Sendable {
         }
         func ship() throws {
             let full = batch
-            batch = CheckBatch(check)
+            batch = CheckBatch(check, keys: keys)
             size = min(16, size * 2)
             if pipelined { full.start() } else { full.run() }
             let previous = inFlight
@@ -245,8 +257,11 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     private typealias Slots = UnsafeMutableBufferPointer<Result<T, FrameDecodeError>>
     private var slots: Slots?
 
-    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T) {
+    private let keys: ShareKeyring?
+
+    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T, keys: ShareKeyring?) {
         self.check = check
+        self.keys = keys
     }
 
     /// Checks frames not yet claimed, on the calling thread, until none is left.
@@ -258,7 +273,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
             if i < frames.count { claimed += 1 }
             progress.unlock()
             guard i < frames.count else { return }
-            let d = decoder ?? FrameDecoder()
+            let d = decoder ?? FrameDecoder(keys: keys)
             decoder = d
             let f = frames[i]
             out[i] = f.bytes.withUnsafeBytes { p in Result { () throws(FrameDecodeError) in try check(d, p, f.header) } }

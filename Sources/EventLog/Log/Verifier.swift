@@ -16,6 +16,9 @@ public struct VerifyReport: Sendable {
     /// Frames whose signature verified against their origin's key (the rest are of origins
     /// made before signed logs).
     public var signedFrames = 0
+    /// Frames sealed for a share this replica holds no key of: their checksum, chain and
+    /// signature checked, their events not (only members can open them).
+    public var sealedUnopened = 0
     public var events = 0
     public var bytes = 0
     public var problems: [VerifyProblem] = []
@@ -48,7 +51,7 @@ public struct Verifier: Sendable {
             plan.append((dir, segs))
             for s in segs { total += FileIO.size(of: dir.segmentPath(s)) ?? 0 }
         }
-        let decoder = FrameDecoder()
+        let decoder = FrameDecoder(keys: try? ShareKeyring.of(store))
         let now = min(wallClock.nowMillis(), HLC.wallMillisMax)
         let (horizon, noHorizon) = now.addingReportingOverflow(clockDriftMaxMs)
         for (dir, segs) in plan {
@@ -91,12 +94,18 @@ public struct Verifier: Sendable {
                                              chain: ChainState(nextSeq: first, previousHash: header.previousHash, lastHLC: chain?.lastHLC ?? .zero))
                 var index = Recovery.emptyIndex(dir, first, header.previousHash)
                 var decodeFailure: String?
+                var unreadable: String?
                 var verdict = ScanVerdict.end
                 scan: while true {
                     let step = try scanner.next { h, bytes in
                         do {
                             if try FrameSignature.check(bytes, header: h) { report.signedFrames += 1 }
                             report.events += try decoder.events(of: bytes, header: h).count
+                        } catch FrameDecodeError.locked {
+                            report.sealedUnopened += 1
+                            report.events += Int(h.count)
+                        } catch FrameDecodeError.unreadable(let m) {
+                            unreadable = "frame of seq \(h.baseSeq)…\(h.lastSeq) (origin \(h.origin)) is intact and signed, but its writer sealed contents that do not read: \(m); readers skip it"
                         } catch {
                             decodeFailure = (error as? FrameDecodeError)?.message ?? "\(error)"
                         }
@@ -112,6 +121,10 @@ public struct Verifier: Sendable {
                             break scan
                         }
                         report.frames += 1
+                        if let m = unreadable {
+                            report.problems.append(VerifyProblem(file: path, offset: offset, message: m))
+                            unreadable = nil
+                        }
                         if !noHorizon, !reportedFuture, h.lastHLC.wallMillis > horizon {
                             reportedFuture = true
                             report.problems.append(VerifyProblem(file: path, offset: offset, message: "frame of seq \(h.baseSeq)…\(h.lastSeq) carries a clock \(h.lastHLC.wallMillis - now) ms ahead of this machine's (hlc \(h.lastHLC); the bound is \(clockDriftMaxMs) ms): a far-future clock, later frames of this origin not listed"))

@@ -110,7 +110,7 @@ final class SegmentFile {
         switch headerResult {
         case .success(let h): header = h
         case .failure(.truncated(let m)): return .torn(m, nil)
-        case .failure(.invalid(let m)): return .bad(m, nil)
+        case .failure(let e): return .bad(e.message, nil)
         }
         let total = header.totalBytes
         let have = try ensure(offset, total)

@@ -41,6 +41,9 @@ public struct StoreLayout: Sendable, Hashable {
         case lastVerify = "last-verify.json"
         /// Backups and reports of `import-legacy` (docs/IMPORT.md); never shipped.
         case imports = "imports"
+        /// The content keys of the shares this replica belongs to, `<share>.keys` (mode 0600,
+        /// never shipped), and `<share>.deleted` for a share whose deletion it synced (docs/SHARING.md).
+        case shares = "shares"
 
         /// True for the SQLite files, which may have `-wal`, `-shm` and `-journal` files beside them.
         public var isSQLite: Bool { rawValue.hasSuffix(".sqlite") || self == .projectionRebuild || self == .snapshotIncoming }
@@ -63,6 +66,7 @@ public struct StoreLayout: Sendable, Hashable {
     public var audit: String { path(.audit) }
     public var lastVerify: String { path(.lastVerify) }
     public var imports: String { path(.imports) }
+    public var shares: String { path(.shares) }
 
     /// `log/<origin>/`, the folder of one origin's log.
     public func originDirectory(_ origin: ReplicaID) -> String { log + "/" + origin.description }

@@ -1,0 +1,143 @@
+import Crypto
+import Foundation
+
+/// Writing shares (docs/SHARING.md): the membership log, as the share's admin, and a member's
+/// sealed log of the share's events. Both are origins of their own, signed with this replica's
+/// key; their frames are built here and taken in through `receive`, which checks them as any
+/// peer's (chain, signature, form) and makes them durable.
+extension LogAppender {
+    private func shareSigner(_ op: String) throws -> ReplicaKey {
+        guard let key = try replicaKey(op: op) else {
+            throw LogError(.invalidInput, op, "this store has no signing key (made before signed logs, with a fixed id, or a peer's store reached by path): it cannot take part in shares",
+                           file: store.path, hint: "make a new replica with `evctl init` and sync it")
+        }
+        return key
+    }
+
+    /// Builds frames of `origin` holding `mutations`, continuing its log, and receives them.
+    private func writeShareFrames(_ mutations: [Mutation], origin: ReplicaID, share: ShareID, key: ContentKey?, signer: ReplicaKey, op: String) throws -> ReceiveResult {
+        precondition(!mutations.isEmpty, "a share append holds at least one mutation")
+        let tip = try currentTip(origin)
+        var seq = tip.lastSeq.rawValue
+        var previous = tip.lastHash
+        var frames: [[UInt8]] = []
+        let perFrame = max(1, options.frameEventsMax)
+        var i = 0
+        while i < mutations.count {
+            let end = min(mutations.count, i + perFrame)
+            for m in mutations[i..<end] {
+                seq += 1
+                var hlc = try clock.tick()
+                if hlc <= tip.lastHLC { hlc = HLC(rawValue: tip.lastHLC.rawValue &+ UInt64(seq - tip.lastSeq.rawValue)) }
+                encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc)
+            }
+            let nonce = key == nil ? [UInt8](repeating: 0, count: 12) : ChaChaPoly.Nonce().withUnsafeBytes { Array($0) }
+            let block = ShareBlock(share: share, epoch: key?.epoch ?? 0, nonce: nonce)
+            let frame = encoder.finish(continues: end < mutations.count, previousHash: previous, signer: signer, share: (block, key))
+            previous = frame.withUnsafeBytes { FrameHash.of($0) }
+            frames.append(frame)
+            i = end
+        }
+        return try receive(frames)
+    }
+
+    /// The share's state, or an error naming why it cannot be written to.
+    private func writableShare(_ share: ShareID, op: String) throws -> ShareState {
+        guard let s = try ShareDirectory.shares(store)[share] else {
+            throw LogError(.invalidInput, op, "no share \(share) in this store", file: store.path, hint: "list shares with `evctl share list`; sync first if it was made elsewhere")
+        }
+        guard !s.deleted else { throw LogError(.invalidInput, op, "share \(share) (\(printable(s.name, limit: 60))) was deleted", file: store.path) }
+        return s
+    }
+
+    /// Creates a share named `name`, with this replica as its admin and first member.
+    /// - Returns: the new share's id.
+    public func createShare(name: String) throws -> ShareID {
+        let op = "share create"
+        let signer = try shareSigner(op)
+        let nonce = SymmetricKey(size: .bits128).withUnsafeBytes { Array($0) }
+        let share = ShareID.derived(creator: signer.publicKey, nonce: nonce)
+        let origin = ReplicaID.shareMembers(share, signingKey: signer.publicKey)
+        let key = ContentKey.generate(epoch: 1)
+        let card = signer.memberCard
+        let create = Mutation(entity: .shareRecord, op: .create, entityID: share.rawValue, fields: [
+            Field("record", .text("create")), Field("name", .text(Hex.encode(ShareCrypto.sealName(name, key: key, share: share)))), Field("nonce", .text(Hex.encode(nonce))), Field("admin", .text(Hex.encode(signer.publicKey))),
+        ])
+        let add = Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue, fields: [
+            Field("record", .text("add")), Field("member", .text(Hex.encode(card.encoded))),
+            Field("wrap.1", .text(Hex.encode(try ShareCrypto.wrap(key, share: share, to: card)))),
+        ])
+        _ = try writeShareFrames([create, add], origin: origin, share: share, key: nil, signer: signer, op: op)
+        try ShareDirectory.refresh(store, key: signer, membershipOrigins: [origin])
+        return share
+    }
+
+    /// The admin's key, or an error when this replica is not `s`'s admin.
+    private func adminSigner(_ s: ShareState, op: String) throws -> ReplicaKey {
+        let signer = try shareSigner(op)
+        guard signer.publicKey == s.admin else {
+            throw LogError(.invalidInput, op, "only share \(s.share)'s admin (replica \(s.adminID)) changes its members; this is replica \(signer.replicaID)", file: store.path)
+        }
+        return signer
+    }
+
+    /// Adds the replica of `card` to `share` and gives it every content key so far (sealed to it).
+    /// This replica must be the share's admin.
+    public func addMember(_ card: MemberCard, to share: ShareID) throws {
+        let op = "share add"
+        let s = try writableShare(share, op: op)
+        let signer = try adminSigner(s, op: op)
+        guard s.members[card.replicaID] == nil else { return }
+        guard let ring = try? ShareKeyring.of(store), (1...s.epoch).allSatisfy({ ring.key(share, epoch: $0) != nil }) else {
+            throw LogError(.corrupt, op, "this replica does not hold every content key of share \(share)", file: store.layout.shares, hint: "nothing was written")
+        }
+        var fields = [Field("record", .text("add")), Field("member", .text(Hex.encode(card.encoded)))]
+        for epoch in 1...s.epoch {
+            fields.append(Field("wrap.\(epoch)", .text(Hex.encode(try ShareCrypto.wrap(ring.key(share, epoch: epoch)!, share: share, to: card)))))
+        }
+        _ = try writeShareFrames([Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue, fields: fields)],
+                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op)
+    }
+
+    /// Removes `member` from `share` and rotates its content key: what members write from now on
+    /// is sealed with a key the removed replica never gets. This replica must be the admin.
+    public func removeMember(_ member: ReplicaID, from share: ShareID) throws {
+        let op = "share remove"
+        let s = try writableShare(share, op: op)
+        let signer = try adminSigner(s, op: op)
+        guard member != s.adminID else { throw LogError(.invalidInput, op, "the admin cannot remove itself; delete the share instead", file: store.path) }
+        guard s.members[member] != nil else { throw LogError(.invalidInput, op, "replica \(member) is not a member of share \(share)", file: store.path) }
+        let key = ContentKey.generate(epoch: s.epoch + 1)
+        var fields = [Field("record", .text("remove")), Field("member", .text(member.description)), Field("epoch", .integer(Int64(key.epoch)))]
+        for (id, card) in s.members where id != member {
+            fields.append(Field("wrap.\(id)", .text(Hex.encode(try ShareCrypto.wrap(key, share: share, to: card)))))
+        }
+        _ = try writeShareFrames([Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue, fields: fields)],
+                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op)
+    }
+
+    /// Deletes `share`: every member that syncs this destroys its keys. This replica must be the admin.
+    public func deleteShare(_ share: ShareID) throws {
+        let op = "share delete"
+        let s = try writableShare(share, op: op)
+        let signer = try adminSigner(s, op: op)
+        _ = try writeShareFrames([Mutation(entity: .shareRecord, op: .delete, entityID: share.rawValue, fields: [Field("record", .text("delete"))])],
+                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op)
+    }
+
+    /// Appends `mutations` to this replica's log of `share`, sealed with the share's newest key
+    /// this replica holds. Only a member holding the current key writes.
+    public func appendShared(_ mutations: [Mutation], to share: ShareID) throws -> ReceiveResult {
+        let op = "share append"
+        guard !mutations.isEmpty else { return ReceiveResult() }
+        let signer = try shareSigner(op)
+        let s = try writableShare(share, op: op)
+        guard s.members[signer.replicaID] != nil else {
+            throw LogError(.invalidInput, op, "this replica (\(signer.replicaID)) is not a member of share \(share)", file: store.path, hint: "nothing was appended")
+        }
+        guard let key = try ShareKeyring.of(store).key(share, epoch: s.epoch) else {
+            throw LogError(.invalidInput, op, "this replica does not hold key epoch \(s.epoch) of share \(share)", file: store.layout.shares, hint: "nothing was appended; sync, or ask the admin to add this replica again")
+        }
+        return try writeShareFrames(mutations, origin: ReplicaID.shareLog(share, signingKey: signer.publicKey), share: share, key: key, signer: signer, op: op)
+    }
+}

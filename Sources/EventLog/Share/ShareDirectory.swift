@@ -1,0 +1,230 @@
+import Foundation
+
+/// A share as its membership log states it (docs/SHARING.md, "Membership log").
+public struct ShareState: Sendable, Equatable {
+    public let share: ShareID
+    /// The share's name, sealed with its first key: empty until this replica holds that key.
+    public internal(set) var name: String = ""
+    /// The name as the membership log holds it (sealed).
+    let sealedName: [UInt8]
+    /// The creator's (the admin's) public signing key: the membership log's only writer.
+    public let admin: [UInt8]
+    /// The membership log's origin.
+    public let membersOrigin: ReplicaID
+    /// Current members by replica id (the admin among them), with their cards.
+    public internal(set) var members: [ReplicaID: MemberCard] = [:]
+    /// Replicas removed from the share.
+    public internal(set) var removed: Set<ReplicaID> = []
+    /// The newest content key epoch: what members write with.
+    public internal(set) var epoch: UInt32 = 1
+    /// Whether the share was deleted: its keys are destroyed on every member that syncs it.
+    public internal(set) var deleted = false
+    /// Records that were skipped, each naming its seq and why (a record is never taken on
+    /// trust, and one bad record does not stop the ones after it).
+    public internal(set) var problems: [String] = []
+    /// Content keys sealed to each member, by epoch.
+    var wrapped: [ReplicaID: [UInt32: [UInt8]]] = [:]
+
+    public var adminID: ReplicaID { ReplicaID.derived(fromSigningKey: admin) }
+}
+
+/// Reads shares' membership logs and keeps this replica's share keys in step with them.
+///
+/// A membership log is the log of origin `ReplicaID.shareMembers(share, admin key)`: every frame
+/// of it is signed by the admin's key (receivers check that the origin id derives from the
+/// signing key and the share), carries a share block of epoch 0 and is not sealed. Its events are
+/// `Entity.shareRecord` records with a `record` field: `create` (first, the share's name, nonce
+/// and admin key, from which the share id must derive), `add` (a member's card and the content
+/// keys of every epoch so far sealed to it), `remove` (a member, the new epoch, and the new key
+/// sealed to every remaining member) and `delete`.
+public enum ShareDirectory {
+    /// The membership logs in `store`, by share (only logs whose first record proves the share's
+    /// id: another log claiming the same id is not its creator's and is left out).
+    public static func shares(_ store: Store) throws -> [ShareID: ShareState] {
+        var out: [ShareID: ShareState] = [:]
+        let ring = try? ShareKeyring.of(store)
+        for origin in try store.origins() {
+            guard let share = try membershipShare(store, origin: origin), var state = try state(store, share: share, origin: origin) else { continue }
+            if let key = ring?.key(share, epoch: 1) { state.name = ShareCrypto.openName(state.sealedName, key: key, share: share) ?? "" }
+            out[share] = state
+        }
+        return out
+    }
+
+    /// The share `origin` is the membership log of; nil for any other log.
+    static func membershipShare(_ store: Store, origin: ReplicaID) throws -> ShareID? {
+        guard origin.isKeyDerived else { return nil }
+        var found: ShareID?
+        try LogReader(store: store).forEachFrame(origin: origin) { h, bytes in
+            if h.shared, !h.sealed { found = ShareBlock.of(bytes, header: h)?.share }
+            return false
+        }
+        return found
+    }
+
+    /// The share's state from the membership log `origin`; nil when its first record does not
+    /// prove the share (not a create record, or an id that does not derive from its key and nonce).
+    public static func state(_ store: Store, share: ShareID, origin: ReplicaID) throws -> ShareState? {
+        var state: ShareState?
+        try LogReader(store: store).forEachEvent(origin: origin) { e in
+            guard var s = state else {
+                state = genesis(e, share: share, origin: origin)
+                return state != nil
+            }
+            apply(e, to: &s)
+            state = s
+            return true
+        }
+        return state
+    }
+
+    static func text(_ e: Event, _ name: String) -> String? {
+        guard case .text(let t)? = e.fields.first(where: { $0.name == name })?.value else { return nil }
+        return t
+    }
+
+    static func integer(_ e: Event, _ name: String) -> Int64? {
+        guard case .integer(let v)? = e.fields.first(where: { $0.name == name })?.value else { return nil }
+        return v
+    }
+
+    private static func genesis(_ e: Event, share: ShareID, origin: ReplicaID) -> ShareState? {
+        guard e.entity == .shareRecord, e.op == .create, e.entityID == share.rawValue, text(e, "record") == "create",
+              let nonce = text(e, "nonce").flatMap(Hex.decode), nonce.count == 16,
+              let admin = text(e, "admin").flatMap(Hex.decode), admin.count == 32,
+              ShareID.derived(creator: admin, nonce: nonce) == share,
+              ReplicaID.shareMembers(share, signingKey: admin) == origin else { return nil }
+        return ShareState(share: share, sealedName: text(e, "name").flatMap(Hex.decode) ?? [], admin: admin, membersOrigin: origin)
+    }
+
+    private static func apply(_ e: Event, to s: inout ShareState) {
+        func skip(_ why: String) { s.problems.append("seq \(e.seq): \(why)") }
+        guard e.entity == .shareRecord, e.entityID == s.share.rawValue else { return skip("not a record of this share") }
+        guard !s.deleted else { return skip("a record after the share's deletion") }
+        switch text(e, "record") {
+        case "add":
+            guard let card = text(e, "member").flatMap(Hex.decode).flatMap(MemberCard.init(bytes:)) else { return skip("add: no valid member card") }
+            var keys: [UInt32: [UInt8]] = [:]
+            for epoch in 1...s.epoch {
+                guard let w = text(e, "wrap.\(epoch)").flatMap(Hex.decode) else { return skip("add: no key of epoch \(epoch) for \(card.replicaID)") }
+                keys[epoch] = w
+            }
+            s.members[card.replicaID] = card
+            s.removed.remove(card.replicaID)
+            s.wrapped[card.replicaID, default: [:]].merge(keys) { _, new in new }
+        case "remove":
+            guard let id = text(e, "member").flatMap(ReplicaID.init), s.members[id] != nil else { return skip("remove: not a member") }
+            guard let next = integer(e, "epoch"), next == Int64(s.epoch) + 1 else { return skip("remove: the new epoch is not \(s.epoch + 1)") }
+            var keys: [ReplicaID: [UInt8]] = [:]
+            for m in s.members.keys where m != id {
+                guard let w = text(e, "wrap.\(m)").flatMap(Hex.decode) else { return skip("remove: no new key for member \(m)") }
+                keys[m] = w
+            }
+            s.members[id] = nil
+            s.removed.insert(id)
+            s.wrapped[id] = nil
+            s.epoch += 1
+            for (m, w) in keys { s.wrapped[m, default: [:]][s.epoch] = w }
+        case "delete":
+            s.deleted = true
+            s.wrapped = [:]
+        default:
+            skip("unknown record \(printable(text(e, "record") ?? "(none)", limit: 40))")
+        }
+    }
+
+    /// Brings this replica's keys of the shares whose membership logs are `membershipOrigins`
+    /// (all of them when nil) in step with those logs: the keys sealed to it are opened and
+    /// written to `shares/<share>.keys`; a deleted share's keys are destroyed.
+    /// - Returns: the shares this replica holds keys of afterwards, among those read.
+    @discardableResult
+    public static func refresh(_ store: Store, key: ReplicaKey, membershipOrigins: Set<ReplicaID>? = nil) throws -> [ShareState] {
+        var states: [ShareState] = []
+        for origin in try membershipOrigins.map({ Array($0) }) ?? store.origins() {
+            guard let share = try membershipShare(store, origin: origin), let s = try state(store, share: share, origin: origin) else { continue }
+            states.append(s)
+        }
+        let dir = store.layout.shares
+        var wrote = false
+        defer { if wrote { ShareKeyring.invalidate(store) } }
+        for s in states {
+            let keysPath = dir + "/" + s.share.description + ShareKeyring.keysSuffix
+            if s.deleted {
+                try FileIO.makeDirectory(dir, op: "delete share keys")
+                try FileIO.writeAtomically(Array("deleted\n".utf8), to: dir + "/" + s.share.description + ShareKeyring.deletedSuffix, op: "delete share keys")
+                if FileIO.exists(keysPath) { try FileIO.remove(keysPath, op: "delete share keys") }
+                try FileIO.fsyncDirectory(dir, op: "delete share keys")
+                wrote = true
+                continue
+            }
+            guard let mine = s.wrapped[key.replicaID], !FileIO.exists(dir + "/" + s.share.description + ShareKeyring.leftSuffix) else { continue }
+            var keys: [ContentKey] = []
+            for (epoch, w) in mine {
+                guard let k = ShareCrypto.unwrap(w, share: s.share, epoch: epoch, with: key) else { continue }
+                keys.append(k)
+            }
+            let ring = try ShareKeyring.of(store)
+            if keys.allSatisfy({ ring.key(s.share, epoch: $0.epoch) == $0 }) && !keys.isEmpty { continue }
+            let held = (1...max(1, s.epoch)).compactMap { ring.key(s.share, epoch: $0) }
+            let all = Dictionary((held + keys).map { ($0.epoch, $0) }, uniquingKeysWith: { _, new in new }).values
+            try FileIO.makeDirectory(dir, op: "write share keys")
+            try FileIO.writeAtomically(ShareKeyring.encode(Array(all)), to: keysPath, op: "write share keys", restrictedMode: 0o600)
+            wrote = true
+        }
+        return states
+    }
+}
+
+extension ShareDirectory {
+    /// Records that the projection no longer holds rows of `shares` (deleted or left).
+    public static func markErased(_ store: Store, shares: Set<ShareID>) throws {
+        let op = "erase share"
+        let dir = store.layout.shares
+        for share in shares {
+            for (suffix, first) in [(ShareKeyring.deletedSuffix, "deleted\n"), (ShareKeyring.leftSuffix, "left\n")] {
+                let path = dir + "/" + share.description + suffix
+                guard FileIO.exists(path) else { continue }
+                try FileIO.writeAtomically(Array((first + ShareKeyring.erasedLine).utf8), to: path, op: op)
+            }
+        }
+        ShareKeyring.invalidate(store)
+    }
+
+    /// Leaves `share` on this replica: its keys are destroyed here and not learnt again from
+    /// the membership log (the admin removes this replica to rotate the key for the others).
+    public static func leave(_ store: Store, share: ShareID) throws {
+        let op = "share leave"
+        let dir = store.layout.shares
+        try FileIO.makeDirectory(dir, op: op)
+        try FileIO.writeAtomically(Array("left\n".utf8), to: dir + "/" + share.description + ShareKeyring.leftSuffix, op: op)
+        let keys = dir + "/" + share.description + ShareKeyring.keysSuffix
+        if FileIO.exists(keys) { try FileIO.remove(keys, op: op) }
+        try FileIO.fsyncDirectory(dir, op: op)
+        ShareKeyring.invalidate(store)
+    }
+}
+
+enum Hex {
+    static func encode(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined() }
+
+    static func decode(_ s: String) -> [UInt8]? {
+        let u = Array(s.utf8)
+        guard u.count % 2 == 0, u.count <= 1 << 20 else { return nil }
+        var out: [UInt8] = []
+        out.reserveCapacity(u.count / 2)
+        func v(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: c - 48
+            case 97...102: c - 87
+            default: nil
+            }
+        }
+        var i = 0
+        while i < u.count {
+            guard let h = v(u[i]), let l = v(u[i + 1]) else { return nil }
+            out.append(h << 4 | l)
+            i += 2
+        }
+        return out
+    }
+}

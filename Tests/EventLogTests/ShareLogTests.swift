@@ -1,0 +1,242 @@
+import Crypto
+import Domain
+import Foundation
+import TestSupport
+import Testing
+@testable import EventLog
+
+/// Shares at the log's level, attacks first: a relay that alters, strips or re-labels a share's
+/// frames; a stranger who writes a membership log for someone else's share; a member who seals
+/// contents that do not read. See docs/SHARING.md.
+@Suite struct ShareLogTests {
+    struct Replica {
+        let store: Store
+        let key: ReplicaKey
+        init(_ path: String) throws {
+            key = .generate()
+            store = try Store.create(at: path, signingKey: key)
+        }
+        func appender() throws -> LogAppender { try LogAppender(store: store) }
+    }
+
+    /// Every frame `from` holds of `origin`.
+    static func frames(_ from: Store, _ origin: ReplicaID) throws -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        try LogReader(store: from).forEachFrame(origin: origin) { _, b in out.append(Array(b)); return true }
+        return out
+    }
+
+    /// Copies every origin's frames from `a` into `b` (a sync by hand).
+    static func copy(_ a: Store, into b: LogAppender) throws {
+        for o in try a.origins() {
+            let f = try frames(a, o)
+            if !f.isEmpty { _ = try b.receive(f) }
+        }
+    }
+
+    /// Alice's share with Bob in it and one sealed event of Alice's.
+    static func aliceAndBob(_ dir: TempDir) throws -> (alice: Replica, bob: Replica, share: ShareID) {
+        let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")
+        let a = try alice.appender()
+        defer { try? a.close() }
+        let share = try a.createShare(name: "home")
+        try a.addMember(bob.key.memberCard, to: share)
+        _ = try a.appendShared([item("SEALEDTITLE")], to: share)
+        return (alice, bob, share)
+    }
+
+    static func fixCRC(_ f: inout [UInt8]) {
+        guard let h = FrameHeader(parsing: f) else { return }
+        var crc = CRC32C()
+        f.withUnsafeBytes { p in
+            crc.update(UnsafeRawBufferPointer(rebasing: p[0..<FrameHeader.size - 4]))
+            crc.update(UnsafeRawBufferPointer(rebasing: p[FrameHeader.size..<h.totalBytes]))
+        }
+        for i in 0..<4 { f[92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * UInt32(i))) }
+    }
+
+    /// Receives `frames` into a new store; the refusal, or nil.
+    static func refusal(_ frames: [[UInt8]], _ dir: TempDir) throws -> LogError? {
+        let r = try Replica(dir.path + "/r\(UUID().uuidString.prefix(8))")
+        let a = try r.appender()
+        defer { try? a.close() }
+        do { _ = try a.receive(frames); return nil } catch let e as LogError { return e }
+    }
+
+    @Test func aMemberReadsTheSealedEventsAndAStrangerHoldsOnlyCiphertext() throws {
+        let dir = TempDir()
+        let (alice, bob, share) = try Self.aliceAndBob(dir)
+        let stranger = try Replica(dir.path + "/stranger")
+        let s = try stranger.appender()
+        try Self.copy(alice.store, into: s)
+        try s.close()
+        let b = try bob.appender()
+        try Self.copy(stranger.store, into: b)
+        try b.close()
+        let log = ReplicaID.shareLog(share, signingKey: alice.key.publicKey)
+        #expect(try LogReader(store: bob.store).events(origin: log).map { $0.fields.first?.value } == [.text("SEALEDTITLE")])
+        #expect(try LogReader(store: stranger.store).events(origin: log).isEmpty, "a stranger read a sealed event")
+        let report = try Verifier(store: stranger.store).run()
+        #expect(report.isClean && report.sealedUnopened == 1, "\(report.problems)")
+        let frame = try #require(try Self.frames(stranger.store, log).first)
+        #expect(frame.firstRange(of: Array("SEALEDTITLE".utf8)) == nil)
+    }
+
+    @Test func aRelayThatAltersStripsOrRelabelsASealedFrameIsRefused() throws {
+        let dir = TempDir()
+        let (alice, _, share) = try Self.aliceAndBob(dir)
+        let log = ReplicaID.shareLog(share, signingKey: alice.key.publicKey)
+        let frame = try #require(try Self.frames(alice.store, log).first)
+        #expect(try Self.refusal([frame], dir) == nil)
+        let h = try #require(FrameHeader(parsing: frame))
+
+        // A ciphertext byte flipped, checksum fixed: the signature fails.
+        var altered = frame
+        altered[FrameHeader.size + 1] ^= 0x20
+        Self.fixCRC(&altered)
+        let e1 = try #require(try Self.refusal([altered], dir))
+        #expect(e1.description.contains("signature does not verify"), "\(e1)")
+
+        // The share block's share id changed: the origin no longer derives from it.
+        var relabelled = frame
+        relabelled[h.payloadEnd] ^= 0x01
+        Self.fixCRC(&relabelled)
+        let e2 = try #require(try Self.refusal([relabelled], dir))
+        #expect(e2.description.contains("forged"), "\(e2)")
+
+        // The share flags stripped: a signed frame of an origin the key does not derive alone.
+        var stripped = frame
+        stripped[6] &= ~UInt8(12)
+        Self.fixCRC(&stripped)
+        #expect(try Self.refusal([stripped], dir) != nil)
+
+        // Sealed without the share flag, or shared without a signature: refused at the header.
+        var sealedOnly = frame
+        sealedOnly[6] = (sealedOnly[6] & ~UInt8(4))
+        Self.fixCRC(&sealedOnly)
+        let e4 = try #require(try Self.refusal([sealedOnly], dir))
+        #expect(e4.description.contains("sealed frame that is not a share's"), "\(e4)")
+        var unsignedShare = frame
+        unsignedShare[6] &= ~UInt8(2)
+        Self.fixCRC(&unsignedShare)
+        #expect(try Self.refusal([unsignedShare], dir) != nil)
+
+        // A membership frame (not sealed) that claims a key epoch: refused.
+        let members = try #require(try Self.frames(alice.store, ReplicaID.shareMembers(share, signingKey: alice.key.publicKey)).first)
+        let mh = try #require(FrameHeader(parsing: members))
+        var epoch = members
+        epoch[mh.payloadEnd + 16] = 1
+        Self.fixCRC(&epoch)
+        #expect(try Self.refusal([epoch], dir) != nil)
+    }
+
+    /// Mallory writes a membership log for Alice's share id with her own key, "adding" Bob with
+    /// a key she knows. It is a well-formed log of her own (receivers take it), but its first
+    /// record cannot prove the share's id derives from her key: Bob takes no key from it, and
+    /// the share stays Alice's.
+    @Test func aStrangersMembershipLogForSomeoneElsesShareGivesNoKey() throws {
+        let dir = TempDir()
+        let (alice, bob, share) = try Self.aliceAndBob(dir)
+        let mallory = ReplicaKey.generate()
+        let origin = ReplicaID.shareMembers(share, signingKey: mallory.publicKey)
+        let planted = ContentKey.generate(epoch: 1)
+        let records = [
+            Mutation(entity: .shareRecord, op: .create, entityID: share.rawValue, fields: [
+                Field("record", .text("create")), Field("name", .text("")), Field("nonce", .text(Hex.encode([UInt8](repeating: 7, count: 16)))),
+                Field("admin", .text(Hex.encode(mallory.publicKey))),
+            ]),
+            Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue, fields: [
+                Field("record", .text("add")), Field("member", .text(Hex.encode(bob.key.memberCard.encoded))),
+                Field("wrap.1", .text(Hex.encode(try ShareCrypto.wrap(planted, share: share, to: bob.key.memberCard)))),
+            ]),
+        ]
+        let enc = FrameEncoder()
+        for (i, m) in records.enumerated() { enc.add(m, origin: origin, seq: Seq(UInt64(i + 1)), hlc: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000) + UInt64(i), counter: 0)) }
+        let forged = enc.finish(continues: false, previousHash: .zero, signer: mallory,
+                                share: (ShareBlock(share: share, epoch: 0, nonce: [UInt8](repeating: 0, count: 12)), nil))
+        let b = try bob.appender()
+        defer { try? b.close() }
+        _ = try b.receive([forged])
+        #expect(try ShareDirectory.shares(bob.store).isEmpty, "Mallory's log was taken as the share's")
+        #expect(try ShareKeyring.of(bob.store).key(share, epoch: 1) == nil)
+        try Self.copy(alice.store, into: b)
+        let shares = try ShareDirectory.shares(bob.store)
+        #expect(shares[share]?.adminID == alice.key.replicaID)
+        #expect(try ShareKeyring.of(bob.store).key(share, epoch: 1) != planted)
+        #expect(try ShareKeyring.of(bob.store).key(share, epoch: 1) != nil)
+    }
+
+    /// A member can seal anything with the share's key. Contents that do not read are never
+    /// taken as data: readers skip the frame (the log reads on past it) and `verify` names it,
+    /// its origin, and so its writer.
+    @Test func aMembersUnreadableSealedFrameIsSkippedAndNamed() throws {
+        let dir = TempDir()
+        let (alice, bob, share) = try Self.aliceAndBob(dir)
+        let b = try bob.appender()
+        try Self.copy(alice.store, into: b)
+        try b.close()
+        let key = try #require(try ShareKeyring.of(bob.store).key(share, epoch: 1))
+        let origin = ReplicaID.shareLog(share, signingKey: bob.key.publicKey)
+        let hlc = HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0)
+        // Frame 1: garbage records, sealed right and signed by Bob.
+        let garbage = [UInt8](repeating: 0xEE, count: 40)
+        let block = ShareBlock(share: share, epoch: 1, nonce: [UInt8](repeating: 3, count: 12))
+        let sealed = garbage.withUnsafeBytes { ShareCrypto.seal($0, key: key, block: block, origin: origin, baseSeq: Seq(1)) }
+        var header = FrameHeader(codec: .raw, continues: false, signed: true, shared: true, sealed: true, origin: origin, baseSeq: Seq(1), count: 1,
+                                 rawBytes: UInt32(garbage.count), firstHLC: hlc, lastHLC: hlc,
+                                 storedBytes: UInt32(sealed.count + ShareBlock.bytes + FrameSignature.blockBytes), previousHash: .zero, crc: 0)
+        var hw = ByteWriter(capacity: FrameHeader.size)
+        header.encode(into: &hw)
+        var body = ByteWriter(capacity: 256)
+        body.raw(sealed)
+        block.encode(into: &body)
+        let message = hw.bytes.withUnsafeBytes { h in body.bytes.withUnsafeBytes { FrameSignature.message(header: h, payload: $0) } }
+        var bad = hw.bytes + body.bytes + bob.key.publicKey + bob.key.sign(message)
+        header.crc = 0
+        Self.fixCRC(&bad)
+        // Frame 2: a good event after it.
+        let enc = FrameEncoder()
+        enc.add(item("AFTERGARBAGE"), origin: origin, seq: Seq(2), hlc: HLC(rawValue: hlc.rawValue + 1))
+        let good = enc.finish(continues: false, previousHash: bad.withUnsafeBytes { FrameHash.of($0) }, signer: bob.key,
+                              share: (ShareBlock(share: share, epoch: 1, nonce: [UInt8](repeating: 4, count: 12)), key))
+        let a = try alice.appender()
+        _ = try a.receive([bad, good])
+        try a.close()
+        let events = try LogReader(store: alice.store).events(origin: origin)
+        #expect(events.map(\.seq) == [Seq(2)] && events.first?.fields.first?.value == .text("AFTERGARBAGE"))
+        let report = try Verifier(store: alice.store).run()
+        #expect(report.problems.count == 1)
+        #expect(report.problems.first?.message.contains(origin.description) == true && report.problems.first?.message.contains("readers skip it") == true,
+                "\(report.problems)")
+    }
+
+    /// Only a member writes a share's log; only the admin changes members.
+    @Test func strangersAndMembersAreRefusedWhatOnlyTheAdminOrAMemberMayDo() throws {
+        let dir = TempDir()
+        let (alice, bob, share) = try Self.aliceAndBob(dir)
+        let stranger = try Replica(dir.path + "/stranger")
+        let s = try stranger.appender()
+        defer { try? s.close() }
+        try Self.copy(alice.store, into: s)
+        #expect(throws: LogError.self) { _ = try s.appendShared([item("x")], to: share) }
+        let b = try bob.appender()
+        defer { try? b.close() }
+        try Self.copy(alice.store, into: b)
+        #expect(throws: LogError.self) { try b.addMember(stranger.key.memberCard, to: share) }
+        #expect(throws: LogError.self) { try b.removeMember(alice.key.replicaID, from: share) }
+        #expect(throws: LogError.self) { try b.deleteShare(share) }
+        _ = try b.appendShared([item("bob's")], to: share)
+    }
+
+    @Test func aMemberCardIsCheckedAgainstTheKeyItNames() throws {
+        let key = ReplicaKey.generate()
+        let card = key.memberCard
+        #expect(MemberCard(printable: card.printable) == card)
+        #expect(MemberCard(printable: card.printable.lowercased()) == card)
+        var b = card.encoded
+        b[40] ^= 1  // another agreement key, same signature
+        #expect(MemberCard(bytes: b) == nil)
+        #expect(MemberCard(printable: "LBM1-AAAA") == nil)
+        #expect(MemberCard(bytes: Array(b.prefix(127))) == nil)
+    }
+}
