@@ -44,8 +44,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public let store: Store
     /// The access policy in force (a tokens file reloaded by `TokensFileWatcher` swaps it).
     public let policies: PolicySource
-    /// Who owns each origin (scoped principals only read their users' origins).
+    /// Who owns each origin (scoped principals only read their users' origins, and the logs of
+    /// the shares their users' replicas are members of).
     public let owners: OriginOwners
+    /// Which logs are shares', and who their members are.
+    let shares: ShareAccess
     public let pageMax: PageLimits
     public let pushBytesMax: Int
     public let lockWait: Double
@@ -82,6 +85,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         memory = MemoryBudget(bytesMax: memoryBytesMax)
         self.policies = policies ?? PolicySource(policy)
         owners = try OriginOwners(store: store)
+        do { shares = try ShareAccess(store: store) } catch { throw ServerError("cannot read the store's share logs: \(error)") }
         self.pageMax = pageMax
         self.pushBytesMax = pushBytesMax
         self.lockWait = lockWait
@@ -101,16 +105,18 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     }
 
     /// The origins `principal` may read: nil for every origin (a principal without a user), else
-    /// those owned by its user or one of its `read_users`, as owners stand when it is asked.
+    /// those owned by its user or one of its `read_users`, and the logs of every share one of
+    /// their replicas is a member of, as owners and memberships stand when it is asked.
     public func readable(by principal: AccessPolicy.Principal) -> (@Sendable (ReplicaID) -> Bool)? {
         guard let users = principal.readableUsers else { return nil }
-        let owners = self.owners
-        return { o in owners.owner(of: o).map(users.contains) ?? false }
+        let owners = self.owners, shares = self.shares
+        return { o in (owners.owner(of: o).map(users.contains) ?? false) || shares.isReadable(o, by: users, owners: owners) }
     }
 
-    /// The origins `principal` may read, found from the owners' record (nil: every origin).
+    /// The origins `principal` may read, found from the owners' record and the shares' membership
+    /// (nil: every origin).
     func readableOrigins(_ principal: AccessPolicy.Principal) -> Set<ReplicaID>? {
-        principal.readableUsers.map { owners.origins(of: $0) }
+        principal.readableUsers.map { owners.origins(of: $0).union(shares.origins(readableBy: $0, owners: owners)) }
     }
 
     /// The durable cursor as `principal` may see it, from the index (call `index.refresh()` first).
@@ -262,6 +268,12 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             throw EndpointError(403, "a snapshot holds every user's rows, so principal \"\(principal.name)\" (user \"\(user)\") cannot take one; "
                                 + "it pulls its users' origins frame by frame (this server must keep their logs whole: do not compact it past them)")
         }
+        // A member's projection holds its shares' rows in the clear: a snapshot would hand them
+        // to whoever bootstraps from it. Such a server serves frames only.
+        if let ring = try? ShareKeyring.of(store), !ring.shares.isEmpty {
+            throw EndpointError(403, "this server's store is a member of \(ring.shares.count) share(s): its projection holds their rows, so it makes no snapshot; "
+                                + "pull its origins frame by frame")
+        }
         let data = try await run(on: writes) { () throws -> SnapshotData in
             let now = try self.store.cursor()
             if let kept = self.keptSnapshot, kept.cursor == now { return kept }
@@ -285,7 +297,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// it) and every event in it must carry its user as actor; the answer's cursor holds the
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        let (frames, pushed) = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let (frames, pushed) = try await withoutHeldForeignFrames(try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax), principal: principal)
         if let user = principal.user {
             try checkOwners(pushed, principal: principal, user: user)
             try await run(on: reads) { try Self.checkActors(frames, principal: principal, user: user) }
@@ -392,6 +404,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         var tips: [ReplicaID: Seq] = [:]
         for (_, r) in received { for (o, s) in r.tips { tips[o] = max(tips[o] ?? Seq(0), s) } }
         index.advance(tips)
+        // New logs are classified and grown membership logs re-read before anyone is answered
+        // (a failure leaves the share's logs readable by their owners only, until the next push).
+        try? shares.note(Set(tips.keys))
         if project && !tips.isEmpty {
             do { _ = try projected.catchUp(origins: Set(tips.keys)) } catch {
                 // The frames are durable; the projection catches up at the next open. The push
@@ -409,6 +424,26 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             let cursor = (among.map { index.cursor(of: $0) } ?? index.cursor())
                 .merged(with: among.map { m in open.filtered { m.contains($0) } } ?? open)
             group[i].answer.resume(returning: PushAnswer(result: r, cursor: cursor))
+        }
+    }
+
+    /// Frames of another user's origin that this store already holds durably change nothing:
+    /// they are left out of a scoped principal's push rather than refused. A replica pushes
+    /// what it holds that the server's cursor for it does not show, and a user's cursor stops
+    /// showing a share's logs once its replica is removed from the share: refusing would stop
+    /// that replica's pushes for good.
+    private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID]) {
+        guard let user = principal.user else { return push }
+        let owners = self.owners, index = self.index
+        guard push.origins.contains(where: { o in owners.owner(of: o).map { $0 != user } ?? false }) else { return push }
+        return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID]) in
+            try index.refresh()
+            let kept = push.frames.filter { f in
+                guard let h = FrameHeader(parsing: f), let owner = owners.owner(of: h.origin), owner != user else { return true }
+                return !(index[h.origin].map { h.lastSeq <= $0.durable } ?? false)
+            }
+            let origins = Set(kept.compactMap { FrameHeader(parsing: $0)?.origin })
+            return (kept, push.origins.filter(origins.contains))
         }
     }
 

@@ -437,6 +437,9 @@ public final class Projection: @unchecked Sendable {
     func eraseLeftShares() throws {
         guard let pending = try? ShareKeyring.of(store).pendingErasure, !pending.isEmpty else { return }
         try rebuildInPlace()
+        // The audit pages' index holds decoded events too: it is derived, and made again from
+        // the log (without what can no longer be read) when next opened.
+        for suffix in [""] + StoreLayout.sqliteSidecarSuffixes { try? FileManager.default.removeItem(atPath: store.layout.audit + suffix) }
         try ShareDirectory.markErased(store, shares: pending)
     }
 
@@ -453,7 +456,8 @@ public final class Projection: @unchecked Sendable {
             let source = try SQLiteFactory.queue(temp, .ours)
             try source.backup(to: pool)
             try source.close()
-            try pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+            // Folded back and cut now if no reader holds the WAL; else at the next checkpoint.
+            _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
         } catch {
             throw ProjectionError.database("rebuild in place: \(error)")
         }

@@ -29,11 +29,16 @@ public enum Snapshot {
         try projected.projection.catchUp()
         let reader = LogReader(store: store)
         var anchors: [ReplicaID: LogTip] = [:]
+        // Shares' logs are left out: a store that holds no key of a share cannot project its
+        // sealed log, and one that does must not hand its rows on. They are pulled whole, frame
+        // by frame, never cut below a floor (a membership log read from its first record).
+        var shareLogs = Set<ReplicaID>()
         for o in try store.origins() {
+            if try ShareDirectory.isShareLog(store, origin: o) { shareLogs.insert(o); continue }
             let tip = try reader.tip(origin: o, hashing: true)
             if tip.lastSeq.rawValue > 0 { anchors[o] = tip }
         }
-        let applied = try projected.projection.cursor().filter { $0.value.rawValue > 0 }
+        let applied = try projected.projection.cursor().filter { $0.value.rawValue > 0 && !shareLogs.contains($0.key) }
         guard applied == anchors.mapValues(\.lastSeq) else {
             throw ProjectionError.database("the projection does not sit at the end of the log (run `evctl replay`); no snapshot written")
         }

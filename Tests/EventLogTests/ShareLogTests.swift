@@ -228,6 +228,49 @@ import Testing
         _ = try b.appendShared([item("bob's")], to: share)
     }
 
+    /// A store is raised to format 3 before it first holds a share's frame (a build before
+    /// shares would take one for a damaged tail and cut it off).
+    @Test func aStoreTakingAShareFrameRaisesItsFormatTo3() throws {
+        let dir = TempDir()
+        let (alice, bob, _) = try Self.aliceAndBob(dir)
+        #expect(try Store.open(at: alice.store.path).format == 3)
+        #expect(try Store.open(at: bob.store.path).format == 2)
+        let b = try bob.appender()
+        try Self.copy(alice.store, into: b)
+        try b.close()
+        #expect(try Store.open(at: bob.store.path).format == 3)
+    }
+
+    /// A removed member keeps the old epochs' keys; frames it writes with them after its removal
+    /// (by the removal record's clock) are not read by anyone. Those written before still are.
+    @Test func aRemovedMembersLaterFramesAreNotRead() throws {
+        let dir = TempDir()
+        let (alice, bob, share) = try Self.aliceAndBob(dir)
+        let b = try bob.appender()
+        try Self.copy(alice.store, into: b)
+        _ = try b.appendShared([item("BEFOREREMOVAL")], to: share)
+        try b.close()
+        let a = try alice.appender()
+        try Self.copy(bob.store, into: a)
+        try a.removeMember(bob.key.replicaID, from: share)
+        try a.close()
+        // Bob, removed, writes with the epoch-1 key he still holds, past the removal's clock.
+        let key = try #require(try ShareKeyring.of(bob.store).key(share, epoch: 1))
+        let origin = ReplicaID.shareLog(share, signingKey: bob.key.publicKey)
+        let tip = try LogReader(store: bob.store).tip(origin: origin)
+        let enc = FrameEncoder()
+        enc.add(item("AFTERREMOVAL"), origin: origin, seq: tip.lastSeq.next, hlc: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000) + 1000, counter: 0))
+        let late = enc.finish(continues: false, previousHash: tip.lastHash, signer: bob.key,
+                              share: (ShareBlock(share: share, epoch: 1, nonce: [UInt8](repeating: 9, count: 12)), key))
+        let a2 = try alice.appender()
+        _ = try a2.receive([late])  // well-formed and signed by its origin: held and passed on
+        try a2.close()
+        let titles = try LogReader(store: alice.store).events(origin: origin).compactMap { $0.fields.first?.value }
+        #expect(titles == [.text("BEFOREREMOVAL")])
+        let report = try Verifier(store: alice.store).run()
+        #expect(report.problems.contains { $0.message.contains("after it was removed from share") }, "\(report.problems)")
+    }
+
     @Test func aMemberCardIsCheckedAgainstTheKeyItNames() throws {
         let key = ReplicaKey.generate()
         let card = key.memberCard

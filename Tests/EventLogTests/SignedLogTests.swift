@@ -148,7 +148,7 @@ import Testing
         #expect(a.store.format == 2)
         try a.close()
         #expect(try Store.create(at: dir.path + "/new").format == 2)
-        writeBytes(old.layout.storeFile, Array("{\"format_version\":3,\"replica_id\":\"\(old.replicaID)\"}\n".utf8))
+        writeBytes(old.layout.storeFile, Array("{\"format_version\":4,\"replica_id\":\"\(old.replicaID)\"}\n".utf8))
         #expect(throws: LogError.self) { try Store.open(at: old.path) }
     }
 

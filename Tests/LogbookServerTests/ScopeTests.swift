@@ -161,6 +161,80 @@ import Testing
     /// A push that is refused claims nothing: before, a scoped user's push of frames the store
     /// then refused (422) still made their origins that user's, so a scoped user took the
     /// server's own origin (and then pulled it).
+    /// A share's logs reach the users whose replicas are its members, from a scoped hub that
+    /// holds no key: a user outside the share never receives a frame of it, and a member's user
+    /// removed from it stops receiving its logs (docs/SHARING.md).
+    @Test func aScopedHubServesAShareOnlyToItsMembersUsers() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let alice = try Store.create(at: dir.path + "/alice")
+        let bob = try Store.create(at: dir.path + "/bob")
+        let carol = try Store.create(at: dir.path + "/carol")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
+            ]}
+            """.utf8))
+        func write<T>(_ store: Store, _ body: (LogAppender) throws -> T) throws -> T {
+            let a = try LogAppender(store: store)
+            defer { try? a.close() }
+            return try body(a)
+        }
+        let bobKey = try #require(try bob.signingKey())
+        let share = try write(alice) { a in
+            _ = try a.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("alice's own"))])])
+            let s = try a.createShare(name: "team")
+            try a.addMember(bobKey.memberCard, to: s)
+            _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("SHAREDTITLE"))])], to: s)
+            return s
+        }
+        try write(bob) { _ = try $0.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("bob's own"))])]) }
+        try write(carol) { _ = try $0.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("carol's own"))])]) }
+        let aliceKey = try #require(try alice.signingKey())
+        let members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
+        let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            func sync(_ token: String, _ store: Store) async throws {
+                let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+                do {
+                    _ = try await Replication.push(from: store, to: t)
+                    _ = try await Replication.pull(from: t, store: store, lockWait: 5)
+                } catch {
+                    await t.shutdown()
+                    Issue.record("sync of \(token.prefix(5)): \(error)")
+                    throw error
+                }
+                await t.shutdown()
+            }
+            try await sync("bob-token-0123456789abc", bob)
+            try await sync("carol-token-0123456789a", carol)
+            try await sync("alice-token-0123456789a", alice)
+            try await sync("bob-token-0123456789abc", bob)
+            try await sync("carol-token-0123456789a", carol)
+            #expect(Set(try origins(bob)) == [bob.replicaID, members, aliceLog], "bob gets the share's logs, not alice's own")
+            #expect(Set(try origins(carol)) == [carol.replicaID], "carol received a share she is not in")
+            #expect(try LogReader(store: bob).events(origin: aliceLog).first?.fields.first?.value == .text("SHAREDTITLE"))
+            // Bob writes to the share; Alice receives it through the hub.
+            try write(bob) { _ = try $0.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("bob's shared"))])], to: share) }
+            let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+            try await sync("bob-token-0123456789abc", bob)
+            try await sync("alice-token-0123456789a", alice)
+            #expect(try LogReader(store: alice).events(origin: bobLog).count == 1)
+            // Removed, Bob's user no longer receives the share's logs.
+            try write(alice) { a in
+                try a.removeMember(bob.replicaID, from: share)
+                _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("after"))])], to: share)
+            }
+            try await sync("alice-token-0123456789a", alice)
+            let before = try LogReader(store: bob).tip(origin: aliceLog).lastSeq
+            try await sync("bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: bob).tip(origin: aliceLog).lastSeq == before)
+            #expect(Set(try origins(carol)) == [carol.replicaID])
+        }
+    }
+
     @Test func aRefusedPushClaimsNothing() async throws {
         let dir = Dir()
         let hub = try Store.create(at: dir.path + "/hub")

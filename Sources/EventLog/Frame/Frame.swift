@@ -348,7 +348,15 @@ final class FrameDecoder {
                                _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
         if header.sealed {
             guard let block = ShareBlock.of(frame, header: header) else { throw .invalid("a sealed frame without its share block") }
-            guard let key = keys?.key(block.share, epoch: block.epoch) else { throw .locked(block.share, block.epoch) }
+            guard let keys, let key = keys.key(block.share, epoch: block.epoch) else { throw .locked(block.share, block.epoch) }
+            let writer = ReplicaID.derived(fromSigningKey: Array(UnsafeRawBufferPointer(rebasing: frame[header.totalBytes - FrameSignature.blockBytes..<header.totalBytes - FrameSignature.blockBytes + 32])))
+            // A writer not known as a member may be one whose `add` record has not arrived: the
+            // log is read up to here for now. One removed before the frame is skipped for good.
+            switch keys.mayWrite(block.share, writer: writer, at: header.lastHLC) {
+            case nil: throw .locked(block.share, block.epoch)
+            case false?: throw .unreadable("written by replica \(writer) after it was removed from share \(block.share)")
+            case true?: break
+            }
             guard let plain = ShareCrypto.open(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd]), key: key, block: block,
                                                origin: header.origin, baseSeq: header.baseSeq) else {
                 throw .unreadable("the payload does not open with key epoch \(block.epoch) of share \(block.share)")

@@ -61,8 +61,10 @@ public enum FrameInspector {
         let full: Result<[Event], FrameDecodeError>
         let skim: Result<Int, FrameDecodeError>
         let views: Result<FrameViews, FrameDecodeError>
+        var sealed = false
         do throws(FrameDecodeError) {
             let h = try FrameHeader.decode(frame)
+            sealed = h.sealed
             guard h.totalBytes <= frame.count else { throw FrameDecodeError.truncated("frame") }
             let f = UnsafeRawBufferPointer(rebasing: frame[0..<h.totalBytes])
             try FrameDecoder.checkCRC(f, header: h)
@@ -72,6 +74,14 @@ public enum FrameInspector {
             do throws(FrameDecodeError) { skim = .success(try FrameDecoder().check(f, header: h).count) } catch { skim = .failure(error) }
             do throws(FrameDecodeError) { views = .success(try FrameDecoder().views(of: f, header: h)) } catch { views = .failure(error) }
         } catch {
+            return false
+        }
+        if sealed {
+            // A share's sealed frame, without its key: reading stops at it (locked), receiving
+            // passes it on unopened (no records, no ids).
+            guard case .failure(.locked) = full, case .failure(.locked) = views, case .success(0) = skim else {
+                preconditionFailure("a sealed frame read without its key: \(full) / \(skim) / \(views)")
+            }
             return false
         }
         switch (full, skim, views) {

@@ -175,7 +175,11 @@ extension LogAppender {
         guard !accepted.isEmpty else { return results }
         // A build before signed logs would take a signed frame for damage and cut it off: the
         // store's format says it holds them before the first is written.
-        if store.format < Store.formatVersion, accepted.contains(where: { $0.header.signed }) { store = try store.upgradeFormat(op: "receive") }
+        if store.format < Store.sharedFormatVersion, accepted.contains(where: { $0.header.shared }) {
+            store = try store.upgradeFormat(to: Store.sharedFormatVersion, op: "receive")
+        } else if store.format < Store.signedFormatVersion, accepted.contains(where: { $0.header.signed }) {
+            store = try store.upgradeFormat(to: Store.signedFormatVersion, op: "receive")
+        }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentWriter.Mark] = [:]
         do {
@@ -243,8 +247,13 @@ extension LogAppender {
         // deleted. The frames are durable whatever happens here; a failure is tried again at the
         // next receive or `ShareDirectory.refresh`.
         let memberships = Set(accepted.filter { $0.header.shared && !$0.header.sealed }.map(\.origin))
-        if !memberships.isEmpty, let key = try? replicaKey(op: "receive") {
-            _ = try? ShareDirectory.refresh(store, key: key, membershipOrigins: memberships)
+        if !memberships.isEmpty {
+            // A peer's store reached by path is never asked for its key: its owner reads the
+            // membership logs it was given at its next open (`ShareDirectory.refreshIfAsked`).
+            if index != nil, let key = try? replicaKey(op: "receive"), (try? ShareDirectory.refresh(store, key: key, membershipOrigins: memberships)) != nil {
+            } else {
+                ShareDirectory.askForRefresh(store)
+            }
         }
         return results
     }

@@ -191,6 +191,12 @@ public final class LogAppender {
                     lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: indexed, evidence: "its event-id index")
                 }
                 try catchUpIDs(tips)
+                // Membership logs pushed into this store by path while it was closed: its keys
+                // are brought in step now (a failure is tried again at the next open).
+                if store.replicaID.isKeyDerived, FileIO.exists(store.layout.shares + "/" + ShareDirectory.refreshMarker),
+                   let key = try? store.signingKey(op: "open") {
+                    try? ShareDirectory.refreshIfAsked(store, key: key)
+                }
             }
         } catch {
             // Nothing of a failed open is recorded: `deinit` (which Swift runs when every stored
@@ -278,7 +284,7 @@ public final class LogAppender {
         // raise that failed is tried again by the next append).
         if store.replicaID.isKeyDerived {
             if signer == nil { signer = try store.signingKey(op: "append") }
-            if store.format < Store.formatVersion { store = try store.upgradeFormat(op: "append") }
+            if store.format < Store.signedFormatVersion { store = try store.upgradeFormat(to: Store.signedFormatVersion, op: "append") }
         }
         try own.rollIfFull(bytesMax: options.segmentBytesMax)
         txn = Transaction(start: own.mark)

@@ -13,8 +13,8 @@ public struct ShareState: Sendable, Equatable {
     public let membersOrigin: ReplicaID
     /// Current members by replica id (the admin among them), with their cards.
     public internal(set) var members: [ReplicaID: MemberCard] = [:]
-    /// Replicas removed from the share.
-    public internal(set) var removed: Set<ReplicaID> = []
+    /// Replicas removed from the share, with the clock of the record that removed them.
+    public internal(set) var removed: [ReplicaID: HLC] = [:]
     /// The newest content key epoch: what members write with.
     public internal(set) var epoch: UInt32 = 1
     /// Whether the share was deleted: its keys are destroyed on every member that syncs it.
@@ -49,6 +49,17 @@ public enum ShareDirectory {
             out[share] = state
         }
         return out
+    }
+
+    /// Whether `origin` is a share's log (its membership log or a member's sealed log).
+    public static func isShareLog(_ store: Store, origin: ReplicaID) throws -> Bool {
+        guard origin.isKeyDerived else { return false }
+        var shared = false
+        try LogReader(store: store).forEachFrame(origin: origin, linking: false) { h, _ in
+            shared = h.shared
+            return false
+        }
+        return shared
     }
 
     /// The share `origin` is the membership log of; nil for any other log.
@@ -110,10 +121,11 @@ public enum ShareDirectory {
                 keys[epoch] = w
             }
             s.members[card.replicaID] = card
-            s.removed.remove(card.replicaID)
+            s.removed[card.replicaID] = nil
             s.wrapped[card.replicaID, default: [:]].merge(keys) { _, new in new }
         case "remove":
             guard let id = text(e, "member").flatMap(ReplicaID.init), s.members[id] != nil else { return skip("remove: not a member") }
+            guard id != s.adminID else { return skip("remove: the admin cannot be removed") }
             guard let next = integer(e, "epoch"), next == Int64(s.epoch) + 1 else { return skip("remove: the new epoch is not \(s.epoch + 1)") }
             var keys: [ReplicaID: [UInt8]] = [:]
             for m in s.members.keys where m != id {
@@ -121,7 +133,7 @@ public enum ShareDirectory {
                 keys[m] = w
             }
             s.members[id] = nil
-            s.removed.insert(id)
+            s.removed[id] = e.hlc
             s.wrapped[id] = nil
             s.epoch += 1
             for (m, w) in keys { s.wrapped[m, default: [:]][s.epoch] = w }
@@ -164,11 +176,15 @@ public enum ShareDirectory {
                 keys.append(k)
             }
             let ring = try ShareKeyring.of(store)
-            if keys.allSatisfy({ ring.key(s.share, epoch: $0.epoch) == $0 }) && !keys.isEmpty { continue }
             let held = (1...max(1, s.epoch)).compactMap { ring.key(s.share, epoch: $0) }
             let all = Dictionary((held + keys).map { ($0.epoch, $0) }, uniquingKeysWith: { _, new in new }).values
+            var writers: [ReplicaID: HLC?] = [:]
+            for m in s.members.keys { writers[m] = .some(nil) }
+            for (m, at) in s.removed { writers[m] = .some(at) }
+            let bytes = ShareKeyring.encode(Array(all), writers: writers)
+            if (try? ForeignFile.read(keysPath, bytesMax: bytes.count + 1, op: "read share keys")) == bytes { continue }
             try FileIO.makeDirectory(dir, op: "write share keys")
-            try FileIO.writeAtomically(ShareKeyring.encode(Array(all)), to: keysPath, op: "write share keys", restrictedMode: 0o600)
+            try FileIO.writeAtomically(bytes, to: keysPath, op: "write share keys", restrictedMode: 0o600)
             wrote = true
         }
         return states
@@ -176,6 +192,25 @@ public enum ShareDirectory {
 }
 
 extension ShareDirectory {
+    /// The marker a receiver leaves when a membership log grew and this store's keys could
+    /// not be brought in step at once (frames pushed into it by path; a failed refresh).
+    static let refreshMarker = "REFRESH"
+
+    static func askForRefresh(_ store: Store) {
+        let dir = store.layout.shares
+        try? FileIO.makeDirectory(dir, op: "share refresh")
+        try? FileIO.writeAtomically(Array("refresh\n".utf8), to: dir + "/" + refreshMarker, op: "share refresh", durable: false)
+    }
+
+    /// Runs `refresh` over every membership log when a receiver asked for it; called by the
+    /// store's own writer when it opens.
+    public static func refreshIfAsked(_ store: Store, key: ReplicaKey) throws {
+        let marker = store.layout.shares + "/" + refreshMarker
+        guard FileIO.exists(marker) else { return }
+        try refresh(store, key: key)
+        try FileIO.remove(marker, op: "share refresh")
+    }
+
     /// Records that the projection no longer holds rows of `shares` (deleted or left).
     public static func markErased(_ store: Store, shares: Set<ShareID>) throws {
         let op = "erase share"

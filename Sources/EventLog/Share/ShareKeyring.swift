@@ -10,6 +10,9 @@ import Foundation
 public final class ShareKeyring: @unchecked Sendable {
     private let lock = NSLock()
     private var keys: [ShareID: [UInt32: ContentKey]] = [:]
+    /// Per share, who may write it: members (nil) and removed members (the clock of the
+    /// record that removed them: their frames up to it are theirs, the ones after are not).
+    private var writers: [ShareID: [ReplicaID: HLC?]] = [:]
     private var deleted = Set<ShareID>()
     private var erasing = Set<ShareID>()
 
@@ -35,6 +38,19 @@ public final class ShareKeyring: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return keys[share]?.values.max { $0.epoch < $1.epoch }
+    }
+
+    /// Whether `writer`'s frame of `share` whose last event is at `hlc` is read: the writer is
+    /// a member, or was one and the frame comes before the record that removed it. A removed
+    /// member keeps the old epochs' keys, and a rotation alone would not stop it writing.
+    /// - Returns: nil when this replica does not know `writer` as a member (yet: the record
+    ///   that added it may not have arrived), else whether the frame is read.
+    public func mayWrite(_ share: ShareID, writer: ReplicaID, at hlc: HLC) -> Bool? {
+        lock.lock()
+        defer { lock.unlock() }
+        guard let w = writers[share], let entry = w[writer] else { return nil }
+        guard let removedAt = entry else { return true }
+        return hlc < removedAt
     }
 
     /// Shares whose keys this replica holds.
@@ -64,8 +80,11 @@ public final class ShareKeyring: @unchecked Sendable {
     /// A share has at most this many epochs (one per removal): bounds a key file.
     static let epochsMax = 1 << 16
 
-    static func encode(_ keys: [ContentKey]) -> [UInt8] {
-        var w = ByteWriter(capacity: 16 + keys.count * 36)
+    /// Members and removed members a key file holds at most.
+    static let writersMax = 1 << 16
+
+    static func encode(_ keys: [ContentKey], writers: [ReplicaID: HLC?]) -> [UInt8] {
+        var w = ByteWriter(capacity: 20 + keys.count * 36 + writers.count * 24)
         w.raw(magic)
         w.u8(version)
         w.raw([0, 0, 0])
@@ -74,35 +93,49 @@ public final class ShareKeyring: @unchecked Sendable {
             w.u32(k.epoch)
             w.raw(k.bytes)
         }
+        w.u32(UInt32(writers.count))
+        for (id, removedAt) in writers.sorted(by: { $0.key < $1.key }) {
+            w.uuid(id.rawValue)
+            w.u64(removedAt?.rawValue ?? 0)
+        }
         w.u32(CRC32C.checksum(w.bytes))
         return w.bytes
     }
 
-    static func decode(_ b: [UInt8], path: String) throws -> [ContentKey] {
+    static func decode(_ b: [UInt8], path: String) throws -> (keys: [ContentKey], writers: [ReplicaID: HLC?]) {
         func damaged(_ why: String) -> LogError {
             LogError(.corrupt, "read share keys", "a share's key file is damaged: \(why)", file: path,
-                     hint: "remove it; the keys are learnt again from the share's membership log at the next sync")
+                     hint: "remove it; the keys are learnt again from the share's membership log when it next grows, or with `evctl share list --refresh`")
         }
-        guard b.count >= 16, Array(b[0..<4]) == magic else { throw damaged("bad magic or too short") }
+        func u32(_ at: Int) -> UInt32 { UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24 }
+        guard b.count >= 20, Array(b[0..<4]) == magic else { throw damaged("bad magic or too short") }
         guard b[4] == version else { throw damaged("version \(b[4]) is not supported") }
-        let n = Int(UInt32(b[8]) | UInt32(b[9]) << 8 | UInt32(b[10]) << 16 | UInt32(b[11]) << 24)
-        guard n <= epochsMax, b.count == 16 + n * 36 else { throw damaged("\(b.count) bytes do not hold \(n) keys") }
+        let n = Int(u32(8))
+        guard n <= epochsMax, b.count >= 20 + n * 36 else { throw damaged("\(b.count) bytes do not hold \(n) keys") }
+        let m = Int(u32(12 + n * 36))
+        guard m <= writersMax, b.count == 20 + n * 36 + m * 24 else { throw damaged("\(b.count) bytes do not hold \(n) keys and \(m) writers") }
         let crcAt = b.count - 4
-        let crc = UInt32(b[crcAt]) | UInt32(b[crcAt + 1]) << 8 | UInt32(b[crcAt + 2]) << 16 | UInt32(b[crcAt + 3]) << 24
-        guard CRC32C.checksum(Array(b[0..<crcAt])) == crc else { throw damaged("checksum mismatch") }
-        var out: [ContentKey] = []
+        guard CRC32C.checksum(Array(b[0..<crcAt])) == u32(crcAt) else { throw damaged("checksum mismatch") }
+        var keys: [ContentKey] = []
         for i in 0..<n {
             let at = 12 + i * 36
-            let epoch = UInt32(b[at]) | UInt32(b[at + 1]) << 8 | UInt32(b[at + 2]) << 16 | UInt32(b[at + 3]) << 24
-            guard let k = ContentKey(epoch: epoch, bytes: Array(b[at + 4..<at + 36])) else { throw damaged("key \(i + 1) has epoch 0") }
-            out.append(k)
+            guard let k = ContentKey(epoch: u32(at), bytes: Array(b[at + 4..<at + 36])) else { throw damaged("key \(i + 1) has epoch 0") }
+            keys.append(k)
         }
-        return out
+        var writers: [ReplicaID: HLC?] = [:]
+        for i in 0..<m {
+            let at = 16 + n * 36 + i * 24
+            let id = ReplicaID(rawValue: b.withUnsafeBytes { UUID(bytes: UnsafeRawBufferPointer(rebasing: $0[at..<at + 16])) })
+            let removed = UInt64(u32(at + 16)) | UInt64(u32(at + 20)) << 32
+            writers[id] = removed == 0 ? .some(nil) : .some(HLC(rawValue: removed))
+        }
+        return (keys, writers)
     }
 
     /// Reads the folder; a damaged file is reported, not taken as keys.
     func load(_ dir: String) throws {
         var keys: [ShareID: [UInt32: ContentKey]] = [:]
+        var writers: [ShareID: [ReplicaID: HLC?]] = [:]
         var deleted = Set<ShareID>()
         var erasing = Set<ShareID>()
         if FileIO.isDirectory(dir) {
@@ -113,15 +146,19 @@ public final class ShareKeyring: @unchecked Sendable {
                     let marker = (try? ForeignFile.read(dir + "/" + name, bytesMax: 64, op: "read share keys")) ?? []
                     if !String(decoding: marker, as: UTF8.self).hasSuffix(Self.erasedLine) { erasing.insert(id) }
                 } else if name.hasSuffix(Self.keysSuffix), let id = ShareID(String(name.dropLast(Self.keysSuffix.count))) {
+                    // A damaged file is that share's alone: the others' keys still read.
                     let path = dir + "/" + name
-                    let list = try Self.decode(try ForeignFile.read(path, bytesMax: 16 + Self.epochsMax * 36, op: "read share keys"), path: path)
-                    keys[id] = Dictionary(list.map { ($0.epoch, $0) }, uniquingKeysWith: { a, _ in a })
+                    guard let bytes = try? ForeignFile.read(path, bytesMax: 20 + Self.epochsMax * 36 + Self.writersMax * 24, op: "read share keys"),
+                          let file = try? Self.decode(bytes, path: path) else { continue }
+                    keys[id] = Dictionary(file.keys.map { ($0.epoch, $0) }, uniquingKeysWith: { a, _ in a })
+                    writers[id] = file.writers
                 }
             }
         }
         for d in deleted { keys[d] = nil }
         lock.lock()
         self.keys = keys
+        self.writers = writers
         self.deleted = deleted
         self.erasing = erasing
         lock.unlock()

@@ -10,11 +10,16 @@ public struct Store: Sendable {
     /// The store format this build writes: 2 once a store holds signed frames (a new store
     /// signs from its first append), so a build before signed logs, which would take a signed
     /// frame for damage and cut it off as a torn tail, refuses to open it instead.
-    public static let formatVersion = 2
-    /// Store formats this build reads: 1 (stores made before signed logs) and 2.
-    public static let readableFormats = 1...2
+    /// 3 once it holds a share's frames (flags a build before shares takes for damage).
+    public static let formatVersion = 3
+    /// Store formats this build reads: 1 (stores made before signed logs), 2 and 3.
+    public static let readableFormats = 1...3
     /// The format of a store holding unsigned frames only, which every build reads.
     static let unsignedFormatVersion = 1
+    /// The format of a store holding signed frames, and no share's.
+    static let signedFormatVersion = 2
+    /// The format of a store holding a share's frames (docs/SHARING.md).
+    static let sharedFormatVersion = 3
     public let path: String
     public let replicaID: ReplicaID
     /// The format version its `store.json` said when opened.
@@ -56,7 +61,7 @@ public struct Store: Sendable {
         try FileIO.makeDirectory(layout.log, op: op)
         // The key first: store.json is what makes the folder a store.
         if let key { try FileIO.writeAtomically(key.fileContents(), to: layout.signingKey, op: op, restrictedMode: 0o600) }
-        let format = key == nil ? unsignedFormatVersion : formatVersion
+        let format = key == nil ? unsignedFormatVersion : signedFormatVersion
         try FileIO.writeAtomically(metaFile(format: format, replicaID: replicaID), to: meta, op: op)
         return Store(path: path, replicaID: replicaID, format: format)
     }
@@ -67,10 +72,10 @@ public struct Store: Sendable {
 
     /// Rewrites `store.json` with the current format version (atomically), before the first
     /// signed frame is written into a store of format 1. Hold the writer lock.
-    func upgradeFormat(op: String) throws -> Store {
-        guard format < Self.formatVersion else { return self }
-        try FileIO.writeAtomically(Self.metaFile(format: Self.formatVersion, replicaID: replicaID), to: layout.storeFile, op: op)
-        return Store(path: path, replicaID: replicaID, format: Self.formatVersion)
+    func upgradeFormat(to version: Int, op: String) throws -> Store {
+        guard format < version else { return self }
+        try FileIO.writeAtomically(Self.metaFile(format: version, replicaID: replicaID), to: layout.storeFile, op: op)
+        return Store(path: path, replicaID: replicaID, format: version)
     }
 
     /// This replica's signing key: nil for a store whose id is not derived from a key (made

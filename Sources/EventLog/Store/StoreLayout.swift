@@ -12,7 +12,7 @@ public struct StoreLayout: Sendable, Hashable {
 
     /// What a store's directory may hold at its top level.
     public enum Entry: String, CaseIterable, Sendable {
-        /// `{"format_version":2,"replica_id":"<uuid>"}` (1 for a store holding no signed frame), written atomically at init.
+        /// `{"format_version":2,"replica_id":"<uuid>"}` (1 for a store holding no signed frame, 3 once it holds a share's), written atomically at init.
         case storeFile = "store.json"
         /// This replica's Ed25519 signing key (mode 0600, never shipped); only in a store whose
         /// replica id derives from its key (docs/FORMAT.md, "Signed frames").
