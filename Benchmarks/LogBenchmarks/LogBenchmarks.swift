@@ -141,6 +141,72 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("single-event receive signed / unsigned (%)"), Int(unsigned.receiveSingles / signed.receiveSingles * 100))
     }
 
+    // Shares (docs/SHARING.md): appends sealed into a share's log (ChaCha20-Poly1305 and the
+    // share block, on top of signing) against appends to the replica's own signed log; and a
+    // member's pull of a share's events (receive, then read them back, opening every frame)
+    // against the same events as a signed log that is not sealed. In the same iteration.
+    Benchmark("shares: sealed append and pull", configuration: config([
+        "append to a share, events/s (K)", "append to own log, events/s (K)", "share append / own append (%)",
+        "pull of shared events, events/s (K)", "pull of unsealed events, events/s (K)", "shared pull / unsealed pull (%)",
+    ], iterations: 3, warmup: 1)) { benchmark in
+        let events = 1_000_000, appendEvents = 200_000
+        let ms = Workload.mutations(events)
+        let dir = Scratch()
+        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let plain = try Store.create(at: dir.path + "/plain")
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "bench")
+        try a.addMember(bobKey.memberCard, to: share)
+        let p = try LogAppender(store: plain)
+        benchmark.startMeasurement()
+        var t = Clock.now()
+        for start in stride(from: 0, to: appendEvents, by: 1000) { _ = try a.appendShared(Array(ms[start..<start + 1000]), to: share) }
+        let sharedAppend = Clock.now() - t
+        t = Clock.now()
+        for start in stride(from: 0, to: appendEvents, by: 1000) { _ = try p.append(Array(ms[start..<start + 1000])) }
+        let ownAppend = Clock.now() - t
+        benchmark.stopMeasurement()
+        for start in stride(from: appendEvents, to: events, by: 1000) {
+            _ = try a.appendShared(Array(ms[start..<start + 1000]), to: share)
+            _ = try p.append(Array(ms[start..<start + 1000]))
+        }
+        try a.close()
+        try p.close()
+        func frames(_ store: Store, _ origin: ReplicaID) throws -> [[UInt8]] {
+            var out: [[UInt8]] = []
+            try LogReader(store: store).forEachFrame(origin: origin) { _, b in out.append(Array(b)); return true }
+            return out
+        }
+        let members = try frames(alice, ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey))
+        let sealed = try frames(alice, ReplicaID.shareLog(share, signingKey: aliceKey.publicKey))
+        let unsealed = try frames(plain, plain.replicaID)
+        func pull(_ frames: [[UInt8]], into name: String, first: [[UInt8]]) throws -> Double {
+            let store = try Store.create(at: dir.path + "/" + name, signingKey: name.hasPrefix("bob") ? bobKey : .generate())
+            let r = try LogAppender(store: store)
+            if !first.isEmpty { _ = try r.receive(first) }
+            let origin = FrameHeader(parsing: frames[0])!.origin
+            let t = Clock.now()
+            for start in stride(from: 0, to: frames.count, by: 64) { _ = try r.receive(Array(frames[start..<min(frames.count, start + 64)])) }
+            var n = 0
+            try LogReader(store: store).forEachEventView(origin: origin) { _ in n += 1; return true }
+            let elapsed = Clock.now() - t
+            precondition(n == events, "the pull read \(n) of \(events) events")
+            try r.close()
+            return elapsed
+        }
+        benchmark.startMeasurement()
+        let sharedPull = try pull(sealed, into: "bob-\(UUID().uuidString.prefix(6))", first: members)
+        let plainPull = try pull(unsealed, into: "carol-\(UUID().uuidString.prefix(6))", first: [])
+        benchmark.stopMeasurement()
+        benchmark.measurement(metric("append to a share, events/s (K)"), Int(Double(appendEvents) / sharedAppend / 1000))
+        benchmark.measurement(metric("append to own log, events/s (K)"), Int(Double(appendEvents) / ownAppend / 1000))
+        benchmark.measurement(metric("share append / own append (%)"), Int(ownAppend / sharedAppend * 100))
+        benchmark.measurement(metric("pull of shared events, events/s (K)"), Int(Double(events) / sharedPull / 1000))
+        benchmark.measurement(metric("pull of unsealed events, events/s (K)"), Int(Double(events) / plainPull / 1000))
+        benchmark.measurement(metric("shared pull / unsealed pull (%)"), Int(plainPull / sharedPull * 100))
+    }
+
     // Bytes on disk against the NDJSON input of the sample workload.
     Benchmark("bytes on disk vs NDJSON input", configuration: config(["NDJSON input bytes per event", "log bytes per event", "log / input (per mille)"], iterations: 1, warmup: 0)) { benchmark in
         let events = 500_000

@@ -85,7 +85,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         memory = MemoryBudget(bytesMax: memoryBytesMax)
         self.policies = policies ?? PolicySource(policy)
         owners = try OriginOwners(store: store)
-        do { shares = try ShareAccess(store: store) } catch { throw ServerError("cannot read the store's share logs: \(error)") }
+        do { shares = try ShareAccess(store: store) } catch { throw ServerError("cannot list the store's logs: \(error)") }
         self.pageMax = pageMax
         self.pushBytesMax = pushBytesMax
         self.lockWait = lockWait
@@ -270,8 +270,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         // A member's projection holds its shares' rows in the clear: a snapshot would hand them
         // to whoever bootstraps from it. Such a server serves frames only.
-        if let ring = try? ShareKeyring.of(store), !ring.shares.isEmpty {
-            throw EndpointError(403, "this server's store is a member of \(ring.shares.count) share(s): its projection holds their rows, so it makes no snapshot; "
+        // Any key file counts, even one that does not read (a keyring that skips it must not
+        // make this check pass).
+        let keyFiles = ((try? FileManager.default.contentsOfDirectory(atPath: store.layout.shares)) ?? []).filter { $0.hasSuffix(".keys") }
+        if !keyFiles.isEmpty {
+            throw EndpointError(403, "this server's store is a member of \(keyFiles.count) share(s): its projection holds their rows, so it makes no snapshot; "
                                 + "pull its origins frame by frame")
         }
         let data = try await run(on: writes) { () throws -> SnapshotData in
@@ -297,7 +300,15 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// it) and every event in it must carry its user as actor; the answer's cursor holds the
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        let (frames, pushed) = try await withoutHeldForeignFrames(try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax), principal: principal)
+        let (frames, pushed, held) = try await withoutHeldForeignFrames(try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax), principal: principal)
+        // The answer's cursor shows where the left-out origins stand here, so the client's
+        // next page moves past them instead of sending them again.
+        func answering(_ a: PushAnswer) -> PushAnswer {
+            guard !held.isEmpty else { return a }
+            var a = a
+            a.cursor = a.cursor.merged(with: index.cursor(of: held))
+            return a
+        }
         if let user = principal.user {
             try checkOwners(pushed, principal: principal, user: user)
             try await run(on: reads) { try Self.checkActors(frames, principal: principal, user: user) }
@@ -316,7 +327,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         if nothingNew {
             var r = ReceiveResult()
             r.alreadyHeld = frames.count
-            return PushAnswer(result: r, cursor: indexedCursor(for: principal))
+            return answering(PushAnswer(result: r, cursor: indexedCursor(for: principal)))
         }
         let answer = try await withCheckedThrowingContinuation { (c: CheckedContinuation<PushAnswer, any Error>) in
             let push = PendingPush(principal: principal, frames: frames, pushed: pushed, answer: c)
@@ -331,7 +342,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         if let peer, let id = ReplicaID(peer) {
             metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil)
         }
-        return answer
+        return answering(answer)
     }
 
     /// A push waiting to be received with the next group.
@@ -406,7 +417,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         index.advance(tips)
         // New logs are classified and grown membership logs re-read before anyone is answered
         // (a failure leaves the share's logs readable by their owners only, until the next push).
-        try? shares.note(Set(tips.keys))
+        shares.note(Set(tips.keys))
         if project && !tips.isEmpty {
             do { _ = try projected.catchUp(origins: Set(tips.keys)) } catch {
                 // The frames are durable; the projection catches up at the next open. The push
@@ -432,18 +443,18 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// what it holds that the server's cursor for it does not show, and a user's cursor stops
     /// showing a share's logs once its replica is removed from the share: refusing would stop
     /// that replica's pushes for good.
-    private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID]) {
-        guard let user = principal.user else { return push }
+    private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) {
+        guard let user = principal.user else { return (push.frames, push.origins, []) }
         let owners = self.owners, index = self.index
-        guard push.origins.contains(where: { o in owners.owner(of: o).map { $0 != user } ?? false }) else { return push }
-        return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID]) in
+        guard push.origins.contains(where: { o in owners.owner(of: o).map { $0 != user } ?? false }) else { return (push.frames, push.origins, []) }
+        return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) in
             try index.refresh()
             let kept = push.frames.filter { f in
                 guard let h = FrameHeader(parsing: f), let owner = owners.owner(of: h.origin), owner != user else { return true }
                 return !(index[h.origin].map { h.lastSeq <= $0.durable } ?? false)
             }
             let origins = Set(kept.compactMap { FrameHeader(parsing: $0)?.origin })
-            return (kept, push.origins.filter(origins.contains))
+            return (kept, push.origins.filter(origins.contains), Set(push.origins).subtracting(origins))
         }
     }
 

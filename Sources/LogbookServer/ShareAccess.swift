@@ -10,50 +10,58 @@ import Foundation
 /// they grow.
 final class ShareAccess: @unchecked Sendable {
     private let lock = NSLock()
-    private var classified: [ReplicaID: ShareID?] = [:]
+    /// Per origin seen: the share it is a log of (nil: none) and whether it is the membership log.
+    private var classified: [ReplicaID: (share: ShareID, members: Bool)?] = [:]
     private var origins: [ShareID: Set<ReplicaID>] = [:]
     private var members: [ShareID: Set<ReplicaID>] = [:]
     private let store: Store
 
     init(store: Store) throws {
         self.store = store
-        try note(Set(store.origins()))
+        note(Set(try store.origins()))
     }
 
     /// Classifies origins not seen before and re-reads the membership logs among `changed`.
-    func note(_ changed: Set<ReplicaID>) throws {
-        var updates: [(ReplicaID, ShareID?)] = []
+    /// An origin that cannot be read now (damage, an empty log) is left unclassified and tried
+    /// again when it next grows; the others are noted.
+    func note(_ changed: Set<ReplicaID>) {
+        var updates: [(ReplicaID, (share: ShareID, members: Bool)?)] = []
         var states: [ShareID: Set<ReplicaID>] = [:]
         for o in changed {
-            let known = lock.withLock { classified[o] }
-            let share: ShareID?
-            if let known { share = known } else {
-                share = try Self.shareOf(store, o)
-                updates.append((o, share))
+            let kind: (share: ShareID, members: Bool)?
+            if let known = lock.withLock({ classified[o] }) { kind = known } else {
+                guard let read = try? Self.shareOf(store, o) else { continue }
+                kind = read.kind
+                if read.seen { updates.append((o, kind)) }
             }
-            guard let share, let state = try ShareDirectory.state(store, share: share, origin: o) else { continue }
-            states[share] = state.deleted ? [] : Set(state.members.keys)
+            // Only a membership log says who the members are (a sealed log is never opened here).
+            guard let kind, kind.members, let state = try? ShareDirectory.state(store, share: kind.share, origin: o) else { continue }
+            // A deleted share's members still receive its logs: the deletion must reach them.
+            states[kind.share] = Set(state.members.keys)
         }
         lock.withLock {
-            for (o, s) in updates {
-                classified[o] = .some(s)
-                if let s { origins[s, default: []].insert(o) }
+            for (o, k) in updates {
+                classified[o] = .some(k)
+                if let k { origins[k.share, default: []].insert(o) }
             }
             for (s, m) in states { members[s] = m }
         }
     }
 
     /// The share `origin` is a log of (from its first frame); nil for any other log.
-    private static func shareOf(_ store: Store, _ origin: ReplicaID) throws -> ShareID? {
-        guard origin.isKeyDerived else { return nil }
-        var found: ShareID?
+    /// - Returns: the kind, and whether a frame was there to tell it (an empty log is not classified).
+    private static func shareOf(_ store: Store, _ origin: ReplicaID) throws -> (kind: (share: ShareID, members: Bool)?, seen: Bool) {
+        guard origin.isKeyDerived else { return (nil, true) }
+        var found: (share: ShareID, members: Bool)?
+        var seen = false
         try LogReader(store: store).forEachFrame(origin: origin, linking: false) { h, bytes in
+            seen = true
             if h.shared, h.payloadEnd + ShareBlock.bytes <= bytes.count {
-                found = ShareID(rawValue: UUID(bytes: UnsafeRawBufferPointer(rebasing: bytes[h.payloadEnd..<h.payloadEnd + 16])))
+                found = (ShareID(rawValue: UUID(bytes: UnsafeRawBufferPointer(rebasing: bytes[h.payloadEnd..<h.payloadEnd + 16]))), !h.sealed)
             }
             return false
         }
-        return found
+        return (found, seen)
     }
 
     /// Origins of the shares a replica owned by `users` is a member of.
@@ -70,7 +78,7 @@ final class ShareAccess: @unchecked Sendable {
     /// Whether `origin` is a log of a share a replica owned by `users` is a member of.
     func isReadable(_ origin: ReplicaID, by users: Set<String>, owners: OriginOwners) -> Bool {
         lock.withLock {
-            guard case .some(.some(let s)) = classified[origin], let m = members[s] else { return false }
+            guard case .some(.some(let k)) = classified[origin], let m = members[k.share] else { return false }
             return m.contains { owners.owner(of: $0).map(users.contains) ?? false }
         }
     }

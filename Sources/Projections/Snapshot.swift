@@ -51,6 +51,9 @@ public enum Snapshot {
             let queue = try SQLiteFactory.queue(tmp, .ours)
             try queue.write { db in
                 try db.execute(sql: "DELETE FROM app_settings")
+                // The rows cover exactly the anchors: shares' logs (left out) are applied afresh,
+                // from their first record, by whoever installs this.
+                for o in shareLogs { try db.execute(sql: "DELETE FROM projection_cursor WHERE origin = ?", arguments: [o.description]) }
                 for sql in SnapshotSchema.snapshotTablesSQL { try db.execute(sql: sql) }
                 for (k, v) in [("format", String(formatVersion)), ("replica_id", store.replicaID.description),
                                ("created_at", ISO8601DateFormatter().string(from: Date()))] {

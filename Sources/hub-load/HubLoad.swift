@@ -13,10 +13,12 @@ import Replicator
 /// A step is one replica's small append pushed through one node, then its sibling (the same
 /// user's other replica) pulling through another node, as live sync would on the watch event.
 ///
-///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store] [--unsigned]
+///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store] [--unsigned] [--shares N]
 ///
 /// Replicas sign their frames as stores made now do; `--unsigned` runs them as stores made
-/// before signed logs, to measure what signatures cost the hub.
+/// before signed logs, to measure what signatures cost the hub. `--shares N` has each user's
+/// replicas write into one of N shares instead (user k's into share k mod N): their frames are
+/// sealed logs of the share (docs/SHARING.md), which the hub verifies and stores unopened.
 ///
 /// Runs against two `PostgresHub` nodes on a PostgreSQL cluster it starts (scripts/pg-cluster.sh)
 /// and then against a store's hub (`ReplicaEndpoint`), in the same run, with the same replicas
@@ -28,7 +30,7 @@ import Replicator
     }
 
     nonisolated static func run(_ arguments: [String]) async throws {
-        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false, unsigned = false
+        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false, unsigned = false, shares = 0
         var args = arguments.dropFirst()
         func value(_ flag: String) throws -> String {
             guard let v = args.popFirst() else { throw HubError("\(flag) needs a value") }
@@ -42,13 +44,15 @@ import Replicator
             case "--skip-store": skipStore = true
             case "--skip-hub": skipHub = true
             case "--unsigned": unsigned = true
-            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub, --unsigned)")
+            case "--shares": shares = Int(try value(a)) ?? -1
+            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub, --unsigned, --shares N)")
             }
         }
-        guard replicas >= 2, replicas % 2 == 0, seconds > 0, concurrency > 0 else { throw HubError("--replicas must be even and ≥ 2, --seconds and --concurrency positive") }
+        guard replicas >= 2, replicas % 2 == 0, seconds > 0, concurrency > 0, shares >= 0 else { throw HubError("--replicas must be even and ≥ 2, --seconds and --concurrency positive") }
+        guard shares == 0 || !unsigned else { throw HubError("--shares needs signing replicas (not --unsigned)") }
         var logger = Logger(label: "hub-load")
         logger.logLevel = .critical
-        let fleet = Fleet(replicas: replicas, signed: !unsigned)
+        let fleet = Fleet(replicas: replicas, signed: !unsigned, shares: shares)
         let policy = try AccessPolicy(json: fleet.tokensJSON())
         let root = NSTemporaryDirectory() + "/hub-load-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
@@ -114,11 +118,21 @@ struct Fleet: Sendable {
     /// before signed logs).
     let keys: [ReplicaKey]?
     let tokens: [String]
-    init(replicas: Int, signed: Bool) {
+    /// With `--shares`: each share's id and content key; replica r writes into share (r / 2) mod N.
+    let shares: [(id: ShareID, key: ContentKey)]
+    init(replicas: Int, signed: Bool, shares: Int = 0) {
         keys = signed ? (0..<replicas).map { _ in ReplicaKey.generate() } : nil
-        origins = keys?.map(\.replicaID) ?? (0..<replicas).map { _ in ReplicaID.random() }
+        self.shares = (0..<shares).map { _ in
+            let admin = ReplicaKey.generate()
+            return (ShareID.derived(creator: admin.publicKey, nonce: (0..<16).map { _ in UInt8.random(in: 0...255) }), ContentKey.generate(epoch: 1))
+        }
+        let sharesCopy = self.shares
+        origins = keys.map { ks in
+            ks.indices.map { r in sharesCopy.isEmpty ? ks[r].replicaID : ReplicaID.shareLog(sharesCopy[(r / 2) % sharesCopy.count].id, signingKey: ks[r].publicKey) }
+        } ?? (0..<replicas).map { _ in ReplicaID.random() }
         tokens = (0..<replicas).map { "load-\($0)-" + UUID().uuidString.lowercased() }
     }
+    func share(_ r: Int) -> (id: ShareID, key: ContentKey)? { shares.isEmpty ? nil : shares[(r / 2) % shares.count] }
     func user(_ r: Int) -> String { "u\(r / 2)" }
     func sibling(_ r: Int) -> Int { r ^ 1 }
     func tokensJSON() -> Data {
@@ -153,7 +167,9 @@ final class Run: @unchecked Sendable {
         self.nodes = nodes
         self.seconds = seconds
         self.concurrency = concurrency
-        builders = fleet.keys?.map { OriginFrameBuilder(signer: $0) } ?? fleet.origins.map { OriginFrameBuilder(origin: $0) }
+        builders = fleet.keys.map { ks in
+            ks.indices.map { r in fleet.share(r).map { OriginFrameBuilder(signer: ks[r], share: $0.id, key: $0.key) } ?? OriginFrameBuilder(signer: ks[r]) }
+        } ?? fleet.origins.map { OriginFrameBuilder(origin: $0) }
         sent = Array(repeating: 0, count: fleet.origins.count)
         cursors = Array(repeating: .empty, count: fleet.origins.count)
         var c = HTTPClient.Configuration()
@@ -267,7 +283,7 @@ final class Run: @unchecked Sendable {
         func q(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
         let origins = lock.withLock { sent.filter { $0 > 0 }.count }
         let fields: [String] = [
-            #""backend":"\#(backend)""#, #""replicas":\#(fleet.origins.count)"#, #""replicas_that_pushed":\#(origins)"#,
+            #""backend":"\#(backend)""#, #""replicas":\#(fleet.origins.count)"#, #""shares":\#(fleet.shares.count)"#, #""replicas_that_pushed":\#(origins)"#,
             #""seconds":\#(String(format: "%.1f", elapsed))"#, #""steps":\#(steps)"#, #""events":\#(events)"#,
             #""events_per_s":\#(String(format: "%.0f", Double(events) / max(elapsed, 0.001)))"#,
             #""push_to_sibling_ms_p50":\#(String(format: "%.1f", q(0.5)))"#, #""push_to_sibling_ms_p99":\#(String(format: "%.1f", q(0.99)))"#,

@@ -95,6 +95,23 @@ enum Fixtures {
         return store
     }
 
+    /// The golden share frame (`fixtures/log/golden-share-frame.bin`): five events sealed into
+    /// the share log of `goldenSigningKey` in a share whose id, content key and nonce are
+    /// published (SHA-256 of fixed labels), signed. Rebuilding gives the same bytes.
+    static let goldenShare = ShareID.derived(creator: goldenSigningKey.publicKey,
+                                             nonce: Array(SHA256.hash(data: Array("logbook golden share nonce v1".utf8)).prefix(16)))
+    static let goldenContentKey = ContentKey(epoch: 1, bytes: Array(SHA256.hash(data: Array("logbook golden content key v1".utf8))))!
+    static func buildGoldenShareFrame() -> [UInt8] {
+        let origin = ReplicaID.shareLog(goldenShare, signingKey: goldenSigningKey.publicKey)
+        let enc = FrameEncoder()
+        for (i, m) in sampleMutations(5, seed: 2028).enumerated() {
+            enc.add(m, origin: origin, seq: Seq(UInt64(i + 1)), hlc: HLC(wallMillis: 1_767_225_600_000 + UInt64(i) * 250, counter: 0))
+        }
+        let nonce = Array(SHA256.hash(data: Array("logbook golden frame nonce v1".utf8)).prefix(12))
+        return enc.finish(continues: false, previousHash: .zero, signer: goldenSigningKey,
+                          share: (ShareBlock(share: goldenShare, epoch: 1, nonce: nonce), goldenContentKey))
+    }
+
     /// A canonical text line per event, committed beside the golden log.
     static func describe(_ e: Event) -> String {
         let fields = e.fields.map { f -> String in
@@ -189,6 +206,7 @@ enum Fixtures {
         for name in ["golden", "golden-events.txt"] + cases.map(\.name) { try? FileManager.default.removeItem(atPath: root + "/log/" + name) }
         try FileManager.default.createDirectory(atPath: root + "/log", withIntermediateDirectories: true)
         for name in ["golden-signed", "golden-signed-events.txt"] { try? FileManager.default.removeItem(atPath: root + "/log/" + name) }
+        writeBytes(root + "/log/golden-share-frame.bin", buildGoldenShareFrame())
         let signed = try buildGoldenSigned(at: root + "/log/golden-signed")
         let signedEvents = try LogReader(store: signed).events(origin: signed.replicaID)
         try (signedEvents.map(describe).joined(separator: "\n") + "\n").write(toFile: root + "/log/golden-signed-events.txt", atomically: true, encoding: .utf8)

@@ -69,6 +69,16 @@ import Testing
         let statuses = try await alice.reader.items().map(\.status)
         #expect(statuses == ["done"])
         #expect(Self.filesContaining("done", under: t.relay + "/log") == [])
+        // The relay compacts (a snapshot leaves the shares' logs whole); a new replica starting
+        // from it bootstraps from that snapshot and still gets the share's logs, whole.
+        try await relay.write { b in _ = try b.create(ItemValues(title: "relay's own")) }
+        _ = try await relay.compact(withoutPeers: true)
+        let late = try await LogbookWriter.open(at: t.dir.path + "/late", creating: true)
+        defer { try? late.close() }
+        _ = try await late.sync(with: Peer(t.relay))
+        let lateShares = try late.reader.shares()
+        #expect(lateShares.map(\.id) == [share] && !lateShares[0].holdsKey)
+        #expect(try Self.titles(late) == ["relay's own"])
         // The relay cannot write to the share, and nobody but the admin changes members.
         #expect(throws: LogbookError.self) { try relay.write { try $0.append([Change.create(ItemValues(title: "x"))], toShare: share) } }
         let relayCard = try #require(try relay.reader.memberCard())

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 
 /// Builds the log of an origin that is not this store's appender: events made elsewhere, at
@@ -24,15 +25,28 @@ package final class OriginFrameBuilder {
     public static let eventsPerFrame = 1000
     static let recordBytesMax = 4 << 20
 
+    /// With `share`, frames are sealed into a share's log (docs/FORMAT.md, "Share frames").
+    private let share: (id: ShareID, key: ContentKey)?
+
     public init(origin: ReplicaID) {
         self.origin = origin
         signer = nil
+        share = nil
     }
 
     /// Builds the signed log of the replica `signer` is the key of.
     public init(signer: ReplicaKey) {
         origin = signer.replicaID
         self.signer = signer
+        share = nil
+    }
+
+    /// Builds the sealed log of the replica `signer` is the key of in `share`, sealed with `key`
+    /// (a load generator's or a test's: a store writes shares through `LogAppender.appendShared`).
+    public init(signer: ReplicaKey, share: ShareID, key: ContentKey) {
+        origin = ReplicaID.shareLog(share, signingKey: signer.publicKey)
+        self.signer = signer
+        self.share = (share, key)
     }
 
     /// Events added so far.
@@ -59,7 +73,10 @@ package final class OriginFrameBuilder {
 
     private func finishFrame() {
         guard inFrame > 0 else { return }
-        let bytes = encoder.finish(continues: false, previousHash: previous, signer: signer)
+        let sealing = share.map { s in
+            (block: ShareBlock(share: s.id, epoch: s.key.epoch, nonce: ChaChaPoly.Nonce().withUnsafeBytes { Array($0) }), key: Optional(s.key))
+        }
+        let bytes = encoder.finish(continues: false, previousHash: previous, signer: signer, share: sealing)
         previous = bytes.withUnsafeBytes { FrameHash.of($0) }
         frames.append(bytes)
         inFrame = 0

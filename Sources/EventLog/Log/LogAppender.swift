@@ -103,6 +103,9 @@ public final class LogAppender {
     var recoveredOthers: [ReplicaID: RecoveredOrigin] = [:]
     /// Received appends still open, per origin: indexed and counted once their last frame arrives.
     var pending: [ReplicaID: PendingAppend] = [:]
+    /// Shares written here: their membership log and its state as of its tip (read again when
+    /// the log grows).
+    var shareCache: [ShareID: (origin: ReplicaID, seq: Seq, state: ShareState)] = [:]
     private var idMark: Seq
     let encoder = FrameEncoder()
     /// Signs this replica's frames; read from `replica.key` at the first append (a missing key

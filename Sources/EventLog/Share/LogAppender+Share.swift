@@ -43,7 +43,16 @@ extension LogAppender {
 
     /// The share's state, or an error naming why it cannot be written to.
     private func writableShare(_ share: ShareID, op: String) throws -> ShareState {
-        guard let s = try ShareDirectory.shares(store)[share] else {
+        var found: ShareState?
+        if let c = shareCache[share] {
+            let tip = try currentTip(c.origin).lastSeq
+            found = tip == c.seq ? c.state : try ShareDirectory.state(store, share: share, origin: c.origin)
+            if let f = found { shareCache[share] = (c.origin, tip, f) }
+        } else if let s = try ShareDirectory.shares(store)[share] {
+            found = s
+            shareCache[share] = (s.membersOrigin, try currentTip(s.membersOrigin).lastSeq, s)
+        }
+        guard let s = found else {
             throw LogError(.invalidInput, op, "no share \(share) in this store", file: store.path, hint: "list shares with `evctl share list`; sync first if it was made elsewhere")
         }
         guard !s.deleted else { throw LogError(.invalidInput, op, "share \(share) (\(printable(s.name, limit: 60))) was deleted", file: store.path) }

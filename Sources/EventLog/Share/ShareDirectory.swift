@@ -138,6 +138,7 @@ public enum ShareDirectory {
             s.epoch += 1
             for (m, w) in keys { s.wrapped[m, default: [:]][s.epoch] = w }
         case "delete":
+            // The members stay: they are who must receive this record.
             s.deleted = true
             s.wrapped = [:]
         default:
@@ -182,8 +183,16 @@ public enum ShareDirectory {
             for m in s.members.keys { writers[m] = .some(nil) }
             for (m, at) in s.removed { writers[m] = .some(at) }
             let bytes = ShareKeyring.encode(Array(all), writers: writers)
-            if (try? ForeignFile.read(keysPath, bytesMax: bytes.count + 1, op: "read share keys")) == bytes { continue }
+            let old = try? ForeignFile.read(keysPath, bytesMax: 20 + ShareKeyring.epochsMax * 36 + ShareKeyring.writersMax * 24, op: "read share keys")
+            if old == bytes { continue }
             try FileIO.makeDirectory(dir, op: "write share keys")
+            // Who counts as removed, and since when, changed: frames this replica read (or
+            // skipped) by the old table may be wrong by the new one, so the projection is made
+            // again from the log (as for an erasure), and every replica ends with the same rows.
+            if let old, let before = try? ShareKeyring.decode(old, path: keysPath),
+               before.writers.filter({ $0.value != nil }).mapValues { $0! } != writers.filter({ $0.value != nil }).mapValues { $0! } {
+                try FileIO.writeAtomically(Array("rebuild\n".utf8), to: dir + "/" + s.share.description + ShareKeyring.rebuildSuffix, op: "write share keys")
+            }
             try FileIO.writeAtomically(bytes, to: keysPath, op: "write share keys", restrictedMode: 0o600)
             wrote = true
         }
@@ -216,6 +225,8 @@ extension ShareDirectory {
         let op = "erase share"
         let dir = store.layout.shares
         for share in shares {
+            let rebuild = dir + "/" + share.description + ShareKeyring.rebuildSuffix
+            if FileIO.exists(rebuild) { try FileIO.remove(rebuild, op: op) }
             for (suffix, first) in [(ShareKeyring.deletedSuffix, "deleted\n"), (ShareKeyring.leftSuffix, "left\n")] {
                 let path = dir + "/" + share.description + suffix
                 guard FileIO.exists(path) else { continue }

@@ -75,6 +75,9 @@ public final class ShareKeyring: @unchecked Sendable {
     static let deletedSuffix = ".deleted"
     /// This replica left the share: its keys are destroyed and not learnt again.
     static let leftSuffix = ".left"
+    /// The share's membership changed in a way that may change which frames are read: the
+    /// projection is rebuilt (`pendingErasure`), then this marker removed.
+    static let rebuildSuffix = ".rebuild"
     /// The last line of a `.deleted` or `.left` marker once the projection was rebuilt without the share.
     static let erasedLine = "erased\n"
     /// A share has at most this many epochs (one per removal): bounds a key file.
@@ -141,7 +144,9 @@ public final class ShareKeyring: @unchecked Sendable {
         if FileIO.isDirectory(dir) {
             for name in try FileIO.listDirectory(dir, op: "read share keys") {
                 let gone = name.hasSuffix(Self.deletedSuffix) ? Self.deletedSuffix : name.hasSuffix(Self.leftSuffix) ? Self.leftSuffix : nil
-                if let gone, let id = ShareID(String(name.dropLast(gone.count))) {
+                if name.hasSuffix(Self.rebuildSuffix), let id = ShareID(String(name.dropLast(Self.rebuildSuffix.count))) {
+                    erasing.insert(id)
+                } else if let gone, let id = ShareID(String(name.dropLast(gone.count))) {
                     deleted.insert(id)
                     let marker = (try? ForeignFile.read(dir + "/" + name, bytesMax: 64, op: "read share keys")) ?? []
                     if !String(decoding: marker, as: UTF8.self).hasSuffix(Self.erasedLine) { erasing.insert(id) }
