@@ -69,6 +69,10 @@ for i, f in enumerate(frames[:8]):
 signed = sorted(glob.glob(os.path.join(root, "fixtures/log/golden-signed/log/*/*.seg")))
 for i, f in enumerate([f for s in signed for f in frames_of(s)][:4]):
     put("FuzzFrame", "golden-signed-%d" % i, f)
+# A share's sealed frame (flag bits 2 and 3, a share block): docs/FORMAT.md, "Share frames".
+share_frame = os.path.join(root, "fixtures/log/golden-share-frame.bin")
+if os.path.exists(share_frame):
+    put("FuzzFrame", "golden-share", open(share_frame, "rb").read())
 empty = token([])
 put("FuzzCursor", "empty", empty.encode())
 put("FuzzCursor", "one", token([(origin, 31)]).encode())

@@ -29,6 +29,8 @@ public struct UnreadEvents: Sendable, Equatable {
 public final class Projection: @unchecked Sendable {
     public let store: Store
     public let schema: ProjectionSchema
+    /// Whether `catchUp(origins:)` filled an empty projection the way a rebuild does already.
+    private var triedFreshFill = false
     public let path: String
     let pool: DatabasePool
     let hub = ChangeHub()
@@ -191,8 +193,13 @@ public final class Projection: @unchecked Sendable {
         try eraseLeftShares()
         let hub = hub.isEmpty ? nil : self.hub
         let filled = try pool.read { try Bool.fetchOne($0, sql: "SELECT EXISTS (SELECT 1 FROM projection_cursor)") } ?? false
-        // An empty projection is filled the way a rebuild fills it.
-        guard filled else { return try catchUp() }
+        // An empty projection is filled the way a rebuild fills it, once per Projection: one
+        // that stays empty (a hub holding only shares' sealed logs, which it cannot read)
+        // catches up origin by origin after that, not by reading every origin per push.
+        if !filled && !triedFreshFill {
+            triedFreshFill = true
+            return try catchUp()
+        }
         let reader = LogReader(store: store)
         let store = self.store
         var events: [Event] = []

@@ -53,6 +53,35 @@ import Testing
         #expect(verify.status == 0 && verify.stdout.contains("ok"))
     }
 
+    /// `evctl share`: create, card, add, append, list, pull through a store that is not a
+    /// member (which holds ciphertext), remove, and the errors people meet.
+    @Test func shareCommands() throws {
+        let dir = TempDir()
+        let (a, b, relay) = (dir.path + "/a", dir.path + "/b", dir.path + "/relay")
+        for s in [a, b, relay] { #expect(try Evctl.run(["init", "--store", s]).status == 0) }
+        let created = try Evctl.run(["share", "create", "Groceries", "--store", a, "--json"])
+        #expect(created.status == 0, "\(created.stderr)")
+        let share = try #require(created.stdout.split(separator: "\"").dropFirst(3).first.map(String.init))
+        let card = try Evctl.run(["share", "card", "--store", b]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(card.hasPrefix("LBM1-"))
+        #expect(try Evctl.run(["share", "add", share, card, "--store", a]).status == 0)
+        let bad = try Evctl.run(["share", "add", share, "LBM1-AAAA", "--store", a])
+        #expect(bad.status != 0 && bad.stderr.contains("member card"))
+        let line = #"{"entity":"item","op":"create","id":"11111111-1111-4111-8111-111111111111","fields":{"title":"CLISECRET"}}"#
+        #expect(try Evctl.run(["share", "append", share, "--store", a], stdin: line + "\n").status == 0)
+        #expect(try Evctl.run(["pull", a, "--store", relay]).status == 0)
+        #expect(try Evctl.run(["pull", relay, "--store", b]).status == 0)
+        #expect(try Evctl.run(["items", "--store", b]).stdout.contains("CLISECRET"))
+        #expect(!(try Evctl.run(["items", "--store", relay]).stdout.contains("CLISECRET")))
+        let listed = try Evctl.run(["share", "list", "--store", relay])
+        #expect(listed.stdout.contains(share) && listed.stdout.contains("no key") && !listed.stdout.contains("Groceries"))
+        let verify = try Evctl.run(["verify", "--store", relay])
+        #expect(verify.status == 0 && verify.stdout.contains("sealed for shares this replica is not in"), "\(verify.stdout)")
+        // Only the admin changes members.
+        let notAdmin = try Evctl.run(["share", "remove", share, "00000000-0000-4000-8000-000000000000", "--store", b])
+        #expect(notAdmin.status != 0 && notAdmin.stderr.contains("admin"))
+    }
+
     @Test func logFilters() throws {
         let dir = TempDir()
         let store = dir.path + "/s"

@@ -6,27 +6,23 @@ public enum FrameInspector {
     /// The frame's header and events.
     /// - Throws: `LogError` (corrupt) naming the byte offset inside the frame when it does not check.
     public static func events(in frame: UnsafeRawBufferPointer) throws -> (FrameHeader, [Event]) {
-        do throws(FrameDecodeError) {
-            let h = try FrameHeader.decode(frame)
-            guard h.totalBytes == frame.count else { throw FrameDecodeError.invalid("frame is \(frame.count) bytes, its header says \(h.totalBytes)") }
-            try FrameDecoder.checkCRC(frame, header: h)
-            try FrameSignature.check(frame, header: h)
-            return (h, try FrameDecoder().events(of: frame, header: h))
-        } catch {
-            throw LogError(.corrupt, "inspect frame", error.message)
-        }
+        try events(in: frame, openingSealed: true)
     }
 
     /// `events(in:)`, except that a share's sealed frame (checked as far as one can without its
     /// key: header, size, checksum, signature and share block) gives no events: for a relay,
     /// which passes such frames on and never opens them.
     public static func eventsUnlessSealed(in frame: UnsafeRawBufferPointer) throws -> (FrameHeader, [Event]) {
+        try events(in: frame, openingSealed: false)
+    }
+
+    private static func events(in frame: UnsafeRawBufferPointer, openingSealed: Bool) throws -> (FrameHeader, [Event]) {
         do throws(FrameDecodeError) {
             let h = try FrameHeader.decode(frame)
             guard h.totalBytes == frame.count else { throw FrameDecodeError.invalid("frame is \(frame.count) bytes, its header says \(h.totalBytes)") }
             try FrameDecoder.checkCRC(frame, header: h)
             try FrameSignature.check(frame, header: h)
-            if h.sealed { return (h, []) }
+            if h.sealed && !openingSealed { return (h, []) }
             return (h, try FrameDecoder().events(of: frame, header: h))
         } catch {
             throw LogError(.corrupt, "inspect frame", error.message)
