@@ -277,9 +277,14 @@ final class FrameDecoder {
     private let lz4 = LZ4Codec()
     private var raw: [UInt8] = []
     /// Opens sealed frames; without it (or without the frame's key) reading one throws `.locked`.
-    let keys: ShareKeyring?
+    private var keys: ShareKeyring?
+    /// Whose keyring to read at the first sealed frame (reads of logs without any pay nothing).
+    private var keysOf: Store?
 
     init(keys: ShareKeyring? = nil) { self.keys = keys }
+
+    /// A decoder that reads `store`'s keyring when it first meets a sealed frame.
+    init(keysOf store: Store) { keysOf = store }
 
     /// Checks the CRC of a whole frame whose header has been parsed.
     static func checkCRC(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
@@ -348,6 +353,10 @@ final class FrameDecoder {
                                _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
         if header.sealed {
             guard let block = ShareBlock.of(frame, header: header) else { throw .invalid("a sealed frame without its share block") }
+            if keys == nil, let store = keysOf {
+                keys = try? ShareKeyring.of(store)  // a damaged key file reads as no keys
+                keysOf = nil
+            }
             guard let keys, let key = keys.key(block.share, epoch: block.epoch) else { throw .locked(block.share, block.epoch) }
             let writer = ReplicaID.derived(fromSigningKey: Array(UnsafeRawBufferPointer(rebasing: frame[header.totalBytes - FrameSignature.blockBytes..<header.totalBytes - FrameSignature.blockBytes + 32])))
             // A writer not known as a member may be one whose `add` record has not arrived: the

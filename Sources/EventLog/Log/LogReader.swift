@@ -123,9 +123,9 @@ public struct LogReader: Sendable {
         // Batches start at one frame and double up to 16: a read that stops early (a limit, a
         // search) decodes at most about twice what it hands out.
         var size = 1
-        // Shares' content keys, for sealed frames (a damaged key file reads as no keys: such
-        // frames are then the end of what this replica can read).
-        let keys = try? ShareKeyring.of(store)
+        // Shares' content keys, for sealed frames, read at the first one met (a damaged key file
+        // reads as no keys: such frames are then the end of what this replica can read).
+        let keys = store
         var batch = CheckBatch(check, keys: keys)
         var inFlight: CheckBatch<T>?
         var stopped = false
@@ -257,9 +257,9 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     private typealias Slots = UnsafeMutableBufferPointer<Result<T, FrameDecodeError>>
     private var slots: Slots?
 
-    private let keys: ShareKeyring?
+    private let keys: Store
 
-    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T, keys: ShareKeyring?) {
+    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T, keys: Store) {
         self.check = check
         self.keys = keys
     }
@@ -273,7 +273,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
             if i < frames.count { claimed += 1 }
             progress.unlock()
             guard i < frames.count else { return }
-            let d = decoder ?? FrameDecoder(keys: keys)
+            let d = decoder ?? FrameDecoder(keysOf: keys)
             decoder = d
             let f = frames[i]
             out[i] = f.bytes.withUnsafeBytes { p in Result { () throws(FrameDecodeError) in try check(d, p, f.header) } }

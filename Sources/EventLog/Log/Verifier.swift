@@ -51,7 +51,7 @@ public struct Verifier: Sendable {
             plan.append((dir, segs))
             for s in segs { total += FileIO.size(of: dir.segmentPath(s)) ?? 0 }
         }
-        let decoder = FrameDecoder(keys: try? ShareKeyring.of(store))
+        let decoder = FrameDecoder(keysOf: store)
         let now = min(wallClock.nowMillis(), HLC.wallMillisMax)
         let (horizon, noHorizon) = now.addingReportingOverflow(clockDriftMaxMs)
         for (dir, segs) in plan {
