@@ -58,6 +58,11 @@ extension Logbook {
             try FieldRules.validate(ms[i], position: i + 1)
             FieldRules.normalize(&ms[i])
         }
-        return try sharing("share append") { try $0.appendShared(ms, to: share) }
+        let w = try requireWriter("share append")
+        return try sharing("share append") { appender in
+            try w.projection.checkScopes(ms, share: share)
+            try w.projection.fillBases(&ms)
+            return try appender.appendShared(ms, to: share)
+        }
     }
 }

@@ -230,7 +230,10 @@ package final class Logbook: @unchecked Sendable {
             var fill: (@Sendable (inout [Mutation]) throws -> Void)?
             if w.projects {
                 let p = w.projection
-                fill = { (batch: inout [Mutation]) throws -> Void in try p.fillBases(&batch) }
+                fill = { (batch: inout [Mutation]) throws -> Void in
+                    try p.checkScopes(batch, share: nil)
+                    try p.fillBases(&batch)
+                }
             }
             if let actor {
                 let bases = fill

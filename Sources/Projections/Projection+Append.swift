@@ -1,5 +1,6 @@
 import EventLog
 import Foundation
+import GRDB
 
 extension Projection {
     /// Fills `base` of each mutation that has none with its entity's current version here (0 when
@@ -11,6 +12,71 @@ extension Projection {
         let versions = try versions(keys)
         for i in mutations.indices where mutations[i].base == nil {
             mutations[i].base = versions[mutations[i].entityID] ?? HLC.zero
+        }
+    }
+}
+
+extension Projection {
+    /// The scope of each entity among `keys` that this projection has a row of: nil for
+    /// private data, else the share its row is made from (docs/PROJECTION.md, "Shares").
+    /// An entity absent from the answer has no row here yet.
+    func scopes(_ keys: [(Entity, UUID)]) throws -> [EntityRef: ShareID?] {
+        var byTable: [String: (Entity, [String])] = [:]
+        for (e, id) in keys {
+            guard let t = schema.table(for: e) else { continue }
+            byTable[t.name, default: (e, [])].1.append(id.lowercasedString)
+        }
+        return try reading { db in
+            var out: [EntityRef: ShareID?] = [:]
+            let held = try db.tableExists("projection_scopes")
+            for (table, (entity, ids)) in byTable {
+                for chunk in stride(from: 0, to: ids.count, by: 500) {
+                    let part = Array(ids[chunk..<min(chunk + 500, ids.count)])
+                    let marks = part.map { _ in "?" }.joined(separator: ",")
+                    let sql = held
+                        ? "SELECT t.id, s.share FROM \(table) t LEFT JOIN projection_scopes s ON s.tbl = ? AND s.id = t.id WHERE t.id IN (\(marks))"
+                        : "SELECT id, NULL FROM \(table) WHERE id IN (\(marks))"
+                    let arguments = held ? StatementArguments([table] + part) : StatementArguments(part)
+                    for row in try Row.fetchAll(db, sql: sql, arguments: arguments) {
+                        let id: String = try row.decode(atIndex: 0)
+                        let share: String? = try row.decode(atIndex: 1)
+                        guard let u = UUID(uuidString: id) else { continue }
+                        // `.some`: a private row is an entry of nil (assigning nil would remove the key).
+                        out[EntityRef(entity: entity, id: u)] = .some(share.flatMap(ShareID.init))
+                    }
+                }
+            }
+            return out
+        }
+    }
+
+    /// Refuses mutations written to a scope their entity does not belong to: to this replica's
+    /// own log (`share` nil) an entity of a share, to a share's log an entity of this replica's
+    /// private data or of another share. The projection would not apply them (its scope rule),
+    /// so they are refused before they are written, naming the mutation (1-based), the entity
+    /// and where it belongs. Entities with no row here yet may go anywhere.
+    public func checkScopes(_ mutations: [Mutation], share: ShareID?) throws {
+        guard !mutations.isEmpty else { return }
+        if share == nil {
+            let any = try reading { db in
+                try db.tableExists("projection_scopes") ? try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM projection_scopes)") ?? false : false
+            }
+            guard any else { return }
+        }
+        let found = try scopes(mutations.map { ($0.entity, $0.entityID) })
+        for (i, m) in mutations.enumerated() {
+            guard let held = found[EntityRef(entity: m.entity, id: m.entityID)], held != share else { continue }
+            let what = "\(m.entity.name) \(m.entityID.lowercasedString)"
+            switch (held, share) {
+            case (let h?, nil):
+                throw ProjectionError.invalid("mutation \(i + 1): \(what) belongs to share \(h): append it to that share (`evctl share append \(h)`, `append(_:toShare:)`); nothing was appended")
+            case (nil, let s?):
+                throw ProjectionError.invalid("mutation \(i + 1): \(what) is this replica's private data, not share \(s)'s: a share takes new entities (to move one, write it anew in the share and delete it here, docs/PROJECTION.md); nothing was appended")
+            case (let h?, let s?):
+                throw ProjectionError.invalid("mutation \(i + 1): \(what) belongs to share \(h), not share \(s); nothing was appended")
+            case (nil, nil):
+                continue
+            }
         }
     }
 }
@@ -38,6 +104,12 @@ public final class ProjectedStore: @unchecked Sendable {
         projects = project
         appender = try LogAppender.opening(store, wallClock: wallClock, options: options)
         var p = try Projection(store: store)
+        // The share scope rule's migration owes a rebuild of a filled projection; a store that
+        // never held a share's frame (its format is below 3, read now: another process may
+        // have raised it) has no row a share's event made, so nothing is owed.
+        if project, try p.owedRebuild().contains(ProjectionSchema.shareScopesMigration), try Store.open(at: store.path).format < Store.sharedFormatVersion {
+            try p.forgiveRebuild(ProjectionSchema.shareScopesMigration)
+        }
         // Events a newer build wrote that this build now understands (it was upgraded) were
         // applied in part, or skipped, by the build before: the projection is made again from the log.
         // So were the rows of a projection filled before a column was added (a new field).
@@ -76,6 +148,7 @@ public final class ProjectedStore: @unchecked Sendable {
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
         try exclusive {
             var ms = mutations
+            try projection.checkScopes(ms, share: nil)
             try projection.fillBases(&ms)
             let r = try appender.append(ms)
             if projects { try projection.catchUp() }

@@ -136,6 +136,15 @@ public final class Projection: @unchecked Sendable {
         }
     }
 
+    /// Drops a rebuild owed for `reason` that the caller knows would change nothing.
+    func forgiveRebuild(_ reason: String) throws {
+        try pool.write { db in
+            if try db.tableExists("projection_owed_rebuild") {
+                try db.execute(sql: "DELETE FROM projection_owed_rebuild WHERE reason = ?", arguments: [reason])
+            }
+        }
+    }
+
     static func openPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
         let pool = try SQLiteFactory.pool(path, configuration())
         try schema.migrator().migrate(pool)
@@ -206,6 +215,7 @@ public final class Projection: @unchecked Sendable {
         var more = false
         let n = try pool.write { db -> Int in
             let p = try Projector(schema: schema, db: db, fresh: false)
+            p.shareOf = Projection.sharesOfLogs(store)
             p.replayEntities = { try Projection.histories(store: store, of: $0) }
             var count = 0
             for o in origins.sorted() {
@@ -325,6 +335,7 @@ public final class Projection: @unchecked Sendable {
             var events: [Event] = []
             let n = try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
+                p.shareOf = Projection.sharesOfLogs(store)
                 p.reserve(rows: total / 4)  // entities get several events each
                 // Bulk load: secondary indexes and triggers are set aside while rows go in, then
                 // recreated from their own SQL (the schema ends identical) and the FTS index built in one pass.
@@ -368,6 +379,7 @@ public final class Projection: @unchecked Sendable {
                 var batch: [Event] = []
                 let n = try pool.write { db -> Int in
                     let p = try Projector(schema: schema, db: db, fresh: false)
+                    p.shareOf = Projection.sharesOfLogs(store)
                     p.replayEntities = { try Projection.histories(store: store, of: $0) }
                     try reader.forEachEvent(origin: origin, from: next) { e in
                         if e.seq > batchEnd { return false }
@@ -397,6 +409,11 @@ public final class Projection: @unchecked Sendable {
         return done
     }
 
+    /// Which share's sealed log an origin is, for the projector's scope rule (docs/PROJECTION.md, "Shares").
+    static func sharesOfLogs(_ store: Store) -> (ReplicaID) throws -> ShareID? {
+        { try ShareDirectory.shareOfSealedLog(store, origin: $0) }
+    }
+
     /// A catch-up of at least this many events folds the WAL back into the file when it ends.
     static let walCheckpointEvents = 10_000
 
@@ -405,6 +422,7 @@ public final class Projection: @unchecked Sendable {
     public func apply(_ events: [Event]) throws {
         let cursor = try pool.write { db -> [ReplicaID: Seq] in
             let p = try Projector(schema: schema, db: db, fresh: false)
+            p.shareOf = Projection.sharesOfLogs(store)
             p.replayEntities = { [store] in try Projection.histories(store: store, of: $0) }
             for e in events {
                 try p.apply(e, db: db)
@@ -421,6 +439,7 @@ public final class Projection: @unchecked Sendable {
     func applyFresh(_ events: [Event]) throws {
         try pool.write { db in
             let p = try Projector(schema: schema, db: db, fresh: true)
+            p.shareOf = Projection.sharesOfLogs(store)
             for e in events { try p.apply(e, db: db) }
             try p.flush(db: db)
         }

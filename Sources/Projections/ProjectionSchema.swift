@@ -81,6 +81,9 @@ public struct ProjectionSchema: Sendable {
         }
     }
 
+    /// The migration that added share scopes, also the reason of the rebuild it may owe.
+    public static let shareScopesMigration = "v5 share scopes"
+
     /// Named migrations, applied in order; never edited once shipped.
     static let named: [(name: String, sql: String)] = [
             ("v1 entity tables", """
@@ -188,6 +191,16 @@ public struct ProjectionSchema: Sendable {
                 CREATE TABLE projection_purged (
                     tbl TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, deleted_at TEXT NOT NULL, _clocks BLOB NOT NULL,
                     PRIMARY KEY (tbl, id)) WITHOUT ROWID;
+                """),
+            // Which share each row of a share's events belongs to (docs/PROJECTION.md, "Shares"): a
+            // row it does not name is private. A projection that applied events was filled before
+            // the scope rule: it owes a rebuild, unless its store never held a share's frame (a
+            // writer that opens it then drops the debt, `ProjectedStore`).
+            ("v5 share scopes", """
+                CREATE TABLE projection_scopes (
+                    tbl TEXT NOT NULL, id TEXT NOT NULL, share TEXT NOT NULL, PRIMARY KEY (tbl, id)) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS projection_owed_rebuild (reason TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID;
+                INSERT OR IGNORE INTO projection_owed_rebuild SELECT '\(shareScopesMigration)' WHERE EXISTS (SELECT 1 FROM projection_cursor);
                 """),
         ]
 

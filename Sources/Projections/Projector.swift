@@ -89,6 +89,33 @@ final class Projector {
     /// Rows the commit journal keeps (older ones are pruned now and then).
     static let journalRowsMax: Int64 = 100_000
 
+    // MARK: Scopes (docs/PROJECTION.md, "Shares")
+
+    /// The share whose sealed log an origin is (nil: a private log); nil when the caller has no
+    /// store (every origin private). Asked once per origin per projector.
+    var shareOf: ((ReplicaID) throws -> ShareID?)?
+    /// A row no event has made yet.
+    static let noScope: Int32 = .min
+    /// A row made of private events (of logs that are no share's).
+    static let privateScope: Int32 = -1
+    /// An origin whose scope was not looked up yet.
+    private static let unknownScope: Int32 = -2
+    /// Per origin index, its scope.
+    @exclusivity(unchecked) private var originScope: [Int32] = []
+    /// The shares met, by scope index, with their sort keys (scopes are ordered by share id).
+    private var scopeShares: [ShareID] = []
+    private var scopeKeys: [(UInt64, UInt64)] = []
+    private var scopeIndex: [ShareID: Int32] = [:]
+    /// Whether any row may be a share's: some origin is a share's log, or the file holds scopes.
+    /// Until then rows are private and no scope is looked at (a store without shares pays nothing).
+    @exclusivity(unchecked) private var scopesActive = false
+    /// Whether `projection_scopes` may hold rows (loads read it only then).
+    private var scopesHeld = false
+    /// Rows whose scope changed since the last flush.
+    private var scopeWrites: [Key: Int32] = [:]
+    /// Events not applied because their entity belongs to another scope, since the last flush.
+    private var outside: [(key: Key, event: String, op: Op, hlc: UInt64, details: String)] = []
+
     init(schema: ProjectionSchema, db: Database, fresh: Bool) throws {
         self.schema = schema
         self.fresh = fresh
@@ -107,6 +134,10 @@ final class Projector {
         }
         openConflicts = try Int.fetchOne(db, sql: "SELECT count(*) FROM conflicts WHERE resolved_by IS NULL") ?? 0
         newOrigins = []
+        if !fresh, try db.tableExists("projection_scopes") {
+            scopesHeld = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM projection_scopes)") ?? false
+            scopesActive = scopesHeld
+        }
     }
 
     @discardableResult
@@ -118,6 +149,7 @@ final class Projector {
         originKeys.append(Self.sortKey(o))
         appliedSeq.append(cursor[o]?.rawValue ?? 0)
         cursorMoved.append(false)
+        originScope.append(Self.unknownScope)
         newOrigins.append(i)
         return i
     }
@@ -215,13 +247,82 @@ final class Projector {
         let t = prepared.table
         guard t >= 0 else { return }
         let key = Key(table: t, id: event.pointee.entityID)
+        let scope = originScope[originIdx] == Self.unknownScope ? try lookUpScope(originIdx) : originScope[originIdx]
         if !fresh && rows[key] == nil { rows[key] = try load(key, db: db) }
         let stamp = Stamp(hlc: event.pointee.hlc.rawValue, origin: originIdx, seq: seq.rawValue, base: event.pointee.base?.rawValue,
                           explicitID: explicitID)
         let columns = schema.tables[t].columns.count
+        if scopesActive {
+            guard admit(&rows[key, default: RowState(columns: columns)], key: key, scope: scope, event: event, stamp: stamp) else { return }
+        }
         // In place: one lookup, no copy.
         merge(&rows[key, default: RowState(columns: columns)], key: key, event: event, prepared: prepared, fields: fields, stamp: stamp)
         if entity == .completion || entity == .recurrenceException { occurrenceChecks.insert(key) }
+    }
+
+    /// The scope of origin `i`, looked up once (a share's sealed log, or private).
+    private func lookUpScope(_ i: Int) throws -> Int32 {
+        guard let share = try shareOf?(origins[i]) else {
+            originScope[i] = Self.privateScope
+            return Self.privateScope
+        }
+        scopesActive = true
+        originScope[i] = scopeNumber(share)
+        return originScope[i]
+    }
+
+    private func scopeNumber(_ share: ShareID) -> Int32 {
+        if let n = scopeIndex[share] { return n }
+        let n = Int32(scopeShares.count)
+        scopeShares.append(share)
+        scopeKeys.append(Self.sortKey(share.rawValue))
+        scopeIndex[share] = n
+        return n
+    }
+
+    /// Whether scope `a` comes before `b`: private first, then shares by id.
+    @inline(__always)
+    private func scopeBefore(_ a: Int32, _ b: Int32) -> Bool {
+        if b == Self.noScope { return a != Self.noScope }
+        if a == Self.noScope { return false }
+        if a == Self.privateScope || b == Self.privateScope { return a == Self.privateScope && b != Self.privateScope }
+        let ka = scopeKeys[Int(a)], kb = scopeKeys[Int(b)]
+        return ka.0 != kb.0 ? ka.0 < kb.0 : ka.1 < kb.1
+    }
+
+    private func scopeName(_ s: Int32) -> String {
+        s == Self.privateScope ? "private data (a log of no share)" : "share \(scopeShares[Int(s)])"
+    }
+
+    /// The scope rule (docs/PROJECTION.md, "Shares"): a row is made of the events of one scope,
+    /// the first of those whose events name it (private data first, then shares by id). An
+    /// event of a later scope is not applied; one of an earlier scope drops what the row held
+    /// and makes it anew. So a member of a share cannot change a row of another replica's
+    /// private data, or of another share, by naming its id; and since the winning scope is a
+    /// minimum over events and a row holds only that scope's events, any arrival order gives
+    /// the same rows (a row is never made again from events it skipped: they were of a later scope).
+    private func admit(_ row: inout RowState, key: Key, scope: Int32, event: UnsafePointer<Event>, stamp: Stamp) -> Bool {
+        let held = row.scope
+        if held == scope { return true }
+        let id = eventID(stamp).lowercasedString
+        let table = schema.tables[key.table].entity.name
+        if scopeBefore(held, scope) {
+            outside.append((key, id, event.pointee.op, stamp.hlc,
+                            "an event of \(scopeName(scope)) names \(table) \(key.id.lowercasedString), which belongs to \(scopeName(held)): not applied"))
+            return false
+        }
+        if held != Self.noScope {
+            // What the row held was of a later scope: it is made anew from this scope's events.
+            outside.append((key, id, event.pointee.op, stamp.hlc,
+                            "\(table) \(key.id.lowercasedString) belongs to \(scopeName(scope)), named by this event: events of \(scopeName(held)) for it are no longer applied"))
+            var fresh = RowState(columns: row.cells.count)
+            fresh.existsInDatabase = row.existsInDatabase
+            fresh.purged = row.purged
+            row = fresh
+        }
+        row.scope = scope
+        scopeWrites[key] = scope
+        return true
     }
 
     /// Seed 004's rule for ids: an event id seen again on another event, with another payload
@@ -319,6 +420,7 @@ final class Projector {
                 let version: Int64 = try p.decode(atIndex: 0)
                 row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
                 row.purged = true
+                row.scope = try storedScope(key, db: db)
             }
             return row
         }
@@ -327,7 +429,17 @@ final class Projector {
         row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
         for c in 0..<table.columns.count { row.cells[c].value = Self.fieldValue(r[c] as DatabaseValue) }
         row.existsInDatabase = true
+        row.scope = try storedScope(key, db: db)
         return row
+    }
+
+    /// The scope of a row the file holds: a share's when `projection_scopes` names one, else private.
+    private func storedScope(_ key: Key, db: Database) throws -> Int32 {
+        guard scopesHeld else { return Self.privateScope }
+        guard let text = try String.fetchOne(db.cachedStatement(sql: "SELECT share FROM projection_scopes WHERE tbl = ? AND id = ?"),
+                                             arguments: [schema.tables[key.table].name, key.id.lowercasedString]) else { return Self.privateScope }
+        guard let share = ShareID(text) else { throw ProjectionError.database("projection_scopes holds \(text.debugDescription) for \(schema.tables[key.table].name) \(key.id.lowercasedString): run `evctl replay --rebuild`") }
+        return scopeNumber(share)
     }
 
     static func fieldValue(_ v: DatabaseValue) -> FieldValue? {
@@ -343,6 +455,8 @@ final class Projector {
     private func merge(_ row: inout RowState, key: Key, event: UnsafePointer<Event>, prepared: PreparedEvent,
                        fields: UnsafeMutableBufferPointer<PreparedField>, stamp: Stamp) {
         row.version = max(row.version, stamp.hlc)
+        // Applied before any share's log was met (`admit` not asked): a private event.
+        if row.scope == Self.noScope { row.scope = Self.privateScope }
         // Whether a stamp lost what it held (a column or the lifecycle): only then may one be left
         // unused, for `compact` to drop (most events of a rebuild replace nothing).
         var replaced = false
@@ -474,6 +588,7 @@ final class Projector {
         } else {
             rows.removeAll(keepingCapacity: true)
         }
+        try flushScopes(db: db)
         for c in conflicts { try insertConflict(c, db: db) }
         conflicts.removeAll()
         for (key, c, base, by) in resolutions {
@@ -515,6 +630,36 @@ final class Projector {
         fresh = false
     }
 
+    /// Writes the scopes rows took since the last flush (`projection_scopes` names a share's
+    /// rows only) and the events not applied for their scope (`sync_anomalies`, kind `outside_share`).
+    private func flushScopes(db: Database) throws {
+        if !scopeWrites.isEmpty {
+            let upsert = try db.cachedStatement(sql: "INSERT INTO projection_scopes (tbl, id, share) VALUES (?, ?, ?) ON CONFLICT(tbl, id) DO UPDATE SET share = excluded.share")
+            let remove = try db.cachedStatement(sql: "DELETE FROM projection_scopes WHERE tbl = ? AND id = ?")
+            for (key, scope) in scopeWrites {
+                let table = schema.tables[key.table].name, id = key.id.lowercasedString
+                if scope >= 0 {
+                    try upsert.execute(arguments: [table, id, scopeShares[Int(scope)].description])
+                    scopesHeld = true
+                } else if scopesHeld {
+                    try remove.execute(arguments: [table, id])
+                }
+            }
+            scopeWrites.removeAll()
+        }
+        guard !outside.isEmpty else { return }
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO sync_anomalies (kind, entity, entity_id, attempted_op, event_id, other_event_id, correlation_id, detected_at, details)
+            VALUES ('outside_share', ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(kind, entity_id, other_event_id) DO UPDATE SET details = excluded.details
+            """)
+        for o in outside {
+            try insert.execute(arguments: [schema.tables[o.key.table].entity.name, o.key.id.lowercasedString, o.op.name, o.event, o.event, o.event,
+                                           ISOTime.string(millis: o.hlc >> 16), o.details])
+        }
+        outside.removeAll()
+    }
+
     /// Every event of each entity asked for, from the log, for bringing purged rows back (set by
     /// the caller that has the store; nil in a fresh rebuild, which never loads a row).
     var replayEntities: ((Set<EntityRef>) throws -> [EntityRef: [Event]])?
@@ -541,11 +686,21 @@ final class Projector {
         for key in back {
             let table = schema.tables[key.table]
             var whole = RowState(columns: table.columns.count)
-            for e in events[EntityRef(entity: table.entity, id: key.id)] ?? [] {
+            let history = events[EntityRef(entity: table.entity, id: key.id)] ?? []
+            // Only the events of the row's scope make it: the first of its events' scopes.
+            var scopes: [Int32] = []
+            for e in history {
+                let i = addOrigin(e.origin)
+                scopes.append(originScope[i] == Self.unknownScope ? try lookUpScope(i) : originScope[i])
+            }
+            let scope = scopes.reduce(Self.noScope) { scopeBefore($1, $0) ? $1 : $0 }
+            for (n, e) in history.enumerated() where scopes[n] == scope {
                 let originIdx = addOrigin(e.origin)
                 let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue, explicitID: e.explicitEventID)
                 withPrepared(e) { merge(&whole, key: key, event: $0, prepared: $1, fields: $2, stamp: stamp) }
             }
+            whole.scope = scope
+            if scopesActive { scopeWrites[key] = scope }
             rows[key] = whole
         }
     }

@@ -49,6 +49,9 @@ struct RowState {
     var existsInDatabase = false
     /// The row was purged (`Projection.purge`): only its merge state is kept, in projection_purged.
     var purged = false
+    /// Whose events the row is made of (docs/PROJECTION.md, "Shares"): `Projector.privateScope`,
+    /// a share's index in the projector, or `Projector.noScope` for a row no event made yet.
+    var scope: Int32 = Projector.noScope
 
     init(columns: Int) {
         cells = Array(repeating: Cell(), count: columns)

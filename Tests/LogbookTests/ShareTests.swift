@@ -1,4 +1,5 @@
 import Domain
+import EventLog
 import Foundation
 import Logbook
 import TestSupport
@@ -212,5 +213,49 @@ import Testing
         #expect(try Self.titles(bob).isEmpty, "the deleted share's rows are still readable")
         #expect(Self.filesContaining("DELETEDSECRET", under: t.bob) == [])
         #expect(throws: LogbookError.self) { try alice.write { try $0.append([Change.create(ItemValues(title: "x"))], toShare: share) } }
+    }
+
+    /// A member who learns the id of an item outside the share (another member's private item)
+    /// and writes to it in its sealed log, with a build that skips the door's check, changes
+    /// nothing on replicas that hold the item privately: the event is not applied, and is named.
+    /// The door refuses to write a share's entity into the private log, or a private one into a share.
+    @Test func aShareEventCannotChangeAnItemOutsideTheShare() async throws {
+        let t = Three()
+        let alice = try await LogbookWriter.open(at: t.alice, creating: true)
+        let bob = try await LogbookWriter.open(at: t.bob, creating: true)
+        defer { try? alice.close() }
+        let share = try await alice.write { try $0.createShare(name: "chores") }
+        try await alice.write { try $0.addMember(try #require(try bob.reader.memberCard()), to: share) }
+        let diary = UUID(), dishes = UUID()
+        try await alice.write { try $0.append([Change.create(ItemValues(title: "alice's diary"), id: diary)]) }
+        try await alice.write { try $0.append([Change.create(ItemValues(title: "dishes"), id: dishes)], toShare: share) }
+        _ = try await bob.sync(with: Peer(t.alice))
+        #expect(try Self.titles(bob) == ["alice's diary", "dishes"])  // a path peer holds every log (no partial replication yet)
+
+        // The door: a shared item is not edited privately, a private one is not written to a share.
+        let privately = try await #require(throws: LogbookError.self) { try await alice.write { try $0.append([Change.update(dishes, ItemValues(title: "x"))]) } }
+        #expect(privately.message.contains("belongs to share \(share)"), "\(privately)")
+        let intoShare = try await #require(throws: LogbookError.self) { try await bob.write { try $0.append([Change.update(diary, ItemValues(title: "x"))], toShare: share) } }
+        #expect(intoShare.message.contains("private data"), "\(intoShare)")
+
+        // Below the door: bob's sealed log names alice's private item.
+        try bob.close()
+        let appender = try LogAppender(store: try Store.open(at: t.bob))
+        _ = try appender.appendShared([Mutation(entity: .item, op: .update, entityID: diary, fields: [Field("title", .text("read by bob"))])], to: share)
+        try appender.close()
+        _ = try await alice.sync(with: Peer(t.bob))
+        #expect(try Self.titles(alice) == ["alice's diary", "dishes"])
+        let named = try await alice.reader.anomalies().filter { $0.kind == "outside_share" }
+        #expect(named.count == 1 && named[0].entityID == diary.lowercasedString && (named[0].details ?? "").contains("private data"), "\(named)")
+        // Bob's own replica holds the private item too: it does not apply its own event either.
+        let bobAgain = try await LogbookWriter.open(at: t.bob)
+        defer { try? bobAgain.close() }
+        try await bobAgain.write { try $0.replay() }
+        #expect(try Self.titles(bobAgain) == ["alice's diary", "dishes"])
+        // The shared item is still edited through the share, and a rebuild gives the same rows.
+        try await alice.write { try $0.append([Change.update(dishes, ItemValues(title: "dishes, done"))], toShare: share) }
+        #expect(try Self.titles(alice) == ["alice's diary", "dishes, done"])
+        let (_, difference) = try await alice.reader.verify(deep: true)
+        #expect(difference == nil, "\(difference ?? "")")
     }
 }

@@ -141,6 +141,38 @@ import Testing
         #expect(try item(w.projection, Self.item1)?["title"] as String? == "kept")
     }
 
+    /// A projection filled by a build from before the share scope rule ("v5 share scopes") is
+    /// rebuilt by the first writer of this build when its store holds a share's frames (so the
+    /// share's rows get their scope), and is left as it is when it cannot (a store below format 3).
+    @Test(arguments: [true, false])
+    func aProjectionFilledBeforeTheScopeRuleIsRebuiltOnlyWhenItsStoreHoldsShares(shared: Bool) throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s", signingKey: ReplicaKey.generate())
+        let appender = try LogAppender.opening(store)
+        _ = try appender.append([Mutation(entity: .item, op: .create, entityID: Self.item1, fields: [Field("title", .text("mine"))])])
+        if shared {
+            let share = try appender.createShare(name: "older")
+            _ = try appender.appendShared([Mutation(entity: .item, op: .create, entityID: Self.item2, fields: [Field("title", .text("ours"))])], to: share)
+        }
+        try appender.close()
+        let p = try Projection(store: store)
+        try p.catchUp()
+        // As the build before would have left it: no scopes, no such migration.
+        try p.database.write { db in
+            try db.execute(sql: "DROP TABLE projection_scopes")
+            try db.execute(sql: "DELETE FROM grdb_migrations WHERE identifier = ?", arguments: [ProjectionSchema.shareScopesMigration])
+        }
+        try p.close()
+        let before = Projection.identity(Projection.path(for: store))
+        let w = try ProjectedStore(store: store)
+        defer { try? w.close() }
+        #expect(try w.projection.owedRebuild().isEmpty)
+        #expect((Projection.identity(Projection.path(for: store))! == before!) == !shared, "rebuilt: \(shared)")
+        let scoped = try w.projection.database.read { try String.fetchAll($0, sql: "SELECT id FROM projection_scopes") }
+        #expect(scoped == (shared ? [Self.item2.lowercasedString] : []))
+        #expect(try item(w.projection, Self.item1)?["title"] as String? == "mine")
+    }
+
     /// Record heads a reader must refuse, whatever the version: version, entity or op code 0.
     @Test func zeroCodesAreDamageNotEvolution() throws {
         for (i, bad) in [[0, 0, 1, 1], [1, 0, 0, 1], [1, 0, 1, 0]].enumerated() {

@@ -62,6 +62,40 @@ public enum ShareDirectory {
         return shared
     }
 
+    /// The share whose sealed log `origin` is (a member's log of the share's events); nil for
+    /// any other log, and for a log this store holds no frame of yet.
+    ///
+    /// An origin's share never changes: a sealed log's id derives from the share and its
+    /// writer's key, which every receiver checks (`FrameSignature.checkForm`), so the answer is
+    /// kept for the process once a frame was read (a log with no frame yet is asked again).
+    public static func shareOfSealedLog(_ store: Store, origin: ReplicaID) throws -> ShareID? {
+        guard origin.isKeyDerived else { return nil }
+        if let known = sealedLogSharesLock.withLock({ sealedLogShares[origin] }) { return known }
+        var found: ShareID??
+        try LogReader(store: store).forEachFrame(origin: origin, linking: false) { h, bytes in
+            found = .some(h.shared && h.sealed ? ShareBlock.of(bytes, header: h)?.share : nil)
+            return false
+        }
+        guard let found else { return nil }
+        sealedLogSharesLock.withLock {
+            if sealedLogShares.count >= sealedLogSharesMax { sealedLogShares.removeAll(keepingCapacity: true) }
+            sealedLogShares[origin] = found
+        }
+        return found
+    }
+
+    /// Notes that `origin` is `share`'s sealed log without reading it (tests of the projection's
+    /// scope rule, whose events are made in memory).
+    static func noteSealedLog(_ origin: ReplicaID, share: ShareID) {
+        sealedLogSharesLock.withLock { sealedLogShares[origin] = share }
+    }
+
+    private static let sealedLogSharesLock = NSLock()
+    nonisolated(unsafe) private static var sealedLogShares: [ReplicaID: ShareID?] = [:]
+    /// Origins whose share is kept at once (a hub's thousands of replicas fit; past this the
+    /// cache starts again: each answer costs one frame header read).
+    static let sealedLogSharesMax = 1 << 16
+
     /// The share `origin` is the membership log of; nil for any other log.
     static func membershipShare(_ store: Store, origin: ReplicaID) throws -> ShareID? {
         guard origin.isKeyDerived else { return nil }

@@ -19,7 +19,7 @@ public struct Store: Sendable {
     /// The format of a store holding signed frames, and no share's.
     static let signedFormatVersion = 2
     /// The format of a store holding a share's frames (docs/SHARING.md).
-    static let sharedFormatVersion = 3
+    public static let sharedFormatVersion = 3
     public let path: String
     public let replicaID: ReplicaID
     /// The format version its `store.json` said when opened.
