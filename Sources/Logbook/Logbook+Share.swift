@@ -49,6 +49,8 @@ extension Logbook {
     package func addMember(_ card: MemberCard, to share: ShareID) throws { try sharing("share add") { try $0.addMember(card, to: share) } }
     package func removeMember(_ member: ReplicaID, from share: ShareID) throws { try sharing("share remove") { try $0.removeMember(member, from: share) } }
     package func deleteShare(_ share: ShareID) throws { try sharing("share delete") { try $0.deleteShare(share) } }
+    package func setRelay(_ on: Bool) throws { try sharing(on ? "share relay" : "share relay --off") { try ShareDirectory.setRelay($0.store, on) } }
+    package var isRelay: Bool { ShareDirectory.isRelay(store) }
     package func leaveShare(_ share: ShareID) throws { try sharing("share leave") { try ShareDirectory.leave($0.store, share: share) } }
 
     /// Appends `mutations` (checked like any append) to this replica's sealed log of `share`.

@@ -401,6 +401,10 @@ public final class LogbookWriter: Sendable {
         /// Leaves a share on this replica: its keys are destroyed here and not learnt again. The
         /// admin should remove this replica too, which rotates the key for the others.
         public func leaveShare(_ share: ShareID) throws { try LogbookError.door { try book.leaveShare(share) } }
+        /// Makes this store a relay (`on`): it takes every share's logs it is given, as
+        /// ciphertext, so replicas of a share can meet at it (a folder they all reach). Off by
+        /// default: a store takes only its own shares' logs (docs/SHARING.md, "Partial replication").
+        public func takeEveryShare(_ on: Bool = true) throws { try LogbookError.door { try book.setRelay(on) } }
         /// Appends `changes` atomically to this replica's log of `share`, sealed with its key:
         /// only the share's members read them; hubs hold ciphertext.
         @discardableResult

@@ -553,7 +553,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     }
 
     static func openForWriting(_ store: Store, wait: Double, project: Bool = true) throws -> ProjectedStore {
-        do { return try ProjectedStore.open(store: store, waitingUpTo: wait, project: project) } catch let e as LogError where e.isLocked {
+        // A server holds every share's logs it is given (as ciphertext): it is the relay members
+        // meet at, and serves each share only to its members' users (ShareAccess).
+        var options = AppendOptions()
+        options.takesEveryShare = true
+        do { return try ProjectedStore.open(store: store, waitingUpTo: wait, options: options, project: project) } catch let e as LogError where e.isLocked {
             throw EndpointError(503, "the store is busy (another process holds its writer lock); try again", retryAfter: 1)
         }
     }

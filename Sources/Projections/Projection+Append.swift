@@ -50,11 +50,17 @@ extension Projection {
         }
     }
 
-    /// Refuses mutations written to a scope their entity does not belong to: to this replica's
-    /// own log (`share` nil) an entity of a share, to a share's log an entity of this replica's
-    /// private data or of another share. The projection would not apply them (its scope rule),
-    /// so they are refused before they are written, naming the mutation (1-based), the entity
-    /// and where it belongs. Entities with no row here yet may go anywhere.
+    /// Refuses mutations written to a scope they do not belong to (docs/PROJECTION.md, "Shares"),
+    /// naming the mutation (1-based), the entity and where it belongs; nothing is appended.
+    ///
+    /// - To this replica's own log (`share` nil): an entity whose row is a share's; for an
+    ///   item tag, completion or recurrence exception (whose id derives from its item), one of an
+    ///   item that is a share's. The projection would apply it, and the row would leave the
+    ///   share on this user's replicas: a share's rows are written to the share.
+    /// - To a share's log: an entity whose row is private data or another share's (the
+    ///   projection would not apply it), or one naming (`item_id`, `parent_id`) an item that is.
+    ///
+    /// Entities with no row here yet may be written to any scope.
     public func checkScopes(_ mutations: [Mutation], share: ShareID?) throws {
         guard !mutations.isEmpty else { return }
         if share == nil {
@@ -63,19 +69,36 @@ extension Projection {
             }
             guard any else { return }
         }
-        let found = try scopes(mutations.map { ($0.entity, $0.entityID) })
+        func item(_ m: Mutation, _ name: String) -> UUID? {
+            guard case .text(let t)? = m.fields.first(where: { $0.name == name })?.value else { return nil }
+            return UUID(uuidString: t)
+        }
+        let derived: Set<Entity> = [.itemTag, .completion, .recurrenceException]
+        // Per mutation, the rows whose scope decides: its own, and the item it names.
+        let checked: [[(Entity, UUID, named: String?)]] = mutations.map { m in
+            let parent = item(m, "item_id").map { ($0, "item_id") } ?? (m.entity == .item ? item(m, "parent_id").map { ($0, "parent_id") } : nil)
+            if share == nil {
+                if derived.contains(m.entity), let (p, field) = parent { return [(.item, p, field)] }
+                return [(m.entity, m.entityID, nil)]
+            }
+            return [(m.entity, m.entityID, nil)] + (parent.map { [(.item, $0.0, $0.1)] } ?? [])
+        }
+        let found = try scopes(checked.flatMap { $0.map { ($0.0, $0.1) } })
         for (i, m) in mutations.enumerated() {
-            guard let held = found[EntityRef(entity: m.entity, id: m.entityID)], held != share else { continue }
-            let what = "\(m.entity.name) \(m.entityID.lowercasedString)"
-            switch (held, share) {
-            case (let h?, nil):
-                throw ProjectionError.invalid("mutation \(i + 1): \(what) belongs to share \(h): append it to that share (`evctl share append \(h)`, `append(_:toShare:)`); nothing was appended")
-            case (nil, let s?):
-                throw ProjectionError.invalid("mutation \(i + 1): \(what) is this replica's private data, not share \(s)'s: a share takes new entities (to move one, write it anew in the share and delete it here, docs/PROJECTION.md); nothing was appended")
-            case (let h?, let s?):
-                throw ProjectionError.invalid("mutation \(i + 1): \(what) belongs to share \(h), not share \(s); nothing was appended")
-            case (nil, nil):
-                continue
+            for (entity, id, named) in checked[i] {
+                guard let held = found[EntityRef(entity: entity, id: id)], held != share else { continue }
+                let what = named.map { "\(m.entity.name) \(m.entityID.lowercasedString) names (\($0)) item \(id.lowercasedString), which" }
+                    ?? "\(entity.name) \(id.lowercasedString)"
+                switch (held, share) {
+                case (let h?, nil):
+                    throw ProjectionError.invalid("mutation \(i + 1): \(what) belongs to share \(h): append it to that share (`evctl share append \(h)`, `append(_:toShare:)`); nothing was appended")
+                case (nil, let s?):
+                    throw ProjectionError.invalid("mutation \(i + 1): \(what) is this replica's private data, not share \(s)'s: a share's rows are its own (to move an item, write it anew in the share and delete it here, docs/PROJECTION.md); nothing was appended")
+                case (let h?, let s?):
+                    throw ProjectionError.invalid("mutation \(i + 1): \(what) belongs to share \(h), not share \(s); nothing was appended")
+                case (nil, nil):
+                    continue
+                }
             }
         }
     }
@@ -104,12 +127,9 @@ public final class ProjectedStore: @unchecked Sendable {
         projects = project
         appender = try LogAppender.opening(store, wallClock: wallClock, options: options)
         var p = try Projection(store: store)
-        // The share scope rule's migration owes a rebuild of a filled projection; a store that
-        // never held a share's frame (its format is below 3, read now: another process may
-        // have raised it) has no row a share's event made, so nothing is owed.
-        if project, try p.owedRebuild().contains(ProjectionSchema.shareScopesMigration), try Store.open(at: store.path).format < Store.sharedFormatVersion {
-            try p.forgiveRebuild(ProjectionSchema.shareScopesMigration)
-        }
+        // The share scope rule's migration owes a rebuild of a filled projection: made now by
+        // a store holding shares' frames, dropped by one that never held any (`settleOwedScopes`).
+        if project { try p.settleOwedScopes() }
         // Events a newer build wrote that this build now understands (it was upgraded) were
         // applied in part, or skipped, by the build before: the projection is made again from the log.
         // So were the rows of a projection filled before a column was added (a new field).
@@ -134,9 +154,9 @@ public final class ProjectedStore: @unchecked Sendable {
     /// Opens for writing like `init`, waiting up to `seconds` while another process holds the
     /// writer lock (a server between pushes, another `evctl` command).
     /// - Throws: the `LogError` that says the store is locked, once the wait is over.
-    public static func open(store: Store, waitingUpTo seconds: Double, project: Bool = true,
+    public static func open(store: Store, waitingUpTo seconds: Double, options: AppendOptions = AppendOptions(), project: Bool = true,
                             progress: ((Int, Int) -> Void)? = nil) throws -> ProjectedStore {
-        try retryingWhileLocked(upTo: seconds) { try ProjectedStore(store: store, project: project, progress: progress) }
+        try retryingWhileLocked(upTo: seconds) { try ProjectedStore(store: store, options: options, project: project, progress: progress) }
     }
 
     /// Runs `body` while no other thread writes through this store.

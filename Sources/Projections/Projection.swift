@@ -31,6 +31,8 @@ public final class Projection: @unchecked Sendable {
     public let schema: ProjectionSchema
     /// Whether `catchUp(origins:)` filled an empty projection the way a rebuild does already.
     private var triedFreshFill = false
+    /// Whether a rebuild owed to the share scope rule was looked for (once per `Projection`).
+    private var scopesSettled = false
     public let path: String
     let pool: DatabasePool
     let hub = ChangeHub()
@@ -136,6 +138,25 @@ public final class Projection: @unchecked Sendable {
         }
     }
 
+    /// A projection filled before the share scope rule ("v5 share scopes" owed) is made again
+    /// from the log before anything more is applied to it, when its store holds shares' frames
+    /// (its share rows have no scope yet, and would take every later share event for one of
+    /// private data's); otherwise the debt is dropped. Whatever opens it: a writer, a server
+    /// that does not project at open, `evctl replay`.
+    func settleOwedScopes() throws {
+        guard !scopesSettled else { return }
+        guard try owedRebuild().contains(ProjectionSchema.shareScopesMigration) else {
+            scopesSettled = true
+            return
+        }
+        if try Store.open(at: store.path).format < Store.sharedFormatVersion {
+            try forgiveRebuild(ProjectionSchema.shareScopesMigration)
+        } else {
+            _ = try rebuildInPlace()
+        }
+        scopesSettled = true
+    }
+
     /// Drops a rebuild owed for `reason` that the caller knows would change nothing.
     func forgiveRebuild(_ reason: String) throws {
         try pool.write { db in
@@ -188,6 +209,7 @@ public final class Projection: @unchecked Sendable {
     /// - Returns: the number of events applied.
     @discardableResult
     public func catchUp(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
+        try settleOwedScopes()
         try eraseLeftShares()
         return try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: progress, hub: hub.isEmpty ? nil : hub)
     }
@@ -199,6 +221,7 @@ public final class Projection: @unchecked Sendable {
     /// origin in batches, as `catchUp` does.
     public func catchUp(origins: Set<ReplicaID>) throws -> Int {
         guard !origins.isEmpty else { return 0 }
+        try settleOwedScopes()
         try eraseLeftShares()
         let hub = hub.isEmpty ? nil : self.hub
         let filled = try pool.read { try Bool.fetchOne($0, sql: "SELECT EXISTS (SELECT 1 FROM projection_cursor)") } ?? false
@@ -215,7 +238,7 @@ public final class Projection: @unchecked Sendable {
         var more = false
         let n = try pool.write { db -> Int in
             let p = try Projector(schema: schema, db: db, fresh: false)
-            p.shareOf = Projection.sharesOfLogs(store)
+            p.scopeOf = Projection.scopesOfLogs(store)
             p.replayEntities = { try Projection.histories(store: store, of: $0) }
             var count = 0
             for o in origins.sorted() {
@@ -335,7 +358,7 @@ public final class Projection: @unchecked Sendable {
             var events: [Event] = []
             let n = try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
-                p.shareOf = Projection.sharesOfLogs(store)
+                p.scopeOf = Projection.scopesOfLogs(store)
                 p.reserve(rows: total / 4)  // entities get several events each
                 // Bulk load: secondary indexes and triggers are set aside while rows go in, then
                 // recreated from their own SQL (the schema ends identical) and the FTS index built in one pass.
@@ -379,7 +402,7 @@ public final class Projection: @unchecked Sendable {
                 var batch: [Event] = []
                 let n = try pool.write { db -> Int in
                     let p = try Projector(schema: schema, db: db, fresh: false)
-                    p.shareOf = Projection.sharesOfLogs(store)
+                    p.scopeOf = Projection.scopesOfLogs(store)
                     p.replayEntities = { try Projection.histories(store: store, of: $0) }
                     try reader.forEachEvent(origin: origin, from: next) { e in
                         if e.seq > batchEnd { return false }
@@ -410,8 +433,8 @@ public final class Projection: @unchecked Sendable {
     }
 
     /// Which share's sealed log an origin is, for the projector's scope rule (docs/PROJECTION.md, "Shares").
-    static func sharesOfLogs(_ store: Store) -> (ReplicaID) throws -> ShareID? {
-        { try ShareDirectory.shareOfSealedLog(store, origin: $0) }
+    static func scopesOfLogs(_ store: Store) -> (ReplicaID) throws -> ShareDirectory.LogScope? {
+        { try ShareDirectory.scope(ofLog: store, origin: $0) }
     }
 
     /// A catch-up of at least this many events folds the WAL back into the file when it ends.
@@ -422,7 +445,7 @@ public final class Projection: @unchecked Sendable {
     public func apply(_ events: [Event]) throws {
         let cursor = try pool.write { db -> [ReplicaID: Seq] in
             let p = try Projector(schema: schema, db: db, fresh: false)
-            p.shareOf = Projection.sharesOfLogs(store)
+            p.scopeOf = Projection.scopesOfLogs(store)
             p.replayEntities = { [store] in try Projection.histories(store: store, of: $0) }
             for e in events {
                 try p.apply(e, db: db)
@@ -439,7 +462,7 @@ public final class Projection: @unchecked Sendable {
     func applyFresh(_ events: [Event]) throws {
         try pool.write { db in
             let p = try Projector(schema: schema, db: db, fresh: true)
-            p.shareOf = Projection.sharesOfLogs(store)
+            p.scopeOf = Projection.scopesOfLogs(store)
             for e in events { try p.apply(e, db: db) }
             try p.flush(db: db)
         }

@@ -91,15 +91,19 @@ final class Projector {
 
     // MARK: Scopes (docs/PROJECTION.md, "Shares")
 
-    /// The share whose sealed log an origin is (nil: a private log); nil when the caller has no
-    /// store (every origin private). Asked once per origin per projector.
-    var shareOf: ((ReplicaID) throws -> ShareID?)?
+    /// What an origin's log is (a share's sealed log, its membership log, private data; nil for
+    /// a log with no frame yet, taken as private); nil when the caller has no store (every
+    /// origin private). Asked once per origin per projector.
+    var scopeOf: ((ReplicaID) throws -> ShareDirectory.LogScope?)?
     /// A row no event has made yet.
     static let noScope: Int32 = .min
     /// A row made of private events (of logs that are no share's).
     static let privateScope: Int32 = -1
     /// An origin whose scope was not looked up yet.
     private static let unknownScope: Int32 = -2
+    /// A share's membership log: only its membership records are read (by `ShareDirectory`),
+    /// and any other event in it is applied to nothing.
+    private static let membershipScope: Int32 = -3
     /// Per origin index, its scope.
     @exclusivity(unchecked) private var originScope: [Int32] = []
     /// The shares met, by scope index, with their sort keys (scopes are ordered by share id).
@@ -248,6 +252,13 @@ final class Projector {
         guard t >= 0 else { return }
         let key = Key(table: t, id: event.pointee.entityID)
         let scope = originScope[originIdx] == Self.unknownScope ? try lookUpScope(originIdx) : originScope[originIdx]
+        if scope == Self.membershipScope {
+            // Only the admin writes a membership log, and only membership records belong in it.
+            outside.append((key, eventID(Stamp(hlc: event.pointee.hlc.rawValue, origin: originIdx, seq: seq.rawValue, base: nil, explicitID: explicitID)).lowercasedString,
+                            event.pointee.op, event.pointee.hlc.rawValue,
+                            "an event of a share's membership log names \(schema.tables[t].entity.name) \(key.id.lowercasedString): a membership log holds membership records only; not applied"))
+            return
+        }
         if !fresh && rows[key] == nil { rows[key] = try load(key, db: db) }
         let stamp = Stamp(hlc: event.pointee.hlc.rawValue, origin: originIdx, seq: seq.rawValue, base: event.pointee.base?.rawValue,
                           explicitID: explicitID)
@@ -262,12 +273,15 @@ final class Projector {
 
     /// The scope of origin `i`, looked up once (a share's sealed log, or private).
     private func lookUpScope(_ i: Int) throws -> Int32 {
-        guard let share = try shareOf?(origins[i]) else {
+        switch try scopeOf?(origins[i]) {
+        case .sealed(let share)?:
+            scopesActive = true
+            originScope[i] = scopeNumber(share)
+        case .membership?:
+            originScope[i] = Self.membershipScope
+        case .privateData?, nil:
             originScope[i] = Self.privateScope
-            return Self.privateScope
         }
-        scopesActive = true
-        originScope[i] = scopeNumber(share)
         return originScope[i]
     }
 
@@ -304,6 +318,12 @@ final class Projector {
     private func admit(_ row: inout RowState, key: Key, scope: Int32, event: UnsafePointer<Event>, stamp: Stamp) -> Bool {
         let held = row.scope
         if held == scope { return true }
+        if held == Self.noScope {
+            // A row's first event: only a share's row is noted (a private row is one not named).
+            row.scope = scope
+            if scope != Self.privateScope { scopeWrites[key] = scope }
+            return true
+        }
         let id = eventID(stamp).lowercasedString
         let table = schema.tables[key.table].entity.name
         if scopeBefore(held, scope) {
@@ -311,17 +331,15 @@ final class Projector {
                             "an event of \(scopeName(scope)) names \(table) \(key.id.lowercasedString), which belongs to \(scopeName(held)): not applied"))
             return false
         }
-        if held != Self.noScope {
-            // What the row held was of a later scope: it is made anew from this scope's events.
-            outside.append((key, id, event.pointee.op, stamp.hlc,
-                            "\(table) \(key.id.lowercasedString) belongs to \(scopeName(scope)), named by this event: events of \(scopeName(held)) for it are no longer applied"))
-            var fresh = RowState(columns: row.cells.count)
-            fresh.existsInDatabase = row.existsInDatabase
-            fresh.purged = row.purged
-            row = fresh
-        }
+        // What the row held was of a later scope: it is made anew from this scope's events.
+        outside.append((key, id, event.pointee.op, stamp.hlc,
+                        "\(table) \(key.id.lowercasedString) belongs to \(scopeName(scope)), named by this event: events of \(scopeName(held)) for it are no longer applied"))
+        var fresh = RowState(columns: row.cells.count)
+        fresh.existsInDatabase = row.existsInDatabase
+        fresh.purged = row.purged
+        row = fresh
         row.scope = scope
-        scopeWrites[key] = scope
+        scopeWrites[key] = scope  // a share's, or private where a share's was (its entry goes)
         return true
     }
 
@@ -693,7 +711,8 @@ final class Projector {
                 let i = addOrigin(e.origin)
                 scopes.append(originScope[i] == Self.unknownScope ? try lookUpScope(i) : originScope[i])
             }
-            let scope = scopes.reduce(Self.noScope) { scopeBefore($1, $0) ? $1 : $0 }
+            // A membership log's events make no row (`apply`).
+            let scope = scopes.reduce(Self.noScope) { $1 != Self.membershipScope && scopeBefore($1, $0) ? $1 : $0 }
             for (n, e) in history.enumerated() where scopes[n] == scope {
                 let originIdx = addOrigin(e.origin)
                 let stamp = Stamp(hlc: e.hlc.rawValue, origin: originIdx, seq: e.seq.rawValue, base: e.base?.rawValue, explicitID: e.explicitEventID)

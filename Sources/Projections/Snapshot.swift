@@ -54,6 +54,16 @@ public enum Snapshot {
                 // The rows cover exactly the anchors: shares' logs (left out) are applied afresh,
                 // from their first record, by whoever installs this.
                 for o in shareLogs { try db.execute(sql: "DELETE FROM projection_cursor WHERE origin = ?", arguments: [o.description]) }
+                // So are the rows those logs made (`projection_scopes`): whoever installs this
+                // makes them again from the share's logs if it is a member, and never holds them
+                // if not (docs/PROJECTION.md, "Shares").
+                if try db.tableExists("projection_scopes") {
+                    for t in projected.projection.schema.tables {
+                        try db.execute(sql: "DELETE FROM \(t.name) WHERE id IN (SELECT id FROM projection_scopes WHERE tbl = ?)", arguments: [t.name])
+                    }
+                    try db.execute(sql: "DELETE FROM projection_purged WHERE EXISTS (SELECT 1 FROM projection_scopes s WHERE s.tbl = projection_purged.tbl AND s.id = projection_purged.id)")
+                    try db.execute(sql: "DELETE FROM projection_scopes")
+                }
                 for sql in SnapshotSchema.snapshotTablesSQL { try db.execute(sql: sql) }
                 for (k, v) in [("format", String(formatVersion)), ("replica_id", store.replicaID.description),
                                ("created_at", ISO8601DateFormatter().string(from: Date()))] {

@@ -44,7 +44,8 @@ public enum Replication {
                                         let r = try projected.receive(frames)
                                         if r.frames > 0 { received = true }
                                         return r
-                                    }, cursor: { try projected.exclusive { try projected.appender.receivePosition() } })
+                                    }, cursor: { try projected.exclusive { try projected.appender.receivePosition() } },
+                                    joined: { projected.exclusive { projected.appender.sharesJoinedAfterDeclining } })
         if received && projected.projects { try projected.catchUp() }
         return try outcome.get()
     }
@@ -97,7 +98,8 @@ public enum Replication {
             return a
         }
         let outcome = await runPull(peer, local: try store.cursor(), limits: limits, retry: retry, progress: progress,
-                                    receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() })
+                                    receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() },
+                                    joined: { (appender ?? projected?.appender)?.sharesJoinedAfterDeclining ?? 0 })
         try await Blocking.run {
             if let projected {
                 defer { try? projected.close() }
@@ -111,9 +113,14 @@ public enum Replication {
     private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, limits: PageLimits, retry: RetryPolicy,
                                 progress: (@Sendable (TransferProgress) -> Void)?,
                                 receive: ([[UInt8]]) throws -> ReceiveResult,
-                                cursor: () throws -> ReplicationCursor) async -> Result<TransferSummary, any Error> {
+                                cursor: () throws -> ReplicationCursor,
+                                joined: () -> Int = { 0 }) async -> Result<TransferSummary, any Error> {
         var session = PullSession(local: local, limits: limits, retry: retry)
         var action = session.start()
+        // A page that joined this replica to a share whose logs an earlier page brought (and this
+        // store declined) has them asked for again: the session goes on once more from here.
+        var joinedSoFar = joined()
+        var before = TransferSummary()
         // While a page is verified and written, the next one is already asked for from the cursor
         // the page names; it is used only if the session then asks from exactly that cursor.
         var prefetch: (since: ReplicationCursor, task: Task<(FramePage.Decoded, Int), any Error>)?
@@ -157,11 +164,32 @@ public enum Replication {
                 do { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) } catch { return .failure(error) }
                 action = session.resume()
             case .done(let summary):
-                return .success(summary)
+                let now = joined()
+                if now != joinedSoFar, let again = try? cursor() {
+                    joinedSoFar = now
+                    before = Self.adding(summary, to: before)
+                    session = PullSession(local: again, limits: limits, retry: retry)
+                    action = session.start()
+                    continue
+                }
+                return .success(Self.adding(summary, to: before))
             case .fail(let f):
                 return .failure(f)
             }
         }
+    }
+
+    /// `summary` after `before` (a session that went on once more): counts added, the rest the later's.
+    private static func adding(_ summary: TransferSummary, to before: TransferSummary) -> TransferSummary {
+        var s = summary
+        s.pages += before.pages
+        s.frames += before.frames
+        s.events += before.events
+        s.bytes += before.bytes
+        s.alreadyHeld += before.alreadyHeld
+        s.retries += before.retries
+        s.bootstrapped = s.bootstrapped || before.bootstrapped
+        return s
     }
 
     /// Pushes everything `store` holds past `peer`'s cursor, page by page.
@@ -267,6 +295,7 @@ extension LogAppender {
     /// Where a receiver stands for its next request: the store's cursor, and for each origin
     /// with an append still open, the last seq of it received so far.
     public func receivePosition() throws -> ReplicationCursor {
-        try store.cursor().merged(with: ReplicationCursor(openAppends))
+        // Share logs declined (this replica is no member) count as held: the session moves past them.
+        try store.cursor().merged(with: ReplicationCursor(openAppends)).merged(with: ReplicationCursor(declinedShareLogs.mapValues(\.through)))
     }
 }

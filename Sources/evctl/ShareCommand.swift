@@ -13,10 +13,12 @@ struct ShareCommand: ParsableCommand {
             per member of the share's events, sealed with the share's content key. Hubs and peers that are not
             members store and pass on ciphertext they cannot read. A member is added by its member card
             (`evctl share card` on that replica), which the share's keys are sealed to; removing a member
-            rotates the key, so it reads nothing written after.
+            rotates the key, so it reads nothing written after. A store takes only the logs of the shares its
+            replica belongs to; `evctl share relay` makes it take every share's (as ciphertext), for a folder
+            replicas meet at. A server (`evctl serve --store`) always does.
             """,
         subcommands: [ShareCreate.self, ShareCard.self, ShareAdd.self, ShareRemove.self, ShareList.self, ShareAppend.self,
-                      ShareLeave.self, ShareDelete.self])
+                      ShareLeave.self, ShareDelete.self, ShareRelay.self])
 }
 
 private func parseShare(_ text: String) throws -> ShareID {
@@ -170,5 +172,24 @@ struct ShareDelete: StoreCommand {
         defer { try? book.close() }
         try book.deleteShare(id)
         print("deleted share \(id): members destroy its keys as they sync")
+    }
+}
+
+struct ShareRelay: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "relay",
+        abstract: "Make this store take every share's logs it is given (a relay), or with --off only its own shares'.",
+        discussion: """
+            A relay holds shares' frames as ciphertext and passes them on, so members that never meet can sync
+            through it (a shared folder, a USB stick's store). What the store already holds stays either way.
+            """)
+    @OptionGroup var options: StoreOptions
+    @Flag(help: "Take only the logs of the shares this replica belongs to again (the default).") var off = false
+
+    func execute() throws {
+        let book = try options.book(.readWrite)
+        defer { try? book.close() }
+        try book.setRelay(!off)
+        print(off ? "this store takes only its own shares' logs" : "this store takes every share's logs it is given (as ciphertext)")
     }
 }

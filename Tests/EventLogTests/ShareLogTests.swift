@@ -17,6 +17,12 @@ import Testing
             store = try Store.create(at: path, signingKey: key)
         }
         func appender() throws -> LogAppender { try LogAppender(store: store) }
+        /// An appender that takes every share's logs, as a hub or relay does.
+        func relayAppender() throws -> LogAppender {
+            var options = AppendOptions()
+            options.takesEveryShare = true
+            return try LogAppender(store: store, options: options)
+        }
     }
 
     /// Every frame `from` holds of `origin`.
@@ -26,12 +32,12 @@ import Testing
         return out
     }
 
-    /// Copies every origin's frames from `a` into `b` (a sync by hand).
-    static func copy(_ a: Store, into b: LogAppender) throws {
-        for o in try a.origins() {
-            let f = try frames(a, o)
-            if !f.isEmpty { _ = try b.receive(f) }
-        }
+    /// Copies every origin's frames from `a` into `b` (a sync by hand, one batch per origin in
+    /// one receive, as a page brings them); what `b` declined, in frames.
+    @discardableResult
+    static func copy(_ a: Store, into b: LogAppender) throws -> Int {
+        let batches = try a.origins().map { try frames(a, $0) }.filter { !$0.isEmpty }
+        return try b.receive(batches: batches).reduce(0) { $0 + (try $1.get().declined) }
     }
 
     /// Alice's share with Bob in it and one sealed event of Alice's.
@@ -58,28 +64,40 @@ import Testing
     /// Receives `frames` into a new store; the refusal, or nil.
     static func refusal(_ frames: [[UInt8]], _ dir: TempDir) throws -> LogError? {
         let r = try Replica(dir.path + "/r\(UUID().uuidString.prefix(8))")
-        let a = try r.appender()
+        let a = try r.relayAppender()  // a receiver that takes the frame (a member's declines nothing of its share either)
         defer { try? a.close() }
         do { _ = try a.receive(frames); return nil } catch let e as LogError { return e }
     }
 
-    @Test func aMemberReadsTheSealedEventsAndAStrangerHoldsOnlyCiphertext() throws {
+    /// A relay (a hub's store) holds a share's frames as ciphertext and passes them on; a member
+    /// reads them; a replica outside the share declines them (partial replication) and holds
+    /// nothing of the share, not even its membership log.
+    @Test func aMemberReadsTheSealedEventsARelayHoldsOnlyCiphertextAndAStrangerNothing() throws {
         let dir = TempDir()
         let (alice, bob, share) = try Self.aliceAndBob(dir)
-        let stranger = try Replica(dir.path + "/stranger")
-        let s = try stranger.appender()
-        try Self.copy(alice.store, into: s)
-        try s.close()
+        let relay = try Replica(dir.path + "/relay")
+        let r = try relay.relayAppender()
+        #expect(try Self.copy(alice.store, into: r) == 0)
+        try r.close()
         let b = try bob.appender()
-        try Self.copy(stranger.store, into: b)
+        #expect(try Self.copy(relay.store, into: b) == 0)
         try b.close()
         let log = ReplicaID.shareLog(share, signingKey: alice.key.publicKey)
+        let members = ReplicaID.shareMembers(share, signingKey: alice.key.publicKey)
         #expect(try LogReader(store: bob.store).events(origin: log).map { $0.fields.first?.value } == [.text("SEALEDTITLE")])
-        #expect(try LogReader(store: stranger.store).events(origin: log).isEmpty, "a stranger read a sealed event")
-        let report = try Verifier(store: stranger.store).run()
+        #expect(try LogReader(store: relay.store).events(origin: log).isEmpty, "a relay read a sealed event")
+        let report = try Verifier(store: relay.store).run()
         #expect(report.isClean && report.sealedUnopened == 1, "\(report.problems)")
-        let frame = try #require(try Self.frames(stranger.store, log).first)
+        let frame = try #require(try Self.frames(relay.store, log).first)
         #expect(frame.firstRange(of: Array("SEALEDTITLE".utf8)) == nil)
+
+        let stranger = try Replica(dir.path + "/stranger")
+        let s = try stranger.appender()
+        let declined = try Self.copy(relay.store, into: s)
+        #expect(declined == 3, "\(declined)")  // create, add, and the sealed frame
+        #expect(Set(s.declinedShareLogs.keys) == [log, members])
+        try s.close()
+        #expect(try Self.frames(stranger.store, log).isEmpty && Self.frames(stranger.store, members).isEmpty)
     }
 
     @Test func aRelayThatAltersStripsOrRelabelsASealedFrameIsRefused() throws {

@@ -50,6 +50,12 @@ import Testing
         }
         #expect(try Self.titles(alice) == ["TITLESECRET milk"])
 
+        // A store takes only its own shares' logs, unless it is made a relay (a folder the
+        // members meet at): this one, before, declines them.
+        _ = try await relay.sync(with: Peer(t.alice))
+        let relayHolds = try Store.open(at: t.relay).origins().filter { $0 != relay.replicaID }
+        #expect(relayHolds.isEmpty, "\(relayHolds)")  // alice holds only the share's logs
+        try await relay.write { try $0.takeEveryShare() }
         _ = try await relay.sync(with: Peer(t.alice))
         _ = try await bob.sync(with: Peer(t.relay))
         #expect(try Self.titles(bob) == ["TITLESECRET milk"])
@@ -70,15 +76,16 @@ import Testing
         let statuses = try await alice.reader.items().map(\.status)
         #expect(statuses == ["done"])
         #expect(Self.filesContaining("done", under: t.relay + "/log") == [])
-        // The relay compacts (a snapshot leaves the shares' logs whole); a new replica starting
-        // from it bootstraps from that snapshot and still gets the share's logs, whole.
+        // The relay compacts (a snapshot leaves the shares' logs whole); a new replica outside
+        // the share that starts from it bootstraps from that snapshot and gets no log of the share.
         try await relay.write { b in _ = try b.create(ItemValues(title: "relay's own")) }
         _ = try await relay.compact(withoutPeers: true)
         let late = try await LogbookWriter.open(at: t.dir.path + "/late", creating: true)
         defer { try? late.close() }
         _ = try await late.sync(with: Peer(t.relay))
         let lateShares = try late.reader.shares()
-        #expect(lateShares.map(\.id) == [share] && !lateShares[0].holdsKey)
+        #expect(lateShares.isEmpty)
+        #expect(try Set(Store.open(at: t.dir.path + "/late").origins()) == [relay.replicaID, late.replicaID])
         #expect(try Self.titles(late) == ["relay's own"])
         // The relay cannot write to the share, and nobody but the admin changes members.
         #expect(throws: LogbookError.self) { try relay.write { try $0.append([Change.create(ItemValues(title: "x"))], toShare: share) } }
@@ -187,6 +194,12 @@ import Testing
             for i in Set(0..<5).subtracting(m) {
                 #expect(seen[i] == [], "\(names[i]) reads \(p)")
                 #expect(Self.filesContaining(p + "-", under: dir.path + "/" + names[i]) == [], "\(names[i]) holds \(p) in the clear")
+                // Partial replication: not a frame of the share's logs, not even as ciphertext.
+                let store = try Store.open(at: dir.path + "/" + names[i])
+                for o in try store.origins() {
+                    let kind = try ShareDirectory.scope(ofLog: store, origin: o)
+                    #expect(kind != .sealed(share) && kind != .membership(share), "\(names[i]) holds log \(o) of \(p)")
+                }
             }
         }
     }
@@ -255,6 +268,27 @@ import Testing
         // The shared item is still edited through the share, and a rebuild gives the same rows.
         try await alice.write { try $0.append([Change.update(dishes, ItemValues(title: "dishes, done"))], toShare: share) }
         #expect(try Self.titles(alice) == ["alice's diary", "dishes, done"])
+        let (_, difference) = try await alice.reader.verify(deep: true)
+        #expect(difference == nil, "\(difference ?? "")")
+    }
+
+    /// A snapshot (compaction's, or one a server seeds replicas with) leaves a share's rows out:
+    /// a member makes them again from the share's logs, which are never cut, and a replica
+    /// outside the share never gets them that way.
+    @Test func aMembersSnapshotHoldsNoShareRowAndItsRebuildMakesThemAgain() async throws {
+        let t = Three()
+        let alice = try await LogbookWriter.open(at: t.alice, creating: true)
+        defer { try? alice.close() }
+        let share = try await alice.write { try $0.createShare(name: "kept out") }
+        try await alice.write { try $0.append([Change.create(ItemValues(title: "PRIVATEKEPT"))]) }
+        try await alice.write { try $0.append([Change.create(ItemValues(title: "SNAPSECRET"))], toShare: share) }
+        _ = try await alice.compact(withoutPeers: true)
+        let snapshot = t.alice + "/snapshot.sqlite"
+        let bytes = try #require(FileManager.default.contents(atPath: snapshot))
+        #expect(bytes.range(of: Data("PRIVATEKEPT".utf8)) != nil)
+        #expect(bytes.range(of: Data("SNAPSECRET".utf8)) == nil, "the snapshot holds a share's row")
+        #expect(try Self.titles(alice) == ["PRIVATEKEPT", "SNAPSECRET"])
+        // A rebuild starts from the snapshot and applies the share's logs from their first frame.
         let (_, difference) = try await alice.reader.verify(deep: true)
         #expect(difference == nil, "\(difference ?? "")")
     }

@@ -17,10 +17,13 @@ import Testing
     /// Sealed logs of the two shares (key-derived ids, as a share log's always are).
     static let firstLog = ReplicaID.derived(fromSigningKey: Array(repeating: 1, count: 32))
     static let secondLog = ReplicaID.derived(fromSigningKey: Array(repeating: 2, count: 32))
+    /// The first share's membership log.
+    static let membersLog = ReplicaID.derived(fromSigningKey: Array(repeating: 3, count: 32))
 
     init() {
-        ShareDirectory.noteSealedLog(Self.firstLog, share: Self.first)
-        ShareDirectory.noteSealedLog(Self.secondLog, share: Self.second)
+        ShareDirectory.noteLog(Self.firstLog, .sealed(Self.first))
+        ShareDirectory.noteLog(Self.secondLog, .sealed(Self.second))
+        ShareDirectory.noteLog(Self.membersLog, .membership(Self.first))
     }
 
     /// `MergePropertyTests`' events with origin A private, B the first share's log and C the second's.
@@ -94,6 +97,12 @@ import Testing
             // Named as this replica met them: each event skipped, or the row made anew (once).
             #expect(try p.anomalies().filter { $0.kind == "outside_share" }.count == (n == 1 ? 1 : 2), "order \(n)")
         }
+        // A membership log's events other than membership records are applied to nothing, even
+        // to a row no other event named yet: its admin writes it, and it is no private data.
+        let (_, m) = try makeProjection(dir, name: "members")
+        try m.apply([f.make(Self.membersLog, hlc: hlc(25), .item, .update, item, [Field("title", text("the admin's"))]), mine])
+        #expect(try m.items().first { $0.id == item.lowercasedString }?.title == "my diary")
+        #expect(try m.anomalies().contains { $0.kind == "outside_share" && ($0.details ?? "").contains("membership log") })
         // A share's own row is named in projection_scopes.
         let other = UUID()
         let (_, p) = try makeProjection(dir, name: "shared")

@@ -69,6 +69,11 @@ import Testing
         #expect(bad.status != 0 && bad.stderr.contains("member card"))
         let line = #"{"entity":"item","op":"create","id":"11111111-1111-4111-8111-111111111111","fields":{"title":"CLISECRET"}}"#
         #expect(try Evctl.run(["share", "append", share, "--store", a], stdin: line + "\n").status == 0)
+        // A store outside the share declines its logs; a relay takes them as ciphertext.
+        #expect(try Evctl.run(["pull", a, "--store", relay]).status == 0)
+        #expect(!(try Evctl.run(["share", "list", "--store", relay]).stdout.contains(share)))
+        let relayOn = try Evctl.run(["share", "relay", "--store", relay])
+        #expect(relayOn.status == 0 && relayOn.stdout.contains("every share"), "\(relayOn.stderr)")
         #expect(try Evctl.run(["pull", a, "--store", relay]).status == 0)
         #expect(try Evctl.run(["pull", relay, "--store", b]).status == 0)
         #expect(try Evctl.run(["items", "--store", b]).stdout.contains("CLISECRET"))

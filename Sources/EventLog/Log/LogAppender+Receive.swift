@@ -14,6 +14,9 @@ public struct ReceiveResult: Sendable, Equatable {
     public var incomplete = 0
     /// For each origin that grew, its new last seq.
     public var tips: [ReplicaID: Seq] = [:]
+    /// Frames not taken because they belong to a share this replica is not a member of
+    /// (docs/SHARING.md, "Partial replication"); `LogAppender.declinedShareLogs` says which.
+    public var declined = 0
     public init() {}
 
     /// Adds the outcome of a later call (receiving in batches).
@@ -110,6 +113,72 @@ package struct ReceivedFrames: Sendable {
 }
 
 extension LogAppender {
+    /// The name of the marker, in `shares/`, of a store that takes every share's logs (a relay).
+    public static let relayMarker = "RELAY"
+
+    /// `batches` without the frames of shares this replica is not a member of (docs/SHARING.md,
+    /// "Partial replication"), how many were left out of each, and the shares this replica
+    /// joins through these frames (a membership record adding it).
+    ///
+    /// A share's log is taken when this store already holds it (unless it deleted or left the
+    /// share), holds the share's keys, or the batches add it to the share; its membership log
+    /// when it holds it or is added by it. Everything else of a share is declined, before it is
+    /// verified (the decision reads only the share block; a frame that lies about it is refused
+    /// by verification when taken, and when declined changes nothing here), and noted in
+    /// `declinedShareLogs` so a session moves past it. A relay takes everything.
+    private func withoutForeignShares(_ batches: [[[UInt8]]]) throws -> ([[[UInt8]]], [Int], Set<ShareID>) {
+        let none = [Int](repeating: 0, count: batches.count)
+        func block(_ frame: [UInt8]) -> (FrameHeader, ShareBlock)? {
+            frame.withUnsafeBytes { p in
+                guard let h = try? FrameHeader.decode(p), h.shared, Int(h.totalBytes) == p.count, let b = ShareBlock.of(p, header: h) else { return nil }
+                return (h, b)
+            }
+        }
+        guard !options.takesEveryShare, batches.contains(where: { $0.contains { block($0) != nil } }),
+              !ShareDirectory.isRelay(store) else { return (batches, none, []) }
+        let keys = try? ShareKeyring.of(store)
+        // Membership records that add this replica, in what arrives.
+        var joining = Set<ShareID>()
+        for frames in batches {
+            for frame in frames {
+                guard let (h, b) = block(frame), !h.sealed, keys?.newest(b.share) == nil,
+                      let (_, events) = try? frame.withUnsafeBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else { continue }
+                for e in events where e.entity == .shareRecord && ShareDirectory.text(e, "record") == "add" {
+                    if let card = ShareDirectory.text(e, "member").flatMap(Hex.decode).flatMap(MemberCard.init(bytes:)), card.replicaID == store.replicaID {
+                        joining.insert(b.share)
+                    }
+                }
+            }
+        }
+        var decided: [ReplicaID: Bool] = [:]
+        var counts = none
+        var out: [[[UInt8]]] = []
+        for (n, frames) in batches.enumerated() {
+            var kept: [[UInt8]] = []
+            for frame in frames {
+                guard let (h, b) = block(frame) else { kept.append(frame); continue }
+                let takes: Bool
+                if let d = decided[h.origin] {
+                    takes = d
+                } else {
+                    let gone = keys?.isDeleted(b.share) ?? false
+                    let held = try currentTip(h.origin).lastSeq > Seq(0)
+                    takes = !gone && (held || keys?.newest(b.share) != nil || joining.contains(b.share))
+                    decided[h.origin] = takes
+                }
+                if takes {
+                    kept.append(frame)
+                } else {
+                    counts[n] += 1
+                    let through = max(declinedShareLogs[h.origin]?.through ?? Seq(0), h.lastSeq)
+                    declinedShareLogs[h.origin] = (b.share, through)
+                }
+            }
+            out.append(kept)
+        }
+        return (out, counts, joining)
+    }
+
     /// Appends frames authored by other replicas, byte-identical to the author's.
     ///
     /// Every frame is verified before anything is written: header, checksum, that its events
@@ -150,6 +219,24 @@ extension LogAppender {
 
     func receive(batches: [[[UInt8]]], allowingUnsigned: Bool) throws -> [Result<ReceiveResult, LogError>] {
         precondition(txn == nil, "receive during an append")
+        let (taken, declined, joining) = try withoutForeignShares(batches)
+        var results = try receiveTaken(taken, allowingUnsigned: allowingUnsigned)
+        for b in results.indices where declined[b] > 0 {
+            if case .success(var r) = results[b] {
+                r.declined = declined[b]
+                results[b] = .success(r)
+            }
+        }
+        // Logs of a share this replica joins now were declined from earlier pages: asked for again.
+        if !joining.isEmpty, declinedShareLogs.values.contains(where: { joining.contains($0.share) }) {
+            declinedShareLogs = declinedShareLogs.filter { !joining.contains($0.value.share) }
+            sharesJoinedAfterDeclining += 1
+        }
+        return results
+    }
+
+    /// `receive(batches:)` of what `withoutForeignShares` kept.
+    private func receiveTaken(_ batches: [[[UInt8]]], allowingUnsigned: Bool) throws -> [Result<ReceiveResult, LogError>] {
         var results = [Result<ReceiveResult, LogError>](repeating: .success(ReceiveResult()), count: batches.count)
         // 1. Verify each batch against each origin's tip, simulating the chain over the batches
         // accepted before it.

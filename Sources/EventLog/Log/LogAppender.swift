@@ -34,6 +34,10 @@ public struct AppendOptions: Sendable {
     /// off; `LOGBOOK_REQUIRE_SIGNATURES=1` in the environment sets it.
     public var requireSignatures: Bool = AppendOptions.defaultRequireSignatures
     public static let defaultRequireSignatures: Bool = ProcessInfo.processInfo.environment["LOGBOOK_REQUIRE_SIGNATURES"] == "1"
+    /// Take every share's logs a peer sends, as a hub or relay does (`serve --store`), instead of
+    /// only those of the shares this replica belongs to (docs/SHARING.md, "Partial
+    /// replication"). A store marked with `shares/RELAY` takes them whatever this says.
+    public var takesEveryShare = false
     public init() {}
 }
 
@@ -106,6 +110,14 @@ public final class LogAppender {
     /// Shares written here: their membership log and its state as of its tip (read again when
     /// the log grows).
     var shareCache: [ShareID: (origin: ReplicaID, seq: Seq, state: ShareState)] = [:]
+    /// Share logs this store declined since it was opened (docs/SHARING.md, "Partial
+    /// replication"): per origin, its share and the last seq offered. A session counts them as
+    /// held (`receivePosition`), so it moves past them; once this replica joins the share they
+    /// are dropped from here, and asked for again.
+    public internal(set) var declinedShareLogs: [ReplicaID: (share: ShareID, through: Seq)] = [:]
+    /// How many times a receive joined a share whose logs were declined before (they are then
+    /// asked for again: a pull that ends goes on once more, `Replication`).
+    public internal(set) var sharesJoinedAfterDeclining = 0
     private var idMark: Seq
     let encoder = FrameEncoder()
     /// Signs this replica's frames; read from `replica.key` at the first append (a missing key

@@ -62,36 +62,50 @@ public enum ShareDirectory {
         return shared
     }
 
-    /// The share whose sealed log `origin` is (a member's log of the share's events); nil for
-    /// any other log, and for a log this store holds no frame of yet.
+    /// What a log is to the projection's scope rule (docs/PROJECTION.md, "Shares").
+    public enum LogScope: Sendable, Equatable {
+        /// A log of no share: private data.
+        case privateData
+        /// A member's sealed log of the share's events.
+        case sealed(ShareID)
+        /// The share's membership log: membership records only.
+        case membership(ShareID)
+    }
+
+    /// What `origin`'s log is: a share's sealed log, its membership log, or private data; nil
+    /// for a log this store holds no frame of yet.
     ///
-    /// An origin's share never changes: a sealed log's id derives from the share and its
-    /// writer's key, which every receiver checks (`FrameSignature.checkForm`), so the answer is
-    /// kept for the process once a frame was read (a log with no frame yet is asked again).
-    public static func shareOfSealedLog(_ store: Store, origin: ReplicaID) throws -> ShareID? {
-        guard origin.isKeyDerived else { return nil }
+    /// An origin's kind never changes: a share log's id derives from the share and its writer's
+    /// key, which every receiver checks (`FrameSignature.checkForm`), so the answer is kept for
+    /// the process once a frame was read (a log with no frame yet is asked again).
+    public static func scope(ofLog store: Store, origin: ReplicaID) throws -> LogScope? {
+        guard origin.isKeyDerived else { return .privateData }
         if let known = sealedLogSharesLock.withLock({ sealedLogShares[origin] }) { return known }
-        var found: ShareID??
+        var found: LogScope?
         try LogReader(store: store).forEachFrame(origin: origin, linking: false) { h, bytes in
-            found = .some(h.shared && h.sealed ? ShareBlock.of(bytes, header: h)?.share : nil)
+            if h.shared, let share = ShareBlock.of(bytes, header: h)?.share {
+                found = h.sealed ? .sealed(share) : .membership(share)
+            } else {
+                found = .privateData
+            }
             return false
         }
         guard let found else { return nil }
-        sealedLogSharesLock.withLock {
-            if sealedLogShares.count >= sealedLogSharesMax { sealedLogShares.removeAll(keepingCapacity: true) }
-            sealedLogShares[origin] = found
-        }
+        noteLog(origin, found)
         return found
     }
 
-    /// Notes that `origin` is `share`'s sealed log without reading it (tests of the projection's
-    /// scope rule, whose events are made in memory).
-    static func noteSealedLog(_ origin: ReplicaID, share: ShareID) {
-        sealedLogSharesLock.withLock { sealedLogShares[origin] = share }
+    /// Notes what `origin`'s log is without reading it (tests of the projection's scope rule,
+    /// whose events are made in memory).
+    static func noteLog(_ origin: ReplicaID, _ scope: LogScope) {
+        sealedLogSharesLock.withLock {
+            if sealedLogShares.count >= sealedLogSharesMax { sealedLogShares.removeAll(keepingCapacity: true) }
+            sealedLogShares[origin] = scope
+        }
     }
 
     private static let sealedLogSharesLock = NSLock()
-    nonisolated(unsafe) private static var sealedLogShares: [ReplicaID: ShareID?] = [:]
+    nonisolated(unsafe) private static var sealedLogShares: [ReplicaID: LogScope] = [:]
     /// Origins whose share is kept at once (a hub's thousands of replicas fit; past this the
     /// cache starts again: each answer costs one frame header read).
     static let sealedLogSharesMax = 1 << 16
@@ -281,6 +295,29 @@ extension ShareDirectory {
         if FileIO.exists(keys) { try FileIO.remove(keys, op: op) }
         try FileIO.fsyncDirectory(dir, op: op)
         ShareKeyring.invalidate(store)
+    }
+}
+
+extension ShareDirectory {
+    /// Whether `store` takes every share's logs it is given (`shares/RELAY`): a relay's store,
+    /// such as a folder replicas meet at, which holds shares' frames as ciphertext.
+    public static func isRelay(_ store: Store) -> Bool {
+        FileIO.exists(store.layout.shares + "/" + LogAppender.relayMarker)
+    }
+
+    /// Marks `store` as a relay (`on`) or not: from then on it takes every share's logs, or only
+    /// those of the shares it belongs to (what it already holds stays; docs/SHARING.md).
+    public static func setRelay(_ store: Store, _ on: Bool) throws {
+        let op = on ? "share relay" : "share relay --off"
+        let dir = store.layout.shares
+        let marker = dir + "/" + LogAppender.relayMarker
+        if on {
+            try FileIO.makeDirectory(dir, op: op)
+            try FileIO.writeAtomically(Array("takes every share's logs\n".utf8), to: marker, op: op)
+        } else if FileIO.exists(marker) {
+            try FileIO.remove(marker, op: op)
+        }
+        try FileIO.fsyncDirectory(dir, op: op)
     }
 }
 
