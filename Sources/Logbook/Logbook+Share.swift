@@ -1,6 +1,8 @@
 import EventLog
 import Foundation
 import Domain
+import GRDB
+import Projections
 
 /// A share as this replica knows it (docs/SHARING.md).
 public struct ShareInfo: Sendable, Equatable {
@@ -65,6 +67,121 @@ extension Logbook {
             try w.projection.checkScopes(ms, share: share)
             try w.projection.fillBases(&ms)
             return try appender.appendShared(ms, to: share)
+        }
+    }
+}
+
+extension Logbook {
+    /// The rows one move writes at most (an item's subtree and what hangs on it).
+    static let moveRowsMax = 10_000
+
+    /// Moves item `root` and its subtree into `destination` (a share; nil: this replica's private
+    /// data) by the move rule (docs/PROJECTION.md, "Shares: one scope per row"): each row is
+    /// written anew in the destination under an id derived from its own and the destination's
+    /// (so a retried move writes the same rows), with its current values, then deleted where it
+    /// was. Moved with the items: their item tags (and the tags they name, copied, as tags are
+    /// rows of a scope too), time entries, completions, recurrence exceptions, and links between
+    /// moved items. Items under `root` of another scope than its own stay where they are.
+    /// - Returns: each moved row's new id, by its old one.
+    package func moveItem(_ root: UUID, to destination: ShareID?) throws -> [UUID: UUID] {
+        let w = try requireWriter("move")
+        return try w.exclusive {
+            let p = w.projection
+            let source = try p.share(of: .item, id: root)
+            guard try !p.items(under: root.lowercasedString, limit: 1).isEmpty else {
+                throw LogbookError(.notFound, "no item \(root.lowercasedString) to move")
+            }
+            guard source != destination else {
+                throw LogbookError(.invalid, "item \(root.lowercasedString) is already in \(destination.map { "share \($0)" } ?? "this replica's private data")")
+            }
+            let subtree = try p.items(under: root.lowercasedString, limit: Self.moveRowsMax + 1)
+            guard subtree.count <= Self.moveRowsMax else {
+                throw LogbookError(.invalid, "item \(root.lowercasedString) has more than \(Self.moveRowsMax) items under it: move parts of it")
+            }
+            var moved = Set<String>()
+            for item in subtree {
+                guard let id = UUID(uuidString: item.id), try p.share(of: .item, id: id) == source else { continue }
+                moved.insert(item.id)
+            }
+            let scopeName = destination.map { "share:\($0)" } ?? "private"
+            func newID(_ old: String) -> UUID {
+                UUIDv5.make(namespace: Self.moveNamespace, name: Array("\(scopeName):\(old.lowercased())".utf8))
+            }
+            var creates: [Mutation] = [], deletes: [Mutation] = []
+            var renamed: [UUID: UUID] = [:]
+            try p.read { db in
+                let list = String(data: try JSONSerialization.data(withJSONObject: moved.sorted()), encoding: .utf8) ?? "[]"
+                var tags = Set<String>()
+                for table in p.schema.tables {
+                    let sql: String
+                    switch table.entity {
+                    case .item: sql = "SELECT * FROM items WHERE id IN (SELECT value FROM json_each(?)) AND deleted_at IS NULL"
+                    case .itemTag, .timeEntry, .completion, .recurrenceException:
+                        sql = "SELECT * FROM \(table.name) WHERE item_id IN (SELECT value FROM json_each(?)) AND deleted_at IS NULL"
+                    case .link: sql = "SELECT * FROM links WHERE from_id IN (SELECT value FROM json_each(?)) AND to_id IN (SELECT value FROM json_each(?)) AND deleted_at IS NULL"
+                    default: continue
+                    }
+                    for row in try Row.fetchAll(db, sql: sql, arguments: StatementArguments(Array(repeating: list, count: table.entity == .link ? 2 : 1))) {
+                        guard let oldText: String = row["id"], let old = UUID(uuidString: oldText) else { continue }
+                        var fields: [Field] = []
+                        for c in table.columns {
+                            guard var v = Self.fieldValue(row[c] as DatabaseValue) else { continue }
+                            if ["item_id", "parent_id", "from_id", "to_id"].contains(c), case .text(let ref) = v {
+                                if moved.contains(ref.lowercased()) {
+                                    v = .text(newID(ref).lowercasedString)
+                                } else if c == "parent_id" {
+                                    continue  // the moved root: at the top of the destination
+                                }
+                            }
+                            if c == "tag_id", case .text(let tag) = v {
+                                tags.insert(tag.lowercased())
+                                v = .text(newID(tag).lowercasedString)
+                            }
+                            fields.append(Field(c, v))
+                        }
+                        let id: UUID
+                        switch table.entity {
+                        case .itemTag:
+                            guard let item: String = row["item_id"], let tag: String = row["tag_id"] else { continue }
+                            id = FieldRules.itemTagID(item: newID(item), tag: newID(tag))
+                        case .completion, .recurrenceException:
+                            guard let item: String = row["item_id"], let date: String = row["original_occurrence_date"] else { continue }
+                            id = FieldRules.occurrenceID(table.entity, item: newID(item), originalDate: date)
+                        default:
+                            id = newID(oldText)
+                        }
+                        renamed[old] = id
+                        creates.append(Mutation(entity: table.entity, op: .create, entityID: id, fields: fields.sorted { $0.name < $1.name }))
+                        deletes.append(Mutation(entity: table.entity, op: .delete, entityID: old))
+                    }
+                }
+                // The tags the moved items carry, copied (each scope has its own rows).
+                if !tags.isEmpty, let table = p.schema.table(for: .tag) {
+                    let tagList = String(data: try JSONSerialization.data(withJSONObject: tags.sorted()), encoding: .utf8) ?? "[]"
+                    for row in try Row.fetchAll(db, sql: "SELECT * FROM tags WHERE id IN (SELECT value FROM json_each(?))", arguments: [tagList]) {
+                        guard let oldText: String = row["id"], let old = UUID(uuidString: oldText) else { continue }
+                        let fields = table.columns.compactMap { c in Self.fieldValue(row[c] as DatabaseValue).map { Field(c, $0) } }
+                        renamed[old] = newID(oldText)
+                        creates.insert(Mutation(entity: .tag, op: .create, entityID: newID(oldText), fields: fields.sorted { $0.name < $1.name }), at: 0)
+                    }
+                }
+            }
+            // The new rows first: a move cut short leaves both, never neither.
+            if let destination { _ = try append(mutations: creates, toShare: destination) } else { try append(mutations: creates) }
+            if let source { _ = try append(mutations: deletes, toShare: source) } else { try append(mutations: deletes) }
+            return renamed
+        }
+    }
+
+    /// The namespace of the ids a move derives (UUIDv5 of "<destination>:<old id>").
+    static let moveNamespace = UUID(uuidString: "6d6f7665-0000-5000-8000-6c6f67626f6f")!
+
+    static func fieldValue(_ v: DatabaseValue) -> FieldValue? {
+        switch v.storage {
+        case .null, .blob: nil
+        case .int64(let i): .integer(i)
+        case .double(let d): .real(d)
+        case .string(let s): .text(s)
         }
     }
 }

@@ -401,6 +401,15 @@ public final class LogbookWriter: Sendable {
         /// Leaves a share on this replica: its keys are destroyed here and not learnt again. The
         /// admin should remove this replica too, which rotates the key for the others.
         public func leaveShare(_ share: ShareID) throws { try LogbookError.door { try book.leaveShare(share) } }
+        /// Moves item `id` and its subtree (with their item tags, the tags they name, time
+        /// entries, completions, exceptions and the links between them) into `share`, or into
+        /// this replica's private data when `share` is nil, by the move rule (docs/PROJECTION.md):
+        /// written anew there under new ids, then deleted where they were.
+        /// - Returns: each moved row's new id, by its old one.
+        @discardableResult
+        public func moveItem(_ id: UUID, toShare share: ShareID?) throws -> [UUID: UUID] {
+            try LogbookError.door { try book.moveItem(id, to: share) }
+        }
         /// Makes this store a relay (`on`): it takes every share's logs it is given, as
         /// ciphertext, so replicas of a share can meet at it (a folder they all reach). Off by
         /// default: a store takes only its own shares' logs (docs/SHARING.md, "Partial replication").

@@ -557,7 +557,12 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // meet at, and serves each share only to its members' users (ShareAccess).
         var options = AppendOptions()
         options.takesEveryShare = true
-        do { return try ProjectedStore.open(store: store, waitingUpTo: wait, options: options, project: project) } catch let e as LogError where e.isLocked {
+        do {
+            let opened = try ProjectedStore.open(store: store, waitingUpTo: wait, options: options, project: project)
+            // Marked too, so another writer of this store (a pull, a bundle) takes them alike.
+            if !ShareDirectory.isRelay(store) { try? opened.exclusive { try ShareDirectory.setRelay(store, true) } }
+            return opened
+        } catch let e as LogError where e.isLocked {
             throw EndpointError(503, "the store is busy (another process holds its writer lock); try again", retryAfter: 1)
         }
     }

@@ -50,6 +50,11 @@ extension Projection {
         }
     }
 
+    /// The share whose row entity `id` is; nil when it is private data or has no row here.
+    public func share(of entity: Entity, id: UUID) throws -> ShareID? {
+        (try scopes([(entity, id)])[EntityRef(entity: entity, id: id)]) ?? nil
+    }
+
     /// Refuses mutations written to a scope they do not belong to (docs/PROJECTION.md, "Shares"),
     /// naming the mutation (1-based), the entity and where it belongs; nothing is appended.
     ///
@@ -78,13 +83,16 @@ extension Projection {
         let checked: [[(Entity, UUID, named: String?)]] = mutations.map { m in
             let parent = item(m, "item_id").map { ($0, "item_id") } ?? (m.entity == .item ? item(m, "parent_id").map { ($0, "parent_id") } : nil)
             if share == nil {
-                if derived.contains(m.entity), let (p, field) = parent { return [(.item, p, field)] }
+                // A derived row of a private item stays private whatever else names its id
+                // (private data comes first); of any other item, its own scope decides too.
+                if derived.contains(m.entity), let (p, field) = parent { return [(.item, p, field), (m.entity, m.entityID, nil)] }
                 return [(m.entity, m.entityID, nil)]
             }
             return [(m.entity, m.entityID, nil)] + (parent.map { [(.item, $0.0, $0.1)] } ?? [])
         }
         let found = try scopes(checked.flatMap { $0.map { ($0.0, $0.1) } })
         for (i, m) in mutations.enumerated() {
+            if share == nil, checked[i].count == 2, case .some(.none) = found[EntityRef(entity: .item, id: checked[i][0].1)] { continue }
             for (entity, id, named) in checked[i] {
                 guard let held = found[EntityRef(entity: entity, id: id)], held != share else { continue }
                 let what = named.map { "\(m.entity.name) \(m.entityID.lowercasedString) names (\($0)) item \(id.lowercasedString), which" }

@@ -45,25 +45,28 @@ public enum Snapshot {
         let tmp = path + ".tmp"
         try? FileManager.default.removeItem(atPath: tmp)
         do {
-            try projected.projection.pool.writeWithoutTransaction { db in
-                try SQLiteFactory.vacuum(db, into: tmp)
+            let scoped = try projected.projection.pool.read { db in
+                try db.tableExists("projection_scopes") && (try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM projection_scopes)") ?? false)
+            }
+            if scoped || !shareLogs.isEmpty {
+                // Shares' rows are left out (below): stripped from a first copy, which is then
+                // copied again, so no free page or index segment of the file keeps their values.
+                let strip = path + ".strip"
+                try? FileManager.default.removeItem(atPath: strip)
+                defer { try? FileManager.default.removeItem(atPath: strip) }
+                try projected.projection.pool.writeWithoutTransaction { db in try SQLiteFactory.vacuum(db, into: strip) }
+                let copy = try SQLiteFactory.queue(strip, .ours)
+                try copy.write { db in try stripShares(db, shareLogs: shareLogs, schema: projected.projection.schema) }
+                try copy.writeWithoutTransaction { db in try SQLiteFactory.vacuum(db, into: tmp) }
+                try copy.close()
+            } else {
+                try projected.projection.pool.writeWithoutTransaction { db in
+                    try SQLiteFactory.vacuum(db, into: tmp)
+                }
             }
             let queue = try SQLiteFactory.queue(tmp, .ours)
             try queue.write { db in
                 try db.execute(sql: "DELETE FROM app_settings")
-                // The rows cover exactly the anchors: shares' logs (left out) are applied afresh,
-                // from their first record, by whoever installs this.
-                for o in shareLogs { try db.execute(sql: "DELETE FROM projection_cursor WHERE origin = ?", arguments: [o.description]) }
-                // So are the rows those logs made (`projection_scopes`): whoever installs this
-                // makes them again from the share's logs if it is a member, and never holds them
-                // if not (docs/PROJECTION.md, "Shares").
-                if try db.tableExists("projection_scopes") {
-                    for t in projected.projection.schema.tables {
-                        try db.execute(sql: "DELETE FROM \(t.name) WHERE id IN (SELECT id FROM projection_scopes WHERE tbl = ?)", arguments: [t.name])
-                    }
-                    try db.execute(sql: "DELETE FROM projection_purged WHERE EXISTS (SELECT 1 FROM projection_scopes s WHERE s.tbl = projection_purged.tbl AND s.id = projection_purged.id)")
-                    try db.execute(sql: "DELETE FROM projection_scopes")
-                }
                 for sql in SnapshotSchema.snapshotTablesSQL { try db.execute(sql: sql) }
                 for (k, v) in [("format", String(formatVersion)), ("replica_id", store.replicaID.description),
                                ("created_at", ISO8601DateFormatter().string(from: Date()))] {
@@ -89,6 +92,27 @@ public enum Snapshot {
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
         return Info(replicaID: store.replicaID, anchors: anchors, bytes: bytes)
+    }
+
+    /// Leaves shares out of a copy of a projection: the cursor rows of their logs (whoever
+    /// installs the snapshot applies those afresh, from their first record), the rows they made
+    /// (`projection_scopes`: a member makes them again from the share's logs, anyone else never
+    /// holds them; docs/PROJECTION.md, "Shares"), and what names those rows or logs (conflicts,
+    /// anomalies, event ids, purge states); the full-text index is made again from what is left.
+    static func stripShares(_ db: Database, shareLogs: Set<ReplicaID>, schema: ProjectionSchema) throws {
+        for o in shareLogs {
+            try db.execute(sql: "DELETE FROM projection_cursor WHERE origin = ?", arguments: [o.description])
+            try db.execute(sql: "DELETE FROM projection_event_ids WHERE origin = ?", arguments: [o.description])
+        }
+        guard try db.tableExists("projection_scopes") else { return }
+        for t in schema.tables {
+            try db.execute(sql: "DELETE FROM \(t.name) WHERE id IN (SELECT id FROM projection_scopes WHERE tbl = ?)", arguments: [t.name])
+        }
+        try db.execute(sql: "DELETE FROM projection_purged WHERE EXISTS (SELECT 1 FROM projection_scopes s WHERE s.tbl = projection_purged.tbl AND s.id = projection_purged.id)")
+        try db.execute(sql: "DELETE FROM conflicts WHERE entity_id IN (SELECT id FROM projection_scopes)")
+        try db.execute(sql: "DELETE FROM sync_anomalies WHERE entity_id IN (SELECT id FROM projection_scopes) OR item_id IN (SELECT id FROM projection_scopes)")
+        try db.execute(sql: "DELETE FROM projection_scopes")
+        try db.execute(sql: "INSERT INTO items_fts(items_fts) VALUES ('rebuild')")
     }
 
     /// Reads what a snapshot file covers, after checking it is one: its schema, compared as

@@ -39,6 +39,8 @@ public enum Replication {
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
         var received = false
+        // A new session: share logs declined by an earlier one are asked for again.
+        projected.exclusive { projected.appender.forgetDeclinedShareLogs() }
         let outcome = await runPull(peer, local: try projected.store.cursor(), limits: limits, retry: retry, progress: progress,
                                     receive: { frames in
                                         let r = try projected.receive(frames)

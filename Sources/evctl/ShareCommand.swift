@@ -18,7 +18,7 @@ struct ShareCommand: ParsableCommand {
             replicas meet at. A server (`evctl serve --store`) always does.
             """,
         subcommands: [ShareCreate.self, ShareCard.self, ShareAdd.self, ShareRemove.self, ShareList.self, ShareAppend.self,
-                      ShareLeave.self, ShareDelete.self, ShareRelay.self])
+                      ShareLeave.self, ShareDelete.self, ShareRelay.self, ShareMove.self])
 }
 
 private func parseShare(_ text: String) throws -> ShareID {
@@ -191,5 +191,35 @@ struct ShareRelay: StoreCommand {
         defer { try? book.close() }
         try book.setRelay(!off)
         print(off ? "this store takes only its own shares' logs" : "this store takes every share's logs it is given (as ciphertext)")
+    }
+}
+
+struct ShareMove: StoreCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "move",
+        abstract: "Move an item and its subtree into a share (--to SHARE) or out of one (--private).",
+        discussion: """
+            The move rule (docs/PROJECTION.md): the item, the items under it, their item tags, the tags they name,
+            time entries, completions, exceptions and the links between them are written anew in the destination
+            under new ids, then deleted where they were. Prints the item's new id.
+            """)
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The item's id.") var item: String
+    @Option(help: "The share to move it into.") var to: String?
+    @Flag(name: .customLong("private"), help: "Move it out of its share, into this replica's private data.") var toPrivate = false
+
+    func execute() throws {
+        guard let id = UUID(uuidString: item) else { throw ValidationError("not an item id: \(printable(item, limit: 60))") }
+        guard (to != nil) != toPrivate else { throw ValidationError("say where: --to SHARE or --private (one of them)") }
+        let share = try to.map(parseShare)
+        let book = try options.book(.readWrite)
+        defer { try? book.close() }
+        let renamed = try book.moveItem(id, to: share)
+        let root = renamed[id]?.lowercasedString ?? "?"
+        if options.json {
+            Reports.print(["item": root, "rows": String(renamed.count)])
+        } else {
+            print("moved \(renamed.count) rows into \(share.map { "share \($0)" } ?? "private data"); the item is now \(root)")
+        }
     }
 }

@@ -100,6 +100,47 @@ import Testing
         #expect(try Self.frames(stranger.store, log).isEmpty && Self.frames(stranger.store, members).isEmpty)
     }
 
+    /// A replica joins a share in a receive that brings the middle of the share's log, whose
+    /// start an earlier page brought (declined then): the middle is declined too, no gap is
+    /// refused, and the log is asked for again from its start and taken. A frame flagged as a
+    /// share's whose origin does not derive from it is not declined but refused.
+    @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {
+        let dir = TempDir()
+        let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")
+        let a = try alice.appender()
+        let share = try a.createShare(name: "late")
+        for n in 0..<3 { _ = try a.appendShared([item("S\(n)")], to: share) }
+        try a.addMember(bob.key.memberCard, to: share)
+        try a.close()
+        let log = ReplicaID.shareLog(share, signingKey: alice.key.publicKey)
+        let members = ReplicaID.shareMembers(share, signingKey: alice.key.publicKey)
+        let sealed = try Self.frames(alice.store, log), membership = try Self.frames(alice.store, members)
+        #expect(sealed.count == 3 && membership.count == 2)
+        let b = try bob.appender()
+        defer { try? b.close() }
+        let first = try b.receive(batches: [Array(sealed[0..<2])])
+        #expect(try first[0].get().declined == 2)
+        #expect(b.declinedShareLogs[log]?.through == Seq(2))
+        let second = try b.receive(batches: [[sealed[2]], membership])
+        #expect(try second[0].get().declined == 1 && second[1].get().frames == 2)
+        #expect(b.declinedShareLogs[log] == nil && b.sharesJoinedAfterDeclining == 1)
+        let third = try b.receive(batches: [sealed])
+        #expect(try third[0].get().frames == 3)
+        #expect(try LogReader(store: bob.store).events(origin: log).count == 3)
+
+        // A share's frame moved to another origin (checksum fixed): the share and key no longer
+        // derive it, so a receiver outside the share refuses it rather than declining it.
+        var relabelled = sealed[0]
+        let h = try #require(FrameHeader(parsing: relabelled))
+        relabelled[8] ^= 0x01
+        Self.fixCRC(&relabelled)
+        let stranger = try Replica(dir.path + "/stranger")
+        let s = try stranger.appender()
+        defer { try? s.close() }
+        #expect(h.shared)
+        #expect(throws: LogError.self) { _ = try s.receive([relabelled]) }
+    }
+
     @Test func aRelayThatAltersStripsOrRelabelsASealedFrameIsRefused() throws {
         let dir = TempDir()
         let (alice, _, share) = try Self.aliceAndBob(dir)

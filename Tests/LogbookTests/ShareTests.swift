@@ -292,4 +292,46 @@ import Testing
         let (_, difference) = try await alice.reader.verify(deep: true)
         #expect(difference == nil, "\(difference ?? "")")
     }
+
+    /// The move rule: an item and its subtree, with its tags, item tags and time entries, are
+    /// written anew in the share and deleted where they were; another member sees them whole,
+    /// a retried move changes nothing, and a move to where the item already is is refused.
+    @Test func anItemMovesIntoAShareWithItsSubtree() async throws {
+        let t = Three()
+        let alice = try await LogbookWriter.open(at: t.alice, creating: true)
+        let bob = try await LogbookWriter.open(at: t.bob, creating: true)
+        defer { try? alice.close(); try? bob.close() }
+        let share = try await alice.write { try $0.createShare(name: "trip") }
+        try await alice.write { try $0.addMember(try #require(try bob.reader.memberCard()), to: share) }
+        let trip = UUID(), tickets = UUID(), travel = UUID()
+        try await alice.write {
+            try $0.append([
+                Change.create(ItemValues(title: "trip"), id: trip),
+                Change.create(ItemValues(parentID: .set(trip), title: "tickets"), id: tickets),
+                Change.create(TagValues(name: "travel"), id: travel),
+                Change.tag(trip, with: travel),
+                Change.create(TimeEntryValues(itemID: .set(tickets), durationSeconds: 600)),
+            ])
+        }
+        let renamed = try await alice.write { try $0.moveItem(trip, toShare: share) }
+        #expect(renamed.count == 5, "\(renamed)")  // two items, the item tag, the time entry, the tag
+        let newTrip = try #require(renamed[trip]), newTickets = try #require(renamed[tickets])
+        // Here: the private rows are deleted, the share's hold the same values.
+        let items = try await alice.reader.items()
+        #expect(Set(items.map(\.id)) == [newTrip, newTickets])
+        #expect(items.first { $0.id == newTickets }?.parentID == newTrip)
+        #expect(try await alice.reader.tags(of: items)[newTrip]?.map(\.name) == ["travel"])
+        // The old item is gone, and the new one is in the share already: both refused.
+        #expect(throws: LogbookError.self) { try alice.write { try $0.moveItem(trip, toShare: share) } }
+        #expect(throws: LogbookError.self) { try alice.write { try $0.moveItem(newTrip, toShare: share) } }
+        // Bob, a member, sees the moved subtree whole.
+        _ = try await bob.sync(with: Peer(t.alice))
+        let bobs = try await bob.reader.items()
+        #expect(Set(bobs.map(\.id)) == [newTrip, newTickets])
+        #expect(try await bob.reader.tags(of: bobs)[newTrip]?.map(\.name) == ["travel"])
+        // And edits it in the share (the door sends the edit there).
+        try await bob.write { try $0.append([Change.update(newTickets, ItemValues(status: "booked"))], toShare: share) }
+        _ = try await alice.sync(with: Peer(t.bob))
+        #expect(try await alice.reader.items().first { $0.id == newTickets }?.status == "booked")
+    }
 }

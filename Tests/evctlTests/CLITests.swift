@@ -82,6 +82,17 @@ import Testing
         #expect(listed.stdout.contains(share) && listed.stdout.contains("no key") && !listed.stdout.contains("Groceries"))
         let verify = try Evctl.run(["verify", "--store", relay])
         #expect(verify.status == 0 && verify.stdout.contains("sealed for shares this replica is not in"), "\(verify.stdout)")
+        // A private item moves into the share (and another member sees it), and back out.
+        let privateLine = #"{"entity":"item","op":"create","id":"22222222-2222-4222-8222-222222222222","fields":{"title":"MOVED"}}"#
+        #expect(try Evctl.run(["append", "--store", a], stdin: privateLine + "\n").status == 0)
+        let neither = try Evctl.run(["share", "move", "22222222-2222-4222-8222-222222222222", "--store", a])
+        #expect(neither.status != 0 && neither.stderr.contains("--to SHARE or --private"), "\(neither.stderr)")
+        let moved = try Evctl.run(["share", "move", "22222222-2222-4222-8222-222222222222", "--to", share, "--store", a, "--json"])
+        #expect(moved.status == 0 && moved.stdout.contains("\"rows\""), "\(moved.stderr)")
+        let wrongDoor = try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"update","id":"22222222-2222-4222-8222-222222222222","fields":{"title":"x"}}"# + "\n")
+        #expect(wrongDoor.status == 0)  // the old, deleted private row: still private data
+        #expect(try Evctl.run(["pull", a, "--store", b]).status == 0)
+        #expect(try Evctl.run(["items", "--store", b]).stdout.contains("MOVED"))
         // Only the admin changes members.
         let notAdmin = try Evctl.run(["share", "remove", share, "00000000-0000-4000-8000-000000000000", "--store", b])
         #expect(notAdmin.status != 0 && notAdmin.stderr.contains("admin"))

@@ -25,6 +25,7 @@ public struct ReceiveResult: Sendable, Equatable {
         events += other.events
         alreadyHeld += other.alreadyHeld
         incomplete += other.incomplete
+        declined += other.declined
         for (o, s) in other.tips { tips[o] = max(tips[o] ?? Seq(0), s) }
     }
 }
@@ -121,23 +122,31 @@ extension LogAppender {
     /// joins through these frames (a membership record adding it).
     ///
     /// A share's log is taken when this store already holds it (unless it deleted or left the
-    /// share), holds the share's keys, or the batches add it to the share; its membership log
-    /// when it holds it or is added by it. Everything else of a share is declined, before it is
-    /// verified (the decision reads only the share block; a frame that lies about it is refused
-    /// by verification when taken, and when declined changes nothing here), and noted in
-    /// `declinedShareLogs` so a session moves past it. A relay takes everything.
+    /// share), or holds the share's keys, or the batches add it to the share, and then only from
+    /// its first frame: one offered from further on (an earlier page's frames were declined) is
+    /// declined again, and asked for again from the start. Its membership log is taken when
+    /// held or when it adds this replica. Everything else of a share is declined and noted in
+    /// `declinedShareLogs`, so a session moves past it. A relay takes everything.
+    ///
+    /// Only frames that are what they say are declined: a frame whose checksum fails, or whose
+    /// origin does not derive from the share and key it names, is left in, for verification to
+    /// refuse (a peer cannot have a log declined by flagging its frames). A join counts only from
+    /// a membership frame whose signature verifies.
     private func withoutForeignShares(_ batches: [[[UInt8]]]) throws -> ([[[UInt8]]], [Int], Set<ShareID>) {
         let none = [Int](repeating: 0, count: batches.count)
         func block(_ frame: [UInt8]) -> (FrameHeader, ShareBlock)? {
             frame.withUnsafeBytes { p in
-                guard let h = try? FrameHeader.decode(p), h.shared, Int(h.totalBytes) == p.count, let b = ShareBlock.of(p, header: h) else { return nil }
+                guard let h = try? FrameHeader.decode(p), h.shared, Int(h.totalBytes) == p.count, let b = ShareBlock.of(p, header: h),
+                      (try? FrameDecoder.checkCRC(p, header: h)) != nil, (try? FrameSignature.checkForm(p, header: h)) == true else { return nil }
                 return (h, b)
             }
         }
-        guard !options.takesEveryShare, batches.contains(where: { $0.contains { block($0) != nil } }),
-              !ShareDirectory.isRelay(store) else { return (batches, none, []) }
+        guard !options.takesEveryShare, !ShareDirectory.isRelay(store), batches.contains(where: { $0.contains { block($0) != nil } }) else {
+            declinedShareLogs = [:]
+            return (batches, none, [])
+        }
         let keys = try? ShareKeyring.of(store)
-        // Membership records that add this replica, in what arrives.
+        // Membership records that add this replica, in what arrives (signatures checked).
         var joining = Set<ShareID>()
         for frames in batches {
             for frame in frames {
@@ -151,6 +160,7 @@ extension LogAppender {
             }
         }
         var decided: [ReplicaID: Bool] = [:]
+        var askAgain = false
         var counts = none
         var out: [[[UInt8]]] = []
         for (n, frames) in batches.enumerated() {
@@ -163,20 +173,41 @@ extension LogAppender {
                 } else {
                     let gone = keys?.isDeleted(b.share) ?? false
                     let held = try currentTip(h.origin).lastSeq > Seq(0)
-                    takes = !gone && (held || keys?.newest(b.share) != nil || joining.contains(b.share))
+                    let member = keys?.newest(b.share) != nil || joining.contains(b.share)
+                    // Not held: taken from its first frame only (else the frames after a declined
+                    // page would not link: a gap), and asked for again from there.
+                    takes = !gone && (held || (member && h.baseSeq == Seq(1)))
                     decided[h.origin] = takes
+                    if member, declinedShareLogs.removeValue(forKey: h.origin) != nil { askAgain = true }
+                    if takes { declinedShareLogs[h.origin] = nil }
+                    if member && !takes && !gone { askAgain = true }  // offered from further on
                 }
                 if takes {
                     kept.append(frame)
                 } else {
                     counts[n] += 1
-                    let through = max(declinedShareLogs[h.origin]?.through ?? Seq(0), h.lastSeq)
-                    declinedShareLogs[h.origin] = (b.share, through)
+                    // A member's log offered from further on is not noted: the next request asks for it from its start.
+                    if keys?.newest(b.share) == nil && !joining.contains(b.share) {
+                        let through = max(declinedShareLogs[h.origin]?.through ?? Seq(0), h.lastSeq)
+                        declinedShareLogs[h.origin] = (b.share, through)
+                    }
                 }
             }
             out.append(kept)
         }
+        // Logs of a share this replica now joins, declined by earlier pages: asked for again.
+        if !joining.isEmpty, declinedShareLogs.values.contains(where: { joining.contains($0.share) }) {
+            declinedShareLogs = declinedShareLogs.filter { !joining.contains($0.value.share) }
+            askAgain = true
+        }
+        if askAgain { sharesJoinedAfterDeclining += 1 }
         return (out, counts, joining)
+    }
+
+    /// Forgets the share logs declined so far: a new session asks for them again (this store may
+    /// have joined their shares, or become a relay, since).
+    public func forgetDeclinedShareLogs() {
+        declinedShareLogs = [:]
     }
 
     /// Appends frames authored by other replicas, byte-identical to the author's.
@@ -219,18 +250,13 @@ extension LogAppender {
 
     func receive(batches: [[[UInt8]]], allowingUnsigned: Bool) throws -> [Result<ReceiveResult, LogError>] {
         precondition(txn == nil, "receive during an append")
-        let (taken, declined, joining) = try withoutForeignShares(batches)
+        let (taken, declined, _) = try withoutForeignShares(batches)
         var results = try receiveTaken(taken, allowingUnsigned: allowingUnsigned)
         for b in results.indices where declined[b] > 0 {
             if case .success(var r) = results[b] {
                 r.declined = declined[b]
                 results[b] = .success(r)
             }
-        }
-        // Logs of a share this replica joins now were declined from earlier pages: asked for again.
-        if !joining.isEmpty, declinedShareLogs.values.contains(where: { joining.contains($0.share) }) {
-            declinedShareLogs = declinedShareLogs.filter { !joining.contains($0.value.share) }
-            sharesJoinedAfterDeclining += 1
         }
         return results
     }
