@@ -10,7 +10,7 @@ import PostgresNIO
 enum HubSchema {
     /// The schema version this build writes. A database at a later version is refused (an older
     /// node must not write to a schema it does not know).
-    static let version = 1
+    static let version = 2
     /// `pg_advisory_xact_lock` key of migrations ("LBHUB" in ASCII).
     static let lockKey: Int64 = 0x4C42_4855_42
 
@@ -71,6 +71,33 @@ enum HubSchema {
             CREATE POLICY frames_write ON logbook_frames FOR INSERT
                 WITH CHECK (owner = current_setting('logbook.writer', true))
             """,
+        ],
+        // Shares (docs/SHARING.md, "Hubs"): a share's logs are read by the users of its
+        // members, not by their owner's readers. Which origins are a share's logs, the share's
+        // current members (from its verified membership log) and which user each replica
+        // (signing key) belongs to (the first user to push a frame it signed) are kept by the
+        // nodes as pushes arrive: ids only, no content.
+        [
+            "CREATE TABLE logbook_share_logs (origin uuid PRIMARY KEY, share uuid NOT NULL)",
+            "CREATE INDEX logbook_share_logs_share ON logbook_share_logs (share)",
+            "CREATE TABLE logbook_share_members (share uuid NOT NULL, replica uuid NOT NULL, PRIMARY KEY (share, replica))",
+            "CREATE TABLE logbook_replica_users (replica uuid PRIMARY KEY, owner text NOT NULL CHECK (owner <> ''))",
+            """
+            CREATE FUNCTION logbook_visible(o uuid, o_owner text) RETURNS boolean LANGUAGE sql STABLE AS $$
+                SELECT o_owner = current_setting('logbook.writer', true) OR CASE
+                    WHEN EXISTS (SELECT 1 FROM logbook_share_logs s WHERE s.origin = o) THEN EXISTS (
+                        SELECT 1 FROM logbook_share_logs s
+                        JOIN logbook_share_members m ON m.share = s.share
+                        JOIN logbook_replica_users r ON r.replica = m.replica
+                        WHERE s.origin = o AND r.owner = ANY (string_to_array(current_setting('logbook.readers', true), ',')))
+                    ELSE o_owner = ANY (string_to_array(current_setting('logbook.readers', true), ','))
+                END
+            $$
+            """,
+            "DROP POLICY origins_read ON logbook_origins",
+            "CREATE POLICY origins_read ON logbook_origins FOR SELECT USING (logbook_visible(origin, owner))",
+            "DROP POLICY frames_read ON logbook_frames",
+            "CREATE POLICY frames_read ON logbook_frames FOR SELECT USING (logbook_visible(origin, owner))",
         ],
     ]
 

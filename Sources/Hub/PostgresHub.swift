@@ -199,13 +199,13 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         }
     }
 
-    /// The committed cursor the transaction may see. Filtered by owner here too, not only by
-    /// row-level security: one layer failing (a policy dropped, RLS switched off by hand) leaks
-    /// nothing.
+    /// The committed cursor the transaction may see. Filtered here too, not only by row-level
+    /// security: one layer failing (a policy dropped, RLS switched off by hand) leaks nothing.
+    /// Both ask `logbook_visible` (HubSchema): an origin of the scope's users, or a share's log
+    /// of which a replica of one of its users is a member.
     static func cursor(_ conn: PostgresConnection, _ scope: Scope, logger: Logger) async throws -> ReplicationCursor {
         var entries: [ReplicaID: Seq] = [:]
-        let readers = scope.readers.sorted()
-        let rows = try await conn.query("SELECT origin, committed_seq FROM logbook_origins WHERE committed_seq > 0 AND owner = ANY(\(readers))", logger: logger)
+        let rows = try await conn.query("SELECT origin, committed_seq FROM logbook_origins WHERE committed_seq > 0 AND logbook_visible(origin, owner)", logger: logger)
         for try await (origin, seq) in rows.decode((UUID, Int64).self) where seq > 0 {
             entries[ReplicaID(rawValue: origin)] = Seq(UInt64(seq))
         }
@@ -237,7 +237,6 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let (frames, next, more, held) = try await db("reading frames") {
             try await transaction(scope) { conn -> ([ByteBuffer], ReplicationCursor, Bool, ReplicationCursor) in
                 let held = try await Self.cursor(conn, scope, logger: logger)
-                let readers = scope.readers.sorted()
                 var frames: [ByteBuffer] = []
                 var next = since
                 var bytes = 0
@@ -253,7 +252,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         let batch = min(512, limits.maxFrames - frames.count + 1)
                         let rows = try await conn.query("""
                             SELECT last_seq, frame FROM logbook_frames
-                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through) AND owner = ANY(\(readers))
+                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through) AND logbook_visible(origin, owner)
                             ORDER BY first_seq LIMIT \(batch)
                             """, logger: logger)
                         var got = 0
@@ -364,14 +363,18 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let scope = try scope(of: principal)
         guard let user = scope.writer else { throw EndpointError(403, "principal \"\(principal.name)\" may not push to this server") }
         let logger = self.logger, drift = clockDriftMaxMs, name = principal.name
-        let answer = try await db("receiving frames") {
-            try await transaction(scope) { conn -> PushAnswer in
+        let (answer, wake) = try await db("receiving frames") {
+            try await transaction(scope) { conn -> (PushAnswer, [String]) in
                 // Each origin claimed (the first push of an origin makes it its user's) and locked,
                 // in one order on every node, so concurrent pushes queue instead of deadlocking.
                 // No conflict target: two nodes claiming a new origin at once conflict on both of
                 // its unique keys, and a target naming one of them lets the other raise.
                 var tips: [ReplicaID: LogTip] = [:]
                 var committed: [ReplicaID: Int64] = [:]
+                // Share logs another user pushed first (a member pushing what it pulled, say a
+                // removed member whose cursor here no longer covers them): left out of the push,
+                // not refused, and the answer's cursor moves the client past them.
+                var foreignShareLogs: [ReplicaID: Seq] = [:]
                 for origin in origins.sorted() {
                     try await conn.query("""
                         INSERT INTO logbook_origins (origin, owner, claimed_by) VALUES (\(origin.rawValue), \(user), \(name))
@@ -389,7 +392,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                                               lastHash: FrameHash(bytes: Array(hash.readableBytesView)))
                     }
                     // Claimed by another user: its row is not visible to this one.
+                    if !found, let last = Self.shareLogFrames(frames, of: origin) {
+                        foreignShareLogs[origin] = last
+                        continue
+                    }
                     guard found else { throw ReplicaEndpoint.foreignOrigin(origin, principal: principal, user: user) }
+                }
+                let frames = foreignShareLogs.isEmpty ? frames : frames.filter { f in
+                    FrameHeader(parsing: f).map { foreignShareLogs[$0.origin] == nil } ?? true
                 }
                 // Owners first (as a store's hub answers), then each event's actor.
                 try ReplicaEndpoint.checkActors(frames, principal: principal, user: user)
@@ -432,14 +442,71 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         WHERE origin = \(origin.rawValue)
                         """, logger: logger)
                 }
-                return PushAnswer(result: result, cursor: try await Self.cursor(conn, scope, logger: logger))
+                let wake = try await Self.noteShares(conn, frames: frames, accepted: checked.accepted.map(\.index), user: user, logger: logger)
+                let cursor = try await Self.cursor(conn, scope, logger: logger).merged(with: ReplicationCursor(foreignShareLogs))
+                return (PushAnswer(result: result, cursor: cursor), wake)
             }
         }
-        // Every node listening wakes its watch streams of this user (after the commit, batched).
+        // Every node listening wakes its watch streams of this user (after the commit, batched),
+        // and of the users of the members of the shares whose logs moved.
         if !answer.result.tips.isEmpty { notifier.moved(user) }
+        for u in wake where u != user { notifier.moved(u) }
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) { metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil) }
         return answer
+    }
+
+    /// The last seq `frames` offer of `origin` when they are a share's log (a share block and an
+    /// origin that derives from it and the key); nil otherwise.
+    static func shareLogFrames(_ frames: [[UInt8]], of origin: ReplicaID) -> Seq? {
+        var last: Seq?
+        for f in frames {
+            guard let h = FrameHeader(parsing: f), h.origin == origin else { continue }
+            guard h.shared, FrameInspector.isWellFormedShareFrame(f) else { return nil }
+            last = max(last ?? h.lastSeq, h.lastSeq)
+        }
+        return last
+    }
+
+    /// Keeps the share tables in step with frames just written (docs/SHARING.md, "Hubs"): which
+    /// origins are a share's logs, which user each signing replica belongs to (the first to push
+    /// a frame it signed), and, when a membership log grew, the share's members, from the whole
+    /// log as verified (a log whose first record does not prove the share changes nothing).
+    /// - Returns: the users of the members of the shares whose logs moved, to wake.
+    static func noteShares(_ conn: PostgresConnection, frames: [[UInt8]], accepted: [Int], user: String, logger: Logger) async throws -> [String] {
+        var shareOf: [ReplicaID: (share: ShareID, membership: Bool)] = [:]
+        var signers = Set<ReplicaID>()
+        for i in accepted {
+            guard let h = FrameHeader(parsing: frames[i]) else { continue }
+            if let signer = FrameInspector.signer(frames[i]) { signers.insert(signer) }
+            if h.shared, let share = FrameInspector.share(of: frames[i]) { shareOf[h.origin] = (share, !h.sealed) }
+        }
+        for r in signers.sorted() {
+            try await conn.query("INSERT INTO logbook_replica_users (replica, owner) VALUES (\(r.rawValue), \(user)) ON CONFLICT DO NOTHING", logger: logger)
+        }
+        guard !shareOf.isEmpty else { return [] }
+        for (origin, s) in shareOf.sorted(by: { $0.key < $1.key }) {
+            try await conn.query("INSERT INTO logbook_share_logs (origin, share) VALUES (\(origin.rawValue), \(s.share.rawValue)) ON CONFLICT DO NOTHING", logger: logger)
+            guard s.membership else { continue }
+            var events: [Event] = []
+            let rows = try await conn.query("SELECT frame FROM logbook_frames WHERE origin = \(origin.rawValue) ORDER BY first_seq", logger: logger)
+            for try await frame in rows.decode(ByteBuffer.self) {
+                guard let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else { break }
+                events += e
+            }
+            guard let state = ShareDirectory.state(share: s.share, origin: origin, events: events) else { continue }
+            try await conn.query("DELETE FROM logbook_share_members WHERE share = \(s.share.rawValue)", logger: logger)
+            for m in state.members.keys.sorted() {
+                try await conn.query("INSERT INTO logbook_share_members (share, replica) VALUES (\(s.share.rawValue), \(m.rawValue))", logger: logger)
+            }
+        }
+        let shares = Array(Set(shareOf.values.map { $0.share.rawValue }))
+        var users: [String] = []
+        let rows = try await conn.query("""
+            SELECT DISTINCT r.owner FROM logbook_share_members m JOIN logbook_replica_users r ON r.replica = m.replica WHERE m.share = ANY(\(shares))
+            """, logger: logger)
+        for try await u in rows.decode(String.self) { users.append(u) }
+        return users
     }
 
     static func wallNow() -> UInt64 {

@@ -232,6 +232,67 @@ final class TestCluster {
         }
     }
 
+    /// A share's logs are served only to the users of its members (docs/SHARING.md, "Hubs"):
+    /// not to another user, even one whose store takes every share it is sent (carol); a
+    /// member's user gets them once its replica has pushed; a removed member's user gets no
+    /// more of them, and its replica still pushes (what it holds of others' share logs is left
+    /// out, not refused).
+    @Test func aShareIsServedOnlyToItsMembersUsers() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
+        let carol = try Store.create(at: dir.path + "/carol", signingKey: .generate())
+        try edit(alice, 5, seed: 1, actor: "alice")
+        try edit(bob, 5, seed: 2, actor: "bob")
+        try edit(carol, 5, seed: 3, actor: "carol")
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "hub share")
+        try a.addMember(bobKey.memberCard, to: share)
+        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("HUBSECRET"))])], to: share)
+        try a.close()
+        try ShareDirectory.setRelay(carol, true)  // takes whatever the hub sends
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        let log = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey), members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
+        try await withNode(hub) { url in
+            func sync(_ token: String, _ store: Store) async throws {
+                let p = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+                _ = try await Replication.push(from: store, to: p)
+                _ = try await Replication.pull(from: p, store: store, lockWait: 5)
+                await p.shutdown()
+            }
+            try await sync("alice-token-0123456789a", alice)
+            try await sync("carol-token-0123456789a", carol)
+            try await sync("bob-token-0123456789abc", bob)
+            #expect(Set(try carol.origins()).isDisjoint(with: [log, members]), "carol was sent the share")
+            #expect(try LogReader(store: bob).events(origin: log).count == 1)
+            #expect(try bob.origins().contains(members))
+            let (_, body, _) = try await RawHTTP.fetch(url + "/v1/frames?max_frames=100000", token: "carol-token-0123456789a")
+            #expect(try FramePage.decode(body).frames.allSatisfy { !(FrameHeader(parsing: $0)?.shared ?? true) })
+            #expect(!(try await hub.cursor(principal: principal(policy, "carol-token-0123456789a")).cursor.origins.contains(log)))
+
+            // Bob is removed: his user stops getting the share; his replica still pushes.
+            let again = try LogAppender(store: alice)
+            try again.removeMember(bobKey.replicaID, from: share)
+            _ = try again.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("AFTER"))])], to: share)
+            try again.close()
+            try await sync("alice-token-0123456789a", alice)
+            try edit(bob, 2, seed: 4, actor: "bob")
+            try await sync("bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: bob).events(origin: log).count == 1)
+            #expect(!(try await hub.cursor(principal: principal(policy, "bob-token-0123456789abc")).cursor.origins.contains(log)))
+        }
+    }
+
     /// Two nodes given the same frames at the same moment: both pushes succeed, the log is
     /// written once (the later push finds the frames held), whichever order the database picks.
     @Test func concurrentPushesOfTheSameFramesNeitherForkNorDuplicate() async throws {

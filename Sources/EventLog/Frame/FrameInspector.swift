@@ -16,6 +16,33 @@ public enum FrameInspector {
         try events(in: frame, openingSealed: false)
     }
 
+    /// Whether `frame` is a share's frame whose checksum holds and whose origin derives from the
+    /// share and the key that signs it (its signature is not verified here).
+    public static func isWellFormedShareFrame(_ frame: [UInt8]) -> Bool {
+        frame.withUnsafeBytes { p in
+            guard let h = try? FrameHeader.decode(p), h.shared, Int(h.totalBytes) == p.count, ShareBlock.of(p, header: h) != nil,
+                  (try? FrameDecoder.checkCRC(p, header: h)) != nil else { return false }
+            return (try? FrameSignature.checkForm(p, header: h)) == true
+        }
+    }
+
+    /// The replica whose key signs `frame` (its id derives from the key); nil when unsigned or malformed.
+    public static func signer(_ frame: [UInt8]) -> ReplicaID? {
+        frame.withUnsafeBytes { p in
+            guard let h = try? FrameHeader.decode(p), h.signed, Int(h.totalBytes) == p.count else { return nil }
+            let end = Int(h.totalBytes)
+            return ReplicaID.derived(fromSigningKey: Array(p[end - FrameSignature.blockBytes..<end - FrameSignature.blockBytes + 32]))
+        }
+    }
+
+    /// The share a share's frame belongs to (its share block); nil for any other frame.
+    public static func share(of frame: [UInt8]) -> ShareID? {
+        frame.withUnsafeBytes { p in
+            guard let h = try? FrameHeader.decode(p), h.shared, Int(h.totalBytes) == p.count else { return nil }
+            return ShareBlock.of(p, header: h)?.share
+        }
+    }
+
     private static func events(in frame: UnsafeRawBufferPointer, openingSealed: Bool) throws -> (FrameHeader, [Event]) {
         do throws(FrameDecodeError) {
             let h = try FrameHeader.decode(frame)

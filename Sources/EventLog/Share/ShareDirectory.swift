@@ -137,6 +137,14 @@ public enum ShareDirectory {
         return state
     }
 
+    /// The share's state from the events of its membership log `origin`, in seq order (a hub
+    /// that keeps frames elsewhere than in a store); nil as `state(_:share:origin:)` says.
+    public static func state(share: ShareID, origin: ReplicaID, events: [Event]) -> ShareState? {
+        guard let first = events.first, var s = genesis(first, share: share, origin: origin) else { return nil }
+        for e in events.dropFirst() { apply(e, to: &s) }
+        return s
+    }
+
     static func text(_ e: Event, _ name: String) -> String? {
         guard case .text(let t)? = e.fields.first(where: { $0.name == name })?.value else { return nil }
         return t
