@@ -14,6 +14,15 @@ enum HubSchema {
     /// `pg_advisory_xact_lock` key of migrations ("LBHUB" in ASCII).
     static let lockKey: Int64 = 0x4C42_4855_42
 
+    /// What a principal's transaction may read of a share's row of `logbook_origins` or
+    /// `logbook_frames` beyond what it reads by owner (`origins_read`, `frames_read`, unchanged):
+    /// a row of one of the shares in `logbook.shares`, which the node sets with the readers, at the
+    /// start of each transaction, to the shares a replica of one of the readers is a member of
+    /// (`PostgresHub.transaction`). A second permissive policy with no subquery: rows of no share
+    /// are judged by owner alone, as before. (A subquery in a read policy, as a CASE in one
+    /// policy or as a second one, halved every read: hub-load 380 against 620 events/s.)
+    static let sharedVisible = "(share = ANY (string_to_array(current_setting('logbook.shares', true), ',')::uuid[]))"
+
     /// The statements of each version, in order.
     static let migrations: [[String]] = [
         [
@@ -73,31 +82,34 @@ enum HubSchema {
             """,
         ],
         // Shares (docs/SHARING.md, "Hubs"): a share's logs are read by the users of its
-        // members, not by their owner's readers. Which origins are a share's logs, the share's
-        // current members (from its verified membership log) and which user each replica
-        // (signing key) belongs to (the first user to push a frame it signed) are kept by the
-        // nodes as pushes arrive: ids only, no content.
+        // members, not by their owner's readers. Each origin and frame row says which share's log
+        // it is (null: none), as the first push of the origin shows (an origin's kind derives from
+        // its id); the share's logs and how far each is committed, its current members (from its
+        // verified membership log) and which user each replica belongs to (the user that owns its
+        // own log) are kept by the nodes as pushes arrive: ids and seqs only, no content. Rows of
+        // no share are judged by their owner alone, as before (no lookup).
         [
-            "CREATE TABLE logbook_share_logs (origin uuid PRIMARY KEY, share uuid NOT NULL)",
-            "CREATE INDEX logbook_share_logs_share ON logbook_share_logs (share)",
+            "ALTER TABLE logbook_origins ADD COLUMN share uuid",
+            "ALTER TABLE logbook_frames ADD COLUMN share uuid",
+            "CREATE INDEX logbook_origins_share ON logbook_origins (share) WHERE share IS NOT NULL",
+            "CREATE TABLE logbook_share_logs (origin uuid PRIMARY KEY, share uuid NOT NULL, committed_seq bigint NOT NULL DEFAULT 0)",
             "CREATE TABLE logbook_share_members (share uuid NOT NULL, replica uuid NOT NULL, PRIMARY KEY (share, replica))",
+            "CREATE INDEX logbook_share_members_replica ON logbook_share_members (replica)",
             "CREATE TABLE logbook_replica_users (replica uuid PRIMARY KEY, owner text NOT NULL CHECK (owner <> ''))",
+            "CREATE INDEX logbook_replica_users_owner ON logbook_replica_users (owner)",
+            // The replicas whose own logs the hub holds already: read with the table's row-level
+            // security lifted for this statement only (the migration's transaction is all or nothing).
+            "ALTER TABLE logbook_origins NO FORCE ROW LEVEL SECURITY",
+            "INSERT INTO logbook_replica_users (replica, owner) SELECT origin, owner FROM logbook_origins ON CONFLICT DO NOTHING",
+            "ALTER TABLE logbook_origins FORCE ROW LEVEL SECURITY",
+            // Written out in each policy, not called as a function: a SQL function holding a
+            // subquery is not inlined, and was called for every row read (half the throughput).
             """
-            CREATE FUNCTION logbook_visible(o uuid, o_owner text) RETURNS boolean LANGUAGE sql STABLE AS $$
-                SELECT o_owner = current_setting('logbook.writer', true) OR CASE
-                    WHEN EXISTS (SELECT 1 FROM logbook_share_logs s WHERE s.origin = o) THEN EXISTS (
-                        SELECT 1 FROM logbook_share_logs s
-                        JOIN logbook_share_members m ON m.share = s.share
-                        JOIN logbook_replica_users r ON r.replica = m.replica
-                        WHERE s.origin = o AND r.owner = ANY (string_to_array(current_setting('logbook.readers', true), ',')))
-                    ELSE o_owner = ANY (string_to_array(current_setting('logbook.readers', true), ','))
-                END
-            $$
+            CREATE POLICY origins_read_shares ON logbook_origins FOR SELECT USING \(sharedVisible)
             """,
-            "DROP POLICY origins_read ON logbook_origins",
-            "CREATE POLICY origins_read ON logbook_origins FOR SELECT USING (logbook_visible(origin, owner))",
-            "DROP POLICY frames_read ON logbook_frames",
-            "CREATE POLICY frames_read ON logbook_frames FOR SELECT USING (logbook_visible(origin, owner))",
+            """
+            CREATE POLICY frames_read_shares ON logbook_frames FOR SELECT USING \(sharedVisible)
+            """,
         ],
     ]
 

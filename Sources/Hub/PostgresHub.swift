@@ -35,6 +35,9 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     public var watchInterval: Duration = .seconds(5)
     /// The watch streams of this node, woken by notifications of moved users.
     let watchers = Watchers()
+    /// Whether the hub holds any share's members: until it does, transactions skip looking up
+    /// the readers' shares (a lookup per transaction cost a quarter of the throughput).
+    let sharesSeen = SharesSeen()
     /// The users whose origins pushes through this node moved, notified in batches.
     let notifier: Notifier
     private var listening: Task<Void, Never>?
@@ -177,10 +180,21 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     func transaction<T: Sendable>(_ scope: Scope, _ body: (PostgresConnection) async throws -> T) async throws -> T {
         let readers = scope.readers.sorted().joined(separator: ",")
         let writer = scope.writer ?? ""
+        let logger = self.logger, seen = sharesSeen
         return try await client.withConnection { conn in
             try await conn.query("BEGIN", logger: logger)
             do {
-                try await conn.query("SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true)", logger: logger)
+                // The shares a replica of the readers is a member of, in the same statement (no
+                // round trip more): the second read policy of each table (HubSchema.sharedVisible).
+                if try await seen.mayExist(conn, logger: logger) {
+                    try await conn.query("""
+                        SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true),
+                            set_config('logbook.shares', coalesce((SELECT string_agg(DISTINCT m.share::text, ',') FROM logbook_replica_users r
+                                JOIN logbook_share_members m ON m.replica = r.replica WHERE r.owner = ANY (string_to_array(\(readers), ','))), ''), true)
+                        """, logger: logger)
+                } else {
+                    try await conn.query("SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true)", logger: logger)
+                }
                 let r = try await body(conn)
                 try await conn.query("COMMIT", logger: logger)
                 return r
@@ -201,11 +215,20 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
 
     /// The committed cursor the transaction may see. Filtered here too, not only by row-level
     /// security: one layer failing (a policy dropped, RLS switched off by hand) leaks nothing.
-    /// Both ask `logbook_visible` (HubSchema): an origin of the scope's users, or a share's log
-    /// of which a replica of one of its users is a member.
+    /// Both say what the read policies say (HubSchema): an origin of the scope's users, or a
+    /// share's log of which a replica of one of its users is a member (two index-led branches).
     static func cursor(_ conn: PostgresConnection, _ scope: Scope, logger: Logger) async throws -> ReplicationCursor {
         var entries: [ReplicaID: Seq] = [:]
-        let rows = try await conn.query("SELECT origin, committed_seq FROM logbook_origins WHERE committed_seq > 0 AND logbook_visible(origin, owner)", logger: logger)
+        let readers = scope.readers.sorted()
+        // Two index-led branches (the owner index; the share members through their users), so
+        // the visibility test runs only on candidate rows, not on every origin of the hub.
+        let rows = try await conn.query("""
+            SELECT o.origin, o.committed_seq FROM logbook_origins o
+            WHERE o.owner = ANY(\(readers)) AND o.committed_seq > 0
+            UNION
+            SELECT o.origin, o.committed_seq FROM logbook_origins o
+            WHERE o.share = ANY (string_to_array(current_setting('logbook.shares', true), ',')::uuid[]) AND o.committed_seq > 0
+            """, logger: logger)
         for try await (origin, seq) in rows.decode((UUID, Int64).self) where seq > 0 {
             entries[ReplicaID(rawValue: origin)] = Seq(UInt64(seq))
         }
@@ -231,7 +254,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     }
 
     /// The committed frames past `since` the scope may read, within `limits`, origin by origin
-    /// in seq order (as a store's page), with the cursor they were read under.
+    /// in seq order (as a store's page), with the cursor they were read under: only origins the
+    /// cursor (filtered as well as bound by row-level security) names are read.
     func readPage(_ scope: Scope, since: ReplicationCursor, limits: PageLimits, framesOnly: Bool) async throws -> (OutgoingPage, ReplicationCursor) {
         let logger = self.logger
         let (frames, next, more, held) = try await db("reading frames") {
@@ -252,7 +276,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         let batch = min(512, limits.maxFrames - frames.count + 1)
                         let rows = try await conn.query("""
                             SELECT last_seq, frame FROM logbook_frames
-                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through) AND logbook_visible(origin, owner)
+                            WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through)
                             ORDER BY first_seq LIMIT \(batch)
                             """, logger: logger)
                         var got = 0
@@ -362,7 +386,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let origins = Set(pushed)
         let scope = try scope(of: principal)
         guard let user = scope.writer else { throw EndpointError(403, "principal \"\(principal.name)\" may not push to this server") }
-        let logger = self.logger, drift = clockDriftMaxMs, name = principal.name
+        let logger = self.logger, drift = clockDriftMaxMs, name = principal.name, seen = sharesSeen
         let (answer, wake) = try await db("receiving frames") {
             try await transaction(scope) { conn -> (PushAnswer, [String]) in
                 // Each origin claimed (the first push of an origin makes it its user's) and locked,
@@ -376,8 +400,18 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 // not refused, and the answer's cursor moves the client past them.
                 var foreignShareLogs: [ReplicaID: Seq] = [:]
                 for origin in origins.sorted() {
+                    // A share's log says so from its first row (its kind derives from its id).
+                    let shareLog = Self.shareLogFrames(frames, of: origin)
+                    let share: UUID? = shareLog == nil ? nil : frames.lazy.compactMap { f in
+                        FrameHeader(parsing: f).flatMap { $0.origin == origin ? FrameInspector.share(of: f)?.rawValue : nil }
+                    }.first
+                    // A replica belongs to the user that owns its own log (the first to push it),
+                    // noted in the same statement as the claim.
                     try await conn.query("""
-                        INSERT INTO logbook_origins (origin, owner, claimed_by) VALUES (\(origin.rawValue), \(user), \(name))
+                        WITH claimed AS (
+                            INSERT INTO logbook_origins (origin, owner, claimed_by, share) VALUES (\(origin.rawValue), \(user), \(name), \(share))
+                            ON CONFLICT DO NOTHING RETURNING origin, owner, share)
+                        INSERT INTO logbook_replica_users (replica, owner) SELECT origin, owner FROM claimed WHERE share IS NULL
                         ON CONFLICT DO NOTHING
                         """, logger: logger)
                     let rows = try await conn.query("""
@@ -391,10 +425,17 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         tips[origin] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)),
                                               lastHash: FrameHash(bytes: Array(hash.readableBytesView)))
                     }
-                    // Claimed by another user: its row is not visible to this one.
-                    if !found, let last = Self.shareLogFrames(frames, of: origin) {
-                        foreignShareLogs[origin] = last
-                        continue
+                    // Claimed by another user: its row is not visible to this one. Of a share's
+                    // log, what the hub holds already is left out (as a store's hub does).
+                    if !found, let last = shareLog {
+                        var held: Int64 = 0
+                        for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
+                            held = c
+                        }
+                        if held > 0 && Int64(last.rawValue) <= held {
+                            foreignShareLogs[origin] = last
+                            continue
+                        }
                     }
                     guard found else { throw ReplicaEndpoint.foreignOrigin(origin, principal: principal, user: user) }
                 }
@@ -417,9 +458,10 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     let h = a.header
                     var buffer = ByteBuffer()
                     buffer.writeBytes(frames[a.index])
+                    let share: UUID? = h.shared ? FrameInspector.share(of: frames[a.index])?.rawValue : nil
                     try await conn.query("""
-                        INSERT INTO logbook_frames (origin, first_seq, last_seq, owner, frame)
-                        VALUES (\(h.origin.rawValue), \(Int64(h.baseSeq.rawValue)), \(Int64(h.lastSeq.rawValue)), \(user), \(buffer))
+                        INSERT INTO logbook_frames (origin, first_seq, last_seq, owner, frame, share)
+                        VALUES (\(h.origin.rawValue), \(Int64(h.baseSeq.rawValue)), \(Int64(h.lastSeq.rawValue)), \(user), \(buffer), \(share))
                         """, logger: logger)
                     var p = pendingFrames[h.origin] ?? (0, 0)
                     p.frames += 1
@@ -442,7 +484,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         WHERE origin = \(origin.rawValue)
                         """, logger: logger)
                 }
-                let wake = try await Self.noteShares(conn, frames: frames, accepted: checked.accepted.map(\.index), user: user, logger: logger)
+                let wake = try await Self.noteShares(conn, frames: frames, accepted: checked.accepted.map(\.index), committed: committed, seen: seen, logger: logger)
                 let cursor = try await Self.cursor(conn, scope, logger: logger).merged(with: ReplicationCursor(foreignShareLogs))
                 return (PushAnswer(result: result, cursor: cursor), wake)
             }
@@ -469,38 +511,41 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     }
 
     /// Keeps the share tables in step with frames just written (docs/SHARING.md, "Hubs"): which
-    /// origins are a share's logs, which user each signing replica belongs to (the first to push
-    /// a frame it signed), and, when a membership log grew, the share's members, from the whole
-    /// log as verified (a log whose first record does not prove the share changes nothing).
+    /// origins are a share's logs and how far each is committed, and, when a membership log grew,
+    /// the share's members, from the whole committed log as verified (a log whose first record
+    /// does not prove the share changes nothing).
     /// - Returns: the users of the members of the shares whose logs moved, to wake.
-    static func noteShares(_ conn: PostgresConnection, frames: [[UInt8]], accepted: [Int], user: String, logger: Logger) async throws -> [String] {
+    static func noteShares(_ conn: PostgresConnection, frames: [[UInt8]], accepted: [Int], committed: [ReplicaID: Int64], seen: SharesSeen,
+                           logger: Logger) async throws -> [String] {
+        var noted = false
         var shareOf: [ReplicaID: (share: ShareID, membership: Bool)] = [:]
-        var signers = Set<ReplicaID>()
         for i in accepted {
             guard let h = FrameHeader(parsing: frames[i]) else { continue }
-            if let signer = FrameInspector.signer(frames[i]) { signers.insert(signer) }
             if h.shared, let share = FrameInspector.share(of: frames[i]) { shareOf[h.origin] = (share, !h.sealed) }
-        }
-        for r in signers.sorted() {
-            try await conn.query("INSERT INTO logbook_replica_users (replica, owner) VALUES (\(r.rawValue), \(user)) ON CONFLICT DO NOTHING", logger: logger)
         }
         guard !shareOf.isEmpty else { return [] }
         for (origin, s) in shareOf.sorted(by: { $0.key < $1.key }) {
-            try await conn.query("INSERT INTO logbook_share_logs (origin, share) VALUES (\(origin.rawValue), \(s.share.rawValue)) ON CONFLICT DO NOTHING", logger: logger)
+            let through = committed[origin] ?? 0
+            try await conn.query("""
+                INSERT INTO logbook_share_logs (origin, share, committed_seq) VALUES (\(origin.rawValue), \(s.share.rawValue), \(through))
+                ON CONFLICT (origin) DO UPDATE SET committed_seq = GREATEST(logbook_share_logs.committed_seq, excluded.committed_seq)
+                """, logger: logger)
             guard s.membership else { continue }
             var events: [Event] = []
-            let rows = try await conn.query("SELECT frame FROM logbook_frames WHERE origin = \(origin.rawValue) ORDER BY first_seq", logger: logger)
+            let rows = try await conn.query("SELECT frame FROM logbook_frames WHERE origin = \(origin.rawValue) AND last_seq <= \(through) ORDER BY first_seq", logger: logger)
             for try await frame in rows.decode(ByteBuffer.self) {
                 guard let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else { break }
                 events += e
             }
             guard let state = ShareDirectory.state(share: s.share, origin: origin, events: events) else { continue }
             try await conn.query("DELETE FROM logbook_share_members WHERE share = \(s.share.rawValue)", logger: logger)
+            noted = true
             for m in state.members.keys.sorted() {
                 try await conn.query("INSERT INTO logbook_share_members (share, replica) VALUES (\(s.share.rawValue), \(m.rawValue))", logger: logger)
             }
         }
         let shares = Array(Set(shareOf.values.map { $0.share.rawValue }))
+        if noted { seen.note() }
         var users: [String] = []
         let rows = try await conn.query("""
             SELECT DISTINCT r.owner FROM logbook_share_members m JOIN logbook_replica_users r ON r.replica = m.replica WHERE m.share = ANY(\(shares))
@@ -519,6 +564,34 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
 /// notification (comma-separated, as user names have no comma). One `pg_notify` per push cost
 /// about 30% of a hub's pushes per second under load (each is a transaction that wakes every
 /// listening backend); batching costs a follower at most `every` more.
+/// Whether the hub's database holds any share's members, as a node last saw: once it does, for
+/// good; until then asked again at most every `recheckSeconds` (a share another node noted is
+/// served through this one within that), and set at once when this node notes one.
+final class SharesSeen: @unchecked Sendable {
+    private let lock = Lock()
+    private var seen = false
+    private var checkedAt: Double = -.infinity
+    static let recheckSeconds = 5.0
+
+    func note() { lock.withLock { seen = true } }
+
+    func mayExist(_ conn: PostgresConnection, logger: Logger) async throws -> Bool {
+        let now = Date().timeIntervalSince1970
+        let ask: Bool = lock.withLock {
+            if seen { return false }
+            if now - checkedAt < Self.recheckSeconds { return false }
+            checkedAt = now
+            return true
+        }
+        if ask {
+            for try await found in try await conn.query("SELECT EXISTS (SELECT 1 FROM logbook_share_members)", logger: logger).decode(Bool.self) where found {
+                note()
+            }
+        }
+        return lock.withLock { seen }
+    }
+}
+
 final class Notifier: @unchecked Sendable {
     private let lock = Lock()
     private var pending: Set<String> = []

@@ -25,8 +25,14 @@ import Replicator
 /// and schedule. Prints one JSON object per backend: events/s, push→sibling-holds p50/p99,
 /// errors, leaks (frames of another user's origin in a pull: must be 0).
 @main struct HubLoad {
-    static func main() async throws {
-        try await run(CommandLine.arguments)
+    static func main() async {
+        do {
+            try await run(CommandLine.arguments)
+        } catch {
+            // A clear error and a failing status, never a trap with a backtrace.
+            FileHandle.standardError.write(Data("hub-load: \(error)\n".utf8))
+            exit(2)
+        }
     }
 
     nonisolated static func run(_ arguments: [String]) async throws {
