@@ -399,12 +399,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 // removed member whose cursor here no longer covers them): left out of the push,
                 // not refused, and the answer's cursor moves the client past them.
                 var foreignShareLogs: [ReplicaID: Seq] = [:]
+                // The frames of each origin, grouped once (a push may carry many origins).
+                var byOrigin: [ReplicaID: [[UInt8]]] = [:]
+                for f in frames { if let h = FrameHeader(parsing: f) { byOrigin[h.origin, default: []].append(f) } }
                 for origin in origins.sorted() {
                     // A share's log says so from its first row (its kind derives from its id).
-                    let shareLog = Self.shareLogFrames(frames, of: origin)
-                    let share: UUID? = shareLog == nil ? nil : frames.lazy.compactMap { f in
-                        FrameHeader(parsing: f).flatMap { $0.origin == origin ? FrameInspector.share(of: f)?.rawValue : nil }
-                    }.first
+                    let own = byOrigin[origin] ?? []
+                    let shareLog = Self.shareLogFrames(own, of: origin)
+                    let share: UUID? = shareLog == nil ? nil : own.first.flatMap { FrameInspector.share(of: $0)?.rawValue }
                     // A replica belongs to the user that owns its own log (the first to push it),
                     // noted in the same statement as the claim.
                     try await conn.query("""
@@ -533,11 +535,15 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
             guard s.membership else { continue }
             var events: [Event] = []
             let rows = try await conn.query("SELECT frame FROM logbook_frames WHERE origin = \(origin.rawValue) AND last_seq <= \(through) ORDER BY first_seq", logger: logger)
+            var whole = true
             for try await frame in rows.decode(ByteBuffer.self) {
-                guard let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else { break }
+                guard whole, let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else {
+                    whole = false  // read to the end (the rows must be drained), then leave the members as they are
+                    continue
+                }
                 events += e
             }
-            guard let state = ShareDirectory.state(share: s.share, origin: origin, events: events) else { continue }
+            guard whole, let state = ShareDirectory.state(share: s.share, origin: origin, events: events) else { continue }
             try await conn.query("DELETE FROM logbook_share_members WHERE share = \(s.share.rawValue)", logger: logger)
             noted = true
             for m in state.members.keys.sorted() {

@@ -26,15 +26,6 @@ public enum FrameInspector {
         }
     }
 
-    /// The replica whose key signs `frame` (its id derives from the key); nil when unsigned or malformed.
-    public static func signer(_ frame: [UInt8]) -> ReplicaID? {
-        frame.withUnsafeBytes { p in
-            guard let h = try? FrameHeader.decode(p), h.signed, Int(h.totalBytes) == p.count else { return nil }
-            let end = Int(h.totalBytes)
-            return ReplicaID.derived(fromSigningKey: Array(p[end - FrameSignature.blockBytes..<end - FrameSignature.blockBytes + 32]))
-        }
-    }
-
     /// The share a share's frame belongs to (its share block); nil for any other frame.
     public static func share(of frame: [UInt8]) -> ShareID? {
         frame.withUnsafeBytes { p in
