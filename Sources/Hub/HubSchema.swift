@@ -10,7 +10,7 @@ import PostgresNIO
 enum HubSchema {
     /// The schema version this build writes. A database at a later version is refused (an older
     /// node must not write to a schema it does not know).
-    static let version = 2
+    static let version = 3
     /// `pg_advisory_xact_lock` key of migrations ("LBHUB" in ASCII).
     static let lockKey: Int64 = 0x4C42_4855_42
 
@@ -109,6 +109,29 @@ enum HubSchema {
             """,
             """
             CREATE POLICY frames_read_shares ON logbook_frames FOR SELECT USING \(sharedVisible)
+            """,
+        ],
+        // Purge (docs/SHARING.md, "Purge"): a deleted share's sealed logs are dropped by
+        // `evctl purge --share --hub`, and their frames left out of later pushes. The only
+        // policies that allow DELETE: rows of the one share named in `logbook.purging`, which
+        // only the purge's transaction sets (after checking the admin's signed deletion).
+        [
+            """
+            CREATE TABLE logbook_purged_shares (
+                share uuid PRIMARY KEY,
+                membership_origin uuid NOT NULL,
+                purged_at timestamptz NOT NULL DEFAULT now(),
+                frames bigint NOT NULL,
+                bytes bigint NOT NULL
+            )
+            """,
+            """
+            CREATE POLICY frames_purge ON logbook_frames FOR DELETE
+                USING (share IS NOT NULL AND share::text = current_setting('logbook.purging', true))
+            """,
+            """
+            CREATE POLICY origins_purge ON logbook_origins FOR DELETE
+                USING (share IS NOT NULL AND share::text = current_setting('logbook.purging', true))
             """,
         ],
     ]

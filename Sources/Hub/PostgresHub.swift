@@ -407,6 +407,12 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     let own = byOrigin[origin] ?? []
                     let shareLog = Self.shareLogFrames(own, of: origin)
                     let share: UUID? = shareLog == nil ? nil : own.first.flatMap { FrameInspector.share(of: $0)?.rawValue }
+                    // A purged share's sealed logs: left out, as held (docs/SHARING.md, "Purge").
+                    if let last = shareLog, let share, own.first.flatMap(FrameHeader.init(parsing:))?.sealed == true,
+                       try await Self.isPurged(ShareID(rawValue: share), conn, logger: logger) {
+                        foreignShareLogs[origin] = last
+                        continue
+                    }
                     // A replica belongs to the user that owns its own log (the first to push it),
                     // noted in the same statement as the claim.
                     try await conn.query("""

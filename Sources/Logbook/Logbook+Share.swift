@@ -55,6 +55,18 @@ extension Logbook {
     package var isRelay: Bool { ShareDirectory.isRelay(store) }
     package func leaveShare(_ share: ShareID) throws { try sharing("share leave") { try ShareDirectory.leave($0.store, share: share) } }
 
+    /// Drops deleted `share`'s sealed logs from this store (`evctl purge --share`; docs/SHARING.md,
+    /// "Purge"): its ciphertext is removed from disk, its frames are declined from then on, and
+    /// the projection forgets how far it read them. Refused for a share not deleted.
+    package func purgeShare(_ share: ShareID) throws -> SharePurgeResult {
+        let w = try requireWriter("purge --share")
+        return try w.exclusive {
+            let r = try w.appender.purgeShare(share)
+            try w.projection.forget(origins: Set(r.logs.keys))
+            return r
+        }
+    }
+
     /// Appends `mutations` (checked like any append) to this replica's sealed log of `share`.
     package func append(mutations: [Mutation], toShare share: ShareID) throws -> ReceiveResult {
         var ms = mutations

@@ -401,6 +401,12 @@ public final class LogbookWriter: Sendable {
         /// Leaves a share on this replica: its keys are destroyed here and not learnt again. The
         /// admin should remove this replica too, which rotates the key for the others.
         public func leaveShare(_ share: ShareID) throws { try LogbookError.door { try book.leaveShare(share) } }
+        /// Drops a deleted share's sealed logs (its ciphertext) from this store, and declines
+        /// their frames from then on; its membership log stays, to carry the deletion on
+        /// (docs/SHARING.md, "Purge"). - Throws: `.invalidInput` when the share is not deleted
+        /// (its admin's signed deletion is not in this store): nothing is removed.
+        @discardableResult
+        public func purgeShare(_ share: ShareID) throws -> SharePurgeResult { try LogbookError.door { try book.purgeShare(share) } }
         /// Moves item `id` and its subtree (with their item tags, the tags they name, time
         /// entries, completions, exceptions and the links between them) into `share`, or into
         /// this replica's private data when `share` is nil, by the move rule (docs/PROJECTION.md):

@@ -480,6 +480,16 @@ public final class Projection: @unchecked Sendable {
         return n
     }
 
+    /// Forgets how far the projection read `origins`, logs a purge dropped from the store
+    /// (`LogAppender.purgeShare`): a log that is gone is not counted as read.
+    public func forget(origins: Set<ReplicaID>) throws {
+        guard !origins.isEmpty else { return }
+        let list = "[" + origins.map { "\"\($0)\"" }.sorted().joined(separator: ",") + "]"
+        try pool.write { db in
+            try db.execute(sql: "DELETE FROM projection_cursor WHERE origin IN (SELECT value FROM json_each(?))", arguments: [list])
+        }
+    }
+
     /// A share this replica synced the deletion of, or left, may still have rows here: the
     /// projection is rebuilt in place from what the log still lets this replica read, and the
     /// share marked erased (docs/SHARING.md, "Erasure"). A stat when there is none.

@@ -297,7 +297,9 @@ extension LogAppender {
     /// Where a receiver stands for its next request: the store's cursor, and for each origin
     /// with an append still open, the last seq of it received so far.
     public func receivePosition() throws -> ReplicationCursor {
-        // Share logs declined (this replica is no member) count as held: the session moves past them.
+        // Share logs declined (this replica is no member) and those of purged shares count as
+        // held: the session moves past them.
         try store.cursor().merged(with: ReplicationCursor(openAppends)).merged(with: ReplicationCursor(declinedShareLogs.mapValues(\.through)))
+            .merged(with: ReplicationCursor(purgedLogs()))
     }
 }

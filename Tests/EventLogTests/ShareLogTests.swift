@@ -341,4 +341,24 @@ import Testing
         #expect(MemberCard(printable: "LBM1-AAAA") == nil)
         #expect(MemberCard(bytes: Array(b.prefix(127))) == nil)
     }
+
+    /// A purge record (`shares/<share>.purged`) reads back what was written, and every damaged
+    /// form is refused with its line named, never read as a shorter list.
+    @Test func aPurgeRecordReadsBackAndRefusesDamage() throws {
+        let a = ReplicaID.random(), b = ReplicaID.random()
+        let bytes = SharePurge.encode([a: Seq(7), b: Seq(12)])
+        #expect(try SharePurge.parse(bytes, file: "f") == [a: Seq(7), b: Seq(12)])
+        #expect(try SharePurge.parse(Array("purged\n".utf8), file: "f") == [:])
+        let damaged: [(String, String)] = [
+            ("", "does not start"), ("purged", "newline"), ("purge\n", "does not start"),
+            ("purged\n\(a) 7", "newline"), ("purged\n\(a) 07\n", "line 2"), ("purged\n\(a) -1\n", "line 2"),
+            ("purged\n\(a)  7\n", "line 2"), ("purged\n\(a) 7\nnot-a-uuid 3\n", "line 3"),
+            ("purged\n\(a.description.uppercased()) 7\n", "line 2"), ("purged\n\(a) 99999999999999999999999\n", "line 2"),
+        ]
+        for (text, named) in damaged {
+            #expect(throws: LogError.self) { try SharePurge.parse(Array(text.utf8), file: "f") }
+            do { _ = try SharePurge.parse(Array(text.utf8), file: "f") } catch { #expect("\(error)".contains(named), "\(text): \(error)") }
+        }
+        #expect(throws: LogError.self) { try SharePurge.parse([0x70, 0xff, 0x0a], file: "f") }
+    }
 }

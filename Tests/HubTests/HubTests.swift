@@ -293,6 +293,88 @@ final class TestCluster {
         }
     }
 
+    /// `evctl purge --share --hub`: refused for a live share; once the admin's deletion is
+    /// pushed, the share's sealed logs are deleted from the database (the membership log stays,
+    /// to carry the deletion on), and a member that has not synced the deletion pushes its sealed
+    /// frames again without error: they are left out.
+    @Test func aDeletedSharesCiphertextIsPurgedFromTheHubAndStaysOut() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
+        try edit(alice, 2, seed: 1, actor: "alice")
+        try edit(bob, 2, seed: 2, actor: "bob")  // its own log makes bob's replica his user's on the hub
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "purged share")
+        try a.addMember(bobKey.memberCard, to: share)
+        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("PURGESECRET"))])], to: share)
+        try a.close()
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey), bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+        let members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
+        try await withNode(hub) { url in
+            func sync(_ token: String, _ store: Store) async throws {
+                let p = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+                _ = try await Replication.push(from: store, to: p)
+                _ = try await Replication.pull(from: p, store: store, lockWait: 5)
+                await p.shutdown()
+            }
+            try await sync("alice-token-0123456789a", alice)
+            try await sync("bob-token-0123456789abc", bob)
+            let b = try LogAppender(store: bob)
+            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("BOBSECRET"))])], to: share)
+            try b.close()
+            try await sync("bob-token-0123456789abc", bob)
+            let bobSees = try await hub.cursor(principal: principal(policy, "bob-token-0123456789abc")).cursor.origins
+            #expect(Set([aliceLog, bobLog, members]).isSubset(of: bobSees))
+
+            // A live share is not purged, and nothing is removed.
+            await #expect(throws: HubError.self) { _ = try await PostgresHub.purgeShare(share, in: try cluster.database, logger: Self.logger) }
+            #expect(try await hub.cursor(principal: principal(policy, "alice-token-0123456789a")).cursor.origins.contains(aliceLog))
+
+            let again = try LogAppender(store: alice)
+            try again.deleteShare(share)
+            try again.close()
+            try await sync("alice-token-0123456789a", alice)
+            let r = try await PostgresHub.purgeShare(share, in: try cluster.database, logger: Self.logger)
+            #expect(r.logs == 2 && r.frames == 2 && r.bytes > 0 && !r.alreadyPurged, "\(r)")
+            let after = try await hub.cursor(principal: principal(policy, "alice-token-0123456789a")).cursor.origins
+            #expect(after.contains(members) && !after.contains(aliceLog) && !after.contains(bobLog))
+
+            // Bob has not synced the deletion, and writes on: his push is taken, his sealed frames left out.
+            let c = try LogAppender(store: bob)
+            _ = try c.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("LATE"))])], to: share)
+            try c.close()
+            let p = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            _ = try await Replication.push(from: bob, to: p)
+            await p.shutdown()
+            #expect(!(try await hub.cursor(principal: principal(policy, "bob-token-0123456789abc")).cursor.origins.contains(bobLog)))
+            let second = try await PostgresHub.purgeShare(share, in: try cluster.database, logger: Self.logger)
+            #expect(second.frames == 0 && second.alreadyPurged)
+        }
+        // Nothing of the sealed logs is left in the database, whoever reads it.
+        let (raw, task) = try cluster.rawClient()
+        defer { task.cancel() }
+        try await raw.withConnection { conn in
+            try await conn.query("BEGIN", logger: Self.logger)
+            try await conn.query("SELECT set_config('logbook.shares', \(share.description), true)", logger: Self.logger)
+            var origins: Set<UUID> = []
+            for try await o in try await conn.query("SELECT origin FROM logbook_frames WHERE share = \(share.rawValue)", logger: Self.logger).decode(UUID.self) {
+                origins.insert(o)
+            }
+            try await conn.query("ROLLBACK", logger: Self.logger)
+            #expect(origins == [members.rawValue])
+        }
+    }
+
     /// Two nodes given the same frames at the same moment: both pushes succeed, the log is
     /// written once (the later push finds the frames held), whichever order the database picks.
     @Test func concurrentPushesOfTheSameFramesNeitherForkNorDuplicate() async throws {

@@ -228,6 +228,69 @@ import Testing
         #expect(throws: LogbookError.self) { try alice.write { try $0.append([Change.create(ItemValues(title: "x"))], toShare: share) } }
     }
 
+    /// `evctl purge --share`: a relay and a member drop a deleted share's sealed logs from disk
+    /// (never a live share's), keep its membership log, and decline the share's frames after,
+    /// from a member that had not synced the deletion too.
+    @Test func aDeletedSharesCiphertextIsPurgedFromARelayAndAMember() async throws {
+        let t = Three()
+        let alice = try await LogbookWriter.open(at: t.alice, creating: true)
+        let bob = try await LogbookWriter.open(at: t.bob, creating: true)
+        let relay = try await LogbookWriter.open(at: t.relay, creating: true)
+        defer { try? alice.close(); try? bob.close(); try? relay.close() }
+        try await relay.write { try $0.takeEveryShare() }
+        let share = try await alice.write { try $0.createShare(name: "to purge") }
+        let bobCard = try #require(try bob.reader.memberCard())
+        try await alice.write { try $0.addMember(bobCard, to: share) }
+        try await alice.write { try $0.append([Change.create(ItemValues(title: "PURGE alice"))], toShare: share) }
+        _ = try await bob.sync(with: Peer(t.alice))
+        try await bob.write { try $0.append([Change.create(ItemValues(title: "PURGE bob"))], toShare: share) }
+        _ = try await relay.sync(with: Peer(t.alice))
+        _ = try await relay.sync(with: Peer(t.bob))
+        func sealedLogs(_ path: String) throws -> [ReplicaID] {
+            let store = try Store.open(at: path)
+            return try store.origins().filter { try ShareDirectory.scope(ofLog: store, origin: $0) == .sealed(share) }
+        }
+        #expect(try sealedLogs(t.relay).count == 2)
+
+        // A live share is never purged.
+        #expect(throws: LogbookError.self) { try relay.write { try $0.purgeShare(share) } }
+        #expect(try sealedLogs(t.relay).count == 2)
+
+        try await alice.write { try $0.deleteShare(share) }
+        _ = try await relay.sync(with: Peer(t.alice))
+        let r = try await relay.write { try $0.purgeShare(share) }
+        #expect(r.logs.count == 2 && r.bytes > 0, "\(r)")
+        #expect(try sealedLogs(t.relay).isEmpty)
+        let held = try Store.open(at: t.relay).origins()
+        #expect(held.contains(r.membershipLog), "the membership log, which carries the deletion, was dropped")
+        #expect(FileManager.default.fileExists(atPath: t.relay + "/shares/\(share).purged"))
+
+        // Bob has not synced the deletion, and writes on: the relay declines his sealed frames,
+        // and bob learns the deletion from it.
+        try await bob.write { try $0.append([Change.create(ItemValues(title: "PURGE late"))], toShare: share) }
+        _ = try await relay.sync(with: Peer(t.bob))
+        #expect(try sealedLogs(t.relay).isEmpty, "the relay took a purged share's frames again")
+        _ = try await bob.sync(with: Peer(t.relay))
+        #expect(try #require(try bob.reader.shares().first).deleted)
+        // The relay's sync pushed the deletion into bob's store by path: bob's keys go at his
+        // next write (a store reached by path is never asked for its key).
+        try await bob.write { _ in }
+        #expect(!FileManager.default.fileExists(atPath: t.bob + "/shares/\(share).keys"))
+        #expect(try Self.titles(bob).isEmpty)
+        let again = try await relay.write { try $0.purgeShare(share) }
+        #expect(again.logs.isEmpty)
+
+        // Bob drops his copies too; the relay compacts, and a rebuild reads what is left.
+        let mine = try await bob.write { try $0.purgeShare(share) }
+        #expect(mine.logs.count == 2)
+        #expect(try sealedLogs(t.bob).isEmpty)
+        _ = try await relay.compact(withoutPeers: true)
+        _ = try await bob.sync(with: Peer(t.relay))
+        #expect(try sealedLogs(t.bob).isEmpty)
+        _ = try await alice.sync(with: Peer(t.relay))
+        #expect(try sealedLogs(t.alice).count == 1, "alice never purged: she still holds her own log, as ciphertext")
+    }
+
     /// A member who learns the id of an item outside the share (another member's private item)
     /// and writes to it in its sealed log, with a build that skips the door's check, changes
     /// nothing on replicas that hold the item privately: the event is not applied, and is named.

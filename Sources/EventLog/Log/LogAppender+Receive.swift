@@ -141,9 +141,24 @@ extension LogAppender {
                 return (h, b)
             }
         }
+        var counts = none
+        var batches = batches
+        // A purged share's sealed logs are declined by every store, a relay's included (its
+        // membership log is still taken: it carries the deletion on).
+        let purged = try loadPurged()
+        if !purged.isEmpty {
+            for n in batches.indices {
+                batches[n] = batches[n].filter { frame in
+                    guard let (h, b) = block(frame), h.sealed, purged[b.share] != nil else { return true }
+                    counts[n] += 1
+                    declinedShareLogs[h.origin] = (b.share, max(declinedShareLogs[h.origin]?.through ?? Seq(0), h.lastSeq))
+                    return false
+                }
+            }
+        }
         guard !options.takesEveryShare, !ShareDirectory.isRelay(store), batches.contains(where: { $0.contains { block($0) != nil } }) else {
-            declinedShareLogs = [:]
-            return (batches, none, [])
+            declinedShareLogs = declinedShareLogs.filter { purged[$0.value.share] != nil }
+            return (batches, counts, [])
         }
         let keys = try? ShareKeyring.of(store)
         // Membership records that add this replica, in what arrives (signatures checked).
@@ -161,7 +176,6 @@ extension LogAppender {
         }
         var decided: [ReplicaID: Bool] = [:]
         var askAgain = false
-        var counts = none
         var out: [[[UInt8]]] = []
         for (n, frames) in batches.enumerated() {
             var kept: [[UInt8]] = []

@@ -118,6 +118,8 @@ public final class LogAppender {
     /// How many times a receive joined a share whose logs were declined before (they are then
     /// asked for again: a pull that ends goes on once more, `Replication`).
     public internal(set) var sharesJoinedAfterDeclining = 0
+    /// Shares purged in this store (`SharePurge`), read at first use; nil until then.
+    var purgedShares: [ShareID: [ReplicaID: Seq]]?
     private var idMark: Seq
     let encoder = FrameEncoder()
     /// Signs this replica's frames; read from `replica.key` at the first append (a missing key

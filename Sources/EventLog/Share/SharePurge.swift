@@ -1,0 +1,161 @@
+import Foundation
+
+/// What `LogAppender.purgeShare(_:)` dropped.
+public struct SharePurgeResult: Sendable, Equatable {
+    public var share: ShareID
+    /// The sealed logs dropped, with the last seq each held.
+    public var logs: [ReplicaID: Seq] = [:]
+    /// Bytes of ciphertext (segment and index files) removed.
+    public var bytes = 0
+    /// The membership log kept (it carries the deletion to the members that have not synced it).
+    public var membershipLog: ReplicaID
+}
+
+/// A deleted share's ciphertext, dropped (docs/SHARING.md, "Purge"). `shares/<share>.purged`
+/// records that the share's sealed logs were dropped here, and how far each went:
+///
+/// ```text
+/// purged
+/// <origin uuid> <last seq>
+/// …
+/// ```
+///
+/// From then on this store declines every frame of the share's sealed logs (a relay's included),
+/// and counts those logs as held through those seqs when it asks a peer for frames.
+public enum SharePurge {
+    static let suffix = ".purged"
+    static let firstLine = "purged"
+    /// A purge record lists at most this many logs (a share's members, each one log).
+    static let logsMax = 1 << 16
+
+    static func path(_ store: Store, _ share: ShareID) -> String {
+        store.layout.shares + "/" + share.description + suffix
+    }
+
+    /// The shares purged in `store`, with the logs dropped and how far each went. A damaged
+    /// record is reported, never read as a shorter list.
+    public static func purged(_ store: Store) throws -> [ShareID: [ReplicaID: Seq]] {
+        let dir = store.layout.shares
+        guard FileIO.exists(dir) else { return [:] }
+        var out: [ShareID: [ReplicaID: Seq]] = [:]
+        for name in try FileIO.listDirectory(dir, op: "read purged shares") where name.hasSuffix(suffix) {
+            guard let share = ShareID(String(name.dropLast(suffix.count))) else { continue }
+            out[share] = try record(store, share)
+        }
+        return out
+    }
+
+    /// The logs dropped of `share` and how far each went; nil when it was not purged here.
+    static func record(_ store: Store, _ share: ShareID) throws -> [ReplicaID: Seq]? {
+        let file = path(store, share)
+        guard FileIO.exists(file) else { return nil }
+        let bytes = try ForeignFile.read(file, bytesMax: 16 + logsMax * 60, op: "read purged share")
+        return try parse(bytes, file: file)
+    }
+
+    static func parse(_ bytes: [UInt8], file: String) throws -> [ReplicaID: Seq] {
+        guard let text = String(bytes: bytes, encoding: .utf8) else {
+            throw LogError(.corrupt, "read purged share", "the purge record is not UTF-8", file: file)
+        }
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.last == "" else { throw LogError(.corrupt, "read purged share", "the purge record does not end with a newline (cut short)", file: file) }
+        lines.removeLast()
+        guard lines.first == Substring(firstLine) else {
+            throw LogError(.corrupt, "read purged share", "the purge record does not start with \"\(firstLine)\"", file: file, offset: 0)
+        }
+        var logs: [ReplicaID: Seq] = [:]
+        for (n, line) in lines.enumerated().dropFirst() {
+            let parts = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard parts.count == 2, let origin = ReplicaID(String(parts[0])), origin.description == parts[0],
+                  let seq = UInt64(parts[1]), String(seq) == parts[1] else {
+                throw LogError(.corrupt, "read purged share", "line \(n + 1) of the purge record is not \"<origin> <last seq>\": \(printable(String(line), limit: 80))", file: file)
+            }
+            logs[origin] = max(logs[origin] ?? Seq(0), Seq(seq))
+        }
+        return logs
+    }
+
+    static func encode(_ logs: [ReplicaID: Seq]) -> [UInt8] {
+        var text = firstLine + "\n"
+        for (origin, seq) in logs.sorted(by: { $0.key < $1.key }) { text += "\(origin) \(seq.rawValue)\n" }
+        return Array(text.utf8)
+    }
+}
+
+extension LogAppender {
+    /// Drops the ciphertext of deleted `share` from this store (`evctl purge --share`): every
+    /// member's sealed log of it is removed from disk, and the store declines their frames from
+    /// then on. The share's membership log stays: it is what tells members that have not synced
+    /// the deletion to destroy their keys, and holds no content (the share's name is sealed).
+    ///
+    /// Only a share whose deletion this store holds, signed by its admin in its membership log,
+    /// is purged: a live share's logs are never dropped by this call. The record of the purge is
+    /// written (durably) before any file is removed, so a purge cut short declines the share's
+    /// frames already, and a second run removes what is left. A purge of a share purged already
+    /// removes what arrived since (nothing, as its frames are declined) and says so.
+    public func purgeShare(_ share: ShareID) throws -> SharePurgeResult {
+        let op = "purge --share"
+        guard let state = try ShareDirectory.shares(store)[share] else {
+            throw LogError(.invalidInput, op, "this store holds no membership log of share \(share)", file: store.path,
+                           hint: "nothing was removed; pull the share's membership log (with its deletion) first")
+        }
+        guard state.deleted else {
+            throw LogError(.invalidInput, op, "share \(share) is not deleted: only a share its admin deleted is purged", file: store.path,
+                           hint: "nothing was removed; its admin deletes it with `evctl share delete`, and the deletion reaches this store by sync")
+        }
+        var logs = try SharePurge.record(store, share) ?? [:]
+        var doomed: [ReplicaID] = []
+        for origin in try store.origins() where origin != store.replicaID {
+            guard try ShareDirectory.scope(ofLog: store, origin: origin) == .sealed(share) else { continue }
+            if let w = received[origin], w.hasOpenAppend {
+                throw LogError(.invalidInput, op, "an append of origin \(origin) is still arriving", file: store.path, hint: "nothing was removed; purge once the sync ends")
+            }
+            logs[origin] = max(logs[origin] ?? Seq(0), try currentTip(origin).lastSeq)
+            doomed.append(origin)
+        }
+        try FileIO.makeDirectory(store.layout.shares, op: op)
+        try FileIO.writeAtomically(SharePurge.encode(logs), to: SharePurge.path(store, share), op: op)
+        try FileIO.fsyncDirectory(store.layout.shares, op: op)
+        var known = try loadPurged()
+        known[share] = logs
+        purgedShares = known
+        var result = SharePurgeResult(share: share, membershipLog: state.membersOrigin)
+        for origin in doomed {
+            received.removeValue(forKey: origin)?.close()
+            recoveredOthers[origin] = nil
+            parkedStale.remove(origin)
+            pending[origin] = nil
+            declinedShareLogs[origin] = nil
+            let dir = store.directory(origin).path
+            for name in (try? FileIO.listDirectory(dir, op: op)) ?? [] { result.bytes += FileIO.size(of: dir + "/" + name) ?? 0 }
+            do { try FileManager.default.removeItem(atPath: dir) } catch {
+                throw LogError(.io, op, "cannot remove the sealed log of origin \(origin): \(error)", file: dir,
+                               hint: "the purge is recorded: its frames are declined; run the purge again to remove what is left")
+            }
+            result.logs[origin] = logs[origin]
+        }
+        try FileIO.fsyncDirectory(store.layout.log, op: op)
+        // The audit pages' index names frames of the dropped logs: it is derived, and made again.
+        for suffix in [""] + StoreLayout.sqliteSidecarSuffixes where FileIO.exists(store.layout.audit + suffix) {
+            try FileIO.remove(store.layout.audit + suffix, op: op)
+        }
+        return result
+    }
+
+    /// The logs of purged shares, as held through the seqs they reached (a receiver's position:
+    /// a session moves past them instead of being offered them again).
+    public func purgedLogs() throws -> [ReplicaID: Seq] {
+        var out: [ReplicaID: Seq] = [:]
+        for logs in try loadPurged().values { out.merge(logs) { max($0, $1) } }
+        return out
+    }
+
+    /// The shares purged here (read once per appender: a purge runs through the appender
+    /// holding the store's lock, which notes it).
+    func loadPurged() throws -> [ShareID: [ReplicaID: Seq]] {
+        if let known = purgedShares { return known }
+        let found = try SharePurge.purged(store)
+        purgedShares = found
+        return found
+    }
+}
