@@ -88,23 +88,49 @@ public final class InspectorSite: @unchecked Sendable {
         return String(text.prefix(valueCharactersMax)) + "… (\(text.count) characters in all)"
     }
 
+    // MARK: Shares
+
+    /// What `origin`'s log is to the pages: private data, or a share's sealed or membership log
+    /// (with the share's name where this replica holds its key). `names` is read once per page.
+    static func shareValues(_ store: Store, _ origin: ReplicaID, names: [ShareID: String]) -> [String: Any] {
+        let scope = (try? ShareDirectory.scope(ofLog: store, origin: origin)) ?? nil
+        let share: ShareID, kind: String
+        switch scope {
+        case .sealed(let s)?: (share, kind) = (s, "sealed")
+        case .membership(let s)?: (share, kind) = (s, "membership")
+        case .privateData?, nil: return ["inShare": false, "signed": origin.isKeyDerived]
+        }
+        return ["inShare": true, "share": share.description, "shareShort": String(share.description.prefix(8)), "shareKind": kind,
+                "shareName": names[share].map { shown($0) } ?? "", "hasShareName": names[share] != nil, "signed": origin.isKeyDerived]
+    }
+
+    /// The names of the shares this replica holds the key of (others show by id only).
+    func shareNames() -> [ShareID: String] {
+        guard let shares = try? ShareDirectory.shares(book.store) else { return [:] }
+        return shares.reduce(into: [:]) { out, s in if !s.value.name.isEmpty { out[s.key] = s.value.name } }
+    }
+
     // MARK: Event rows
 
     /// Table rows for indexed events, with the fields each holds now.
     func eventRows(_ list: [IndexedEvent]) throws -> [[String: Any]] {
         let held = try book.projection.heldFields(list.map { ($0.entity, $0.entityID) })
         let owners = list.contains { $0.actor == nil } ? self.owners.all(in: book.store) : [:]  // once per page
+        let names = list.contains { $0.origin.isKeyDerived && $0.origin != book.replicaID } ? shareNames() : [:]
+        var kinds: [ReplicaID: [String: Any]] = [:]
         return list.map { ie in
             let origin = ie.origin.description
             let id = ie.entityID.lowercasedString
-            return [
+            let kind = kinds[ie.origin] ?? Self.shareValues(book.store, ie.origin, names: names)
+            kinds[ie.origin] = kind
+            return kind.merging([
                 "time": ISOTime.string(ie.hlc), "origin": origin, "originLink": Self.originLink(origin), "seq": String(ie.seq.rawValue),
                 "entity": ie.entity.name, "entityLink": "/ui/log" + Self.query([("entity", ie.entity.name)]),
                 "id": id, "pageLink": Self.entityLink(ie.entity.name, id), "op": ie.op.name, "actor": ie.actor ?? owners[ie.origin].map { "\($0) (owner)" } ?? "",
                 "eventID": ie.eventID.lowercasedString,
                 "fields": ie.fields.map { ["name": $0.name, "value": $0.value] },
                 "holds": held[ie.eventID] ?? [],
-            ] as [String: Any]
+            ] as [String: Any]) { _, new in new }
         }
     }
 
@@ -115,12 +141,13 @@ public final class InspectorSite: @unchecked Sendable {
         let indexed = try index.originEvents()
         let me = book.replicaID
         let ours = try book.cursor()
+        let names = shareNames()
         let origins: [[String: Any]] = status.log.origins.map { o in
-            [
+            Self.shareValues(book.store, o.origin, names: names).merging([
                 "origin": o.origin.description, "logLink": Self.originLink(o.origin.description), "isLocal": o.origin == me, "signed": o.origin.isKeyDerived,
                 "lastSeq": String(o.lastSeq.rawValue), "lastClock": o.lastSeq.rawValue == 0 ? "" : ISOTime.string(o.lastHLC),
                 "events": String(indexed[o.origin] ?? 0), "segments": String(o.segments), "bytes": String(o.bytes),
-            ]
+            ] as [String: Any]) { _, new in new }
         }
         let peers: [[String: Any]] = status.peers.map { p in
             [

@@ -11,6 +11,7 @@ enum Templates {
     static let all: [String: String] = [
         "header": header, "footer": footer, "overview": overview, "log": log, "entity": entity,
         "conflicts": conflicts, "anomalies": anomalies, "search": search, "login": login, "problem": problem,
+        "shareCell": shareCell,
     ]
 
     static func library() throws -> MustacheLibrary {
@@ -63,11 +64,11 @@ enum Templates {
         <section id="origins">
         <h2>Origins</h2>
         <table>
-        <thead><tr><th>Origin</th><th>Frames</th><th>Last seq</th><th>Last clock</th><th>Events indexed</th><th>Segments</th><th>Bytes</th></tr></thead>
+        <thead><tr><th>Origin</th><th>Frames</th><th>Share</th><th>Last seq</th><th>Last clock</th><th>Events indexed</th><th>Segments</th><th>Bytes</th></tr></thead>
         <tbody>
-        {{#origins}}<tr><td><a class="origin" href="{{logLink}}"><code>{{origin}}</code></a>{{#isLocal}} <span class="tag">this replica</span>{{/isLocal}}</td><td>{{#signed}}<span class="tag signed" title="its id derives from its Ed25519 key: every frame was verified against it on arrival">signed</span>{{/signed}}{{^signed}}<span class="tag unsigned" title="made before signed logs: frames checked by CRC and hash chain only">unsigned</span>{{/signed}}</td><td>{{lastSeq}}</td><td><time>{{lastClock}}</time></td><td>{{events}}</td><td>{{segments}}</td><td>{{bytes}}</td></tr>
+        {{#origins}}<tr><td><a class="origin" href="{{logLink}}"><code>{{origin}}</code></a>{{#isLocal}} <span class="tag">this replica</span>{{/isLocal}}</td><td>{{#signed}}<span class="tag signed" title="its id derives from its Ed25519 key: every frame was verified against it on arrival">signed</span>{{/signed}}{{^signed}}<span class="tag unsigned" title="made before signed logs: frames checked by CRC and hash chain only">unsigned</span>{{/signed}}</td><td>{{> shareCell}}</td><td>{{lastSeq}}</td><td><time>{{lastClock}}</time></td><td>{{events}}</td><td>{{segments}}</td><td>{{bytes}}</td></tr>
         {{/origins}}
-        {{^origins}}<tr><td colspan="7">The log is empty.</td></tr>{{/origins}}
+        {{^origins}}<tr><td colspan="8">The log is empty.</td></tr>{{/origins}}
         </tbody>
         </table>
         </section>
@@ -111,12 +112,16 @@ enum Templates {
         {{> footer}}
         """
 
+    /// Which share a log (and so an event) belongs to: its id, its name where this replica holds
+    /// the share's key, and whether the log is a member's sealed log or the membership log.
+    static let shareCell = #"{{#inShare}}<span class="share" title="{{shareKind}} of share {{share}}"><code>{{shareShort}}</code>{{#hasShareName}} {{shareName}}{{/hasShareName}} <span class="tag">{{shareKind}}</span></span>{{/inShare}}{{^inShare}}<span class="private">private</span>{{/inShare}}"#
+
     static let eventRows = """
-        {{#events}}<tr id="e-{{origin}}-{{seq}}"><td><time>{{time}}</time></td><td><a class="origin" href="{{originLink}}"><code>{{origin}}</code></a></td><td>{{seq}}</td><td><a href="{{entityLink}}">{{entity}}</a></td><td><a class="entity-id" href="{{pageLink}}"><code>{{id}}</code></a></td><td>{{op}}</td><td>{{actor}}</td><td><code class="event-id">{{eventID}}</code></td><td class="fields">{{#fields}}<span class="field"><b>{{name}}</b>=<span class="value">{{value}}</span></span> {{/fields}}</td><td class="holds">{{#holds}}<span class="held">{{.}}</span> {{/holds}}{{^holds}}—{{/holds}}</td></tr>
+        {{#events}}<tr id="e-{{origin}}-{{seq}}"><td><time>{{time}}</time></td><td><a class="origin" href="{{originLink}}"><code>{{origin}}</code></a></td><td>{{> shareCell}}</td><td>{{#signed}}<span class="tag signed" title="its frame was signed by its origin's Ed25519 key, verified on arrival">verified</span>{{/signed}}{{^signed}}<span class="tag unsigned" title="made before signed logs: checked by CRC and hash chain only">unsigned</span>{{/signed}}</td><td>{{seq}}</td><td><a href="{{entityLink}}">{{entity}}</a></td><td><a class="entity-id" href="{{pageLink}}"><code>{{id}}</code></a></td><td>{{op}}</td><td>{{actor}}</td><td><code class="event-id">{{eventID}}</code></td><td class="fields">{{#fields}}<span class="field"><b>{{name}}</b>=<span class="value">{{value}}</span></span> {{/fields}}</td><td class="holds">{{#holds}}<span class="held">{{.}}</span> {{/holds}}{{^holds}}—{{/holds}}</td></tr>
         {{/events}}
         """
 
-    static let eventHead = "<thead><tr><th>Time</th><th>Origin</th><th>Seq</th><th>Entity</th><th>Id</th><th>Op</th><th>Actor</th><th>Event id</th><th>Fields set</th><th>Holds now</th></tr></thead>"
+    static let eventHead = "<thead><tr><th>Time</th><th>Origin</th><th>Share</th><th>Signature</th><th>Seq</th><th>Entity</th><th>Id</th><th>Op</th><th>Actor</th><th>Event id</th><th>Fields set</th><th>Holds now</th></tr></thead>"
 
     static let log = """
         {{> header}}
@@ -133,7 +138,7 @@ enum Templates {
         \(eventHead)
         <tbody>
         \(eventRows)
-        {{^events}}<tr><td colspan="10">No event matches.</td></tr>{{/events}}
+        {{^events}}<tr><td colspan="12">No event matches.</td></tr>{{/events}}
         </tbody>
         </table>
         <p class="pages">{{#newest}}<a href="{{newest}}">Newest</a> {{/newest}}{{#older}}<a rel="next" href="{{older}}">Older events</a>{{/older}}</p>
@@ -171,7 +176,7 @@ enum Templates {
         \(eventHead)
         <tbody>
         \(eventRows)
-        {{^events}}<tr><td colspan="10">No events.</td></tr>{{/events}}
+        {{^events}}<tr><td colspan="12">No events.</td></tr>{{/events}}
         </tbody>
         </table>
         <p class="pages">{{#first}}<a href="{{first}}">First events</a> {{/first}}{{#later}}<a rel="next" href="{{later}}">Later events</a>{{/later}}</p>

@@ -453,6 +453,27 @@ struct Fixture {
         }
     }
 
+    /// The pages say which share each log and event belongs to (by id, and by name where this
+    /// replica holds the share's key; the name escaped like any text), and whether its frames
+    /// were signed and verified; a log of no share shows as private.
+    @Test func pagesNameTheShareOfEachLogAndItsSignature() async throws {
+        let f = try await Fixture()
+        let share = try f.book.createShare(name: "Family <b>list</b>")
+        _ = try f.book.append(mutations: [Change.create(ItemValues(title: "shared milk")).mutation], toShare: share)
+        let sealed = try #require(try f.book.store.origins().first { try ShareDirectory.scope(ofLog: f.book.store, origin: $0) == .sealed(share) })
+        try await f.serve { url, _ in
+            let overview = try await fetch(url + "/ui/")
+            #expect(overview.status == 200)
+            #expect(overview.body.contains("title=\"sealed of share \(share)\"") && overview.body.contains("title=\"membership of share \(share)\""), "\(overview.body.prefix(2000))")
+            #expect(overview.body.contains("Family &lt;b&gt;list&lt;/b&gt;") && !overview.body.contains("<b>list</b>"))
+            let log = try await fetch(url + "/ui/log?origin=\(sealed)")
+            #expect(log.status == 200 && log.body.contains("shared milk"))
+            #expect(log.body.contains("sealed of share \(share)") && log.body.contains(">verified</span>"), "\(log.body.prefix(2000))")
+            let mine = try await fetch(url + "/ui/log?origin=\(f.book.replicaID)")
+            #expect(mine.body.contains("<span class=\"private\">private</span>") && !mine.body.contains("of share"))
+        }
+    }
+
     /// What one event or one store can make a page hold is bounded: an event of 100,000 fields
     /// keeps `Bounds.fieldsShownMax` of them and a count (before: 2,000,000 fields made /ui/log
     /// take 17 s and 144 MB); long names are cut; a chart draws at most `Bounds.chartSeriesMax`.

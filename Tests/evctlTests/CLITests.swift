@@ -96,6 +96,21 @@ import Testing
         // Only the admin changes members.
         let notAdmin = try Evctl.run(["share", "remove", share, "00000000-0000-4000-8000-000000000000", "--store", b])
         #expect(notAdmin.status != 0 && notAdmin.stderr.contains("admin"))
+
+        // `purge --share`: refused while the share lives; once deleted, the relay drops its ciphertext.
+        let live = try Evctl.run(["purge", "--share", share, "--store", relay])
+        #expect(live.status != 0 && live.stderr.contains("is not deleted"), "\(live.stderr)")
+        let notAShare = try Evctl.run(["purge", "--share", "groceries", "--store", relay])
+        #expect(notAShare.status != 0 && notAShare.stderr.contains("not a share id"), "\(notAShare.stderr)")
+        #expect(try Evctl.run(["purge", "--hub", "postgres://x@localhost/db", "--deleted-before", "2020-01-01"]).status != 0)
+        #expect(try Evctl.run(["share", "delete", share, "--store", a]).status == 0)
+        #expect(try Evctl.run(["pull", a, "--store", relay]).status == 0)
+        let purged = try Evctl.run(["purge", "--share", share, "--store", relay, "--json"])
+        #expect(purged.status == 0 && purged.stdout.contains("\"logs\":1"), "\(purged.stdout) \(purged.stderr)")
+        let twice = try Evctl.run(["purge", "--share", share, "--store", relay])
+        #expect(twice.status == 0 && twice.stdout.contains("purged already"), "\(twice.stdout)")
+        let after = try Evctl.run(["verify", "--store", relay])
+        #expect(after.status == 0, "\(after.stdout) \(after.stderr)")
     }
 
     @Test func logFilters() throws {
@@ -226,6 +241,12 @@ import Testing
         let json = try Evctl.run(["keys", "--store", store, "--json"])
         #expect(json.stdout.contains("\"public_key_hex\":\"\(key.hex)\"") && json.stdout.contains("\"signed\":true"), "\(json.stdout)")
         #expect(!text.stdout.contains(seed) && !json.stdout.contains(seed))
+        // The member card, as `evctl share card` prints it, which an admin adds this replica by.
+        let cardLine = try #require(text.stdout.split(separator: "\n").first { $0.hasPrefix("member card") })
+        let card = try #require(MemberCard(printable: String(cardLine.split(separator: " ").last!)))
+        #expect(card.replicaID == opened.replicaID)
+        #expect(try Evctl.run(["share", "card", "--store", store]).stdout.contains(card.printable))
+        #expect(json.stdout.contains("\"member_card\":\"\(card.printable)\""), "\(json.stdout)")
 
         let old = dir.path + "/old"
         _ = try Store.create(at: old, replicaID: .random())
