@@ -113,8 +113,10 @@ enum HubSchema {
         ],
         // Purge (docs/SHARING.md, "Purge"): a deleted share's sealed logs are dropped by
         // `evctl purge --share --hub`, and their frames left out of later pushes. The only
-        // policies that allow DELETE: rows of the one share named in `logbook.purging`, which
-        // only the purge's transaction sets (after checking the admin's signed deletion).
+        // policies that allow DELETE: rows of the one share named in `logbook.purging` (which
+        // only the purge's transaction sets, after checking the admin's signed deletion) that
+        // are recorded as purged and are not its membership log. A purged share's sealed log is
+        // never claimed again (a restrictive policy: also against a node of an older build).
         [
             """
             CREATE TABLE logbook_purged_shares (
@@ -127,11 +129,18 @@ enum HubSchema {
             """,
             """
             CREATE POLICY frames_purge ON logbook_frames FOR DELETE
-                USING (share IS NOT NULL AND share::text = current_setting('logbook.purging', true))
+                USING (share IS NOT NULL AND share::text = current_setting('logbook.purging', true)
+                    AND EXISTS (SELECT 1 FROM logbook_purged_shares p WHERE p.share = logbook_frames.share AND p.membership_origin <> logbook_frames.origin))
             """,
             """
             CREATE POLICY origins_purge ON logbook_origins FOR DELETE
-                USING (share IS NOT NULL AND share::text = current_setting('logbook.purging', true))
+                USING (share IS NOT NULL AND share::text = current_setting('logbook.purging', true)
+                    AND EXISTS (SELECT 1 FROM logbook_purged_shares p WHERE p.share = logbook_origins.share AND p.membership_origin <> logbook_origins.origin))
+            """,
+            """
+            CREATE POLICY origins_not_purged ON logbook_origins AS RESTRICTIVE FOR INSERT
+                WITH CHECK (share IS NULL
+                    OR NOT EXISTS (SELECT 1 FROM logbook_purged_shares p WHERE p.share = logbook_origins.share AND p.membership_origin <> logbook_origins.origin))
             """,
         ],
     ]

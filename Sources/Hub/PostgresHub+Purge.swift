@@ -76,14 +76,19 @@ extension PostgresHub {
 
     private static func purge(_ share: ShareID, _ conn: PostgresConnection, logger: Logger) async throws -> HubSharePurge {
         let id = share.description
+        // Pushes wait for the purge (and it for them): a push that read "not purged" before it
+        // commits cannot claim a purged log after (the claim's statement sees the purge).
+        try await conn.query("LOCK TABLE logbook_origins IN SHARE ROW EXCLUSIVE MODE", logger: logger)
         // The share's rows are visible to this transaction (its read policy), and deletable (its
         // purge policy); nothing else is.
         try await conn.query("""
             SELECT set_config('logbook.readers', '', true), set_config('logbook.writer', '', true),
                 set_config('logbook.shares', \(id), true), set_config('logbook.purging', \(id), true)
             """, logger: logger)
-        // The membership log: of the share's logs, the one whose frames are not sealed.
-        var membership: (origin: ReplicaID, committed: Int64)?
+        // The membership log: of the share's logs, one whose frames are not sealed and whose
+        // first record proves the share (anyone may push a log claiming to be it, under a key
+        // of their own: it proves nothing, and is not taken for it).
+        var candidates: [(origin: ReplicaID, committed: Int64)] = []
         var sealed: [ReplicaID] = []
         let first = try await conn.query("""
             SELECT o.origin, o.committed_seq, f.frame FROM logbook_origins o JOIN logbook_frames f ON f.origin = o.origin AND f.first_seq = 1
@@ -92,29 +97,33 @@ extension PostgresHub {
         for try await (origin, committed, frame) in first.decode((UUID, Int64, ByteBuffer).self) {
             let bytes = Array(frame.readableBytesView)
             guard let h = FrameHeader(parsing: bytes), h.shared, FrameInspector.share(of: bytes) == share else { continue }
-            if h.sealed { sealed.append(ReplicaID(rawValue: origin)) } else { membership = (ReplicaID(rawValue: origin), committed) }
+            if h.sealed { sealed.append(ReplicaID(rawValue: origin)) } else { candidates.append((ReplicaID(rawValue: origin), committed)) }
         }
         var purgedBefore = false
         for try await _ in try await conn.query("SELECT 1 FROM logbook_purged_shares WHERE share = \(share.rawValue)", logger: logger).decode(Int.self) {
             purgedBefore = true
         }
-        guard let membership else {
+        guard !candidates.isEmpty else {
             throw HubError("the hub holds no membership log of share \(share): nothing was removed (a share is purged once its admin's deletion reached the hub)")
         }
-        var events: [Event] = []
-        let rows = try await conn.query("""
-            SELECT frame FROM logbook_frames WHERE origin = \(membership.origin.rawValue) AND last_seq <= \(membership.committed) ORDER BY first_seq
-            """, logger: logger)
-        var whole = true
-        for try await frame in rows.decode(ByteBuffer.self) {
-            guard whole, let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else {
-                whole = false
-                continue
+        var found: (origin: ReplicaID, state: ShareState)?
+        for candidate in candidates.sorted(by: { $0.origin < $1.origin }) {
+            var events: [Event] = []
+            let rows = try await conn.query("""
+                SELECT frame FROM logbook_frames WHERE origin = \(candidate.origin.rawValue) AND last_seq <= \(candidate.committed) ORDER BY first_seq
+                """, logger: logger)
+            var whole = true
+            for try await frame in rows.decode(ByteBuffer.self) {
+                guard whole, let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else {
+                    whole = false  // read to the end (the rows must be drained)
+                    continue
+                }
+                events += e
             }
-            events += e
+            if found == nil, whole, let state = ShareDirectory.state(share: share, origin: candidate.origin, events: events) { found = (candidate.origin, state) }
         }
-        guard whole, let state = ShareDirectory.state(share: share, origin: membership.origin, events: events) else {
-            throw HubError("the membership log of share \(share) here does not prove the share (its first record is not the admin's create, or a frame does not read): nothing was removed")
+        guard let (membershipOrigin, state) = found else {
+            throw HubError("no membership log of share \(share) here proves the share (its first record is not the admin's create, or a frame does not read): nothing was removed")
         }
         guard state.deleted else {
             throw HubError("share \(share) is not deleted: only a share its admin deleted is purged, and nothing was removed (its admin deletes it with `evctl share delete`; the deletion reaches the hub by a push)")
@@ -122,24 +131,24 @@ extension PostgresHub {
         var result = HubSharePurge()
         result.alreadyPurged = purgedBefore && sealed.isEmpty
         let counts = try await conn.query("""
-            SELECT count(*)::bigint, coalesce(sum(length(frame)), 0)::bigint FROM logbook_frames WHERE share = \(share.rawValue) AND origin <> \(membership.origin.rawValue)
+            SELECT count(*)::bigint, coalesce(sum(length(frame)), 0)::bigint FROM logbook_frames WHERE share = \(share.rawValue) AND origin <> \(membershipOrigin.rawValue)
             """, logger: logger)
         for try await (n, bytes) in counts.decode((Int64, Int64).self) {
             result.frames = Int(n)
             result.bytes = Int(bytes)
         }
-        try await conn.query("DELETE FROM logbook_frames WHERE share = \(share.rawValue) AND origin <> \(membership.origin.rawValue)", logger: logger)
-        let gone = try await conn.query("""
-            DELETE FROM logbook_origins WHERE share = \(share.rawValue) AND origin <> \(membership.origin.rawValue) RETURNING origin
-            """, logger: logger)
-        for try await _ in gone.decode(UUID.self) { result.logs += 1 }
-        try await conn.query("DELETE FROM logbook_share_logs WHERE share = \(share.rawValue) AND origin <> \(membership.origin.rawValue)", logger: logger)
         try await conn.query("""
             INSERT INTO logbook_purged_shares (share, membership_origin, frames, bytes)
-            VALUES (\(share.rawValue), \(membership.origin.rawValue), \(Int64(result.frames)), \(Int64(result.bytes)))
+            VALUES (\(share.rawValue), \(membershipOrigin.rawValue), \(Int64(result.frames)), \(Int64(result.bytes)))
             ON CONFLICT (share) DO UPDATE SET purged_at = now(), frames = logbook_purged_shares.frames + excluded.frames,
                 bytes = logbook_purged_shares.bytes + excluded.bytes
             """, logger: logger)
+        try await conn.query("DELETE FROM logbook_frames WHERE share = \(share.rawValue) AND origin <> \(membershipOrigin.rawValue)", logger: logger)
+        let gone = try await conn.query("""
+            DELETE FROM logbook_origins WHERE share = \(share.rawValue) AND origin <> \(membershipOrigin.rawValue) RETURNING origin
+            """, logger: logger)
+        for try await _ in gone.decode(UUID.self) { result.logs += 1 }
+        try await conn.query("DELETE FROM logbook_share_logs WHERE share = \(share.rawValue) AND origin <> \(membershipOrigin.rawValue)", logger: logger)
         return result
     }
 

@@ -92,7 +92,7 @@ public final class InspectorSite: @unchecked Sendable {
 
     /// What `origin`'s log is to the pages: private data, or a share's sealed or membership log
     /// (with the share's name where this replica holds its key). `names` is read once per page.
-    static func shareValues(_ store: Store, _ origin: ReplicaID, names: [ShareID: String]) -> [String: Any] {
+    static func shareValues(_ store: Store, _ origin: ReplicaID, names: () -> [ShareID: String]) -> [String: Any] {
         let scope = (try? ShareDirectory.scope(ofLog: store, origin: origin)) ?? nil
         let share: ShareID, kind: String
         switch scope {
@@ -100,14 +100,23 @@ public final class InspectorSite: @unchecked Sendable {
         case .membership(let s)?: (share, kind) = (s, "membership")
         case .privateData?, nil: return ["inShare": false, "signed": origin.isKeyDerived]
         }
+        let name = names()[share]
         return ["inShare": true, "share": share.description, "shareShort": String(share.description.prefix(8)), "shareKind": kind,
-                "shareName": names[share].map { shown($0) } ?? "", "hasShareName": names[share] != nil, "signed": origin.isKeyDerived]
+                "shareName": name.map { shown($0) } ?? "", "hasShareName": name != nil, "signed": origin.isKeyDerived]
     }
 
-    /// The names of the shares this replica holds the key of (others show by id only).
-    func shareNames() -> [ShareID: String] {
-        guard let shares = try? ShareDirectory.shares(book.store) else { return [:] }
-        return shares.reduce(into: [:]) { out, s in if !s.value.name.isEmpty { out[s.key] = s.value.name } }
+    /// The names of the shares this replica holds the key of (others show by id only), read
+    /// once per page and only when it shows a share's log.
+    func shareNames() -> () -> [ShareID: String] {
+        var known: [ShareID: String]?
+        let store = book.store
+        return {
+            if let known { return known }
+            let shares = (try? ShareDirectory.shares(store)) ?? [:]
+            let found = shares.reduce(into: [ShareID: String]()) { out, s in if !s.value.name.isEmpty { out[s.key] = s.value.name } }
+            known = found
+            return found
+        }
     }
 
     // MARK: Event rows
@@ -116,7 +125,7 @@ public final class InspectorSite: @unchecked Sendable {
     func eventRows(_ list: [IndexedEvent]) throws -> [[String: Any]] {
         let held = try book.projection.heldFields(list.map { ($0.entity, $0.entityID) })
         let owners = list.contains { $0.actor == nil } ? self.owners.all(in: book.store) : [:]  // once per page
-        let names = list.contains { $0.origin.isKeyDerived && $0.origin != book.replicaID } ? shareNames() : [:]
+        let names = shareNames()
         var kinds: [ReplicaID: [String: Any]] = [:]
         return list.map { ie in
             let origin = ie.origin.description

@@ -62,7 +62,7 @@ extension Logbook {
         let w = try requireWriter("purge --share")
         return try w.exclusive {
             let r = try w.appender.purgeShare(share)
-            try w.projection.forget(origins: Set(r.logs.keys))
+            try w.projection.forget(origins: r.recorded)
             return r
         }
     }

@@ -303,10 +303,15 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         let (frames, pushed, held) = try await withoutHeldForeignFrames(try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax), principal: principal)
         // The answer's cursor shows where the left-out origins stand here, so the client's
         // next page moves past them instead of sending them again.
+        // Likewise the sealed logs of a share purged here (docs/SHARING.md, "Purge"), which the
+        // store declines: the pusher sent them, and is told they count as held.
+        let sealed = Set(frames.compactMap { f in FrameHeader(parsing: f).flatMap { $0.shared && $0.sealed ? $0.origin : nil } })
+        let purged = sealed.isEmpty ? [:] : ((try? ShareDirectory.declinedOrPurgedLogs(store)) ?? [:]).filter { sealed.contains($0.key) }
         func answering(_ a: PushAnswer) -> PushAnswer {
-            guard !held.isEmpty else { return a }
+            guard !held.isEmpty || !purged.isEmpty else { return a }
             var a = a
-            a.cursor = a.cursor.merged(with: index.cursor(of: held))
+            if !held.isEmpty { a.cursor = a.cursor.merged(with: index.cursor(of: held)) }
+            if !purged.isEmpty { a.cursor = a.cursor.merged(with: ReplicationCursor(purged)) }
             return a
         }
         if let user = principal.user {

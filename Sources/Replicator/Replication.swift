@@ -39,9 +39,8 @@ public enum Replication {
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
         var received = false
-        // A new session: share logs declined by an earlier one are asked for again.
-        projected.exclusive { projected.appender.forgetDeclinedShareLogs() }
-        let outcome = await runPull(peer, local: try projected.store.cursor(), limits: limits, retry: retry, progress: progress,
+        // Share logs declined by earlier sessions (and purged ones) are not asked for again.
+        let outcome = await runPull(peer, local: try projected.exclusive { try projected.appender.receivePosition() }, limits: limits, retry: retry, progress: progress,
                                     receive: { frames in
                                         let r = try projected.receive(frames)
                                         if r.frames > 0 { received = true }
@@ -99,7 +98,9 @@ public enum Replication {
             recovered?(a.recovery)
             return a
         }
-        let outcome = await runPull(peer, local: try store.cursor(), limits: limits, retry: retry, progress: progress,
+        // Share logs declined by earlier sessions (and purged ones) are not asked for again.
+        let local = try store.cursor().merged(with: ReplicationCursor(ShareDirectory.declinedOrPurgedLogs(store)))
+        let outcome = await runPull(peer, local: local, limits: limits, retry: retry, progress: progress,
                                     receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() },
                                     joined: { (appender ?? projected?.appender)?.sharesJoinedAfterDeclining ?? 0 })
         try await Blocking.run {
@@ -274,10 +275,13 @@ package struct StoreTransport: ReplicaTransport {
         defer { try? appender.close() }
         let r: ReceiveResult
         do { r = try appender.receive(page.frames) } catch let e as LogError { throw TransferFailure.refused(e, by: store.path) }
+        // Share logs the peer declined (it is no member) or purged count as held there: the
+        // pusher moves past them instead of sending them again.
+        let declined = try appender.declinedShareLogs.mapValues(\.through).merging(appender.purgedLogs()) { max($0, $1) }
         try appender.close()
         // An append left open here is dropped when the store is closed: the cursor says only
         // what is committed, so the next page starts at that append again.
-        return (r, try store.cursor())
+        return (r, try store.cursor().merged(with: ReplicationCursor(declined)))
     }
 
     /// The snapshot the peer keeps (`snapshot.sqlite`, made when it compacted or was itself

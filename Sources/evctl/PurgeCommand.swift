@@ -89,7 +89,7 @@ struct PurgeCommand: AsyncStoreCommand {
         let book = try options.book(.readWrite)
         defer { try? book.close() }
         let r = try book.purgeShare(share)
-        report(share: share, logs: r.logs.count, bytes: r.bytes, frames: nil, already: r.logs.isEmpty, place: "this store")
+        report(share: share, logs: r.logs.count, bytes: r.bytes, frames: nil, already: r.logs.isEmpty && r.purgedBefore, place: "this store")
     }
 
     private func report(share: ShareID, logs: Int, bytes: Int, frames: Int?, already: Bool, place: String) {
@@ -97,6 +97,8 @@ struct PurgeCommand: AsyncStoreCommand {
             Reports.print(SharePurgeReport(share: share.description, logs: logs, frames: frames, bytes: bytes))
         } else if already {
             print("share \(share): no sealed log left to drop from \(place) (purged already); its frames are declined")
+        } else if logs == 0 {
+            print("share \(share): \(place) holds no sealed log of it; its frames are declined from now on")
         } else {
             print("share \(share): dropped \(logs) sealed log\(logs == 1 ? "" : "s")\(frames.map { ", \($0) frames" } ?? ""), \(bytes) bytes of ciphertext, from \(place); its frames are declined from now on")
         }

@@ -372,6 +372,15 @@ final class TestCluster {
             }
             try await conn.query("ROLLBACK", logger: Self.logger)
             #expect(origins == [members.rawValue])
+            // A node (of any build) cannot claim a purged share's sealed log again.
+            try await conn.query("BEGIN", logger: Self.logger)
+            try await conn.query("SELECT set_config('logbook.writer', 'bob', true)", logger: Self.logger)
+            await #expect(throws: (any Error).self) {
+                try await conn.query("""
+                    INSERT INTO logbook_origins (origin, owner, claimed_by, share) VALUES (\(bobLog.rawValue), 'bob', 'bob', \(share.rawValue))
+                    """, logger: Self.logger)
+            }
+            try await conn.query("ROLLBACK", logger: Self.logger)
         }
     }
 

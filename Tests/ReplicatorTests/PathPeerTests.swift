@@ -258,3 +258,101 @@ import Testing
         #expect(try mine.cursor() == before)
     }
 }
+
+/// A replica outside a share is offered its logs once: later sessions start from what it
+/// declined (`shares/DECLINED`), so the peer sends none of them again; once added to the share,
+/// it is sent them from their start.
+@Suite struct DeclinedShareLogsTests {
+    /// Counts the frames a peer's pages carry.
+    final class Counting: ReplicaTransport, @unchecked Sendable {
+        let inner: StoreTransport
+        private let lock = NSLock()
+        private var counted = 0
+        init(_ store: Store) { inner = StoreTransport(store: store) }
+        var frames: Int { lock.withLock { counted } }
+        func cursor() async throws -> ReplicationCursor { try await inner.cursor() }
+        func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
+            let p = try await inner.page(since: since, limits: limits)
+            lock.withLock { counted += p.0.frames.count }
+            return p
+        }
+        func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) { try await inner.push(page) }
+        func snapshot(to path: String) async throws { try await inner.snapshot(to: path) }
+    }
+
+    @Test func aReplicaOutsideAShareIsSentItsLogsOnce() async throws {
+        let dir = ShippingTests.Dir()
+        let aliceKey = ReplicaKey.generate(), carolKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let carol = try Store.create(at: dir.path + "/carol", signingKey: carolKey)
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "not carol's")
+        _ = try a.appendShared((0..<5).map { _ in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("sealed"))]) }, to: share)
+        _ = try a.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("alice's own"))])])
+        try a.close()
+
+        let first = Counting(alice)
+        _ = try await Replication.pull(from: first, store: carol, lockWait: 5)
+        #expect(first.frames >= 3)
+        #expect(try carol.origins().filter { $0 != carol.replicaID } == [alice.replicaID])
+        let declined = try String(contentsOfFile: carol.layout.shares + "/DECLINED", encoding: .utf8)
+        #expect(declined.hasPrefix("declined\n") && declined.contains(share.description))
+
+        let second = Counting(alice)
+        _ = try await Replication.pull(from: second, store: carol, lockWait: 5)
+        #expect(second.frames == 0, "the declined logs were sent again")
+
+        // Added to the share: the record adding carol arrives (the membership log was declined
+        // only as far as it went), and the share's logs are sent from their start.
+        let again = try LogAppender(store: alice)
+        try again.addMember(carolKey.memberCard, to: share)
+        try again.close()
+        let third = Counting(alice)
+        _ = try await Replication.pull(from: third, store: carol, lockWait: 5)
+        #expect(try LogReader(store: carol).events(origin: ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)).count == 5)
+        let after = (try? String(contentsOfFile: carol.layout.shares + "/DECLINED", encoding: .utf8)) ?? ""
+        #expect(!after.contains(share.description), "\(after)")
+
+        // Made a relay, a store asks again for everything it declined.
+        let dana = try Store.create(at: dir.path + "/dana", signingKey: .generate())
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: dana, lockWait: 5)
+        #expect(FileManager.default.fileExists(atPath: dana.layout.shares + "/DECLINED"))
+        try ShareDirectory.setRelay(dana, true)
+        #expect(!FileManager.default.fileExists(atPath: dana.layout.shares + "/DECLINED"))
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: dana, lockWait: 5)
+        #expect(try dana.origins().contains(ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)))  // as ciphertext
+    }
+
+    /// A push of a purged share's sealed logs into a store that purged it is answered with a
+    /// cursor past them: the pusher moves on page after page (before, each page of them came back
+    /// "taken nothing", and the third ended the push before any later log was sent).
+    @Test func aPushIntoAPurgedStoreMovesPastThePurgedLogs() async throws {
+        let dir = ShippingTests.Dir()
+        let aliceKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let relay = try Store.create(at: dir.path + "/relay", signingKey: .generate())
+        try ShareDirectory.setRelay(relay, true)
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "gone")
+        for _ in 0..<6 { _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("x"))])], to: share) }
+        try a.deleteShare(share)
+        try a.close()
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: relay, lockWait: 5)
+        let sealed = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)
+        #expect(try relay.origins().contains(sealed))
+        let r = try LogAppender(store: relay)
+        let purged = try r.purgeShare(share)
+        try r.close()
+        #expect(purged.logs == [sealed: Seq(6)])
+        #expect(!(try relay.origins().contains(sealed)))
+
+        // Alice's private log sorts after the sealed one or not: either way it arrives.
+        let b = try LogAppender(store: alice)
+        _ = try b.append([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("private"))])])
+        try b.close()
+        let pushed = try await Replication.push(from: alice, to: StoreTransport(store: relay), limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1))
+        #expect(pushed.events >= 1)
+        #expect(!(try relay.origins().contains(sealed)))
+        #expect(try relay.cursor()[alice.replicaID] == Seq(1))
+    }
+}

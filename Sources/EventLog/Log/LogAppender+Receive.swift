@@ -133,6 +133,13 @@ extension LogAppender {
     /// refuse (a peer cannot have a log declined by flagging its frames). A join counts only from
     /// a membership frame whose signature verifies.
     private func withoutForeignShares(_ batches: [[[UInt8]]]) throws -> ([[[UInt8]]], [Int], Set<ShareID>) {
+        let before = declinedShareLogs
+        let result = try decliningForeignShares(batches)
+        if !ShareDeclines.same(before, declinedShareLogs) { ShareDeclines.write(store, declinedShareLogs) }
+        return result
+    }
+
+    private func decliningForeignShares(_ batches: [[[UInt8]]]) throws -> ([[[UInt8]]], [Int], Set<ShareID>) {
         let none = [Int](repeating: 0, count: batches.count)
         func block(_ frame: [UInt8]) -> (FrameHeader, ShareBlock)? {
             frame.withUnsafeBytes { p in
@@ -156,10 +163,13 @@ extension LogAppender {
                 }
             }
         }
-        guard !options.takesEveryShare, !ShareDirectory.isRelay(store), batches.contains(where: { $0.contains { block($0) != nil } }) else {
+        // A relay takes every share's logs: what it declined before (not a member then) is
+        // asked for again. A receive with no share's frame changes nothing here.
+        if options.takesEveryShare || ShareDirectory.isRelay(store) {
             declinedShareLogs = declinedShareLogs.filter { purged[$0.value.share] != nil }
             return (batches, counts, [])
         }
+        guard batches.contains(where: { $0.contains { block($0) != nil } }) else { return (batches, counts, []) }
         let keys = try? ShareKeyring.of(store)
         // Membership records that add this replica, in what arrives (signatures checked).
         var joining = Set<ShareID>()
@@ -218,10 +228,11 @@ extension LogAppender {
         return (out, counts, joining)
     }
 
-    /// Forgets the share logs declined so far: a new session asks for them again (this store may
-    /// have joined their shares, or become a relay, since).
+    /// Forgets the share logs declined so far, here and in `shares/DECLINED`: the next session
+    /// asks for them again.
     public func forgetDeclinedShareLogs() {
         declinedShareLogs = [:]
+        ShareDeclines.write(store, [:])
     }
 
     /// Appends frames authored by other replicas, byte-identical to the author's.

@@ -208,6 +208,8 @@ public final class LogAppender {
                     lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: indexed, evidence: "its event-id index")
                 }
                 try catchUpIDs(tips)
+                // Share logs declined by earlier sessions (advisory; see `ShareDeclines`).
+                declinedShareLogs = ShareDeclines.read(store)
                 // Membership logs pushed into this store by path while it was closed: its keys
                 // are brought in step now (a failure is tried again at the next open).
                 if store.replicaID.isKeyDerived, FileIO.exists(store.layout.shares + "/" + ShareDirectory.refreshMarker),

@@ -322,6 +322,7 @@ extension ShareDirectory {
         if on {
             try FileIO.makeDirectory(dir, op: op)
             try FileIO.writeAtomically(Array("takes every share's logs\n".utf8), to: marker, op: op)
+            ShareDeclines.write(store, [:])  // what it declined before is asked for again
         } else if FileIO.exists(marker) {
             try FileIO.remove(marker, op: op)
         }

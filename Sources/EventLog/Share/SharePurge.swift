@@ -9,6 +9,12 @@ public struct SharePurgeResult: Sendable, Equatable {
     public var bytes = 0
     /// The membership log kept (it carries the deletion to the members that have not synced it).
     public var membershipLog: ReplicaID
+    /// The share was purged here before this call (what it dropped, if anything, was left by a
+    /// purge cut short).
+    public var purgedBefore = false
+    /// Every log the share's purge record names (this call's and earlier ones'): what the
+    /// projection forgets.
+    public var recorded: Set<ReplicaID> = []
 }
 
 /// A deleted share's ciphertext, dropped (docs/SHARING.md, "Purge"). `shares/<share>.purged`
@@ -27,6 +33,12 @@ public enum SharePurge {
     static let firstLine = "purged"
     /// A purge record lists at most this many logs (a share's members, each one log).
     static let logsMax = 1 << 16
+    /// Purge records read from one store at most, in bytes over all of them (a store on a
+    /// shared path is hostile: a folder of many large records is refused, not read whole).
+    static let recordsBytesMax = 16 << 20
+    /// A log folder being removed by a purge: renamed first (atomic), so a purge cut short
+    /// leaves no half-removed log under its origin's name; removed by the next purge.
+    static let removingPrefix = ".purging-"
 
     static func path(_ store: Store, _ share: ShareID) -> String {
         store.layout.shares + "/" + share.description + suffix
@@ -38,8 +50,14 @@ public enum SharePurge {
         let dir = store.layout.shares
         guard FileIO.exists(dir) else { return [:] }
         var out: [ShareID: [ReplicaID: Seq]] = [:]
+        var bytes = 0
         for name in try FileIO.listDirectory(dir, op: "read purged shares") where name.hasSuffix(suffix) {
             guard let share = ShareID(String(name.dropLast(suffix.count))) else { continue }
+            bytes += FileIO.size(of: dir + "/" + name) ?? 0
+            guard bytes <= recordsBytesMax else {
+                throw LogError(.corrupt, "read purged shares", "the purge records hold more than \(recordsBytesMax) bytes in all", file: dir,
+                               hint: "a store holds one small record per purged share; this folder was not written by Logbook")
+            }
             out[share] = try record(store, share)
         }
         return out
@@ -103,14 +121,19 @@ extension LogAppender {
             throw LogError(.invalidInput, op, "share \(share) is not deleted: only a share its admin deleted is purged", file: store.path,
                            hint: "nothing was removed; its admin deletes it with `evctl share delete`, and the deletion reaches this store by sync")
         }
-        var logs = try SharePurge.record(store, share) ?? [:]
+        let before = try SharePurge.record(store, share)
+        var logs = before ?? [:]
         var doomed: [ReplicaID] = []
         for origin in try store.origins() where origin != store.replicaID {
-            guard try ShareDirectory.scope(ofLog: store, origin: origin) == .sealed(share) else { continue }
+            // A log named by an earlier purge of the share (cut short) goes whatever its first
+            // frame says now; any other is judged by its first frame (a log that cannot be read
+            // is not this purge's to judge, and stays).
+            let named = logs[origin] != nil
+            guard named || (try? ShareDirectory.scope(ofLog: store, origin: origin)) == .sealed(share) else { continue }
             if let w = received[origin], w.hasOpenAppend {
                 throw LogError(.invalidInput, op, "an append of origin \(origin) is still arriving", file: store.path, hint: "nothing was removed; purge once the sync ends")
             }
-            logs[origin] = max(logs[origin] ?? Seq(0), try currentTip(origin).lastSeq)
+            logs[origin] = max(logs[origin] ?? Seq(0), (try? currentTip(origin).lastSeq) ?? Seq(0))
             doomed.append(origin)
         }
         try FileIO.makeDirectory(store.layout.shares, op: op)
@@ -119,7 +142,8 @@ extension LogAppender {
         var known = try loadPurged()
         known[share] = logs
         purgedShares = known
-        var result = SharePurgeResult(share: share, membershipLog: state.membersOrigin)
+        var result = SharePurgeResult(share: share, membershipLog: state.membersOrigin, purgedBefore: before != nil, recorded: Set(logs.keys))
+        let logDir = store.layout.log
         for origin in doomed {
             received.removeValue(forKey: origin)?.close()
             recoveredOthers[origin] = nil
@@ -128,13 +152,22 @@ extension LogAppender {
             declinedShareLogs[origin] = nil
             let dir = store.directory(origin).path
             for name in (try? FileIO.listDirectory(dir, op: op)) ?? [] { result.bytes += FileIO.size(of: dir + "/" + name) ?? 0 }
-            do { try FileManager.default.removeItem(atPath: dir) } catch {
-                throw LogError(.io, op, "cannot remove the sealed log of origin \(origin): \(error)", file: dir,
+            // Out of the log's names at once (a rename), then removed.
+            let removing = logDir + "/" + SharePurge.removingPrefix + origin.description
+            if FileIO.exists(removing) { try? FileManager.default.removeItem(atPath: removing) }
+            do { try FileManager.default.moveItem(atPath: dir, toPath: removing) } catch {
+                throw LogError(.io, op, "cannot move the sealed log of origin \(origin) out of the log: \(error)", file: dir,
                                hint: "the purge is recorded: its frames are declined; run the purge again to remove what is left")
             }
             result.logs[origin] = logs[origin]
         }
-        try FileIO.fsyncDirectory(store.layout.log, op: op)
+        try FileIO.fsyncDirectory(logDir, op: op)
+        for name in try FileIO.listDirectory(logDir, op: op) where name.hasPrefix(SharePurge.removingPrefix) {
+            do { try FileManager.default.removeItem(atPath: logDir + "/" + name) } catch {
+                throw LogError(.io, op, "cannot remove a purged log: \(error)", file: logDir + "/" + name,
+                               hint: "it is out of the log already (nothing reads it); run the purge again to remove it")
+            }
+        }
         // The audit pages' index names frames of the dropped logs: it is derived, and made again.
         for suffix in [""] + StoreLayout.sqliteSidecarSuffixes where FileIO.exists(store.layout.audit + suffix) {
             try FileIO.remove(store.layout.audit + suffix, op: op)
@@ -157,5 +190,71 @@ extension LogAppender {
         let found = try SharePurge.purged(store)
         purgedShares = found
         return found
+    }
+}
+
+/// The share logs a store declined (docs/SHARING.md, "Partial replication"), kept across
+/// sessions in `shares/DECLINED` so that a replica outside a share is not sent its logs again
+/// at every session:
+///
+/// ```text
+/// declined
+/// <origin uuid> <share uuid> <last seq declined>
+/// …
+/// ```
+///
+/// Derived and advisory: written without a sync, and a file that does not parse is dropped
+/// (read as nothing declined, so those logs are offered, and declined, once more). Dropped
+/// when the store becomes a relay; a share this replica joins has its entries dropped as the
+/// membership record adding it arrives.
+enum ShareDeclines {
+    static let fileName = "DECLINED"
+    static let firstLine = "declined"
+    /// Entries kept at most (past this, the newest declines stay in memory only).
+    static let entriesMax = 1 << 16
+
+    static func path(_ store: Store) -> String { store.layout.shares + "/" + fileName }
+
+    static func read(_ store: Store) -> [ReplicaID: (share: ShareID, through: Seq)] {
+        let file = path(store)
+        guard FileIO.exists(file), let bytes = try? ForeignFile.read(file, bytesMax: 16 + entriesMax * 100, op: "read declined share logs"),
+              let text = String(bytes: bytes, encoding: .utf8), text.hasSuffix("\n") else { return [:] }
+        let lines = text.dropLast().split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.first == Substring(firstLine) else { return [:] }
+        var out: [ReplicaID: (share: ShareID, through: Seq)] = [:]
+        for line in lines.dropFirst() {
+            let p = line.split(separator: " ", omittingEmptySubsequences: false)
+            guard p.count == 3, let origin = ReplicaID(String(p[0])), origin.description == p[0], let share = ShareID(String(p[1])),
+                  share.description == p[1], let seq = UInt64(p[2]), String(seq) == p[2] else { return [:] }
+            out[origin] = (share, Seq(seq))
+        }
+        return out
+    }
+
+    static func write(_ store: Store, _ entries: [ReplicaID: (share: ShareID, through: Seq)]) {
+        let file = path(store)
+        guard !entries.isEmpty else {
+            if FileIO.exists(file) { try? FileIO.remove(file, op: "forget declined share logs") }
+            return
+        }
+        var text = firstLine + "\n"
+        for (origin, e) in entries.sorted(by: { $0.key < $1.key }).prefix(entriesMax) { text += "\(origin) \(e.share) \(e.through.rawValue)\n" }
+        try? FileIO.makeDirectory(store.layout.shares, op: "note declined share logs")
+        try? FileIO.writeAtomically(Array(text.utf8), to: file, op: "note declined share logs", durable: false)
+    }
+
+    static func same(_ a: [ReplicaID: (share: ShareID, through: Seq)], _ b: [ReplicaID: (share: ShareID, through: Seq)]) -> Bool {
+        a.count == b.count && a.allSatisfy { k, v in b[k].map { $0.share == v.share && $0.through == v.through } ?? false }
+    }
+}
+
+extension ShareDirectory {
+    /// The logs a receiver of `store` counts as held beyond what it holds: share logs it
+    /// declined (kept across sessions) and those of purged shares, each through the last seq
+    /// declined or dropped. A session asks for what follows them.
+    public static func declinedOrPurgedLogs(_ store: Store) throws -> [ReplicaID: Seq] {
+        var out = ShareDeclines.read(store).mapValues(\.through)
+        for logs in try SharePurge.purged(store).values { out.merge(logs) { max($0, $1) } }
+        return out
     }
 }
