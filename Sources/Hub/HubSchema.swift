@@ -145,12 +145,44 @@ enum HubSchema {
         ],
     ]
 
+    /// One connection first, before a pool: a wrong address, user or password is named now (a
+    /// pool would only keep retrying); and a role that row-level security would not bind is
+    /// refused before it creates or touches anything.
+    static func probe(_ database: HubDatabase, logger: Logger) async throws {
+        do {
+            let probe = try await PostgresConnection.connect(configuration: database.connectionConfiguration(), id: 0, logger: logger)
+            do {
+                try await checkRole(probe, logger: logger, database: database)
+            } catch {
+                try? await probe.close()
+                throw error
+            }
+            try await probe.close()
+        } catch let e as HubError {
+            throw e
+        } catch {
+            throw HubError("cannot connect to the hub's database \(database): \(describe(error))")
+        }
+    }
+
+    /// Runs `body` between BEGIN and COMMIT on `conn`, rolling back when it throws.
+    static func inTransaction<T>(_ conn: PostgresConnection, logger: Logger, _ body: () async throws -> T) async throws -> T {
+        try await conn.query("BEGIN", logger: logger)
+        do {
+            let r = try await body()
+            try await conn.query("COMMIT", logger: logger)
+            return r
+        } catch {
+            _ = try? await conn.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
     /// Creates or migrates the schema; returns the hub's replica id (made with the schema).
     static func migrate(_ client: PostgresClient, logger: Logger, database: HubDatabase) async throws -> ReplicaID {
         do {
             return try await client.withConnection { conn in
-                try await conn.query("BEGIN", logger: logger)
-                do {
+                try await inTransaction(conn, logger: logger) {
                     try await conn.query("SELECT pg_advisory_xact_lock(\(lockKey))", logger: logger)
                     try await conn.query("CREATE TABLE IF NOT EXISTS logbook_hub (key text PRIMARY KEY, value text NOT NULL)", logger: logger)
                     var found = 0
@@ -177,12 +209,8 @@ enum HubSchema {
                         INSERT INTO logbook_hub (key, value) VALUES ('schema_version', \(String(version)))
                         ON CONFLICT (key) DO UPDATE SET value = excluded.value
                         """, logger: logger)
-                    try await conn.query("COMMIT", logger: logger)
                     guard let id, let replica = ReplicaID(id) else { throw HubError("the hub id in logbook_hub is not a UUID") }
                     return replica
-                } catch {
-                    _ = try? await conn.query("ROLLBACK", logger: logger)
-                    throw error
                 }
             }
         } catch let e as HubError {

@@ -27,20 +27,7 @@ extension PostgresHub {
     /// this command. One transaction: all of it or nothing. The deleted rows' space is reclaimed
     /// by a `VACUUM` of both tables afterwards (freed to PostgreSQL, not overwritten on disk).
     public static func purgeShare(_ share: ShareID, in database: HubDatabase, logger: Logger) async throws -> HubSharePurge {
-        do {
-            let probe = try await PostgresConnection.connect(configuration: database.connectionConfiguration(), id: 0, logger: logger)
-            do {
-                try await HubSchema.checkRole(probe, logger: logger, database: database)
-            } catch {
-                try? await probe.close()
-                throw error
-            }
-            try await probe.close()
-        } catch let e as HubError {
-            throw e
-        } catch {
-            throw HubError("cannot connect to the hub's database \(database): \(HubSchema.describe(error))")
-        }
+        try await HubSchema.probe(database, logger: logger)
         let client = PostgresClient(configuration: database.configuration(), backgroundLogger: logger)
         let running = Task { await client.run() }
         defer { running.cancel() }
@@ -49,15 +36,7 @@ extension PostgresHub {
         let result: HubSharePurge
         do {
             result = try await client.withConnection { conn in
-                try await conn.query("BEGIN", logger: logger)
-                do {
-                    let r = try await purge(share, conn, logger: logger)
-                    try await conn.query("COMMIT", logger: logger)
-                    return r
-                } catch {
-                    _ = try? await conn.query("ROLLBACK", logger: logger)
-                    throw error
-                }
+                try await HubSchema.inTransaction(conn, logger: logger) { try await purge(share, conn, logger: logger) }
             }
         } catch let e as HubError {
             throw e

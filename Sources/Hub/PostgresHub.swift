@@ -52,23 +52,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             memoryBytesMax: Int = ServerConfiguration.defaultMemoryBytesMax,
                             clockDriftMaxMs: UInt64 = AppendOptions.defaultClockDriftMaxMs, logger: Logger) async throws -> PostgresHub {
         try HubPolicy.check(policies.current)
-        // One connection first: a wrong address, user or password is named now (a pool would
-        // only keep retrying); and a role that row-level security would not bind is refused
-        // before it creates or touches anything.
-        do {
-            let probe = try await PostgresConnection.connect(configuration: database.connectionConfiguration(), id: 0, logger: logger)
-            do {
-                try await HubSchema.checkRole(probe, logger: logger, database: database)
-            } catch {
-                try? await probe.close()
-                throw error
-            }
-            try await probe.close()
-        } catch let e as HubError {
-            throw e
-        } catch {
-            throw HubError("cannot connect to the hub's database \(database): \(HubSchema.describe(error))")
-        }
+        try await HubSchema.probe(database, logger: logger)
         let client = PostgresClient(configuration: database.configuration(), backgroundLogger: logger)
         let running = Task { await client.run() }
         do {

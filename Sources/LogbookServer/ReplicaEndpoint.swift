@@ -306,7 +306,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // Likewise the sealed logs of a share purged here (docs/SHARING.md, "Purge"), which the
         // store declines: the pusher sent them, and is told they count as held.
         let sealed = Set(frames.compactMap { f in FrameHeader(parsing: f).flatMap { $0.shared && $0.sealed ? $0.origin : nil } })
-        let purged = sealed.isEmpty ? [:] : ((try? ShareDirectory.declinedOrPurgedLogs(store)) ?? [:]).filter { sealed.contains($0.key) }
+        let purged = sealed.isEmpty ? [:] : ((try? ShareDirectory.purgedLogs(store)) ?? [:]).filter { sealed.contains($0.key) }
         func answering(_ a: PushAnswer) -> PushAnswer {
             guard !held.isEmpty || !purged.isEmpty else { return a }
             var a = a

@@ -277,7 +277,7 @@ package struct StoreTransport: ReplicaTransport {
         do { r = try appender.receive(page.frames) } catch let e as LogError { throw TransferFailure.refused(e, by: store.path) }
         // Share logs the peer declined (it is no member) or purged count as held there: the
         // pusher moves past them instead of sending them again.
-        let declined = try appender.declinedShareLogs.mapValues(\.through).merging(appender.purgedLogs()) { max($0, $1) }
+        let declined = try appender.declinedLogsInForce().merging(appender.purgedLogs()) { max($0, $1) }
         try appender.close()
         // An append left open here is dropped when the store is closed: the cursor says only
         // what is committed, so the next page starts at that append again.
@@ -303,7 +303,7 @@ extension LogAppender {
     public func receivePosition() throws -> ReplicationCursor {
         // Share logs declined (this replica is no member) and those of purged shares count as
         // held: the session moves past them.
-        try store.cursor().merged(with: ReplicationCursor(openAppends)).merged(with: ReplicationCursor(declinedShareLogs.mapValues(\.through)))
+        try store.cursor().merged(with: ReplicationCursor(openAppends)).merged(with: ReplicationCursor(declinedLogsInForce()))
             .merged(with: ReplicationCursor(purgedLogs()))
     }
 }

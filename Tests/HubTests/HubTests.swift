@@ -92,6 +92,14 @@ final class TestCluster {
         return try await ReplicaServer.withRunningServer(backend: hub, configuration: config, logger: Self.logger, body)
     }
 
+    /// One exchange of `store` with the node at `url`: push, then pull.
+    func pushThenPull(_ url: String, _ token: String, _ store: Store) async throws {
+        let p = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+        _ = try await Replication.push(from: store, to: p)
+        _ = try await Replication.pull(from: p, store: store, lockWait: 5)
+        await p.shutdown()
+    }
+
     func principal(_ policy: AccessPolicy, _ token: String) throws -> AccessPolicy.Principal {
         try #require(try? policy.authenticate(authorization: "Bearer \(token)").get())
     }
@@ -264,12 +272,7 @@ final class TestCluster {
         defer { hub.close() }
         let log = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey), members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
         try await withNode(hub) { url in
-            func sync(_ token: String, _ store: Store) async throws {
-                let p = try HTTPTransport(url: url, token: token, replica: store.replicaID)
-                _ = try await Replication.push(from: store, to: p)
-                _ = try await Replication.pull(from: p, store: store, lockWait: 5)
-                await p.shutdown()
-            }
+            func sync(_ token: String, _ store: Store) async throws { try await pushThenPull(url, token, store) }
             try await sync("alice-token-0123456789a", alice)
             try await sync("carol-token-0123456789a", carol)
             try await sync("bob-token-0123456789abc", bob)
@@ -321,12 +324,7 @@ final class TestCluster {
         let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey), bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
         let members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
         try await withNode(hub) { url in
-            func sync(_ token: String, _ store: Store) async throws {
-                let p = try HTTPTransport(url: url, token: token, replica: store.replicaID)
-                _ = try await Replication.push(from: store, to: p)
-                _ = try await Replication.pull(from: p, store: store, lockWait: 5)
-                await p.shutdown()
-            }
+            func sync(_ token: String, _ store: Store) async throws { try await pushThenPull(url, token, store) }
             try await sync("alice-token-0123456789a", alice)
             try await sync("bob-token-0123456789abc", bob)
             let b = try LogAppender(store: bob)

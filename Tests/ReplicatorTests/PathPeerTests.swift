@@ -267,13 +267,17 @@ import Testing
     final class Counting: ReplicaTransport, @unchecked Sendable {
         let inner: StoreTransport
         private let lock = NSLock()
-        private var counted = 0
+        private var counted = 0, countedSealed = 0
         init(_ store: Store) { inner = StoreTransport(store: store) }
         var frames: Int { lock.withLock { counted } }
+        var sealedFrames: Int { lock.withLock { countedSealed } }
         func cursor() async throws -> ReplicationCursor { try await inner.cursor() }
         func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
             let p = try await inner.page(since: since, limits: limits)
-            lock.withLock { counted += p.0.frames.count }
+            lock.withLock {
+                counted += p.0.frames.count
+                countedSealed += p.0.frames.filter { FrameHeader(parsing: $0)?.sealed == true }.count
+            }
             return p
         }
         func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) { try await inner.push(page) }
@@ -300,7 +304,8 @@ import Testing
 
         let second = Counting(alice)
         _ = try await Replication.pull(from: second, store: carol, lockWait: 5)
-        #expect(second.frames == 0, "the declined logs were sent again")
+        #expect(second.sealedFrames == 0, "the declined sealed log was sent again")
+        #expect(second.frames <= 2, "only the membership log, which carries joins, is offered again")
 
         // Added to the share: the record adding carol arrives (the membership log was declined
         // only as far as it went), and the share's logs are sent from their start.
@@ -312,6 +317,41 @@ import Testing
         #expect(try LogReader(store: carol).events(origin: ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)).count == 5)
         let after = (try? String(contentsOfFile: carol.layout.shares + "/DECLINED", encoding: .utf8)) ?? ""
         #expect(!after.contains(share.description), "\(after)")
+
+        // A replica that learns its keys from frames pushed into it by path (its owner reads
+        // them at its next open) takes the share's logs at its next pull, declined before or not.
+        let erin = try Store.create(at: dir.path + "/erin", signingKey: .generate())
+        let erinKey = try #require(try erin.signingKey(op: "test"))
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: erin, lockWait: 5)
+        #expect(try String(contentsOfFile: erin.layout.shares + "/DECLINED", encoding: .utf8).contains(share.description))
+        let third2 = try LogAppender(store: alice)
+        try third2.addMember(erinKey.memberCard, to: share)
+        try third2.close()
+        _ = try await Replication.push(from: alice, to: StoreTransport(store: erin))
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: erin, lockWait: 5)
+        try LogAppender(store: erin).close()  // its owner's next open reads what was pushed into it
+        #expect(try LogReader(store: erin).events(origin: ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)).count == 5)
+        #expect(try ShareDirectory.declinedOrPurgedLogs(erin).isEmpty, "a decline of a share erin holds keys of is still in force")
+
+        // Keys learnt from a membership log that arrived alone (a path push of it, without the
+        // sealed logs): the remembered decline of the sealed log no longer counts, and the next
+        // pull brings it from its start.
+        let frank = try Store.create(at: dir.path + "/frank", signingKey: .generate())
+        let frankKey = try #require(try frank.signingKey(op: "test"))
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: frank, lockWait: 5)
+        let sealedLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)
+        #expect(try String(contentsOfFile: frank.layout.shares + "/DECLINED", encoding: .utf8).contains(sealedLog.description))
+        let adding = try LogAppender(store: alice)
+        try adding.addMember(frankKey.memberCard, to: share)
+        try adding.close()
+        let membersLog = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
+        var allButMembers = try alice.cursor()
+        allButMembers = ReplicationCursor(Dictionary(uniqueKeysWithValues: allButMembers.origins.filter { $0 != membersLog }.map { ($0, allButMembers[$0]) }))
+        let onlyMembers = try FramePage.collect(from: alice, since: allButMembers, limits: PageLimits())
+        #expect(!onlyMembers.frames.isEmpty && onlyMembers.frames.allSatisfy { FrameHeader(parsing: $0)?.origin == membersLog })
+        _ = try await StoreTransport(store: frank).push(onlyMembers)
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: frank, lockWait: 5)
+        #expect(try LogReader(store: frank).events(origin: sealedLog).count == 5, "a decline stranded a member's share log")
 
         // Made a relay, a store asks again for everything it declined.
         let dana = try Store.create(at: dir.path + "/dana", signingKey: .generate())

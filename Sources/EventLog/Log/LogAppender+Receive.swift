@@ -133,10 +133,22 @@ extension LogAppender {
     /// refuse (a peer cannot have a log declined by flagging its frames). A join counts only from
     /// a membership frame whose signature verifies.
     private func withoutForeignShares(_ batches: [[[UInt8]]]) throws -> ([[[UInt8]]], [Int], Set<ShareID>) {
-        let before = declinedShareLogs
+        let before = persistedDeclines
         let result = try decliningForeignShares(batches)
-        if !ShareDeclines.same(before, declinedShareLogs) { ShareDeclines.write(store, declinedShareLogs) }
+        // Only a store's own writer keeps them, and only members' sealed logs (`ShareDeclines`).
+        if index != nil, !ShareDeclines.same(before, persistedDeclines) { ShareDeclines.write(store, persistedDeclines) }
         return result
+    }
+
+    /// The declines kept across sessions: members' sealed logs only.
+    private var persistedDeclines: [ReplicaID: (share: ShareID, through: Seq)] {
+        declinedShareLogs.filter { sealedDeclines.contains($0.key) }
+    }
+
+    /// The share logs declined in force now: those of shares this replica holds no key of, in a
+    /// store that is no relay (`ShareDeclines.inForce`), each through the last seq declined.
+    public func declinedLogsInForce() -> [ReplicaID: Seq] {
+        ShareDeclines.inForce(store, declinedShareLogs)
     }
 
     private func decliningForeignShares(_ batches: [[[UInt8]]]) throws -> ([[[UInt8]]], [Int], Set<ShareID>) {
@@ -159,6 +171,7 @@ extension LogAppender {
                     guard let (h, b) = block(frame), h.sealed, purged[b.share] != nil else { return true }
                     counts[n] += 1
                     declinedShareLogs[h.origin] = (b.share, max(declinedShareLogs[h.origin]?.through ?? Seq(0), h.lastSeq))
+                    sealedDeclines.insert(h.origin)
                     return false
                 }
             }
@@ -214,6 +227,7 @@ extension LogAppender {
                     if keys?.newest(b.share) == nil && !joining.contains(b.share) {
                         let through = max(declinedShareLogs[h.origin]?.through ?? Seq(0), h.lastSeq)
                         declinedShareLogs[h.origin] = (b.share, through)
+                        if h.sealed { sealedDeclines.insert(h.origin) }
                     }
                 }
             }
@@ -232,7 +246,8 @@ extension LogAppender {
     /// asks for them again.
     public func forgetDeclinedShareLogs() {
         declinedShareLogs = [:]
-        ShareDeclines.write(store, [:])
+        sealedDeclines = []
+        if index != nil { ShareDeclines.write(store, [:]) }
     }
 
     /// Appends frames authored by other replicas, byte-identical to the author's.

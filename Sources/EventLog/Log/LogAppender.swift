@@ -118,6 +118,8 @@ public final class LogAppender {
     /// How many times a receive joined a share whose logs were declined before (they are then
     /// asked for again: a pull that ends goes on once more, `Replication`).
     public internal(set) var sharesJoinedAfterDeclining = 0
+    /// Which of `declinedShareLogs` are members' sealed logs (kept across sessions).
+    var sealedDeclines = Set<ReplicaID>()
     /// Shares purged in this store (`SharePurge`), read at first use; nil until then.
     var purgedShares: [ShareID: [ReplicaID: Seq]]?
     private var idMark: Seq
@@ -210,6 +212,7 @@ public final class LogAppender {
                 try catchUpIDs(tips)
                 // Share logs declined by earlier sessions (advisory; see `ShareDeclines`).
                 declinedShareLogs = ShareDeclines.read(store)
+                sealedDeclines = Set(declinedShareLogs.keys)
                 // Membership logs pushed into this store by path while it was closed: its keys
                 // are brought in step now (a failure is tried again at the next open).
                 if store.replicaID.isKeyDerived, FileIO.exists(store.layout.shares + "/" + ShareDirectory.refreshMarker),

@@ -53,22 +53,31 @@ public enum SharePurge {
         var bytes = 0
         for name in try FileIO.listDirectory(dir, op: "read purged shares") where name.hasSuffix(suffix) {
             guard let share = ShareID(String(name.dropLast(suffix.count))) else { continue }
-            bytes += FileIO.size(of: dir + "/" + name) ?? 0
-            guard bytes <= recordsBytesMax else {
+            let room = recordsBytesMax - bytes
+            guard room > 0, let (logs, read) = try record(store, share, bytesMax: min(room, recordBytesMax)) else {
                 throw LogError(.corrupt, "read purged shares", "the purge records hold more than \(recordsBytesMax) bytes in all", file: dir,
                                hint: "a store holds one small record per purged share; this folder was not written by Logbook")
             }
-            out[share] = try record(store, share)
+            bytes += read
+            out[share] = logs
         }
         return out
     }
 
     /// The logs dropped of `share` and how far each went; nil when it was not purged here.
+    /// One record's largest size.
+    static let recordBytesMax = 16 + logsMax * 60
+
     static func record(_ store: Store, _ share: ShareID) throws -> [ReplicaID: Seq]? {
+        try record(store, share, bytesMax: recordBytesMax)?.logs
+    }
+
+    /// The record and its size in bytes; nil when there is none.
+    static func record(_ store: Store, _ share: ShareID, bytesMax: Int) throws -> (logs: [ReplicaID: Seq], bytes: Int)? {
         let file = path(store, share)
         guard FileIO.exists(file) else { return nil }
-        let bytes = try ForeignFile.read(file, bytesMax: 16 + logsMax * 60, op: "read purged share")
-        return try parse(bytes, file: file)
+        let bytes = try ForeignFile.read(file, bytesMax: bytesMax, op: "read purged share")
+        return (try parse(bytes, file: file), bytes.count)
     }
 
     static func parse(_ bytes: [UInt8], file: String) throws -> [ReplicaID: Seq] {
@@ -204,9 +213,13 @@ extension LogAppender {
 /// ```
 ///
 /// Derived and advisory: written without a sync, and a file that does not parse is dropped
-/// (read as nothing declined, so those logs are offered, and declined, once more). Dropped
-/// when the store becomes a relay; a share this replica joins has its entries dropped as the
-/// membership record adding it arrives.
+/// (read as nothing declined, so those logs are offered, and declined, once more). Only
+/// members' sealed logs are kept: a membership log is what carries the record that adds this
+/// replica, so it is offered again at every session (it is small), and a frame no one checked
+/// the signature of can never stop a join beyond one session. An entry counts only while this
+/// replica holds no key of its share and the store is no relay (checked at each use, so keys
+/// learnt any way, a repaired key file included, bring the share's logs at the next pull);
+/// written only by the store's own writer.
 enum ShareDeclines {
     static let fileName = "DECLINED"
     static let firstLine = "declined"
@@ -214,6 +227,17 @@ enum ShareDeclines {
     static let entriesMax = 1 << 16
 
     static func path(_ store: Store) -> String { store.layout.shares + "/" + fileName }
+
+    /// The declines in force: those of shares this replica holds no key of, in a store that is
+    /// no relay.
+    static func inForce(_ store: Store, _ entries: [ReplicaID: (share: ShareID, through: Seq)]) -> [ReplicaID: Seq] {
+        // A relay takes everything; a store whose keys are about to be brought in step (a
+        // membership log arrived by path) may be about to join a share: nothing is in force.
+        guard !entries.isEmpty, !ShareDirectory.isRelay(store),
+              !FileIO.exists(store.layout.shares + "/" + ShareDirectory.refreshMarker) else { return [:] }
+        let keys = try? ShareKeyring.of(store)
+        return entries.filter { keys?.newest($0.value.share) == nil }.mapValues(\.through)
+    }
 
     static func read(_ store: Store) -> [ReplicaID: (share: ShareID, through: Seq)] {
         let file = path(store)
@@ -253,7 +277,12 @@ extension ShareDirectory {
     /// declined (kept across sessions) and those of purged shares, each through the last seq
     /// declined or dropped. A session asks for what follows them.
     public static func declinedOrPurgedLogs(_ store: Store) throws -> [ReplicaID: Seq] {
-        var out = ShareDeclines.read(store).mapValues(\.through)
+        try ShareDeclines.inForce(store, ShareDeclines.read(store)).merging(purgedLogs(store)) { max($0, $1) }
+    }
+
+    /// The sealed logs of the shares purged in `store`, each through the last seq it held.
+    public static func purgedLogs(_ store: Store) throws -> [ReplicaID: Seq] {
+        var out: [ReplicaID: Seq] = [:]
         for logs in try SharePurge.purged(store).values { out.merge(logs) { max($0, $1) } }
         return out
     }
