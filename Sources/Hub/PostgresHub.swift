@@ -391,17 +391,16 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     let own = byOrigin[origin] ?? []
                     let shareLog = Self.shareLogFrames(own, of: origin)
                     let share: UUID? = shareLog == nil ? nil : own.first.flatMap { FrameInspector.share(of: $0)?.rawValue }
-                    // A purged share's sealed logs: left out, as held (docs/SHARING.md, "Purge").
-                    if let last = shareLog, let share, own.first.flatMap(FrameHeader.init(parsing:))?.sealed == true,
-                       try await Self.isPurged(ShareID(rawValue: share), conn, logger: logger) {
-                        foreignShareLogs[origin] = last
-                        continue
-                    }
                     // A replica belongs to the user that owns its own log (the first to push it),
                     // noted in the same statement as the claim.
+                    // A purged share's sealed log is not claimed again (the statement sees a purge
+                    // that committed while it waited for the purge's lock).
                     try await conn.query("""
                         WITH claimed AS (
-                            INSERT INTO logbook_origins (origin, owner, claimed_by, share) VALUES (\(origin.rawValue), \(user), \(name), \(share))
+                            INSERT INTO logbook_origins (origin, owner, claimed_by, share)
+                            SELECT \(origin.rawValue), \(user), \(name), \(share)
+                            WHERE \(share)::uuid IS NULL OR NOT EXISTS (
+                                SELECT 1 FROM logbook_purged_shares p WHERE p.share = \(share) AND p.membership_origin <> \(origin.rawValue))
                             ON CONFLICT DO NOTHING RETURNING origin, owner, share)
                         INSERT INTO logbook_replica_users (replica, owner) SELECT origin, owner FROM claimed WHERE share IS NULL
                         ON CONFLICT DO NOTHING
@@ -420,6 +419,12 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     // Claimed by another user: its row is not visible to this one. Of a share's
                     // log, what the hub holds already is left out (as a store's hub does).
                     if !found, let last = shareLog {
+                        // A purged share's sealed log: left out, as held (docs/SHARING.md, "Purge").
+                        if let share, own.first.flatMap(FrameHeader.init(parsing:))?.sealed == true,
+                           try await Self.isPurged(ShareID(rawValue: share), conn, logger: logger) {
+                            foreignShareLogs[origin] = last
+                            continue
+                        }
                         var held: Int64 = 0
                         for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
                             held = c
