@@ -39,8 +39,13 @@ public enum Replication {
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
         var received = false
-        // Share logs declined by earlier sessions (and purged ones) are not asked for again.
-        let outcome = await runPull(peer, local: try projected.exclusive { try projected.appender.receivePosition() }, limits: limits, retry: retry, progress: progress,
+        // Share logs declined by earlier sessions (and purged ones) are not asked for again;
+        // membership logs are (their declines hold for one session).
+        let local = try projected.exclusive { () throws -> ReplicationCursor in
+            projected.appender.beginReceivingSession()
+            return try projected.appender.receivePosition()
+        }
+        let outcome = await runPull(peer, local: local, limits: limits, retry: retry, progress: progress,
                                     receive: { frames in
                                         let r = try projected.receive(frames)
                                         if r.frames > 0 { received = true }

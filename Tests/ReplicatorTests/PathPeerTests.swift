@@ -353,6 +353,16 @@ import Testing
         _ = try await Replication.pull(from: StoreTransport(store: alice), store: frank, lockWait: 5)
         #expect(try LogReader(store: frank).events(origin: sealedLog).count == 5, "a decline stranded a member's share log")
 
+        // A writer open for many sessions forgets its declines of membership logs at each new
+        // session (a forged frame can hold back a join for one session at most); sealed logs' stay.
+        let gina = try Store.create(at: dir.path + "/gina", signingKey: .generate())
+        let g = try LogAppender(store: gina)
+        _ = try g.receive(FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames)
+        #expect(g.declinedShareLogs[membersLog] != nil && g.declinedShareLogs[sealedLog] != nil)
+        g.beginReceivingSession()
+        #expect(g.declinedShareLogs[membersLog] == nil && g.declinedShareLogs[sealedLog] != nil)
+        try g.close()
+
         // Made a relay, a store asks again for everything it declined.
         let dana = try Store.create(at: dir.path + "/dana", signingKey: .generate())
         _ = try await Replication.pull(from: StoreTransport(store: alice), store: dana, lockWait: 5)

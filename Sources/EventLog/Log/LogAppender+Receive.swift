@@ -242,6 +242,13 @@ extension LogAppender {
         return (out, counts, joining)
     }
 
+    /// A new session: declines of membership logs, which hold for one session only, are
+    /// forgotten (the record adding this replica may be in them; a writer open for many
+    /// sessions asks for them again at each); those of members' sealed logs stay (`ShareDeclines`).
+    public func beginReceivingSession() {
+        declinedShareLogs = persistedDeclines
+    }
+
     /// Forgets the share logs declined so far, here and in `shares/DECLINED`: the next session
     /// asks for them again.
     public func forgetDeclinedShareLogs() {
