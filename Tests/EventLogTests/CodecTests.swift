@@ -53,6 +53,49 @@ import Testing
         }
     }
 
+    /// A record is written in place after a one-byte length that is fixed afterwards: at every
+    /// body length around the varint's steps (1, 2 and 3 bytes), the record is the canonical varint
+    /// of its body's length followed by the body, and records after it in the buffer are whole.
+    @Test func recordLengthsAreCanonicalVarintsAtEveryStep() throws {
+        func varint(_ n: Int) -> [UInt8] {
+            var v = UInt64(n), out: [UInt8] = []
+            while v >= 0x80 { out.append(UInt8(v & 0x7F) | 0x80); v >>= 7 }
+            return out + [UInt8(v)]
+        }
+        let firstHLC = HLC(wallMillis: 1_767_225_600_000, counter: 0)
+        for target in [100, 127, 128, 129, 200, 16_383, 16_384, 16_385, 70_000] {
+            // Find the title length that makes the body exactly `target` bytes (or the nearest above).
+            for pad in 0..<4 {
+                var probe = ByteWriter()
+                let short = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("title", .text(""))])
+                EventCodec.encode(short, hlcDelta: 5, into: &probe)
+                let bodyWithEmptyTitle = probe.count - 1
+                let titleLength = max(0, target - bodyWithEmptyTitle - 2 + pad)
+                let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("title", .text(String(repeating: "é", count: titleLength / 2) + String(repeating: "x", count: titleLength % 2)))])
+                var out = ByteWriter()
+                out.raw([0xAB])
+                EventCodec.encode(m, hlcDelta: 5, into: &out)
+                EventCodec.encode(short, hlcDelta: 7, into: &out)
+                let bytes = out.bytes
+                // The first record: its length prefix, then exactly that many bytes.
+                let (events, prefixOK): ([Event], Bool) = try bytes.withUnsafeBytes { p in
+                    var r = ByteReader(p, offset: 1)
+                    let startOfFirst = r.offset
+                    let length = try r.length("record length")
+                    let prefix = Array(bytes[startOfFirst..<r.offset])
+                    r.offset = startOfFirst
+                    let a = try EventCodec.decode(&r, origin: fixedReplica, seq: Seq(1), firstHLC: firstHLC)
+                    let b = try EventCodec.decode(&r, origin: fixedReplica, seq: Seq(2), firstHLC: firstHLC)
+                    #expect(r.remaining == 0)
+                    return ([a, b], prefix == varint(length) && startOfFirst + prefix.count + length + 1 + Int(bytes[startOfFirst + prefix.count + length]) == bytes.count)
+                }
+                #expect(prefixOK, "body of about \(target) bytes")
+                #expect(events[0].fields == m.fields && events[1].fields == short.fields)
+                #expect(bytes[0] == 0xAB)
+            }
+        }
+    }
+
     /// Field codes are found through flat tables by (length, first letter): every known name is
     /// its own code, whatever its storage (literal, built, small or not), and anything else is 0.
     @Test func everyKnownFieldNameIsItsCodeAndNothingElseIs() {
@@ -202,7 +245,7 @@ import Testing
         var rng = SplitMix64(seed: seed)
         let firstHLC = HLC(wallMillis: 1_767_225_600_000, counter: 0)
         var records: [[UInt8]] = []
-        var out = ByteWriter(), scratch = ByteWriter()
+        var out = ByteWriter()
         for (i, m) in sampleMutations(300, seed: seed).enumerated() {
             var m = m
             if i % 3 == 0 { m.eventID = UUID() }
@@ -210,7 +253,7 @@ import Testing
             if i % 7 == 0 { m.base = HLC(rawValue: UInt64(i) * 977) }
             if i % 4 == 0 { m.fields.append(Field("custom_\(i)", i % 8 == 0 ? .text("naïve 🚀") : .real(Double(i) / 3))) }
             out.removeAll()
-            EventCodec.encode(m, hlcDelta: UInt64(i) * 13, into: &out, scratch: &scratch)
+            EventCodec.encode(m, hlcDelta: UInt64(i) * 13, into: &out)
             records.append(out.bytes)
         }
         var agreedFailures = 0, agreedPasses = 0

@@ -28,6 +28,48 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
+    /// A batch that one frame holds has its records encoded on every core at once. Its frames are
+    /// byte for byte those of the same events added one at a time: the same duplicates skipped
+    /// (from the log and within the batch), the same seqs and clock values, the same signatures;
+    /// and a batch whose records pass the frame's byte limit is cut where one-at-a-time cuts it.
+    @Test func aBatchEncodedOnEveryCoreMakesTheFramesOfOneAtATime() throws {
+        let dir = TempDir()
+        let key = ReplicaKey.generate()
+        var ms = sampleMutations(900, seed: 11)
+        for i in stride(from: 0, to: ms.count, by: 7) { ms[i].eventID = UUID() }
+        ms[700].eventID = ms[14].eventID  // repeats one earlier in the batch
+        let head = Array(ms[..<3])          // the first already holds ms[0]'s id
+        var smallFrames = AppendOptions()
+        smallFrames.frameRawBytesMax = 20_000
+        for (n, options) in [AppendOptions(), smallFrames].enumerated() {
+            func frames(_ name: String, atOnce: Bool) throws -> ([[UInt8]], [AppendResult]) {
+                let store = try Store.create(at: dir.path + "/\(name)\(n)", signingKey: key)
+                let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+                var results = [try a.append(head)]
+                if atOnce {
+                    results.append(try a.append(ms))
+                } else {
+                    try a.begin()
+                    for m in ms { try a.add(m) }
+                    results.append(try a.commit())
+                }
+                try a.close()
+                var out: [[UInt8]] = []
+                try LogReader(store: store).forEachFrame(origin: store.replicaID) { _, bytes in
+                    out.append(Array(bytes))
+                    return true
+                }
+                return (out, results)
+            }
+            let (parallel, r1) = try frames("parallel", atOnce: true)
+            let (serial, r2) = try frames("serial", atOnce: false)
+            #expect(parallel == serial)
+            #expect(r1 == r2)
+            #expect(r1[1].duplicateCount == 2 && r1[1].appended == 898)
+            #expect(parallel.count == (n == 0 ? 2 : serial.count) && (n == 0 || parallel.count > 3), "frames: \(parallel.count)")
+        }
+    }
+
     @Test func readsFromAnySeq() throws {
         let dir = TempDir()
         let store = try makeStore(dir)

@@ -39,6 +39,33 @@ struct ByteWriter {
         bytes.append(contentsOf: c)
     }
 
+    /// A string as its UTF-8 byte count (a varint) and bytes, copied from its storage in one move.
+    @inline(__always) mutating func text(_ s: String) {
+        var s = s
+        s.withUTF8 { u in
+            varint(UInt64(u.count))
+            bytes.append(contentsOf: u)
+        }
+    }
+
+    /// Makes the byte at `at`, written as a placeholder, the varint length of everything after
+    /// it: one byte below 128; otherwise what follows moves up to make room for the longer varint.
+    @inline(__always) mutating func patchLength(at: Int) {
+        let length = bytes.count - at - 1
+        if length < 0x80 {
+            bytes[at] = UInt8(truncatingIfNeeded: length)
+            return
+        }
+        var v = UInt64(length)
+        var prefix: [UInt8] = []
+        while v >= 0x80 {
+            prefix.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        prefix.append(UInt8(v))
+        bytes.replaceSubrange(at..<at + 1, with: prefix)
+    }
+
     mutating func patchU32(at offset: Int, _ v: UInt32) {
         var le = v.littleEndian
         withUnsafeBytes(of: &le) { src in

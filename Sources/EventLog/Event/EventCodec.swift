@@ -29,47 +29,11 @@ enum EventCodec {
         guard name.utf8.first == UInt8(ascii: "#"), let n = Int(name.dropFirst()), n >= knownFieldNames.count, n <= 255 else { return 0 }
         return n
     }
-    /// Candidate codes by (name length, first letter), so finding a name's code costs one or
-    /// two byte comparisons instead of hashing: slot `len * 26 + letter` lists its codes at
-    /// `candidates[slots[slot] ..< slots[slot + 1]]`; each name's bytes are at
-    /// `nameBytes[nameStarts[code] ..< nameStarts[code + 1]]`. Flat, so a lookup copies nothing.
-    static let slots: [Int] = {
-        var counts = [Int](repeating: 0, count: 32 * 26 + 1)
-        for n in knownFieldNames.dropFirst() { counts[slot(n)] += 1 }
-        var starts = [0]
-        for c in counts.dropLast() { starts.append(starts.last! + c) }
-        return starts
-    }()
-    static let candidates: [UInt8] = {
-        var byCode = Array(knownFieldNames.indices.dropFirst())
-        byCode.sort { (slot(knownFieldNames[$0]), $0) < (slot(knownFieldNames[$1]), $1) }
-        return byCode.map { UInt8($0) }
-    }()
-    static let nameBytes: [UInt8] = knownFieldNames.flatMap { Array($0.utf8) }
-    static let nameStarts: [Int] = knownFieldNames.reduce(into: [0]) { $0.append($0.last! + $1.utf8.count) }
-
-    private static func slot(_ name: String) -> Int {
-        let u = Array(name.utf8)
-        return u.count * 26 + Int(u[0] - 0x61)
-    }
-
     /// The one-byte code of a known field name, or 0.
     @inline(__always)
-    static func knownCode(_ name: String) -> Int {
-        name.utf8.withContiguousStorageIfAvailable(knownCode) ?? Array(name.utf8).withUnsafeBufferPointer(knownCode)
-    }
+    static func knownCode(_ name: String) -> Int { FieldTable.shared.code(name) }
 
-    static func knownCode(_ u: UnsafeBufferPointer<UInt8>) -> Int {
-        guard u.count < 32, let f = u.first, f >= 0x61, f <= 0x7A else { return 0 }
-        let slot = u.count * 26 + Int(f - 0x61)
-        return nameBytes.withUnsafeBufferPointer { bytes in
-            for i in slots[slot]..<slots[slot + 1] {
-                let c = Int(candidates[i])
-                if memcmp(bytes.baseAddress! + nameStarts[c], u.baseAddress!, u.count) == 0 { return c }
-            }
-            return 0
-        }
-    }
+    static func knownCode(_ u: UnsafeBufferPointer<UInt8>) -> Int { FieldTable.shared.code(u) }
 
     enum ValueTag: UInt8 {
         case null = 0, boolFalse = 1, boolTrue = 2, integer = 3, real = 4, text = 5, uuidText = 6
@@ -82,53 +46,54 @@ enum EventCodec {
         static let known: UInt8 = 7
     }
 
-    /// Appends one record (length-prefixed) to `out`. `scratch` is reused between calls.
-    static func encode(_ e: Event, firstHLC: HLC, into out: inout ByteWriter, scratch: inout ByteWriter) {
+    /// Appends one record (length-prefixed) to `out`.
+    static func encode(_ e: Event, firstHLC: HLC, into out: inout ByteWriter) {
         encode(entity: e.entity, op: e.op, entityID: e.entityID, eventID: e.explicitEventID, base: e.base,
                actor: e.actor, fields: e.fields, hlcDelta: e.hlc.rawValue - firstHLC.rawValue, schemaVersion: e.schemaVersion,
-               into: &out, scratch: &scratch)
+               into: &out)
     }
 
-    static func encode(_ m: Mutation, hlcDelta: UInt64, into out: inout ByteWriter, scratch: inout ByteWriter) {
+    static func encode(_ m: Mutation, hlcDelta: UInt64, into out: inout ByteWriter) {
         encode(entity: m.entity, op: m.op, entityID: m.entityID, eventID: m.eventID, base: m.base, actor: m.actor,
-               fields: m.fields, hlcDelta: hlcDelta, schemaVersion: Event.currentSchemaVersion, into: &out, scratch: &scratch)
+               fields: m.fields, hlcDelta: hlcDelta, schemaVersion: Event.currentSchemaVersion, into: &out)
     }
 
+    /// Writes the record in place after a one-byte length, then fixes the length: records under
+    /// 128 bytes need nothing more; a longer one moves its body up by the varint's extra bytes.
     @inline(__always)
     static func encode(entity: Entity, op: Op, entityID: UUID, eventID: UUID?, base: HLC?, actor: String?, fields: [Field],
-                       hlcDelta: UInt64, schemaVersion: UInt8, into out: inout ByteWriter, scratch: inout ByteWriter) {
-        scratch.removeAll()
-        scratch.u8(schemaVersion)
+                       hlcDelta: UInt64, schemaVersion: UInt8, into out: inout ByteWriter) {
+        let lengthAt = out.count
+        out.u8(0)
+        out.u8(schemaVersion)
         var flags: UInt8 = 0
         if eventID != nil { flags |= Flag.explicitEventID }
         if base != nil { flags |= Flag.base }
         if actor != nil { flags |= Flag.actor }
-        scratch.u8(flags)
-        scratch.u8(entity.rawValue)
-        scratch.u8(op.rawValue)
-        scratch.varint(hlcDelta)
-        scratch.uuid(entityID)
-        if let eventID { scratch.uuid(eventID) }
-        if let base { scratch.varint(base.rawValue) }
+        out.u8(flags)
+        out.u8(entity.rawValue)
+        out.u8(op.rawValue)
+        out.varint(hlcDelta)
+        out.uuid(entityID)
+        if let eventID { out.uuid(eventID) }
+        if let base { out.varint(base.rawValue) }
         if let actor {
-            scratch.varint(UInt64(actor.utf8.count))
-            scratch.raw(actor.utf8)
+            out.text(actor)
         }
-        scratch.varint(UInt64(fields.count))
+        out.varint(UInt64(fields.count))
+        let table = FieldTable.shared
         for f in fields {
-            var code = knownCode(f.name)
+            var code = table.code(f.name)
             if code == 0 && f.name.utf8.first == UInt8(ascii: "#") { code = unknownCode(f.name) }
             if code != 0 {
-                scratch.varint(UInt64(code))
+                out.varint(UInt64(code))
             } else {
-                scratch.varint(0)
-                scratch.varint(UInt64(f.name.utf8.count))
-                scratch.raw(f.name.utf8)
+                out.varint(0)
+                out.text(f.name)
             }
-            encodeValue(f.value, into: &scratch)
+            encodeValue(f.value, into: &out)
         }
-        out.varint(UInt64(scratch.count))
-        out.raw(scratch.bytes)
+        out.patchLength(at: lengthAt)
     }
 
     @inline(__always)
@@ -148,8 +113,7 @@ enum EventCodec {
                 w.uuid(u)
             } else {
                 w.u8(ValueTag.text.rawValue)
-                w.varint(UInt64(s.utf8.count))
-                w.raw(s.utf8)
+                w.text(s)
             }
         }
     }
@@ -315,4 +279,53 @@ package enum FieldCodes {
     /// The code of a field name, or 0 when it has none. Fast (no hashing).
     @inline(__always)
     public static func code(_ name: String) -> Int { EventCodec.knownCode(name) }
+}
+
+/// Known field names' codes, found by (name length, first letter) so that finding a name's code
+/// costs one or two byte comparisons instead of hashing: slot `len * 26 + letter` lists its codes
+/// at `candidates[slots[slot] ..< slots[slot + 1]]`; each name's bytes are at
+/// `nameBytes[nameStarts[code] ..< nameStarts[code + 1]]`. Flat, so a lookup copies nothing; one
+/// value, so an encoder reaches all four tables through one lazy global.
+struct FieldTable: Sendable {
+    static let shared = FieldTable(names: EventCodec.knownFieldNames)
+
+    let slots: [Int]
+    let candidates: [UInt8]
+    let nameBytes: [UInt8]
+    let nameStarts: [Int]
+
+    init(names: [String]) {
+        func slot(_ name: String) -> Int {
+            let u = Array(name.utf8)
+            return u.count * 26 + Int(u[0] - 0x61)
+        }
+        var counts = [Int](repeating: 0, count: 32 * 26 + 1)
+        for n in names.dropFirst() { counts[slot(n)] += 1 }
+        var starts = [0]
+        for c in counts.dropLast() { starts.append(starts.last! + c) }
+        slots = starts
+        var byCode = Array(names.indices.dropFirst())
+        byCode.sort { (slot(names[$0]), $0) < (slot(names[$1]), $1) }
+        candidates = byCode.map { UInt8($0) }
+        nameBytes = names.flatMap { Array($0.utf8) }
+        nameStarts = names.reduce(into: [0]) { $0.append($0.last! + $1.utf8.count) }
+    }
+
+    /// The code of a known field name, or 0.
+    @inline(__always)
+    func code(_ name: String) -> Int {
+        name.utf8.withContiguousStorageIfAvailable(code) ?? Array(name.utf8).withUnsafeBufferPointer(code)
+    }
+
+    func code(_ u: UnsafeBufferPointer<UInt8>) -> Int {
+        guard u.count < 32, let f = u.first, f >= 0x61, f <= 0x7A else { return 0 }
+        let slot = u.count * 26 + Int(f - 0x61)
+        return nameBytes.withUnsafeBufferPointer { bytes in
+            for i in slots[slot]..<slots[slot + 1] {
+                let c = Int(candidates[i])
+                if memcmp(bytes.baseAddress! + nameStarts[c], u.baseAddress!, u.count) == 0 { return c }
+            }
+            return 0
+        }
+    }
 }

@@ -56,7 +56,14 @@ package struct HybridClock: Sendable {
     /// - Throws: `ClockError` when the clock cannot advance: the last value is the largest an hlc
     ///   holds (a clock poisoned by a far-future value received before drift was bounded).
     public mutating func tick() throws(ClockError) -> HLC {
-        let now = wallNow()
+        try tick(wall: wallNow())
+    }
+
+    /// `tick` with a wall-clock reading the caller took (`wallNow`), so that a batch of events
+    /// reads the clock once per few events rather than once each: values stay strictly increasing
+    /// whatever `now` is.
+    @inline(__always)
+    public mutating func tick(wall now: UInt64) throws(ClockError) -> HLC {
         if now > last.wallMillis {
             last = HLC(wallMillis: now, counter: 0)
         } else {

@@ -80,7 +80,8 @@ public final class LogAppender {
     public let options: AppendOptions
 
     private let lock: StoreLock
-    var clock: HybridClock
+    /// Touched per event from the appender's one thread: no runtime exclusivity bookkeeping.
+    @exclusivity(unchecked) var clock: HybridClock
     /// The event-id index; nil for a peer's store reached by path (`receivingForPeer`), whose
     /// index this process never opens (its owner catches it up from the log at its next open).
     let index: EventIDIndex?
@@ -138,7 +139,9 @@ public final class LogAppender {
         var dupLog: [AppendResult.Duplicate] = []
         var listAllDuplicates = false
     }
-    private(set) var txn: Transaction?
+    /// The append in progress; touched several times per event from the appender's one thread,
+    /// so without the runtime's exclusivity bookkeeping.
+    @exclusivity(unchecked) private(set) var txn: Transaction?
 
     /// This store's own log ends before a seq it once committed (a damaged tail was cut off):
     /// appending would give new events the seqs of lost ones, which peers may hold. Appends are
@@ -275,7 +278,17 @@ public final class LogAppender {
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
         try begin()
         do {
-            for m in mutations { try add(m) }
+            // The wall clock is read once per `wallReadEvery` events: one append is one moment,
+            // and the hybrid clock's counter orders its events.
+            if mutations.count >= Self.parallelEncodeEventsMin && mutations.count <= options.frameEventsMax && Self.cores > 1 {
+                try addEncodingInParallel(mutations)
+            } else {
+                var wall = clock.wallNow()
+                for (i, m) in mutations.enumerated() {
+                    if i % Self.wallReadEvery == 0 && i > 0 { wall = clock.wallNow() }
+                    try add(m, wall: wall)
+                }
+            }
             return try commit()
         } catch {
             try? rollback()
@@ -313,37 +326,89 @@ public final class LogAppender {
         txn!.listAllDuplicates = listingAllDuplicates
     }
 
+    /// How many events of one `append` share a reading of the wall clock.
+    static let wallReadEvery = 64
+
     /// Adds one mutation to the append in progress; full frames are written as they fill.
     public func add(_ m: Mutation) throws {
+        try add(m, wall: clock.wallNow())
+    }
+
+    /// `add`, stamping the event from `wall` (a reading of `clock.wallNow()`).
+    func add(_ m: Mutation, wall: UInt64) throws {
+        guard try !skipsDuplicate(m.eventID) else { return }
+        let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
+        try place(m, seq: seq, hlc: try stamp(m.eventID, seq: seq, wall: wall))
+    }
+
+    /// Counts the append's next input, whose event id is `eventID`; true (and recorded as a
+    /// duplicate) when the log already holds that id. Takes the id alone, so that a batch's first
+    /// pass reads nothing else of its mutations.
+    private func skipsDuplicate(_ eventID: UUID?) throws -> Bool {
         precondition(txn != nil, "add without begin")
         let index = txn!.inputIndex
         txn!.inputIndex += 1
-        if let id = m.eventID {
-            if !txn!.hasIDs {
-                try ids.begin()
-                txn!.hasIDs = true
-            }
-            if let (o, s) = try ids.lookup(id) {
-                txn!.result.duplicateCount += 1
-                if txn!.listAllDuplicates { txn!.dupLog.append(.init(inputIndex: index, eventID: id, origin: o, seq: s)) }
-                if txn!.result.duplicates.count < AppendResult.duplicatesListedMax {
-                    txn!.result.duplicates.append(.init(inputIndex: index, eventID: id, origin: o, seq: s))
-                }
-                return
-            }
+        guard let id = eventID else { return false }
+        if !txn!.hasIDs {
+            try ids.begin()
+            txn!.hasIDs = true
         }
-        // The frame is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
-        // (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
-        if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= min(options.frameRawBytesMax, Self.frameRecordBytesCap)) {
-            try writePending(continues: true)
+        guard let (o, s) = try ids.lookup(id) else { return false }
+        txn!.result.duplicateCount += 1
+        if txn!.listAllDuplicates { txn!.dupLog.append(.init(inputIndex: index, eventID: id, origin: o, seq: s)) }
+        if txn!.result.duplicates.count < AppendResult.duplicatesListedMax {
+            txn!.result.duplicates.append(.init(inputIndex: index, eventID: id, origin: o, seq: s))
         }
-        let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
-        if let id = m.eventID { try ids.insert(id, origin: origin, seq: seq) }
-        let hlc: HLC
-        do { hlc = try clock.tick() } catch {
+        return true
+    }
+
+    /// Gives the next event its clock value, and its event id (if any) `seq` in the index.
+    private func stamp(_ eventID: UUID?, seq: Seq, wall: UInt64) throws -> HLC {
+        if let id = eventID { try ids.insert(id, origin: origin, seq: seq) }
+        do { return try clock.tick(wall: wall) } catch {
             throw LogError(.invalidInput, "append", error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
         }
+    }
+
+    /// Bytes of records at which a frame is cut.
+    private var frameRecordBytesLimit: Int { min(options.frameRawBytesMax, Self.frameRecordBytesCap) }
+
+    /// Adds the stamped event to the frame being built, writing that frame first when it is full.
+    private func place(_ m: Mutation, seq: Seq, hlc: HLC) throws {
+        // The frame is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
+        // (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
+        if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= frameRecordBytesLimit) {
+            try writePending(continues: true)
+        }
         encoder.add(m, origin: origin, seq: seq, hlc: hlc)
+    }
+
+    /// Batches at least this large (and at most a frame's events) are encoded on every core.
+    static let parallelEncodeEventsMin = 256
+
+    /// `append`'s work for a batch that one frame holds by count: events are checked for
+    /// duplicates and stamped in order, then their records are encoded on every core at once.
+    /// A batch whose records reach the frame's byte limit is laid out again one event at a time,
+    /// so frames are cut exactly where `add` cuts them.
+    private func addEncodingInParallel(_ mutations: [Mutation]) throws {
+        precondition(encoder.count == 0, "a batch encoded at once starts a frame")
+        let first = active.lastSeq.rawValue + 1
+        var picks: [Int] = [], hlcs: [HLC] = []
+        picks.reserveCapacity(mutations.count)
+        hlcs.reserveCapacity(mutations.count)
+        var wall = clock.wallNow()
+        for i in mutations.indices {
+            if i % Self.wallReadEvery == 0 && i > 0 { wall = clock.wallNow() }
+            let id = mutations[i].eventID
+            guard try !skipsDuplicate(id) else { continue }
+            hlcs.append(try stamp(id, seq: Seq(first + UInt64(picks.count)), wall: wall))
+            picks.append(i)
+        }
+        guard !picks.isEmpty else { return }
+        encoder.add(mutations, picks: picks, origin: origin, baseSeq: Seq(first), hlcs: hlcs, workers: Self.cores)
+        guard encoder.recordBytes >= frameRecordBytesLimit else { return }
+        encoder.reset()
+        for (k, i) in picks.enumerated() { try place(mutations[i], seq: Seq(first + UInt64(k)), hlc: hlcs[k]) }
     }
 
     /// Writes the last frame, fsyncs, and makes the append visible.
