@@ -298,6 +298,10 @@ extension Projection {
         return try reading { db in
             var out: [UUID: HLC] = [:]
             for (table, ids) in byTable {
+                // A table with no row (a first import, a kind not used yet) holds no version: one
+                // probe instead of a lookup per id, in the same read transaction as the lookups.
+                let empty = "SELECT NOT EXISTS (SELECT 1 FROM \(SQLiteFactory.quote(table)))"
+                if try Bool.fetchOne(db, sql: empty) ?? false { continue }
                 for chunk in stride(from: 0, to: ids.count, by: 500) {
                     let part = Array(ids[chunk..<min(chunk + 500, ids.count)])
                     let sql = "SELECT id, version FROM \(table) WHERE id IN (\(part.map { _ in "?" }.joined(separator: ",")))"

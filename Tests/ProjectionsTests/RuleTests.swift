@@ -18,6 +18,29 @@ import Testing
         try p.database.read { db in try Row.fetchOne(db, sql: "SELECT * FROM \(table) WHERE id = ?", arguments: [id.lowercasedString]) }
     }
 
+    /// `base` is filled from the projection: an entity's version where it has a row, zero where
+    /// it has none, whether its table holds other rows or none at all (an empty table is
+    /// answered by one probe), and a base the author gave is kept.
+    @Test func basesAreFilledFromRowsAndZeroWhereNoneIs() throws {
+        let dir = TempDir()
+        let (_, p) = try makeProjection(dir)
+        var f = EventFactory()
+        try p.apply([f.make(originA, hlc: hlc(5), .item, .create, item, [Field("title", text("Buy milk"))])])
+        let other = UUID()
+        var ms = [
+            Mutation(entity: .item, op: .update, entityID: item, fields: [Field("title", text("Buy oat milk"))]),
+            Mutation(entity: .item, op: .update, entityID: other, fields: [Field("title", text("none yet"))]),
+            Mutation(entity: .tag, op: .update, entityID: tag, fields: [Field("name", text("home"))]),
+            Mutation(entity: .item, op: .update, entityID: item, fields: [], base: HLC(rawValue: hlc(2))),
+        ]
+        try p.fillBases(&ms)
+        #expect(ms.map { $0.base?.rawValue } == [hlc(5), 0, 0, hlc(2)])
+        try p.apply([f.make(originA, hlc: hlc(7), .tag, .create, tag, [Field("name", text("home"))])])
+        var again = [Mutation(entity: .tag, op: .update, entityID: tag, fields: [Field("name", text("work"))])]
+        try p.fillBases(&again)
+        #expect(again[0].base?.rawValue == hlc(7))
+    }
+
     @Test func concurrentEditsOfDifferentFieldsBothSurvive() throws {
         let dir = TempDir()
         let (_, p) = try makeProjection(dir)
