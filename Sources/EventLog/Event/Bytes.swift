@@ -48,6 +48,28 @@ struct ByteWriter {
         }
     }
 
+    /// Zeros to grow by with one copy (`writeInPlace`).
+    static let zeros = [UInt8](repeating: 0, count: 64 << 10)
+
+    /// Reserves `bound` bytes, lets `body` write at most that many through a cursor, and keeps
+    /// what it wrote. Traps if `body` writes past `bound` (a wrong bound is a bug, never input).
+    @inline(__always) mutating func writeInPlace(bound: Int, _ body: (inout RawCursor) -> Void) {
+        let start = bytes.count
+        var left = bound
+        while left > 0 {
+            let n = min(left, ByteWriter.zeros.count)
+            ByteWriter.zeros.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<n])) }
+            left -= n
+        }
+        let written = bytes.withUnsafeMutableBufferPointer { b -> Int in
+            let base = b.baseAddress! + start
+            var c = RawCursor(p: base, end: base + bound)
+            body(&c)
+            return c.p - base
+        }
+        bytes.removeLast(bound - written)
+    }
+
     /// Makes the byte at `at`, written as a placeholder, the varint length of everything after
     /// it: one byte below 128; otherwise what follows moves up to make room for the longer varint.
     @inline(__always) mutating func patchLength(at: Int) {
@@ -216,4 +238,66 @@ public func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
     let u = p.assumingMemoryBound(to: UInt8.self)
     if isASCII(p) { return String(decoding: u, as: UTF8.self) }
     return String(validating: u, as: UTF8.self)
+}
+
+/// Writes into room a `ByteWriter` reserved (`writeInPlace`): raw stores, bounds checked once per
+/// value against the room's end.
+struct RawCursor {
+    var p: UnsafeMutablePointer<UInt8>
+    let end: UnsafeMutablePointer<UInt8>
+
+    @inline(__always) mutating func room(_ n: Int) {
+        precondition(end - p >= n, "a record's size bound was too small")
+    }
+
+    @inline(__always) mutating func u8(_ v: UInt8) {
+        room(1)
+        p.pointee = v
+        p += 1
+    }
+
+    @inline(__always) mutating func u64(_ v: UInt64) {
+        room(8)
+        withUnsafeBytes(of: v.littleEndian) { UnsafeMutableRawPointer(p).copyMemory(from: $0.baseAddress!, byteCount: 8) }
+        p += 8
+    }
+
+    @inline(__always) mutating func varint(_ value: UInt64) {
+        room(10)
+        var v = value
+        while v >= 0x80 {
+            p.pointee = UInt8(truncatingIfNeeded: v) | 0x80
+            p += 1
+            v >>= 7
+        }
+        p.pointee = UInt8(v)
+        p += 1
+    }
+
+    @inline(__always) mutating func uuid(_ u: UUID) {
+        room(16)
+        withUnsafeBytes(of: u.uuid) { UnsafeMutableRawPointer(p).copyMemory(from: $0.baseAddress!, byteCount: 16) }
+        p += 16
+    }
+
+    @inline(__always) mutating func raw(_ b: UnsafeBufferPointer<UInt8>) {
+        room(b.count)
+        if let src = b.baseAddress, b.count > 0 { UnsafeMutableRawPointer(p).copyMemory(from: src, byteCount: b.count) }
+        p += b.count
+    }
+
+    /// A string as its UTF-8 byte count (a varint) and bytes.
+    @inline(__always) mutating func text(_ s: String) {
+        let done: Void? = s.utf8.withContiguousStorageIfAvailable { u in
+            varint(UInt64(u.count))
+            raw(u)
+        }
+        if done == nil {
+            var s = s
+            s.withUTF8 { u in
+                varint(UInt64(u.count))
+                raw(u)
+            }
+        }
+    }
 }

@@ -60,44 +60,56 @@ enum EventCodec {
 
     /// Writes the record in place after a one-byte length, then fixes the length: records under
     /// 128 bytes need nothing more; a longer one moves its body up by the varint's extra bytes.
+    /// The bytes go through a raw cursor into room reserved for the record's largest size, so
+    /// writing them checks neither capacity nor uniqueness byte by byte.
     @inline(__always)
     static func encode(entity: Entity, op: Op, entityID: UUID, eventID: UUID?, base: HLC?, actor: String?, fields: [Field],
                        hlcDelta: UInt64, schemaVersion: UInt8, into out: inout ByteWriter) {
+        // At most: the length placeholder, four bytes, hlc delta, two ids, base, actor, count.
+        var bound = 1 + 4 + 10 + 16 + 16 + 10 + (actor.map { 10 + $0.utf8.count } ?? 0) + 10
+        for f in fields { bound += 10 + 10 + f.name.utf8.count + 1 + valueBound(f.value) }
         let lengthAt = out.count
-        out.u8(0)
-        out.u8(schemaVersion)
-        var flags: UInt8 = 0
-        if eventID != nil { flags |= Flag.explicitEventID }
-        if base != nil { flags |= Flag.base }
-        if actor != nil { flags |= Flag.actor }
-        out.u8(flags)
-        out.u8(entity.rawValue)
-        out.u8(op.rawValue)
-        out.varint(hlcDelta)
-        out.uuid(entityID)
-        if let eventID { out.uuid(eventID) }
-        if let base { out.varint(base.rawValue) }
-        if let actor {
-            out.text(actor)
-        }
-        out.varint(UInt64(fields.count))
         let table = FieldTable.shared
-        for f in fields {
-            var code = table.code(f.name)
-            if code == 0 && f.name.utf8.first == UInt8(ascii: "#") { code = unknownCode(f.name) }
-            if code != 0 {
-                out.varint(UInt64(code))
-            } else {
-                out.varint(0)
-                out.text(f.name)
+        out.writeInPlace(bound: bound) { c in
+            c.u8(0)
+            c.u8(schemaVersion)
+            var flags: UInt8 = 0
+            if eventID != nil { flags |= Flag.explicitEventID }
+            if base != nil { flags |= Flag.base }
+            if actor != nil { flags |= Flag.actor }
+            c.u8(flags)
+            c.u8(entity.rawValue)
+            c.u8(op.rawValue)
+            c.varint(hlcDelta)
+            c.uuid(entityID)
+            if let eventID { c.uuid(eventID) }
+            if let base { c.varint(base.rawValue) }
+            if let actor { c.text(actor) }
+            c.varint(UInt64(fields.count))
+            for f in fields {
+                var code = table.code(f.name)
+                if code == 0 && f.name.utf8.first == UInt8(ascii: "#") { code = unknownCode(f.name) }
+                if code != 0 {
+                    c.varint(UInt64(code))
+                } else {
+                    c.varint(0)
+                    c.text(f.name)
+                }
+                encodeValue(f.value, into: &c)
             }
-            encodeValue(f.value, into: &out)
         }
         out.patchLength(at: lengthAt)
     }
 
+    /// The most bytes `encodeValue` writes for `v` (its tag included).
     @inline(__always)
-    static func encodeValue(_ v: FieldValue, into w: inout ByteWriter) {
+    static func valueBound(_ v: FieldValue) -> Int {
+        if case .text(let s) = v { return 1 + max(16, 10 + s.utf8.count) }
+        return 1 + 10
+    }
+
+    @inline(__always)
+    static func encodeValue(_ v: FieldValue, into w: inout RawCursor) {
         switch v {
         case .null: w.u8(ValueTag.null.rawValue)
         case .boolean(let b): w.u8(b ? ValueTag.boolTrue.rawValue : ValueTag.boolFalse.rawValue)
