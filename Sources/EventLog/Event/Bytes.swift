@@ -39,14 +39,6 @@ struct ByteWriter {
         bytes.append(contentsOf: c)
     }
 
-    /// A string as its UTF-8 byte count (a varint) and bytes, copied from its storage in one move.
-    @inline(__always) mutating func text(_ s: String) {
-        var s = s
-        s.withUTF8 { u in
-            varint(UInt64(u.count))
-            bytes.append(contentsOf: u)
-        }
-    }
 
     /// Zeros to grow by with one copy (`writeInPlace`).
     static let zeros = [UInt8](repeating: 0, count: 64 << 10)

@@ -196,7 +196,10 @@ final class FrameEncoder {
     /// Adds `ms[picks]` as the next events of an empty frame, at `baseSeq` on, stamped `hlcs`
     /// (increasing), their records encoded by `workers` threads, each a contiguous run into a
     /// buffer of its own, joined in order: the bytes are exactly those `add` writes one by one.
-    func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int) {
+    /// - Returns: false, leaving the frame empty, when the records reach `bytesLimit` (a worker
+    ///   stops once its own run reaches it, so a batch of large records costs at most about
+    ///   `bytesLimit` per worker to find out); the caller then adds them one at a time.
+    func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int, bytesLimit: Int) -> Bool {
         precondition(count == 0 && !picks.isEmpty && picks.count == hlcs.count && picks.count <= FrameHeader.eventsMax,
                      "a frame built at once starts empty and has one clock value per event")
         let first = hlcs[0]
@@ -209,10 +212,12 @@ final class FrameEncoder {
                 out[w].removeAll()
                 for k in (n * w / runs)..<(n * (w + 1) / runs) {
                     precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
+                    if out[w].count >= bytesLimit { break }
                     EventCodec.encode(ms[picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
                 }
             }
         }
+        guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit else { return false }
         records.removeAll()
         for w in 0..<runs { records.raw(parts[w].bytes) }
         self.origin = origin
@@ -220,6 +225,7 @@ final class FrameEncoder {
         firstHLC = first
         lastHLC = hlcs[n - 1]
         count = n
+        return true
     }
 
     /// Drops the frame being built.

@@ -405,9 +405,8 @@ public final class LogAppender {
             picks.append(i)
         }
         guard !picks.isEmpty else { return }
-        encoder.add(mutations, picks: picks, origin: origin, baseSeq: Seq(first), hlcs: hlcs, workers: Self.cores)
-        guard encoder.recordBytes >= frameRecordBytesLimit else { return }
-        encoder.reset()
+        if encoder.add(mutations, picks: picks, origin: origin, baseSeq: Seq(first), hlcs: hlcs, workers: Self.cores,
+                       bytesLimit: frameRecordBytesLimit) { return }
         for (k, i) in picks.enumerated() { try place(mutations[i], seq: Seq(first + UInt64(k)), hlc: hlcs[k]) }
     }
 
