@@ -8,30 +8,9 @@ import Foundation
 public struct PageLimits: Sendable, Equatable {
     public var maxBytes: Int
     public var maxFrames: Int
-    /// A pull asks for its first page with at most this many bytes, and for each next one twice
-    /// the one before, up to `maxBytes`: nothing overlaps the first page's trip, so a small one
-    /// lets verifying start sooner, and later pages are fetched while the one before is verified.
-    public var firstBytes: Int
-    public init(maxBytes: Int = 8 << 20, maxFrames: Int = 8192, firstBytes: Int = 1 << 20) {
+    public init(maxBytes: Int = 8 << 20, maxFrames: Int = 8192) {
         self.maxBytes = maxBytes
         self.maxFrames = maxFrames
-        self.firstBytes = firstBytes
-    }
-
-    /// The limits of a session's pages, one after another: `firstBytes` (within `maxBytes`),
-    /// doubling up to `maxBytes`.
-    struct Ramp {
-        let limits: PageLimits
-        private var bytes: Int
-        init(_ limits: PageLimits) {
-            self.limits = limits
-            bytes = max(1, min(limits.firstBytes, limits.maxBytes))
-        }
-        mutating func next() -> PageLimits {
-            let now = PageLimits(maxBytes: bytes, maxFrames: limits.maxFrames, firstBytes: limits.firstBytes)
-            bytes = bytes <= limits.maxBytes / 2 ? bytes * 2 : max(bytes, limits.maxBytes)
-            return now
-        }
     }
 
     /// The most a server hands out per page, whatever the client asks for.
@@ -39,7 +18,7 @@ public struct PageLimits: Sendable, Equatable {
 
     /// These limits, each lowered to at most `cap`'s and raised to at least one frame or byte.
     public func clamped(to cap: PageLimits) -> PageLimits {
-        PageLimits(maxBytes: max(1, min(maxBytes, cap.maxBytes)), maxFrames: max(1, min(maxFrames, cap.maxFrames)), firstBytes: firstBytes)
+        PageLimits(maxBytes: max(1, min(maxBytes, cap.maxBytes)), maxFrames: max(1, min(maxFrames, cap.maxFrames)))
     }
 }
 

@@ -133,24 +133,20 @@ public enum Replication {
         // the page names; it is used only if the session then asks from exactly that cursor.
         var prefetch: (since: ReplicationCursor, task: Task<(FramePage.Decoded, Int), any Error>)?
         defer { prefetch?.task.cancel() }
-        // Pages start small and grow (`PageLimits.firstBytes`), per session.
-        var ramp = PageLimits.Ramp(limits)
         while true {
             switch action {
             case .request(let since, let limits):
                 do {
-                    if ramp.limits != limits { ramp = PageLimits.Ramp(limits) }
                     let (page, bytes): (FramePage.Decoded, Int)
                     if let p = prefetch, p.since == since {
                         (page, bytes) = try await p.task.value
                     } else {
                         prefetch?.task.cancel()
-                        (page, bytes) = try await peer.page(since: since, limits: ramp.next())
+                        (page, bytes) = try await peer.page(since: since, limits: limits)
                     }
                     prefetch = nil
                     if page.complete, page.more, let next = page.next, !page.frames.isEmpty {
-                        let asked = ramp.next()
-                        prefetch = (next, Task { try await peer.page(since: next, limits: asked) })
+                        prefetch = (next, Task { try await peer.page(since: next, limits: limits) })
                     }
                     action = session.received(page, bytes: bytes)
                 } catch {
@@ -181,7 +177,6 @@ public enum Replication {
                     joinedSoFar = now
                     before = Self.adding(summary, to: before)
                     session = PullSession(local: again, limits: limits, retry: retry)
-                    ramp = PageLimits.Ramp(limits)
                     action = session.start()
                     continue
                 }

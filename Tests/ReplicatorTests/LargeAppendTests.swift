@@ -86,44 +86,6 @@ import Testing
         try p.close()
     }
 
-    /// The pages of a pull start at `firstBytes` and double up to `maxBytes` (the first page,
-    /// which nothing overlaps, comes back sooner); the log arrives whole, byte for byte.
-    @Test func pullPagesStartSmallAndGrowToTheLimit() async throws {
-        final class Recording: ReplicaTransport, @unchecked Sendable {
-            let inner: StoreTransport
-            let lock = NSLock()
-            var asked: [Int] = []
-            init(_ store: Store) { inner = StoreTransport(store: store) }
-            func cursor() async throws -> ReplicationCursor { try await inner.cursor() }
-            func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
-                lock.withLock { asked.append(limits.maxBytes) }
-                return try await inner.page(since: since, limits: limits)
-            }
-            func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) { try await inner.push(page) }
-        }
-        let dir = Dir()
-        let src = try source(dir, events: 3000, eventsPerFrame: 10, payloadBytes: 200)
-        let into = try Store.create(at: dir.path + "/into")
-        let peer = Recording(src)
-        let s = try await Replication.pull(from: peer, store: into, limits: PageLimits(maxBytes: 64 << 10, firstBytes: 8 << 10))
-        #expect(s.events == 3000)
-        try same(src, into)
-        let asked: [Int] = peer.lock.withLock { peer.asked }
-        let expected: [Int] = [8 << 10, 16 << 10, 32 << 10, 64 << 10, 64 << 10]
-        let head = Array(asked.prefix(5))
-        #expect(head == expected, "\(asked)")
-        let limit = 64 << 10
-        #expect(asked.allSatisfy { $0 <= limit })
-        // A first page larger than the limit is asked at the limit.
-        let again = try Store.create(at: dir.path + "/again")
-        let peer2 = Recording(src)
-        _ = try await Replication.pull(from: peer2, store: again, limits: PageLimits(maxBytes: 32 << 10, firstBytes: 1 << 20))
-        let asked2: [Int] = peer2.lock.withLock { peer2.asked }
-        let limit2 = 32 << 10
-        #expect(!asked2.isEmpty && asked2.allSatisfy { $0 == limit2 }, "\(asked2)")
-        try same(src, again)
-    }
-
     @Test func anAppendOfMoreThan1024FramesShipsEveryWay() async throws {
         let dir = Dir()
         let src = try source(dir, events: 1100, eventsPerFrame: 1)
