@@ -14,6 +14,7 @@ let package = Package(
         .package(path: ".."),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3"..<"5.0.0"),
         .package(url: "https://github.com/ordo-one/benchmark", exact: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
@@ -21,7 +22,8 @@ let package = Package(
         .systemLibrary(name: "CLZ4Bench", path: "CLZ4Bench", pkgConfig: "liblz4", providers: [.apt(["liblz4-dev"])]),
         .target(
             name: "BenchmarkSupport",
-            dependencies: ["CLZ4Bench", .product(name: "EventLog", package: root), .product(name: "Domain", package: root)],
+            dependencies: ["CLZ4Bench", .product(name: "EventLog", package: root), .product(name: "Domain", package: root),
+                           .product(name: "Crypto", package: "swift-crypto")],
             path: "BenchmarkSupport"
         ),
         .executableTarget(

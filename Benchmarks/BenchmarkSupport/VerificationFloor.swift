@@ -1,10 +1,12 @@
 import CLZ4Bench
+import Crypto
 import EventLog
 import Foundation
 
 /// The least any receiver that keeps Logbook's checks must do to take a log in, measured as one
 /// plain loop: read the segment files, check each frame's CRC-32C and SHA-256 link to the frame
-/// before it, LZ4-decompress its payload, write the frames to a new file, fsync once. Shipping
+/// before it, verify a signed frame's Ed25519 signature (every frame of a signing replica since
+/// signed logs), LZ4-decompress its payload, write the frames to a new file, fsync once. Shipping
 /// is reported as a ratio to this (issue 9's "verification floor"), measured in the same run.
 public enum VerificationFloor {
     /// Seconds to take every segment of `logDirectory` (one origin's `log/<origin>/`) into a
@@ -39,9 +41,22 @@ public enum VerificationFloor {
                     guard crc.final == frame.loadUnaligned(fromByteOffset: 92, as: UInt32.self).littleEndian else { throw FloorError("crc at \(o)") }
                     guard frame[60..<92].elementsEqual(previous) else { throw FloorError("chain at \(o)") }
                     previous = FrameHash.of(frame).bytes
+                    // A signed frame (flags bit 1) ends with its key and signature: the signature
+                    // is verified over "LBSG" 1, header bytes 0..<92 and the payload's SHA-256
+                    // (docs/FORMAT.md, "Signed frames"). Share frames are not part of this floor.
+                    let signed = frame[6] & 2 != 0
+                    guard frame[6] & 4 == 0 else { throw FloorError("a share frame at \(o)") }
+                    let payloadEnd = total - (signed ? 96 : 0)
+                    if signed {
+                        var message = Array("LBSG".utf8) + [1]
+                        message.append(contentsOf: frame[0..<92])
+                        message.append(contentsOf: SHA256.hash(data: UnsafeRawBufferPointer(rebasing: frame[96..<payloadEnd])))
+                        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: Array(frame[payloadEnd..<payloadEnd + 32])),
+                              key.isValidSignature(Array(frame[payloadEnd + 32..<total]), for: message) else { throw FloorError("signature at \(o)") }
+                    }
                     if frame[5] == 1 {
                         if raw.count < rawBytes { raw = [UInt8](repeating: 0, count: rawBytes) }
-                        var dst = rawBytes, src = stored
+                        var dst = rawBytes, src = payloadEnd - 96
                         let r = raw.withUnsafeMutableBytes { d in
                             LZ4F_decompress(dctx, d.baseAddress, &dst, frame.baseAddress! + 96, &src, nil)
                         }
