@@ -104,6 +104,22 @@ import Testing
     /// start an earlier page brought (declined then): the middle is declined too, no gap is
     /// refused, and the log is asked for again from its start and taken. A frame flagged as a
     /// share's whose origin does not derive from it is not declined but refused.
+    /// A share append whose clock cannot advance (poisoned by a far-future value) fails with an
+    /// error and leaves nothing half-built behind: the appends after it fail the same way, a
+    /// batch that would be encoded on every core included, and never trap on a stale frame.
+    @Test func aShareAppendThatFailsPartWayLeavesTheNextAppendsErrorsNotTraps() throws {
+        let dir = TempDir()
+        let alice = try Replica(dir.path + "/alice")
+        let a = try alice.appender()
+        defer { try? a.close() }
+        let share = try a.createShare(name: "home")
+        a.clock.observe(HLC(rawValue: UInt64.max - 1))
+        #expect(throws: LogError.self) { _ = try a.appendShared([item("one"), item("two")], to: share) }
+        #expect(throws: LogError.self) { _ = try a.append((0..<300).map { item("p\($0)") }) }
+        #expect(throws: LogError.self) { _ = try a.append([item("q")]) }
+        #expect(throws: LogError.self) { _ = try a.appendShared([item("three")], to: share) }
+    }
+
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {
         let dir = TempDir()
         let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")

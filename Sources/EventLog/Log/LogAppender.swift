@@ -322,6 +322,8 @@ public final class LogAppender {
             if store.format < Store.signedFormatVersion { store = try store.upgradeFormat(to: Store.signedFormatVersion, op: "append") }
         }
         try own.rollIfFull(bytesMax: options.segmentBytesMax)
+        // An append starts with an empty frame, whatever a failed write before it left.
+        encoder.reset()
         txn = Transaction(start: own.mark)
         txn!.listAllDuplicates = listingAllDuplicates
     }

@@ -27,7 +27,11 @@ extension LogAppender {
             let end = min(mutations.count, i + perFrame)
             for m in mutations[i..<end] {
                 seq += 1
-                var hlc = try clock.tick()
+                var hlc: HLC
+                do { hlc = try clock.tick() } catch {
+                    encoder.reset()  // nothing of this frame is kept
+                    throw LogError(.invalidInput, op, error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
+                }
                 if hlc <= tip.lastHLC { hlc = HLC(rawValue: tip.lastHLC.rawValue &+ UInt64(seq - tip.lastSeq.rawValue)) }
                 encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc)
             }
