@@ -39,7 +39,6 @@ struct ByteWriter {
         bytes.append(contentsOf: c)
     }
 
-
     /// Zeros to grow by with one copy (`writeInPlace`).
     static let zeros = [UInt8](repeating: 0, count: 64 << 10)
 

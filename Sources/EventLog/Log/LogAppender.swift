@@ -278,14 +278,12 @@ public final class LogAppender {
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
         try begin()
         do {
-            // The wall clock is read once per `wallReadEvery` events: one append is one moment,
-            // and the hybrid clock's counter orders its events.
             if mutations.count >= Self.parallelEncodeEventsMin && mutations.count <= options.frameEventsMax && Self.cores > 1 {
                 try addEncodingInParallel(mutations)
             } else {
-                var wall = clock.wallNow()
+                var wall: UInt64 = 0
                 for (i, m) in mutations.enumerated() {
-                    if i % Self.wallReadEvery == 0 && i > 0 { wall = clock.wallNow() }
+                    wall = wallReading(at: i, last: wall)
                     try add(m, wall: wall)
                 }
             }
@@ -328,8 +326,15 @@ public final class LogAppender {
         txn!.listAllDuplicates = listingAllDuplicates
     }
 
-    /// How many events of one `append` share a reading of the wall clock.
+    /// How many events of one `append` share a reading of the wall clock: one append is one
+    /// moment, and the hybrid clock's counter orders its events.
     static let wallReadEvery = 64
+
+    /// The wall reading for a batch's event `i`: read afresh at every `wallReadEvery`th event
+    /// (the first included), else `last`.
+    private func wallReading(at i: Int, last: UInt64) -> UInt64 {
+        i % Self.wallReadEvery == 0 ? clock.wallNow() : last
+    }
 
     /// Adds one mutation to the append in progress; full frames are written as they fill.
     public func add(_ m: Mutation) throws {
@@ -398,9 +403,9 @@ public final class LogAppender {
         var picks: [Int] = [], hlcs: [HLC] = []
         picks.reserveCapacity(mutations.count)
         hlcs.reserveCapacity(mutations.count)
-        var wall = clock.wallNow()
+        var wall: UInt64 = 0
         for i in mutations.indices {
-            if i % Self.wallReadEvery == 0 && i > 0 { wall = clock.wallNow() }
+            wall = wallReading(at: i, last: wall)
             let id = mutations[i].eventID
             guard try !skipsDuplicate(id) else { continue }
             hlcs.append(try stamp(id, seq: Seq(first + UInt64(picks.count)), wall: wall))
