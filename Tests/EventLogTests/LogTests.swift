@@ -70,6 +70,41 @@ import Testing
         }
     }
 
+    /// A group of pushes of several origins syncs the filesystem once, then each origin's log:
+    /// every origin's frames are then marked durable and read back whole.
+    @Test func aGroupOfManyOriginsIsDurableForEachOrigin() throws {
+        let dir = TempDir()
+        var batches: [[[UInt8]]] = []
+        var origins: [ReplicaID] = []
+        for k in 0..<(LogAppender.filesystemSyncOrigins + 2) {
+            let peer = try Store.create(at: dir.path + "/peer\(k)", replicaID: ReplicaID.random())
+            let w = try LogAppender(store: peer)
+            _ = try w.append(sampleMutations(3 + k, seed: UInt64(k)))
+            try w.close()
+            var frames: [[UInt8]] = []
+            try LogReader(store: peer).forEachFrame(origin: peer.replicaID) { _, b in frames.append(Array(b)); return true }
+            batches.append(frames)
+            origins.append(peer.replicaID)
+        }
+        let hub = try Store.create(at: dir.path + "/hub", replicaID: ReplicaID.random())
+        let r = try LogAppender(store: hub)
+        let results = try r.receive(batches: batches)
+        #expect(results.allSatisfy { (try? $0.get().events) ?? 0 > 0 })
+        try r.close()
+        for (k, o) in origins.enumerated() {
+            #expect(hub.directory(o).loadDurable() == Seq(UInt64(3 + k)), "origin \(k) marked durable through its last seq")
+            var n = 0
+            try LogReader(store: hub).forEachEvent(origin: o, from: Seq(1)) { _ in n += 1; return true }
+            #expect(n == 3 + k)
+        }
+        #if os(Linux)
+        // The write-back is a real call here, not a no-op that would leave each fdatasync all the work.
+        let fd = open(dir.path, O_RDONLY)
+        defer { close(fd) }
+        #expect(Sys.syncFilesystem(fd))
+        #endif
+    }
+
     @Test func readsFromAnySeq() throws {
         let dir = TempDir()
         let store = try makeStore(dir)

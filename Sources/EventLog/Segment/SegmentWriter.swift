@@ -91,6 +91,12 @@ final class SegmentWriter {
         if !header.continues { committed = active }
     }
 
+    /// Writes back the whole filesystem this log is on (`Sys.syncFilesystem`): a way to make
+    /// several logs' `sync` cheaper, never a durability answer (its result is not looked at).
+    func syncFilesystem() {
+        _ = Sys.syncFilesystem(fd)
+    }
+
     /// Makes every frame written durable, then records the committed end in `DURABLE`, so
     /// readers ship only frames that are on disk (a frame shipped and then lost to a crash
     /// here would have its seq reused by a later append).
