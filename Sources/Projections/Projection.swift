@@ -31,6 +31,18 @@ public final class Projection: @unchecked Sendable {
     public let schema: ProjectionSchema
     /// Whether `catchUp(origins:)` filled an empty projection the way a rebuild does already.
     private var triedFreshFill = false
+    /// The projector of the last `catchUp(origins:)`, kept while nothing else writes the file,
+    /// with what showed that: the writer connection's `data_version` (moves when another
+    /// connection commits) and `total_changes()` (moves when this one changes a row by any
+    /// other path). Kept only once its transaction committed. Loading a projector reads every origin's
+    /// cursor: a hub receiving a group of pushes every few milliseconds spent half its
+    /// projection doing that (docs/SCALING.md). Touched only inside the writer's transactions.
+    private var kept: (projector: Projector, dataVersion: Int64, changes: Int64)?
+    private let keptLock = Lock()
+    /// Projectors `catchUp(origins:)` loaded from the file (not kept ones): for tests.
+    private(set) var projectorsLoaded = 0
+    /// Past this many events a catch-up's projector is not kept (its buffers stay as large).
+    static let keptProjectorEventsMax = 10_000
     /// Whether a rebuild owed to the share scope rule was looked for (once per `Projection`).
     private var scopesSettled = false
     public let path: String
@@ -236,10 +248,16 @@ public final class Projection: @unchecked Sendable {
         let store = self.store
         var events: [Event] = []
         var more = false
+        var keeping: (projector: Projector, dataVersion: Int64, changes: Int64)?
         let n = try pool.write { db -> Int in
-            let p = try Projector(schema: schema, db: db, fresh: false)
+            let p: Projector
+            if let k = try self.keptProjector(db) { p = k } else {
+                p = try Projector(schema: schema, db: db, fresh: false)
+                projectorsLoaded += 1
+            }
             p.scopeOf = Projection.scopesOfLogs(store)
             p.replayEntities = { try Projection.histories(store: store, of: $0) }
+            let appliedBefore = p.eventsApplied
             var count = 0
             for o in origins.sorted() {
                 let applied = try Int64.fetchOne(db, sql: "SELECT last_seq FROM projection_cursor WHERE origin = ?", arguments: [o.description]) ?? 0
@@ -254,13 +272,34 @@ public final class Projection: @unchecked Sendable {
                 }
                 if more { break }
             }
-            guard p.eventsApplied > 0 else { return 0 }
-            try p.flush(db: db)
-            return p.eventsApplied
+            let applied = p.eventsApplied - appliedBefore
+            if applied > 0 { try p.flush(db: db) }
+            if !more && applied <= Self.keptProjectorEventsMax {
+                // Noted inside the transaction, whose write lock no other connection can pass
+                // (this connection's own commit moves neither value); kept only once it commits.
+                let v = try Self.writerVersion(db)
+                keeping = (p, v.dataVersion, v.changes)
+            }
+            return applied
         }
+        keptLock.withLock { kept = keeping }
         if let hub, n > 0 { hub.publish(ProjectionChange(cursor: try pool.read(Projection.readCursor), events: events)) }
         guard more else { return n }
         return n + (try Projection.project(store: store, into: pool, schema: schema, fresh: false, progress: nil, hub: hub, only: origins))
+    }
+
+    /// The kept projector, if nothing but it wrote the file since it was kept.
+    private func keptProjector(_ db: Database) throws -> Projector? {
+        // Taken out: a catch-up that fails leaves none kept.
+        guard let k = keptLock.withLock({ () -> (projector: Projector, dataVersion: Int64, changes: Int64)? in defer { kept = nil }; return kept }) else { return nil }
+        let v = try Self.writerVersion(db)
+        return v.dataVersion == k.dataVersion && v.changes == k.changes ? k.projector : nil
+    }
+
+    private static func writerVersion(_ db: Database) throws -> (dataVersion: Int64, changes: Int64) {
+        let row = try Row.fetchOne(db, sql: "SELECT data_version, total_changes() FROM pragma_data_version")
+        guard let row, let v: Int64 = row[0], let c: Int64 = row[1] else { throw ProjectionError.database("cannot read data_version") }
+        return (v, c)
     }
 
     /// Every commit this `Projection` makes from now on (`catchUp`, `apply`), as it is made: the
