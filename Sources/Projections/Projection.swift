@@ -34,10 +34,19 @@ public final class Projection: @unchecked Sendable {
     /// The projector of the last `catchUp(origins:)`, kept while nothing else writes the file,
     /// with what showed that: the writer connection's `data_version` (moves when another
     /// connection commits) and `total_changes()` (moves when this one changes a row by any
-    /// other path). Kept only once its transaction committed. Loading a projector reads every origin's
+    /// other path), and `fileGeneration` (a copy over the file through this connection, which
+    /// moves neither). Kept only once its transaction committed. Loading a projector reads every origin's
     /// cursor: a hub receiving a group of pushes every few milliseconds spent half its
     /// projection doing that (docs/SCALING.md). Touched only inside the writer's transactions.
-    private var kept: (projector: Projector, dataVersion: Int64, changes: Int64)?
+    private var kept: Kept?
+    private struct Kept {
+        var projector: Projector
+        var dataVersion: Int64
+        var changes: Int64
+        var generation: Int
+    }
+    /// Moves when the file's content is replaced without either value moving (`rebuildInPlace`).
+    private var fileGeneration = 0
     private let keptLock = Lock()
     /// Projectors `catchUp(origins:)` loaded from the file (not kept ones): for tests.
     private(set) var projectorsLoaded = 0
@@ -248,7 +257,7 @@ public final class Projection: @unchecked Sendable {
         let store = self.store
         var events: [Event] = []
         var more = false
-        var keeping: (projector: Projector, dataVersion: Int64, changes: Int64)?
+        var keeping: Kept?
         let n = try pool.write { db -> Int in
             let p: Projector
             if let k = try self.keptProjector(db) { p = k } else {
@@ -278,7 +287,7 @@ public final class Projection: @unchecked Sendable {
                 // Noted inside the transaction, whose write lock no other connection can pass
                 // (this connection's own commit moves neither value); kept only once it commits.
                 let v = try Self.writerVersion(db)
-                keeping = (p, v.dataVersion, v.changes)
+                keeping = Kept(projector: p, dataVersion: v.dataVersion, changes: v.changes, generation: self.currentGeneration)
             }
             return applied
         }
@@ -291,10 +300,25 @@ public final class Projection: @unchecked Sendable {
     /// The kept projector, if nothing but it wrote the file since it was kept.
     private func keptProjector(_ db: Database) throws -> Projector? {
         // Taken out: a catch-up that fails leaves none kept.
-        guard let k = keptLock.withLock({ () -> (projector: Projector, dataVersion: Int64, changes: Int64)? in defer { kept = nil }; return kept }) else { return nil }
+        let (k, generation) = keptLock.withLock { () -> (Kept?, Int) in
+            defer { kept = nil }
+            return (kept, fileGeneration)
+        }
+        guard let k, k.generation == generation else { return nil }
         let v = try Self.writerVersion(db)
         return v.dataVersion == k.dataVersion && v.changes == k.changes ? k.projector : nil
     }
+
+    /// The file's content was replaced through this projection's own connection (a backup into
+    /// it): neither `data_version` nor `total_changes()` says so, this does.
+    private func replacedFile() {
+        keptLock.withLock {
+            kept = nil
+            fileGeneration += 1
+        }
+    }
+
+    private var currentGeneration: Int { keptLock.withLock { fileGeneration } }
 
     private static func writerVersion(_ db: Database) throws -> (dataVersion: Int64, changes: Int64) {
         let row = try Row.fetchOne(db, sql: "SELECT data_version, total_changes() FROM pragma_data_version")
@@ -552,7 +576,14 @@ public final class Projection: @unchecked Sendable {
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) } }
         do {
             let source = try SQLiteFactory.queue(temp, .ours)
-            try source.backup(to: pool)
+            // The copy moves neither data_version (SQLite compensates for its own connection)
+            // nor total_changes(): a kept projector is dropped here, in the writer's turn, so
+            // no catch-up runs between the copy and the drop.
+            try pool.writeWithoutTransaction { dest in
+                replacedFile()
+                try source.read { src in try src.backup(to: dest) }
+                replacedFile()
+            }
             try source.close()
             // Folded back and cut now if no reader holds the WAL; else at the next checkpoint.
             _ = try? pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
