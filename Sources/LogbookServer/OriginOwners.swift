@@ -116,33 +116,67 @@ public final class OriginOwners: @unchecked Sendable {
     /// Makes `user` the owner of every origin in `origins` that has none, durably, and returns
     /// the first origin another user owns (nothing is claimed then), or the origins it claimed.
     public func claim(_ origins: some Sequence<ReplicaID>, user: String, principal: String) throws -> Claim {
+        try claim([ClaimRequest(origins: Array(origins), user: user, principal: principal)])[0]
+    }
+
+    /// One claim of `claim(_:)`'s batch.
+    public struct ClaimRequest: Sendable {
+        public var origins: [ReplicaID]
+        public var user: String
+        public var principal: String
+        public init(origins: [ReplicaID], user: String, principal: String) {
+            self.origins = origins
+            self.user = user
+            self.principal = principal
+        }
+    }
+
+    /// Claims as `claim(_:user:principal:)` does for each request in turn (a request sees what
+    /// those before it claimed), in one durable transaction for all: a group of pushes claiming
+    /// new origins waits for one sync, not one each.
+    /// - Returns: per request, what its claim did.
+    /// - Throws: `ServerError` when the claims cannot be recorded: then none is.
+    public func claim(_ requests: [ClaimRequest]) throws -> [Claim] {
         try lock.withLock {
-            var new: [ReplicaID] = []
-            for o in origins {
-                switch owners[o] {
-                case nil: new.append(o)
-                case user?: continue
-                default: return Claim(taken: o, new: [])
+            var planned: [ReplicaID: String] = [:]
+            var claims: [Claim] = []
+            for r in requests {
+                var new: [ReplicaID] = [], seen = Set<ReplicaID>()
+                var taken: ReplicaID?
+                for o in r.origins {
+                    switch owners[o] ?? planned[o] {
+                    case nil: if seen.insert(o).inserted { new.append(o) }
+                    case r.user?: continue
+                    default: taken = o
+                    }
+                    if taken != nil { break }
                 }
+                if let taken {
+                    claims.append(Claim(taken: taken, new: []))
+                    continue
+                }
+                for o in new { planned[o] = r.user }
+                claims.append(Claim(taken: nil, new: new))
             }
-            guard !new.isEmpty else { return Claim(taken: nil, new: []) }
+            guard !planned.isEmpty else { return claims }
             let q = try open()
             let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
             do {
                 try q.write { db in
-                    for o in new {
-                        try db.execute(sql: "INSERT INTO owners (origin, user, principal, claimed_at) VALUES (?, ?, ?, ?)",
-                                       arguments: [o.description, user, principal, now])
+                    let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at) VALUES (?, ?, ?, ?)")
+                    for (r, c) in zip(requests, claims) {
+                        for o in c.new { try insert.execute(arguments: [o.description, r.user, r.principal, now]) }
                     }
                 }
             } catch {
-                throw ServerError("\(path): cannot record who owns origin \(new[0]): \(error)")
+                let first = claims.first { !$0.new.isEmpty }?.new[0]
+                throw ServerError("\(path): cannot record who owns origin \(first.map { "\($0)" } ?? "?"): \(error)")
             }
-            for o in new {
-                owners[o] = user
-                byUser[user, default: []].insert(o)
+            for (o, u) in planned {
+                owners[o] = u
+                byUser[u, default: []].insert(o)
             }
-            return Claim(taken: nil, new: new)
+            return claims
         }
     }
 

@@ -380,16 +380,32 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         if another { writes.async { self.receivePending() } }
         guard !group.isEmpty else { return }
-        // Claims first, one push at a time, durably, before a frame is written; taken back if
-        // the push is refused: a refusal changes nothing.
-        var live: [Int] = []
+        // Claims first, durably, before a frame is written; taken back if the push is refused:
+        // a refusal changes nothing. The claims of the whole group are one transaction (one
+        // sync, not one per push), made in the order the pushes came.
+        var live: [Int] = [], claiming: [Int] = []
         for i in group.indices {
             do {
-                group[i].claim = try claim(group[i])
-                live.append(i)
+                if try mayClaim(group[i]) { claiming.append(i) } else { live.append(i) }
             } catch {
                 group[i].answer.resume(throwing: error)
             }
+        }
+        if !claiming.isEmpty {
+            do {
+                let claims = try owners.claim(claiming.map { OriginOwners.ClaimRequest(origins: group[$0].pushed, user: group[$0].principal.user ?? "", principal: group[$0].principal.name) })
+                for (i, c) in zip(claiming, claims) {
+                    if let taken = c.taken {
+                        group[i].answer.resume(throwing: Self.foreignOrigin(taken, principal: group[i].principal, user: group[i].principal.user ?? ""))
+                    } else {
+                        group[i].claim = c
+                        live.append(i)
+                    }
+                }
+            } catch {
+                for i in claiming { group[i].answer.resume(throwing: error) }
+            }
+            live.sort()  // received in the order they came
         }
         guard !live.isEmpty else { return }
         func refuse(_ i: Int, _ refusal: any Error) {
@@ -463,9 +479,10 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
     }
 
-    /// Claims the origins of a scoped principal's push that nobody owns (runs on `writes`).
-    private func claim(_ push: PendingPush) throws -> OriginOwners.Claim? {
-        guard let user = push.principal.user else { return nil }
+    /// Whether `push` is a scoped principal's, whose origins nobody owns are to be claimed
+    /// (runs on `writes`); throws when one of them may not be claimed.
+    private func mayClaim(_ push: PendingPush) throws -> Bool {
+        guard let user = push.principal.user else { return false }
         // Only an origin this store holds nothing of can be claimed: one it already holds
         // (its own, or one an unscoped principal pushed) belongs to no user to take.
         for o in push.pushed where owners.owner(of: o) == nil {
@@ -474,9 +491,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                                     code: .forbidden, origin: o)
             }
         }
-        let c = try owners.claim(push.pushed, user: user, principal: push.principal.name)
-        if let taken = c.taken { throw Self.foreignOrigin(taken, principal: push.principal, user: user) }
-        return c
+        return true
     }
 
     /// `refusal`, after taking back `claim` (a refused push changes nothing).

@@ -25,6 +25,33 @@ import Testing
 
     func push(_ page: FramePage, to url: String, token: String) async throws -> (Int, String) { try await RawHTTP.push(page, to: url, token: token) }
 
+    /// A group's claims are one transaction: each request sees the ones before it, a request
+    /// naming an origin another user owns (or was just given) claims nothing, and what was
+    /// claimed is on disk for the next server.
+    @Test func claimsOfAGroupAreMadeTogetherInOrder() throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let a = ReplicaID.random(), b = ReplicaID.random(), c = ReplicaID.random(), d = ReplicaID.random()
+        let owners = try OriginOwners(store: hub)
+        #expect(try owners.claim([b], user: "bob", principal: "bob-phone") == OriginOwners.Claim(taken: nil, new: [b]))
+        let claims = try owners.claim([
+            .init(origins: [a, c], user: "alice", principal: "alice-laptop"),
+            .init(origins: [d, b], user: "alice", principal: "alice-phone"),  // b is bob's: nothing of it
+            .init(origins: [c], user: "carol", principal: "carol-laptop"),  // c was just given to alice
+            .init(origins: [d, d], user: "carol", principal: "carol-phone"),
+            .init(origins: [a], user: "alice", principal: "alice-laptop"),  // hers already: nothing new
+        ])
+        #expect(claims == [
+            .init(taken: nil, new: [a, c]), .init(taken: b, new: []), .init(taken: c, new: []), .init(taken: nil, new: [d]), .init(taken: nil, new: []),
+        ])
+        #expect(owners.all == [a: "alice", b: "bob", c: "alice", d: "carol"])
+        #expect(owners.origins(of: ["alice"]) == [a, c] && owners.origins(of: ["carol"]) == [d])
+        #expect(try OriginOwners(store: hub).all == owners.all, "on disk")
+        // A refused push takes back only its own claim.
+        try owners.release(claims[3], user: "carol")
+        #expect(try OriginOwners(store: hub).all == [a: "alice", b: "bob", c: "alice"])
+    }
+
     @Test func scopedPrincipalsReadOnlyTheirUsersOriginsAndPushOnlyTheirOwn() async throws {
         let dir = Dir()
         let hub = try Store.create(at: dir.path + "/hub")
