@@ -70,13 +70,14 @@ import Testing
         }
     }
 
-    /// A group of pushes of several origins syncs the filesystem once, then each origin's log:
-    /// every origin's frames are then marked durable and read back whole.
+    /// A group of pushes of several origins new to the store makes their logs on several threads,
+    /// syncs the filesystem once, then each origin's log: every origin's frames are then marked
+    /// durable and read back whole, in this process and the next.
     @Test func aGroupOfManyOriginsIsDurableForEachOrigin() throws {
         let dir = TempDir()
         var batches: [[[UInt8]]] = []
         var origins: [ReplicaID] = []
-        for k in 0..<(LogAppender.filesystemSyncOrigins + 2) {
+        for k in 0..<(LogAppender.newLogsThreadsMax + 3) {
             let peer = try Store.create(at: dir.path + "/peer\(k)", replicaID: ReplicaID.random())
             let w = try LogAppender(store: peer)
             _ = try w.append(sampleMutations(3 + k, seed: UInt64(k)))
@@ -91,6 +92,7 @@ import Testing
         let results = try r.receive(batches: batches)
         #expect(results.allSatisfy { (try? $0.get().events) ?? 0 > 0 })
         try r.close()
+        #expect(try Verifier(store: hub).run().isClean)
         for (k, o) in origins.enumerated() {
             #expect(hub.directory(o).loadDurable() == Seq(UInt64(3 + k)), "origin \(k) marked durable through its last seq")
             var n = 0

@@ -347,6 +347,7 @@ extension LogAppender {
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentWriter.Mark] = [:]
         do {
+            try openNewLogsTogether(Set(accepted.map(\.origin)))
             for a in accepted {
                 let w = try writer(for: a.origin)
                 if starts[a.origin] == nil {
@@ -536,6 +537,53 @@ extension LogAppender {
         if let r = recoveredOthers[origin], !r.segments.isEmpty { return r.tip }
         return try store.directory(origin).loadFloor() ?? .empty
     }
+
+    /// The logs of several origins this store holds nothing of are made on as many threads
+    /// (up to `newLogsThreadsMax`): each is a folder and a first segment made durable, four
+    /// syncs one after the other, and a group of first pushes waited for all of them in turn.
+    /// Syncs of different files on different threads overlap on the device.
+    private func openNewLogsTogether(_ origins: Set<ReplicaID>) throws {
+        let store = self.store
+        let new = origins.filter { o in
+            o != origin && received[o] == nil && recoveredOthers[o] == nil && !FileIO.exists(store.directory(o).path)
+        }.sorted()
+        guard new.count >= 2 else { return }
+        let made = Locked<[ReplicaID: Result<SegmentWriter, any Error>]>([:])
+        let next = Locked(0)
+        let finished = DispatchSemaphore(value: 0)
+        // Each origin is taken by whichever thread comes first, this one included, and each
+        // taken origin signals once made: a thread that never starts (the system refused it)
+        // takes none and holds up nothing.
+        let work: @Sendable () -> Void = {
+            while true {
+                let i = next.withLock { n -> Int in defer { n += 1 }; return n }
+                guard i < new.count else { return }
+                let r = Result { () throws -> SegmentWriter in try SegmentWriter(dir: store.directory(new[i]), recovered: nil) }
+                made.withLock { $0[new[i]] = r }
+                finished.signal()
+            }
+        }
+        for _ in 1..<min(new.count, Self.newLogsThreadsMax) { Thread(block: work).start() }
+        work()
+        for _ in new { finished.wait() }
+        var failure: (any Error)?
+        for o in new {
+            switch made.withLock({ $0[o] }) {
+            case .success(let w)?:
+                receivedUse &+= 1
+                w.lastUse = receivedUse
+                received[o] = w
+            case .failure(let e)?:
+                if failure == nil { failure = e }
+            case nil:
+                break
+            }
+        }
+        if let failure { throw failure }
+    }
+
+    /// At most this many threads make new origins' logs at once.
+    static let newLogsThreadsMax = 8
 
     private func writer(for origin: ReplicaID) throws -> SegmentWriter {
         if origin == self.origin { return own }  // only while restoring a lost own tail

@@ -36,6 +36,7 @@ final class SegmentWriter {
         if segments.isEmpty { active.lastHLC = floor.lastHLC }
         committed = active
         indexWrittenAt = active.coveredBytes
+        let created = segments.isEmpty
         if segments.isEmpty {
             if !FileIO.exists(dir.path) {
                 try FileIO.makeDirectory(dir.path, op: "open")
@@ -60,6 +61,10 @@ final class SegmentWriter {
         if let mark = dir.loadDurable(), mark > committed.lastSeq {
             markAhead = mark
             try FileIO.fdatasync(fd, path: path, op: "open")
+        } else if created {
+            // The segment was just made durable whole (written, synced, renamed, its folder
+            // synced): another fdatasync would find nothing to write and still flush the device.
+            try writeDurableMark(op: "open")
         } else {
             try sync(op: "open")
         }
@@ -102,6 +107,11 @@ final class SegmentWriter {
     /// here would have its seq reused by a later append).
     func sync(op: String) throws {
         try FileIO.fdatasync(fd, path: path, op: op)
+        try writeDurableMark(op: op)
+    }
+
+    /// Records the committed end in `DURABLE` (every frame up to it must be on disk).
+    private func writeDurableMark(op: String) throws {
         if let m = markAhead {
             guard committed.lastSeq >= m else { return }
             markAhead = nil
