@@ -164,6 +164,9 @@ final class Run: @unchecked Sendable {
     var cursors: [ReplicationCursor]
     var busy: Set<Int> = []
     var latencies: [Double] = []
+    /// Of each step: the push alone (until its answer), and the pulls the sibling made.
+    var pushLatencies: [Double] = []
+    var pullsMade = 0
     var events = 0, errors = 0, leaks = 0, steps = 0
     var firstError: String?
     let client: HTTPClient
@@ -242,6 +245,7 @@ final class Run: @unchecked Sendable {
             let answer = try await client.execute(push, timeout: .seconds(60))
             let text = try await answer.body.collect(upTo: 1 << 20)
             guard answer.status == .ok else { throw HubError("push \(answer.status.code): \(String(buffer: text).prefix(200))") }
+            let pushed = Date().timeIntervalSince(began) * 1000
             lock.withLock {
                 sent[r] = frames.count
                 events += n
@@ -250,7 +254,9 @@ final class Run: @unchecked Sendable {
             let s = fleet.sibling(r)
             let target = Seq(UInt64(b.events))
             var held = false
+            var pulls = 0
             for _ in 0..<50 where !held {
+                pulls += 1
                 let since = lock.withLock { cursors[s] }
                 var pull = HTTPClientRequest(url: nodes[(via + 1) % nodes.count] + "/v1/frames?since=\(since.token)")
                 pull.headers.add(name: "Authorization", value: "Bearer \(fleet.tokens[s])")
@@ -272,6 +278,8 @@ final class Run: @unchecked Sendable {
             let ms = Date().timeIntervalSince(began) * 1000
             lock.withLock {
                 latencies.append(ms)
+                pushLatencies.append(pushed)
+                pullsMade += pulls
                 steps += 1
             }
         } catch {
@@ -285,14 +293,17 @@ final class Run: @unchecked Sendable {
     var eventsPerSecond: Double { Double(lock.withLock { events }) / max(elapsed, 0.001) }
 
     func json(backend: String) -> String {
-        let sorted = latencies.sorted()
-        func q(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        let sorted = latencies.sorted(), pushes = pushLatencies.sorted()
+        func q(_ p: Double, _ sorted: [Double]) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        func q(_ p: Double) -> Double { q(p, sorted) }
         let origins = lock.withLock { sent.filter { $0 > 0 }.count }
         let fields: [String] = [
             #""backend":"\#(backend)""#, #""replicas":\#(fleet.origins.count)"#, #""shares":\#(fleet.shares.count)"#, #""replicas_that_pushed":\#(origins)"#,
             #""seconds":\#(String(format: "%.1f", elapsed))"#, #""steps":\#(steps)"#, #""events":\#(events)"#,
             #""events_per_s":\#(String(format: "%.0f", Double(events) / max(elapsed, 0.001)))"#,
             #""push_to_sibling_ms_p50":\#(String(format: "%.1f", q(0.5)))"#, #""push_to_sibling_ms_p99":\#(String(format: "%.1f", q(0.99)))"#,
+            #""push_ms_p50":\#(String(format: "%.1f", q(0.5, pushes)))"#, #""push_ms_p99":\#(String(format: "%.1f", q(0.99, pushes)))"#,
+            #""pulls_per_step":\#(String(format: "%.2f", Double(pullsMade) / Double(max(steps, 1))))"#,
             #""errors":\#(errors)"#, #""leaks":\#(leaks)"#,
         ] + (firstError.map { [#""first_error":"\#($0.prefix(200).replacingOccurrences(of: "\"", with: "'"))""#] } ?? [])
         return "{" + fields.joined(separator: ",") + "}"
