@@ -39,44 +39,38 @@ struct ByteWriter {
         bytes.append(contentsOf: c)
     }
 
-    /// Zeros to grow by with one copy (`writeInPlace`).
-    static let zeros = [UInt8](repeating: 0, count: 64 << 10)
+    /// Room before a record's body for its length (a varint of at most 10 bytes).
+    private static let lengthRoom = 10
+    /// Where `writeRecord` builds a record: grown, never shrunk, so it is zeroed only as it grows.
+    private var scratch: [UInt8] = []
 
-    /// Reserves `bound` bytes, lets `body` write at most that many through a cursor, and keeps
-    /// what it wrote. Traps if `body` writes past `bound` (a wrong bound is a bug, never input).
-    @inline(__always) mutating func writeInPlace(bound: Int, _ body: (inout RawCursor) -> Void) {
-        let start = bytes.count
-        var left = bound
-        while left > 0 {
-            let n = min(left, ByteWriter.zeros.count)
-            ByteWriter.zeros.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[..<n])) }
-            left -= n
-        }
-        let written = bytes.withUnsafeMutableBufferPointer { b -> Int in
-            let base = b.baseAddress! + start
-            var c = RawCursor(p: base, end: base + bound)
+    /// Appends one length-prefixed record: `body` writes at most `bound` bytes through a cursor
+    /// into scratch room, and the record lands as the varint length of what it wrote followed by
+    /// those bytes, in one copy: nothing is zeroed per record, trimmed after, or moved to fit a
+    /// longer length. Traps if `body` writes past `bound` (a wrong bound is a bug, never input).
+    @inline(__always) mutating func writeRecord(bound: Int, _ body: (inout RawCursor) -> Void) {
+        let need = Self.lengthRoom + bound
+        if scratch.count < need { scratch = [UInt8](repeating: 0, count: max(need, 4096)) }
+        let (start, count) = scratch.withUnsafeMutableBufferPointer { room -> (Int, Int) in
+            let bodyStart = room.baseAddress! + Self.lengthRoom
+            var c = RawCursor(p: bodyStart, end: bodyStart + bound)
             body(&c)
-            return c.p - base
+            let length = c.p - bodyStart
+            var digits = 1
+            var v = UInt64(length)
+            while v >= 0x80 {
+                v >>= 7
+                digits += 1
+            }
+            let start = bodyStart - digits
+            v = UInt64(length)
+            for i in 0..<digits {
+                start[i] = i == digits - 1 ? UInt8(v) : UInt8(truncatingIfNeeded: v) | 0x80
+                v >>= 7
+            }
+            return (Self.lengthRoom - digits, digits + length)
         }
-        bytes.removeLast(bound - written)
-    }
-
-    /// Makes the byte at `at`, written as a placeholder, the varint length of everything after
-    /// it: one byte below 128; otherwise what follows moves up to make room for the longer varint.
-    @inline(__always) mutating func patchLength(at: Int) {
-        let length = bytes.count - at - 1
-        if length < 0x80 {
-            bytes[at] = UInt8(truncatingIfNeeded: length)
-            return
-        }
-        var v = UInt64(length)
-        var prefix: [UInt8] = []
-        while v >= 0x80 {
-            prefix.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
-        }
-        prefix.append(UInt8(v))
-        bytes.replaceSubrange(at..<at + 1, with: prefix)
+        scratch.withUnsafeBufferPointer { bytes.append(contentsOf: UnsafeBufferPointer(rebasing: $0[start..<start + count])) }
     }
 
     mutating func patchU32(at offset: Int, _ v: UInt32) {
@@ -231,7 +225,7 @@ public func makeUTF8String(_ p: UnsafeRawBufferPointer) -> String? {
     return String(validating: u, as: UTF8.self)
 }
 
-/// Writes into room a `ByteWriter` reserved (`writeInPlace`): raw stores, bounds checked once per
+/// Writes into room a `ByteWriter` reserved (`writeRecord`): raw stores, bounds checked once per
 /// value against the room's end.
 struct RawCursor {
     var p: UnsafeMutablePointer<UInt8>

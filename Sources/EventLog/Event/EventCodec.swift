@@ -58,20 +58,16 @@ enum EventCodec {
                fields: m.fields, hlcDelta: hlcDelta, schemaVersion: Event.currentSchemaVersion, into: &out)
     }
 
-    /// Writes the record in place after a one-byte length, then fixes the length: records under
-    /// 128 bytes need nothing more; a longer one moves its body up by the varint's extra bytes.
-    /// The bytes go through a raw cursor into room reserved for the record's largest size, so
-    /// writing them checks neither capacity nor uniqueness byte by byte.
+    /// Writes the record's body through a raw cursor into room for its largest size (so writing
+    /// checks neither capacity nor uniqueness byte by byte), then appends its length and body.
     @inline(__always)
     static func encode(entity: Entity, op: Op, entityID: UUID, eventID: UUID?, base: HLC?, actor: String?, fields: [Field],
                        hlcDelta: UInt64, schemaVersion: UInt8, into out: inout ByteWriter) {
-        // At most: the length placeholder, four bytes, hlc delta, two ids, base, actor, count.
-        var bound = 1 + 4 + 10 + 16 + 16 + 10 + (actor.map { 10 + $0.utf8.count } ?? 0) + 10
+        // At most: four bytes, hlc delta, two ids, base, actor, count.
+        var bound = 4 + 10 + 16 + 16 + 10 + (actor.map { 10 + $0.utf8.count } ?? 0) + 10
         for f in fields { bound += 10 + 10 + f.name.utf8.count + 1 + valueBound(f.value) }
-        let lengthAt = out.count
         let table = FieldTable.shared
-        out.writeInPlace(bound: bound) { c in
-            c.u8(0)
+        out.writeRecord(bound: bound) { c in
             c.u8(schemaVersion)
             var flags: UInt8 = 0
             if eventID != nil { flags |= Flag.explicitEventID }
@@ -98,7 +94,6 @@ enum EventCodec {
                 encodeValue(f.value, into: &c)
             }
         }
-        out.patchLength(at: lengthAt)
     }
 
     /// The most bytes `encodeValue` writes for `v` (its tag included).
