@@ -92,35 +92,72 @@ import Testing
 
     /// The reference `lz4` tool decodes a payload cut out of a segment.
     @Test func lz4ToolDecodesAPayloadCutOutOfASegment() throws {
-        let lz4 = ["/usr/bin/lz4", "/usr/local/bin/lz4"].first { FileManager.default.isExecutableFile(atPath: $0) }
-        try #require(lz4 != nil, "the lz4 tool is not installed (apt-get install lz4)")
         let golden = try Store.open(at: Fixtures.root + "/log/golden")
         var checked = 0
-        let tmp = TempDir()
         try LogReader(store: golden).forEachFrame(origin: golden.replicaID) { h, bytes in
             guard h.codec == .lz4Frame else { return true }
-            let payload = Data(bytes[FrameHeader.size...])
-            try payload.write(to: URL(fileURLWithPath: tmp.path + "/p.lz4"))
-            let p = Process()
-            p.executableURL = URL(fileURLWithPath: lz4!)
-            p.arguments = ["-d", "-f", "-q", tmp.path + "/p.lz4", tmp.path + "/p.raw"]
-            try p.run()
-            p.waitUntilExit()
-            #expect(p.terminationStatus == 0)
-            let raw = try Data(contentsOf: URL(fileURLWithPath: tmp.path + "/p.raw"))
-            #expect(raw.count == Int(h.rawBytes))
-            // The decoded bytes are the event records: decoding them as a raw frame gives the same events.
-            var rawFrame = Array(bytes[..<FrameHeader.size]) + Array(raw)
-            rawFrame[5] = FrameHeader.Codec.raw.rawValue
-            var hh = h
-            hh.codec = .raw
-            hh.storedBytes = UInt32(raw.count)
-            let viaTool = try rawFrame.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hh) }
-            #expect(viaTool == (try FrameDecoder().events(of: bytes, header: h)))
+            try expectLZ4ToolDecodes(bytes, header: h)
             checked += 1
             return true
         }
         #expect(checked >= 3)
+    }
+
+    /// A batched append's runs of records, compressed on several cores as independent blocks
+    /// (several per run when a run passes 256 KiB), still make one standard LZ4 frame: the
+    /// reference tool decodes it to the records, the reader to the events appended, and the
+    /// store verifies.
+    @Test func aFrameOfIndependentBlocksIsAStandardLZ4Frame() throws {
+        try #require(LogAppender.cores > 1, "runs are compressed apart only on more than one core")
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let appender = try LogAppender(store: store)
+        let small = sampleMutations(1000)
+        // About 900 KiB of records (under a frame's 1 MiB): each worker's run spans two blocks.
+        let large = (0..<400).map { i in item(String(repeating: "note \(i) ", count: 250)) }
+        _ = try appender.append(small)
+        _ = try appender.append(large)
+        try appender.close()
+        var blocks: [Int] = []
+        try LogReader(store: store).forEachFrame(origin: store.replicaID) { h, bytes in
+            #expect(h.codec == .lz4Frame)
+            #expect(bytes[FrameHeader.size + 4] & 0x20 != 0, "the descriptor says the blocks are independent")
+            try expectLZ4ToolDecodes(bytes, header: h)
+            blocks.append(lz4BlockCount(Array(bytes)))
+            return true
+        }
+        #expect(blocks == [min(LogAppender.cores, 1000), blocks[1]])
+        #expect(blocks[1] >= max(LogAppender.cores, 4), "runs past 256 KiB span several blocks")
+        let events = try LogReader(store: store).events(origin: store.replicaID)
+        #expect(events.count == 1400)
+        #expect(events.map(\.fields) == (small + large).map(\.fields))
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// `lz4 -d` decodes the payload of `bytes` (a whole frame) to exactly its records.
+    private func expectLZ4ToolDecodes(_ bytes: UnsafeRawBufferPointer, header h: FrameHeader) throws {
+        let lz4 = ["/usr/bin/lz4", "/usr/local/bin/lz4"].first { FileManager.default.isExecutableFile(atPath: $0) }
+        try #require(lz4 != nil, "the lz4 tool is not installed (apt-get install lz4)")
+        let tmp = TempDir()
+        let payload = Data(bytes[FrameHeader.size..<(FrameHeader.size + Int(h.storedBytes) - h.trailerBytes)])
+        try payload.write(to: URL(fileURLWithPath: tmp.path + "/p.lz4"))
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: lz4!)
+        p.arguments = ["-d", "-f", "-q", tmp.path + "/p.lz4", tmp.path + "/p.raw"]
+        try p.run()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0)
+        let raw = try Data(contentsOf: URL(fileURLWithPath: tmp.path + "/p.raw"))
+        #expect(raw.count == Int(h.rawBytes))
+        // The decoded bytes are the event records: decoding them as a raw frame gives the same events.
+        var rawFrame = Array(bytes[..<FrameHeader.size]) + Array(raw)
+        rawFrame[5] = FrameHeader.Codec.raw.rawValue
+        var hh = h
+        hh.codec = .raw
+        hh.signed = false
+        hh.storedBytes = UInt32(raw.count)
+        let viaTool = try rawFrame.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hh) }
+        #expect(viaTool == (try FrameDecoder().events(of: bytes, header: h)))
     }
 
     struct Expectation: Sendable {

@@ -186,12 +186,18 @@ final class FrameEncoder {
         }
         precondition(count < FrameHeader.eventsMax, "frame event count out of range")
         EventCodec.encode(m, hlcDelta: hlc.rawValue - firstHLC.rawValue, into: &records)
+        blockRuns = 0  // the runs' blocks no longer hold every record
         lastHLC = hlc
         count += 1
     }
 
     /// Per-worker record buffers of `add(_:picks:…)`, kept for their capacity.
     private var parts: [ByteWriter] = []
+    /// Per-worker LZ4 blocks of `add(_:picks:…)`'s runs, each compressed by the worker that
+    /// encoded it; `blockRuns` of them hold the frame being built (0: `finish` compresses the
+    /// records itself).
+    private var blockWriters: [LZ4BlockWriter] = []
+    private var blockRuns = 0
 
     /// Adds `ms[picks]` as the next events of an empty frame, at `baseSeq` on, stamped `hlcs`
     /// (increasing), their records encoded by `workers` threads, each a contiguous run into a
@@ -206,6 +212,8 @@ final class FrameEncoder {
         let n = picks.count
         let runs = max(1, min(workers, n))
         while parts.count < runs { parts.append(ByteWriter(capacity: 1 << 16)) }
+        while blockWriters.count < runs { blockWriters.append(LZ4BlockWriter()) }
+        nonisolated(unsafe) let writers = blockWriters
         parts.withUnsafeMutableBufferPointer { buffer in
             nonisolated(unsafe) let out = buffer
             DispatchQueue.concurrentPerform(iterations: runs) { w in
@@ -215,11 +223,16 @@ final class FrameEncoder {
                     if out[w].count >= bytesLimit { break }
                     EventCodec.encode(ms[picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
                 }
+                // Each run is compressed by the thread that encoded it, while it is in that
+                // core's cache (`finish` joins the blocks into one LZ4 frame).
+                writers[w].reset()
+                if out[w].count < bytesLimit { out[w].bytes.withUnsafeBytes { writers[w].append($0) } }
             }
         }
         guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit else { return false }
         records.removeAll()
         for w in 0..<runs { records.raw(parts[w].bytes) }
+        blockRuns = runs
         self.origin = origin
         self.baseSeq = baseSeq
         firstHLC = first
@@ -229,7 +242,10 @@ final class FrameEncoder {
     }
 
     /// Drops the frame being built.
-    func reset() { count = 0 }
+    func reset() {
+        count = 0
+        blockRuns = 0
+    }
 
     /// Adds an event (its explicit id, base, actor and schema version as recorded).
     func add(_ e: Event) {
@@ -243,6 +259,7 @@ final class FrameEncoder {
                          "frame events must be contiguous seqs of one origin in hlc order")
         }
         EventCodec.encode(e, firstHLC: firstHLC, into: &records)
+        blockRuns = 0
         lastHLC = e.hlc
         count += 1
     }
@@ -260,14 +277,24 @@ final class FrameEncoder {
     /// carries the share block and, given a content key, its payload is sealed ("Share frames").
     func finish(continues: Bool, previousHash: FrameHash, signer: ReplicaKey? = nil, share: (block: ShareBlock, key: ContentKey?)? = nil) -> [UInt8] {
         precondition(count > 0, "a frame holds at least one event")
-        defer { count = 0 }
+        defer { reset() }
         precondition(records.count <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
         precondition(share == nil || signer != nil, "a share's frame is signed")
         out.removeAll()
         out.bytes.append(contentsOf: repeatElement(0, count: FrameHeader.size))
         var codec = FrameHeader.Codec.lz4Frame
         if records.count > FrameEncoder.rawPayloadBytesMax {
-            _ = records.bytes.withUnsafeBytes { lz4.compress($0, into: &out.bytes) }
+            if blockRuns > 0 {
+                // Runs compressed on several cores: one LZ4 frame of independent blocks.
+                lz4.appendIndependentFrameHeader(contentSize: records.count, into: &out.bytes)
+                for w in 0..<blockRuns {
+                    let b = blockWriters[w]
+                    b.bytes.withUnsafeBufferPointer { out.bytes.append(contentsOf: $0[..<b.count]) }
+                }
+                LZ4Codec.appendEndMark(into: &out.bytes)
+            } else {
+                _ = records.bytes.withUnsafeBytes { lz4.compress($0, into: &out.bytes) }
+            }
         }
         if out.count - FrameHeader.size >= records.count || records.count <= FrameEncoder.rawPayloadBytesMax {
             out.bytes.removeSubrange(FrameHeader.size...)

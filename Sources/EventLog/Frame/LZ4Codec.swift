@@ -6,6 +6,8 @@ import CLZ4
 /// One codec holds reusable contexts and buffers: not thread-safe; use one per thread.
 final class LZ4Codec {
     private var dctx: OpaquePointer?
+    /// Writes frame headers for payloads compressed in independent blocks (made at first use).
+    private var cctx: OpaquePointer?
     private var prefs = LZ4F_preferences_t()
 
     init() {
@@ -21,6 +23,32 @@ final class LZ4Codec {
 
     deinit {
         LZ4F_freeDecompressionContext(dctx)
+        if let cctx { LZ4F_freeCompressionContext(cctx) }
+    }
+
+    /// Appends the header of an LZ4 frame of independent blocks of at most
+    /// `LZ4BlockWriter.blockBytesMax` that holds `contentSize` bytes (content size present, no
+    /// content checksum): what goes before blocks `LZ4BlockWriter` made, and the end mark after
+    /// them (`appendEndMark`).
+    func appendIndependentFrameHeader(contentSize: Int, into output: inout [UInt8]) {
+        if cctx == nil {
+            var c: OpaquePointer?
+            let r = LZ4F_createCompressionContext(&c, UInt32(LZ4F_VERSION))
+            precondition(LZ4F_isError(r) == 0, "liblz4 could not allocate a context")
+            cctx = c
+        }
+        var p = prefs
+        p.frameInfo.blockMode = LZ4F_blockIndependent
+        p.frameInfo.contentSize = UInt64(contentSize)
+        var header = [UInt8](repeating: 0, count: Int(LZ4F_HEADER_SIZE_MAX))
+        let n = header.withUnsafeMutableBytes { LZ4F_compressBegin(cctx, $0.baseAddress, $0.count, &p) }
+        precondition(LZ4F_isError(n) == 0, "LZ4F could not write a frame header: \(String(cString: LZ4F_getErrorName(n)))")
+        output.append(contentsOf: header[..<n])
+    }
+
+    /// Appends the end mark of an LZ4 frame (a zero block size; no content checksum follows).
+    static func appendEndMark(into output: inout [UInt8]) {
+        output.append(contentsOf: [0, 0, 0, 0] as [UInt8])
     }
 
     /// Appends an LZ4 frame holding `input` to `output`; returns the number of bytes appended.
@@ -77,6 +105,56 @@ final class LZ4Codec {
             return nil
         }
         if let failure { throw failure }
+    }
+}
+
+/// Compresses bytes into the blocks of an LZ4 frame whose blocks are independent: each block is
+/// its 4-byte little-endian size (high bit set when the block is stored uncompressed) and its
+/// data. Blocks made by several writers at once, each for its own run of the input, joined in
+/// order between `LZ4Codec.appendIndependentFrameHeader` and `appendEndMark`, are one standard
+/// LZ4 frame (any LZ4 frame decoder reads it). One writer per thread.
+final class LZ4BlockWriter {
+    /// Bytes of input per block at most: the 256 KiB the frame header declares.
+    static let blockBytesMax = 256 << 10
+    private let state: UnsafeMutableRawPointer
+    /// The blocks made since `reset` are `bytes[..<count]` (the array is grown, never shrunk,
+    /// so that its bytes need no zeroing per use).
+    private(set) var bytes: [UInt8] = []
+    private(set) var count = 0
+
+    init() {
+        state = UnsafeMutableRawPointer.allocate(byteCount: Int(LZ4_sizeofState()), alignment: 16)
+    }
+
+    deinit { state.deallocate() }
+
+    func reset() { count = 0 }
+
+    /// Appends the blocks holding `input`, in order.
+    func append(_ input: UnsafeRawBufferPointer) {
+        var at = 0
+        while at < input.count {
+            let n = min(Self.blockBytesMax, input.count - at)
+            let bound = Int(LZ4_compressBound(Int32(n)))
+            let room = count + 4 + max(bound, n)
+            if bytes.count < room { bytes.append(contentsOf: repeatElement(0, count: room + room / 2 - bytes.count)) }
+            let src = input.baseAddress! + at
+            let size: UInt32 = bytes.withUnsafeMutableBytes { out in
+                let dst = out.baseAddress! + count + 4
+                let r = Int(LZ4_compress_fast_extState(state, src, dst, Int32(n), Int32(bound), 1))
+                // Stored as is when compression fails to shrink the block (as liblz4 does).
+                if r <= 0 || r >= n {
+                    dst.copyMemory(from: src, byteCount: n)
+                    return UInt32(n) | 0x8000_0000
+                }
+                return UInt32(r)
+            }
+            withUnsafeBytes(of: size.littleEndian) { le in
+                bytes.withUnsafeMutableBytes { $0.baseAddress!.advanced(by: count).copyMemory(from: le.baseAddress!, byteCount: 4) }
+            }
+            count += 4 + Int(size & 0x7FFF_FFFF)
+            at += n
+        }
     }
 }
 
