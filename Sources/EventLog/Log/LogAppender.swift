@@ -422,8 +422,8 @@ public final class LogAppender {
         precondition(txn != nil, "commit without begin")
         do {
             if encoder.count > 0 {
+                // The last frame is written and made durable together with those before it.
                 try writePending(continues: false)
-                try own.sync(op: "append")
             }
         } catch {
             try? rollback()
@@ -465,6 +465,8 @@ public final class LogAppender {
     /// frame under `FrameHeader.payloadBytesMax`.
     static let frameRecordBytesCap = FrameHeader.payloadBytesMax - (2 << 20)
 
+    /// Writes the frame built so far; the one that ends the append (`continues` false) is made
+    /// durable with every frame before it (`SegmentWriter.writeAndSync`).
     private func writePending(continues: Bool) throws {
         let eventCount = encoder.count
         let bytes = encoder.finish(continues: continues, previousHash: active.lastHash, signer: signer)
@@ -476,7 +478,11 @@ public final class LogAppender {
             }
             return h
         }
-        try own.write(bytes, header: header, op: "append")
+        if continues {
+            try own.write(bytes, header: header, op: "append")
+        } else {
+            try own.writeAndSync(bytes, header: header, op: "append")
+        }
         if txn!.result.firstSeq == nil { txn!.result.firstSeq = header.baseSeq }
         txn!.result.lastSeq = header.lastSeq
         txn!.result.appended += eventCount

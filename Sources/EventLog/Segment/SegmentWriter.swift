@@ -84,16 +84,105 @@ final class SegmentWriter {
     func write(_ bytes: [UInt8], header: FrameHeader, hash: FrameHash? = nil, op: String) throws {
         let offset = active.coveredBytes
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
-        // A write the kernel accepted but stored wrong is caught here.
         if readBack.count < bytes.count { readBack = [UInt8](repeating: 0, count: bytes.count) }
-        let n = try readBack.withUnsafeMutableBytes { try FileIO.pread(fd, into: $0, count: bytes.count, at: offset, path: path, op: op) }
-        let same = n == bytes.count && readBack.withUnsafeBytes { r in bytes.withUnsafeBytes { memcmp(r.baseAddress!, $0.baseAddress!, bytes.count) == 0 } }
+        try readBack.withUnsafeMutableBytes {
+            try Self.checkReadBack(fd: fd, bytes: bytes, offset: offset, into: $0, path: path, header: header, op: op)
+        }
+        active.add(header, at: offset, hash: hash ?? bytes.withUnsafeBytes { FrameHash.of($0) })
+        if !header.continues { committed = active }
+    }
+
+    /// Reads back `bytes`, just written at `offset`, and compares: a write the kernel accepted
+    /// but stored wrong is caught here.
+    static func checkReadBack(fd: Int32, bytes: [UInt8], offset: Int, into readBack: UnsafeMutableRawBufferPointer,
+                              path: String, header: FrameHeader, op: String) throws {
+        let n = try FileIO.pread(fd, into: readBack, count: bytes.count, at: offset, path: path, op: op)
+        let same = n == bytes.count && bytes.withUnsafeBytes { memcmp(readBack.baseAddress!, $0.baseAddress!, bytes.count) == 0 }
         guard same else {
             throw LogError(.io, op, "frame read back differs from what was written", file: path, offset: offset,
                            seqs: header.baseSeq.rawValue...header.lastSeq.rawValue, hint: "the disk or filesystem is failing")
         }
-        active.add(header, at: offset, hash: hash ?? bytes.withUnsafeBytes { FrameHash.of($0) })
-        if !header.continues { committed = active }
+    }
+
+    /// A written frame's read-back check and hash, done by whichever thread takes it first: the
+    /// one it was handed to, or the writer once its fdatasync returns (which then never waits for
+    /// the other to start, only for one that has started to finish).
+    private final class ReadBackCheck: @unchecked Sendable {
+        private let fd: Int32, bytes: [UInt8], offset: Int, path: String, header: FrameHeader, op: String
+        private let state = NSCondition()
+        private var taken = false, done = false
+        private var result: Result<FrameHash, any Error> = .failure(CancellationError())
+
+        init(fd: Int32, bytes: [UInt8], offset: Int, path: String, header: FrameHeader, op: String) {
+            self.fd = fd
+            self.bytes = bytes
+            self.offset = offset
+            self.path = path
+            self.header = header
+            self.op = op
+        }
+
+        private func take() -> Bool {
+            state.lock()
+            defer { state.unlock() }
+            if taken { return false }
+            taken = true
+            return true
+        }
+
+        private func run() {
+            let r = Result { () throws -> FrameHash in
+                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
+                defer { buffer.deallocate() }
+                try SegmentWriter.checkReadBack(fd: fd, bytes: bytes, offset: offset, into: buffer, path: path, header: header, op: op)
+                return bytes.withUnsafeBytes { FrameHash.of($0) }
+            }
+            state.lock()
+            result = r
+            done = true
+            state.broadcast()
+            state.unlock()
+        }
+
+        /// On the thread it was handed to.
+        func runIfUnclaimed() { if take() { run() } }
+
+        /// On the writer: the check's outcome, done here if no other thread took it.
+        func finish() -> Result<FrameHash, any Error> {
+            if take() { run() }
+            state.lock()
+            defer { state.unlock() }
+            while !done { state.wait() }
+            return result
+        }
+    }
+
+    /// Frames at least this large, when they end an append, have their read-back check and hash
+    /// done beside the fdatasync (`writeAndSync`); for smaller ones the handoff costs more.
+    static let checkBesideSyncBytesMin = 16 << 10
+
+    /// `write` then `sync`, for a frame that ends an append: once the frame is written, its
+    /// read-back check and its hash (CPU work) run on another thread while this one waits for the
+    /// disk in fdatasync. The frame is recorded, and the durable mark written, only once both
+    /// have succeeded; on an error nothing is recorded (the caller cuts the frame off as after a
+    /// failed `write`). The other thread is never waited for to start: if it has not taken the
+    /// check by the time fdatasync returns, this thread does the check itself.
+    func writeAndSync(_ bytes: [UInt8], header: FrameHeader, op: String) throws {
+        guard bytes.count >= Self.checkBesideSyncBytesMin, !header.continues else {
+            try write(bytes, header: header, op: op)
+            try sync(op: op)
+            return
+        }
+        let offset = active.coveredBytes
+        try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
+        let check = ReadBackCheck(fd: fd, bytes: bytes, offset: offset, path: path, header: header, op: op)
+        DispatchQueue.global(qos: .userInitiated).async { check.runIfUnclaimed() }
+        let synced = Result { try FileIO.fdatasync(fd, path: path, op: op) }
+        let hash = try check.finish().get()
+        try synced.get()
+        active.add(header, at: offset, hash: hash)
+        committed = active
+        try writeDurableMark(op: op)
     }
 
     /// Writes back the whole filesystem this log is on (`Sys.syncFilesystem`): a way to make
