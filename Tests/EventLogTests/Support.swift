@@ -46,11 +46,13 @@ func frameOffsets(_ path: String) -> [Int] {
 
 /// The number of blocks of the LZ4 frame that is the payload of `frame` (an LZ4-coded frame
 /// whose descriptor declares a content size and no dictionary id), found by walking the blocks'
-/// sizes to the end mark.
+/// sizes to the end mark; -1 for a frame of another codec, or blocks that overrun it.
 func lz4BlockCount(_ frame: [UInt8]) -> Int {
+    guard frame.count > 5, frame[5] == FrameHeader.Codec.lz4Frame.rawValue else { return -1 }
     var at = FrameHeader.size + 4 + 2 + 8 + 1  // magic, FLG, BD, content size, header checksum
     var blocks = 0
     while true {
+        guard at + 4 <= frame.count else { return -1 }
         let size = Int(frame[at]) | Int(frame[at + 1]) << 8 | Int(frame[at + 2]) << 16 | Int(frame[at + 3] & 0x7F) << 24
         at += 4
         if size == 0 { return blocks }
