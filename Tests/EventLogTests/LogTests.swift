@@ -88,6 +88,27 @@ import Testing
         }
     }
 
+    /// An origin's folder found without segments may be one a crash left between its mkdir and
+    /// the sync of `log/` (so its entry may not be on disk): `log/` is synced before the first
+    /// segment is made in it, as for a folder made now; and so for a floor's folder.
+    @Test func aFolderACrashLeftUnsyncedIsSyncedBeforeItsFirstSegment() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let own = store.directory(store.replicaID).path
+        try FileIO.makeDirectory(own, op: "test")  // made, never synced: what the crash left
+        let floored = try Store.create(at: dir.path + "/f").directory(ReplicaID(rawValue: UUID()))
+        try FileIO.makeDirectory(floored.path, op: "test")
+        let synced = Locked<[String]>([])
+        FileIO.directorySyncObserver.withLock { $0 = { path in synced.withLock { $0.append(path) } } }
+        defer { FileIO.directorySyncObserver.withLock { $0 = nil } }
+        let a = try LogAppender(store: store)
+        _ = try a.append([item("first")])
+        try a.close()
+        #expect(synced.withLock { $0 }.filter { $0 == FileIO.parent(own) }.count == 1)
+        try floored.writeFloor(LogTip(lastSeq: Seq(3), lastHLC: HLC(rawValue: 1), lastHash: .zero))
+        #expect(synced.withLock { $0 }.contains(FileIO.parent(floored.path)))
+    }
+
     /// A group of pushes of several origins new to the store makes their logs on several threads,
     /// syncs the filesystem once, then each origin's log: every origin's frames are then marked
     /// durable and read back whole, in this process and the next.

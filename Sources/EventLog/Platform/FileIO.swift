@@ -103,6 +103,7 @@ enum FileIO {
     /// fsyncs a directory; "" (the parent of a bare file name) is the current directory.
     static func fsyncDirectory(_ path: String, op: String) throws {
         let path = path.isEmpty ? "." : path
+        if let observe = directorySyncObserver.withLock({ $0 }) { observe(path) }
         let fd = try open(path, O_RDONLY | O_DIRECTORY, op: op)
         defer { FileIO.close(fd) }
         try fsync(fd, path: path, op: op)
@@ -150,10 +151,21 @@ enum FileIO {
         return names.sorted()
     }
 
+    /// Told the path of every directory about to be synced (tests of the order of syncs).
+    static let directorySyncObserver = Locked<(@Sendable (String) -> Void)?>(nil)
+
     static func makeDirectory(_ path: String, op: String) throws {
         if mkdir(path, 0o755) != 0 && errno != EEXIST {
             throw LogError(.io, op, "cannot create directory", file: path, errno: errno)
         }
+    }
+
+    /// Makes the directory `path` if it is missing, and syncs its parent either way, so that its
+    /// entry is on disk before anything written in it is counted on: a directory found may be
+    /// one a crash left between its mkdir and that sync.
+    static func makeDirectoryDurably(_ path: String, op: String) throws {
+        try makeDirectory(path, op: op)
+        try fsyncDirectory(parent(path), op: op)
     }
 
     /// The folder holding `path`: `a/b` → `a`, `/a` → `/`, `a` → `.` (a path of one relative

@@ -38,10 +38,7 @@ final class SegmentWriter {
         indexWrittenAt = active.coveredBytes
         let created = segments.isEmpty
         if segments.isEmpty {
-            if !FileIO.exists(dir.path) {
-                try FileIO.makeDirectory(dir.path, op: "open")
-                try FileIO.fsyncDirectory(FileIO.parent(dir.path), op: "open")
-            }
+            try FileIO.makeDirectoryDurably(dir.path, op: "open")
             try createSegment(first: floor.lastSeq.next, previous: floor.lastHash)
         } else {
             let path = dir.segmentPath(active.firstSeq)

@@ -77,10 +77,7 @@ struct OriginDirectory {
         var bytes = w.bytes
         let crc = CRC32C.checksum(bytes)
         withUnsafeBytes(of: crc.littleEndian) { bytes += $0 }
-        if !FileIO.exists(path) {
-            try FileIO.makeDirectory(path, op: "write floor")
-            try FileIO.fsyncDirectory(FileIO.parent(path), op: "write floor")
-        }
+        try FileIO.makeDirectoryDurably(path, op: "write floor")
         try FileIO.writeAtomically(bytes, to: floorPath, op: "write floor")
     }
 
