@@ -355,6 +355,11 @@ public final class LogAppender {
         precondition(txn != nil, "add without begin")
         let index = txn!.inputIndex
         txn!.inputIndex += 1
+        return try isDuplicate(eventID, inputIndex: index)
+    }
+
+    /// `skipsDuplicate` for the input at `index`, counted by the caller.
+    private func isDuplicate(_ eventID: UUID?, inputIndex index: Int) throws -> Bool {
         guard let id = eventID else { return false }
         if !txn!.hasIDs {
             try ids.begin()
@@ -404,10 +409,15 @@ public final class LogAppender {
         picks.reserveCapacity(mutations.count)
         hlcs.reserveCapacity(mutations.count)
         var wall: UInt64 = 0
+        // The inputs are counted at once; the append in progress is touched only for an event
+        // with an id (a batch without ids stamps its events and nothing more).
+        precondition(txn != nil, "add without begin")
+        let inputBase = txn!.inputIndex
+        txn!.inputIndex += mutations.count
         for i in mutations.indices {
             wall = wallReading(at: i, last: wall)
             let id = mutations[i].eventID
-            guard try !skipsDuplicate(id) else { continue }
+            if id != nil, try isDuplicate(id, inputIndex: inputBase + i) { continue }
             hlcs.append(try stamp(id, seq: Seq(first + UInt64(picks.count)), wall: wall))
             picks.append(i)
         }
