@@ -190,7 +190,9 @@ public final class LogAppender {
         var report = RecoveryReport()
         var maxHLC = HLC.zero
         do {
-            try FileIO.makeDirectory(store.layout.log, op: "open")
+            // Synced even when found: a `log/` a crash left between its mkdir and the sync of
+            // the store's folder would hold every origin's folder on an entry not yet on disk.
+            try FileIO.makeDirectoryDurably(store.layout.log, op: "open")
             var tips: [ReplicaID: Seq] = [:]
             var ownRecovered: RecoveredOrigin?
             for origin in try store.origins() {

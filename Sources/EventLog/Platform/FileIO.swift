@@ -151,7 +151,8 @@ enum FileIO {
         return names.sorted()
     }
 
-    /// Told the path of every directory about to be synced (tests of the order of syncs).
+    /// Told the path of every directory about to be synced, in order (for a test of the order of
+    /// syncs; one test at a time may set it, and it must not sync a directory itself).
     static let directorySyncObserver = Locked<(@Sendable (String) -> Void)?>(nil)
 
     static func makeDirectory(_ path: String, op: String) throws {

@@ -219,7 +219,7 @@ public enum ShareDirectory {
         for s in states {
             let keysPath = dir + "/" + s.share.description + ShareKeyring.keysSuffix
             if s.deleted {
-                try FileIO.makeDirectory(dir, op: "delete share keys")
+                try FileIO.makeDirectoryDurably(dir, op: "delete share keys")
                 try FileIO.writeAtomically(Array("deleted\n".utf8), to: dir + "/" + s.share.description + ShareKeyring.deletedSuffix, op: "delete share keys")
                 if FileIO.exists(keysPath) { try FileIO.remove(keysPath, op: "delete share keys") }
                 try FileIO.fsyncDirectory(dir, op: "delete share keys")
@@ -241,7 +241,7 @@ public enum ShareDirectory {
             let bytes = ShareKeyring.encode(Array(all), writers: writers)
             let old = try? ForeignFile.read(keysPath, bytesMax: 20 + ShareKeyring.epochsMax * 36 + ShareKeyring.writersMax * 24, op: "read share keys")
             if old == bytes { continue }
-            try FileIO.makeDirectory(dir, op: "write share keys")
+            try FileIO.makeDirectoryDurably(dir, op: "write share keys")
             // Who counts as removed, and since when, changed: frames this replica read (or
             // skipped) by the old table may be wrong by the new one, so the projection is made
             // again from the log (as for an erasure), and every replica ends with the same rows.
@@ -297,7 +297,7 @@ extension ShareDirectory {
     public static func leave(_ store: Store, share: ShareID) throws {
         let op = "share leave"
         let dir = store.layout.shares
-        try FileIO.makeDirectory(dir, op: op)
+        try FileIO.makeDirectoryDurably(dir, op: op)
         try FileIO.writeAtomically(Array("left\n".utf8), to: dir + "/" + share.description + ShareKeyring.leftSuffix, op: op)
         let keys = dir + "/" + share.description + ShareKeyring.keysSuffix
         if FileIO.exists(keys) { try FileIO.remove(keys, op: op) }
@@ -320,7 +320,7 @@ extension ShareDirectory {
         let dir = store.layout.shares
         let marker = dir + "/" + LogAppender.relayMarker
         if on {
-            try FileIO.makeDirectory(dir, op: op)
+            try FileIO.makeDirectoryDurably(dir, op: op)
             try FileIO.writeAtomically(Array("takes every share's logs\n".utf8), to: marker, op: op)
             ShareDeclines.write(store, [:])  // what it declined before is asked for again
         } else if FileIO.exists(marker) {

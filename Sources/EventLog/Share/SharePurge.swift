@@ -145,7 +145,7 @@ extension LogAppender {
             logs[origin] = max(logs[origin] ?? Seq(0), (try? currentTip(origin).lastSeq) ?? Seq(0))
             doomed.append(origin)
         }
-        try FileIO.makeDirectory(store.layout.shares, op: op)
+        try FileIO.makeDirectoryDurably(store.layout.shares, op: op)
         try FileIO.writeAtomically(SharePurge.encode(logs), to: SharePurge.path(store, share), op: op)
         try FileIO.fsyncDirectory(store.layout.shares, op: op)
         var known = try loadPurged()

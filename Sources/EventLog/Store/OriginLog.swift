@@ -66,7 +66,8 @@ struct OriginDirectory {
     static let floorMagic: [UInt8] = Array("LBFL".utf8)
     static let floorSize = 60
 
-    /// Writes the floor file (atomically, fsynced). Only for an origin with no segments yet.
+    /// Writes the floor file (atomically, fsynced): for an origin with no segments yet, or one
+    /// compacted to it. The origin's folder is made if missing, and its entry synced either way.
     func writeFloor(_ tip: LogTip) throws {
         var w = ByteWriter()
         w.raw(Self.floorMagic)

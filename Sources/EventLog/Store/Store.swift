@@ -63,6 +63,9 @@ public struct Store: Sendable {
         if let key { try FileIO.writeAtomically(key.fileContents(), to: layout.signingKey, op: op, restrictedMode: 0o600) }
         let format = key == nil ? unsignedFormatVersion : signedFormatVersion
         try FileIO.writeAtomically(metaFile(format: format, replicaID: replicaID), to: meta, op: op)
+        // The store's own folder, made above or found (a crash may have left it before its
+        // parent was synced): its entry reaches the disk before anything is counted on in it.
+        try FileIO.fsyncDirectory(FileIO.parent(path), op: op)
         return Store(path: path, replicaID: replicaID, format: format)
     }
 
