@@ -110,6 +110,43 @@ import Testing
         #expect(e4.description.contains("frame 2 of 2") && e4.description.contains("signature does not verify"), "\(e4)")
     }
 
+    /// A process remembers the signatures it verified (a server checks a push's actors, then
+    /// receives it), so the same frame is verified once. The memory vouches only for those exact
+    /// bytes: a frame altered in its header's link, its payload or its signature, its checksum
+    /// fixed, is refused while the genuine frame's signature is remembered. The memory is
+    /// bounded, the oldest given up first.
+    @Test func aRememberedSignatureVouchesOnlyForItsOwnFrame() throws {
+        let dir = TempDir()
+        let frame = try Self.frames(try Self.author(dir, appends: 1))[0]
+        let memory = VerifiedSignatures(capacity: 2)
+        func verify(_ f: [UInt8]) throws {
+            let h = try f.withUnsafeBytes { try FrameHeader.decode($0) }
+            let failure: FrameDecodeError? = f.withUnsafeBytes { p in
+                do throws(FrameDecodeError) {
+                    try FrameSignature.verify(p, header: h, remembering: memory)
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            if let failure { throw failure }
+        }
+        try verify(frame)
+        try verify(frame)
+        #expect(memory.count == 1)
+        for at in [70, FrameHeader.size + 3, frame.count - 1] {
+            var altered = frame
+            altered[at] ^= 0x01
+            altered = Self.reframe(altered, signed: true, stored: Array(altered[FrameHeader.size...]))
+            #expect(throws: FrameDecodeError.self, "byte \(at) altered") { try verify(altered) }
+        }
+        #expect(memory.count == 1, "a failed verification is not remembered")
+        let keys = (0..<3).map { i in [UInt8](repeating: UInt8(i), count: 96).withUnsafeBytes { VerifiedSignatures.Key(message: [UInt8(i)], block: $0) } }
+        for k in keys { memory.insert(k) }
+        #expect(memory.count == 2)
+        #expect(!memory.contains(keys[0]) && memory.contains(keys[1]) && memory.contains(keys[2]))
+    }
+
     /// Even the key's holder cannot have a frame with a bad signature taken on the word of a
     /// later, valid one that links to it: a page may end on that frame, and the next receiver
     /// would refuse it for good. Every signed frame is verified on its own.

@@ -203,14 +203,77 @@ package enum FrameSignature {
 
     /// Verifies the signature of a signed frame that passed `checkForm`.
     static func verify(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
+        try verify(frame, header: header, remembering: .shared)
+    }
+
+    /// `verify`, answered from `verified` when these exact message, key and signature verified
+    /// before in this process, and remembered there once they do.
+    static func verify(_ frame: UnsafeRawBufferPointer, header: FrameHeader, remembering verified: VerifiedSignatures) throws(FrameDecodeError) {
         let end = header.totalBytes
         let block = UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end])
         let message = Self.message(header: frame, payload: UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<end - blockBytes]))
+        let seen = VerifiedSignatures.Key(message: message, block: block)
+        if verified.contains(seen) { return }
         guard let pub = try? Curve25519.Signing.PublicKey(rawRepresentation: Array(block[0..<32])),
               pub.isValidSignature(Array(block[32..<96]), for: message) else {
             throw .invalid("its signature does not verify against origin \(header.origin)'s key: forged or altered")
         }
+        verified.insert(seen)
     }
+}
+
+/// Frame signatures this process verified lately, by a SHA-256 of what verifying reads (the
+/// signed message, which binds the header and a hash of the payload; the key; the signature).
+/// The same frame is often checked twice in one process: a server checks a push's events for
+/// their actors, then receives the push on its writer. Ed25519 verification is the cost there,
+/// and a check whose exact inputs verified before needs no second one. Only a verification
+/// that succeeded is remembered, so nothing sent can make a bad signature pass (a frame that
+/// differs in any byte the signature covers is another key); at most `capacity` are kept,
+/// the oldest given up first.
+final class VerifiedSignatures: @unchecked Sendable {
+    static let shared = VerifiedSignatures(capacity: 16_384)
+
+    struct Key: Hashable {
+        let a: UInt64, b: UInt64, c: UInt64, d: UInt64
+
+        init(message: [UInt8], block: UnsafeRawBufferPointer) {
+            var h = SHA256()
+            h.update(data: message)
+            h.update(bufferPointer: block)
+            var words: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            h.finalize().withUnsafeBytes { d in withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: d) } }
+            (a, b, c, d) = words
+        }
+    }
+
+    private let lock = NSLock()
+    private var held: Set<Key> = []
+    /// Keys in the order they came, as a ring: `order[next]` goes out first when full.
+    private var order: [Key] = []
+    private var next = 0
+    let capacity: Int
+
+    init(capacity: Int) {
+        precondition(capacity > 0)
+        self.capacity = capacity
+    }
+
+    func contains(_ k: Key) -> Bool { lock.withLock { held.contains(k) } }
+
+    func insert(_ k: Key) {
+        lock.withLock {
+            guard held.insert(k).inserted else { return }
+            if order.count < capacity {
+                order.append(k)
+            } else {
+                held.remove(order[next])
+                order[next] = k
+                next = (next + 1) % capacity
+            }
+        }
+    }
+
+    var count: Int { lock.withLock { held.count } }
 }
 
 /// RFC 4648 base32 (upper case, no padding).
