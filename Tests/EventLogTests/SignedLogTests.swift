@@ -134,7 +134,8 @@ import Testing
         try verify(frame)
         try verify(frame)
         #expect(memory.count == 1)
-        for at in [70, FrameHeader.size + 3, frame.count - 1] {
+        // Bytes of the link (header), the payload, the public key and the signature.
+        for at in [70, FrameHeader.size + 3, frame.count - FrameSignature.blockBytes + 1, frame.count - 1] {
             var altered = frame
             altered[at] ^= 0x01
             altered = Self.reframe(altered, signed: true, stored: Array(altered[FrameHeader.size...]))
