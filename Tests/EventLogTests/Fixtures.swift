@@ -112,6 +112,22 @@ enum Fixtures {
                           share: (ShareBlock(share: goldenShare, epoch: 1, nonce: nonce), goldenContentKey))
     }
 
+    /// The golden frame of independent blocks (`fixtures/log/golden-blocks-frame.bin`): 301
+    /// events of `goldenSigningKey`'s log encoded as a batched append on three cores encodes them,
+    /// runs of 100, 100 and 101 records each compressed as an LZ4 block of its own, joined into
+    /// one LZ4 frame (docs/FORMAT.md, "Payload"), signed. The split depends on the worker count
+    /// given here, not on the machine's cores, so rebuilding gives the same bytes anywhere.
+    static let goldenBlocksWorkers = 3
+    static func buildGoldenBlocksFrame() -> [UInt8] {
+        let ms = sampleMutations(301, seed: 2029)
+        let hlcs = ms.indices.map { HLC(wallMillis: 1_767_225_600_000 + UInt64($0 / 4), counter: UInt16($0 % 4)) }
+        let enc = FrameEncoder()
+        let built = enc.add(ms, picks: Array(ms.indices), origin: goldenSigningKey.replicaID, baseSeq: Seq(1), hlcs: hlcs,
+                            workers: goldenBlocksWorkers, bytesLimit: FrameHeader.payloadBytesMax)
+        precondition(built, "the golden blocks frame fits a frame")
+        return enc.finish(continues: false, previousHash: .zero, signer: goldenSigningKey)
+    }
+
     /// A canonical text line per event, committed beside the golden log.
     static func describe(_ e: Event) -> String {
         let fields = e.fields.map { f -> String in
@@ -207,6 +223,7 @@ enum Fixtures {
         try FileManager.default.createDirectory(atPath: root + "/log", withIntermediateDirectories: true)
         for name in ["golden-signed", "golden-signed-events.txt"] { try? FileManager.default.removeItem(atPath: root + "/log/" + name) }
         writeBytes(root + "/log/golden-share-frame.bin", buildGoldenShareFrame())
+        writeBytes(root + "/log/golden-blocks-frame.bin", buildGoldenBlocksFrame())
         let signed = try buildGoldenSigned(at: root + "/log/golden-signed")
         let signedEvents = try LogReader(store: signed).events(origin: signed.replicaID)
         try (signedEvents.map(describe).joined(separator: "\n") + "\n").write(toFile: root + "/log/golden-signed-events.txt", atomically: true, encoding: .utf8)
