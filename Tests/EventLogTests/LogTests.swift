@@ -28,6 +28,31 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
+    /// A frame built on several cores whose blocks would not be smaller than its records is
+    /// stored raw like any other: its records, joined from the runs, byte for byte those of the
+    /// frame built one event at a time (and so is a frame too small to compress).
+    @Test func aBatchTooRandomToCompressIsStoredRawFromItsRuns() throws {
+        var rng = SystemRandomNumberGenerator()
+        // One short record of random four-byte characters per run: next to nothing for LZ4 to
+        // match, so the blocks' framing outweighs what it finds.
+        let noise = (0..<3).map { _ in
+            item(String(String.UnicodeScalarView((0..<300).map { _ in Unicode.Scalar(UInt32.random(in: 0x10000...0x10FFFF, using: &rng))! })))
+        }
+        let tiny = [Mutation(entity: .tag, op: .delete, entityID: UUID())]
+        let origin = ReplicaID(rawValue: UUID())
+        for ms in [noise, tiny] {
+            let hlcs = ms.indices.map { HLC(wallMillis: 1_000 + UInt64($0), counter: 0) }
+            let atOnce = FrameEncoder(), oneByOne = FrameEncoder()
+            #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+            for (k, m) in ms.enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+            #expect(atOnce.recordBytes == oneByOne.recordBytes)
+            let a = atOnce.finish(continues: false, previousHash: .zero), b = oneByOne.finish(continues: false, previousHash: .zero)
+            #expect(a[5] == FrameHeader.Codec.raw.rawValue && a == b)
+            let h = try a.withUnsafeBytes { try FrameHeader.decode($0) }
+            #expect(try a.withUnsafeBytes { try FrameDecoder().events(of: $0, header: h) }.map(\.fields) == ms.map(\.fields))
+        }
+    }
+
     /// A batch that one frame holds has its records encoded, and compressed, on every core at
     /// once. Its frames hold exactly the records of the same events added one at a time: the same
     /// duplicates skipped (from the log and within the batch), the same seqs and clock values;

@@ -171,7 +171,7 @@ final class FrameEncoder {
     @exclusivity(unchecked) private var firstHLC = HLC.zero
     @exclusivity(unchecked) private var lastHLC = HLC.zero
     /// Bytes of records so far (exact, before compression).
-    var recordBytes: Int { records.count }
+    var recordBytes: Int { blockRuns > 0 ? runBytes : records.count }
 
     /// Adds the next event of the frame as a mutation with its position and clock.
     func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC) {
@@ -185,8 +185,8 @@ final class FrameEncoder {
                          "frame events must be contiguous seqs of one origin in hlc order")
         }
         precondition(count < FrameHeader.eventsMax, "frame event count out of range")
+        joinRuns()  // the runs' blocks will no longer hold every record
         EventCodec.encode(m, hlcDelta: hlc.rawValue - firstHLC.rawValue, into: &records)
-        blockRuns = 0  // the runs' blocks no longer hold every record
         lastHLC = hlc
         count += 1
     }
@@ -198,6 +198,9 @@ final class FrameEncoder {
     /// records itself).
     private var blockWriters: [LZ4BlockWriter] = []
     private var blockRuns = 0
+    /// The records' bytes in `parts[..<blockRuns]`: while blocks hold the frame, its records stay
+    /// in the runs (joined into `records` only for a frame stored raw).
+    private var runBytes = 0
 
     /// Adds `ms[picks]` as the next events of an empty frame, at `baseSeq` on, stamped `hlcs`
     /// (increasing), their records encoded by `workers` threads, each a contiguous run into a
@@ -229,16 +232,25 @@ final class FrameEncoder {
                 if out[w].count < bytesLimit { out[w].bytes.withUnsafeBytes { writers[w].append($0) } }
             }
         }
-        guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit else { return false }
+        let total = parts[..<runs].reduce(0, { $0 + $1.count })
+        guard total < bytesLimit else { return false }
         records.removeAll()
-        for w in 0..<runs { records.raw(parts[w].bytes) }
         blockRuns = runs
+        runBytes = total
         self.origin = origin
         self.baseSeq = baseSeq
         firstHLC = first
         lastHLC = hlcs[n - 1]
         count = n
         return true
+    }
+
+    /// Moves the records still held in the runs into `records`, which then holds them all
+    /// (and `finish` compresses them itself).
+    private func joinRuns() {
+        guard blockRuns > 0 else { return }
+        for w in 0..<blockRuns { records.raw(parts[w].bytes) }
+        blockRuns = 0
     }
 
     /// Drops the frame being built.
@@ -258,8 +270,8 @@ final class FrameEncoder {
             precondition(e.seq.rawValue == baseSeq.rawValue + UInt64(count) && e.origin == origin && e.hlc > lastHLC,
                          "frame events must be contiguous seqs of one origin in hlc order")
         }
+        joinRuns()
         EventCodec.encode(e, firstHLC: firstHLC, into: &records)
-        blockRuns = 0
         lastHLC = e.hlc
         count += 1
     }
@@ -278,15 +290,16 @@ final class FrameEncoder {
     func finish(continues: Bool, previousHash: FrameHash, signer: ReplicaKey? = nil, share: (block: ShareBlock, key: ContentKey?)? = nil) -> [UInt8] {
         precondition(count > 0, "a frame holds at least one event")
         defer { reset() }
-        precondition(records.count <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
+        let rawBytes = recordBytes
+        precondition(rawBytes <= FrameHeader.payloadBytesMax, "frame payload exceeds payloadBytesMax")
         precondition(share == nil || signer != nil, "a share's frame is signed")
         out.removeAll()
         out.bytes.append(contentsOf: repeatElement(0, count: FrameHeader.size))
         var codec = FrameHeader.Codec.lz4Frame
-        if records.count > FrameEncoder.rawPayloadBytesMax {
+        if rawBytes > FrameEncoder.rawPayloadBytesMax {
             if blockRuns > 0 {
                 // Runs compressed on several cores: one LZ4 frame of independent blocks.
-                lz4.appendIndependentFrameHeader(contentSize: records.count, into: &out.bytes)
+                lz4.appendIndependentFrameHeader(contentSize: rawBytes, into: &out.bytes)
                 for w in 0..<blockRuns {
                     let b = blockWriters[w]
                     b.bytes.withUnsafeBufferPointer { out.bytes.append(contentsOf: $0[..<b.count]) }
@@ -296,7 +309,8 @@ final class FrameEncoder {
                 _ = records.bytes.withUnsafeBytes { lz4.compress($0, into: &out.bytes) }
             }
         }
-        if out.count - FrameHeader.size >= records.count || records.count <= FrameEncoder.rawPayloadBytesMax {
+        if out.count - FrameHeader.size >= rawBytes || rawBytes <= FrameEncoder.rawPayloadBytesMax {
+            joinRuns()
             out.bytes.removeSubrange(FrameHeader.size...)
             out.raw(records.bytes)
             codec = .raw
@@ -313,7 +327,7 @@ final class FrameEncoder {
         let stored = out.count - FrameHeader.size + block
         var header = FrameHeader(codec: codec, continues: continues, signed: signer != nil, shared: share != nil, sealed: share?.key != nil,
                                  origin: origin, baseSeq: baseSeq,
-                                 count: UInt32(count), rawBytes: UInt32(records.count),
+                                 count: UInt32(count), rawBytes: UInt32(rawBytes),
                                  firstHLC: firstHLC, lastHLC: lastHLC, storedBytes: UInt32(stored),
                                  previousHash: previousHash, crc: 0)
         var hw = ByteWriter(capacity: FrameHeader.size)
