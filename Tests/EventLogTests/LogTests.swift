@@ -30,7 +30,8 @@ import Testing
 
     /// A frame built on several cores whose blocks would not be smaller than its records is
     /// stored raw like any other: its records, joined from the runs, byte for byte those of the
-    /// frame built one event at a time (and so is a frame too small to compress).
+    /// frame built one event at a time (and so is a frame too small to compress); an event added
+    /// after a batch, or a batch dropped unfinished, leaves the frame one event at a time makes.
     @Test func aBatchTooRandomToCompressIsStoredRawFromItsRuns() throws {
         var rng = SystemRandomNumberGenerator()
         // One short record of random four-byte characters per run: next to nothing for LZ4 to
@@ -51,6 +52,21 @@ import Testing
             let h = try a.withUnsafeBytes { try FrameHeader.decode($0) }
             #expect(try a.withUnsafeBytes { try FrameDecoder().events(of: $0, header: h) }.map(\.fields) == ms.map(\.fields))
         }
+        // An event added after a batch joins its runs first: the frame is the one-at-a-time frame.
+        let ms = sampleMutations(300, seed: 12)
+        let hlcs = ms.indices.map { HLC(wallMillis: 1_000 + UInt64($0), counter: 0) }
+        let atOnce = FrameEncoder(), oneByOne = FrameEncoder()
+        #expect(atOnce.add(Array(ms.dropLast()), picks: Array(ms.indices.dropLast()), origin: origin, baseSeq: Seq(1), hlcs: Array(hlcs.dropLast()),
+                           workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+        atOnce.add(ms[299], origin: origin, seq: Seq(300), hlc: hlcs[299])
+        for (k, m) in ms.enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+        #expect(atOnce.finish(continues: false, previousHash: .zero) == oneByOne.finish(continues: false, previousHash: .zero))
+        // A batch dropped unfinished leaves nothing in the next frame.
+        #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+        atOnce.reset()
+        for (k, m) in ms.prefix(5).enumerated() { atOnce.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+        for (k, m) in ms.prefix(5).enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+        #expect(atOnce.finish(continues: false, previousHash: .zero) == oneByOne.finish(continues: false, previousHash: .zero))
     }
 
     /// A batch that one frame holds has its records encoded, and compressed, on every core at

@@ -176,16 +176,16 @@ final class FrameEncoder {
     /// Adds the next event of the frame as a mutation with its position and clock.
     func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC) {
         if count == 0 {
-            records.removeAll()
+            startFrame()
             self.origin = origin
             baseSeq = seq
             firstHLC = hlc
         } else {
             precondition(seq.rawValue == baseSeq.rawValue + UInt64(count) && origin == self.origin && hlc > lastHLC,
                          "frame events must be contiguous seqs of one origin in hlc order")
+            joinRuns()  // the runs' blocks will no longer hold every record
         }
         precondition(count < FrameHeader.eventsMax, "frame event count out of range")
-        joinRuns()  // the runs' blocks will no longer hold every record
         EventCodec.encode(m, hlcDelta: hlc.rawValue - firstHLC.rawValue, into: &records)
         lastHLC = hlc
         count += 1
@@ -245,6 +245,12 @@ final class FrameEncoder {
         return true
     }
 
+    /// Empties the frame's records, those of a batch's runs included.
+    private func startFrame() {
+        records.removeAll()
+        blockRuns = 0
+    }
+
     /// Moves the records still held in the runs into `records`, which then holds them all
     /// (and `finish` compresses them itself).
     private func joinRuns() {
@@ -262,15 +268,15 @@ final class FrameEncoder {
     /// Adds an event (its explicit id, base, actor and schema version as recorded).
     func add(_ e: Event) {
         if count == 0 {
-            records.removeAll()
+            startFrame()
             origin = e.origin
             baseSeq = e.seq
             firstHLC = e.hlc
         } else {
             precondition(e.seq.rawValue == baseSeq.rawValue + UInt64(count) && e.origin == origin && e.hlc > lastHLC,
                          "frame events must be contiguous seqs of one origin in hlc order")
+            joinRuns()
         }
-        joinRuns()
         EventCodec.encode(e, firstHLC: firstHLC, into: &records)
         lastHLC = e.hlc
         count += 1
@@ -279,7 +285,7 @@ final class FrameEncoder {
     /// Returns the frame's bytes. `events` must be contiguous seqs of one origin, in hlc order.
     func encode(_ events: ArraySlice<Event>, continues: Bool, previousHash: FrameHash) -> [UInt8] {
         precondition(!events.isEmpty && events.count <= FrameHeader.eventsMax, "frame event count out of range")
-        count = 0
+        reset()
         for e in events { add(e) }
         return finish(continues: continues, previousHash: previousHash)
     }
