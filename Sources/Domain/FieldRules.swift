@@ -55,8 +55,8 @@ public enum FieldRules {
             if s.utf8.count > textBytesMax { return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)" }
             // SQLite keeps such text whole, but its readers (and GRDB's) end a string at the NUL:
             // what follows would be lost to every query, so it is refused on the way in.
-            if let at = s.utf8.firstIndex(of: 0) {
-                return "text contains a NUL character (U+0000) at byte \(s.utf8.distance(from: s.utf8.startIndex, to: at)); text read back would end there"
+            if let at = nulOffset(s) {
+                return "text contains a NUL character (U+0000) at byte \(at); text read back would end there"
             }
         }
         let code = FieldCodes.code(name)
@@ -71,6 +71,18 @@ public enum FieldRules {
         default: ok = kind.holds(value)
         }
         return ok ? nil : "expected \(kind.expected), got \(describe(value))"
+    }
+
+    /// The byte offset of the first NUL in `s`, if any (searched with memchr over the bytes in
+    /// place: every text value of every line is searched).
+    @inline(__always)
+    static func nulOffset(_ s: String) -> Int? {
+        let found = s.utf8.withContiguousStorageIfAvailable { b -> Int? in
+            guard let base = b.baseAddress, let p = memchr(base, 0, b.count) else { return nil }
+            return UnsafeRawPointer(p) - UnsafeRawPointer(base)
+        }
+        if let found { return found }
+        return s.utf8.firstIndex(of: 0).map { s.utf8.distance(from: s.utf8.startIndex, to: $0) }
     }
 
     /// A value as the log keeps it: UUID fields lowercase (every UUID Logbook takes in is stored

@@ -394,5 +394,5 @@ public struct Change: Sendable, Equatable {
         return c
     }
 
-    static func sorted(_ fields: [Field]) -> [Field] { fields.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
+    static func sorted(_ fields: [Field]) -> [Field] { fields.sorted(by: Field.inNameOrder) }
 }

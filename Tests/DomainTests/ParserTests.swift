@@ -87,6 +87,15 @@ import Testing
         (#"{"entity":"item","op":"create","id":"ID","fields":{"title":"x","title":"y"}}"#, "field appears twice"),
         (#"{"entity":"item","op":"create","id":"ID","fields":{"Bad Name":1}}"#, "field name"),
         (#"{"entity":"item","op":"create","id":"ID","colour":"red"}"#, "unknown key \"colour\""),
+        // Keys one letter from a known one, of its length and first letter: still unknown.
+        (#"{"entitz":"item","op":"create","id":"ID"}"#, "unknown key \"entitz\""),
+        (#"{"entity":"item","ox":"create","id":"ID"}"#, "unknown key \"ox\""),
+        (#"{"entity":"item","op":"create","iD":"ID"}"#, "unknown key \"iD\""),
+        (#"{"entity":"item","op":"create","id":"ID","fieldz":{}}"#, "unknown key \"fieldz\""),
+        (#"{"entity":"item","op":"create","id":"ID","event_iD":null}"#, "unknown key \"event_iD\""),
+        (#"{"entity":"item","op":"create","id":"ID","basE":null}"#, "unknown key \"basE\""),
+        (#"{"entity":"item","op":"create","id":"ID","actoR":"a"}"#, "unknown key \"actoR\""),
+        (#"{"entity":"item","op":"create","id":"ID","":1}"#, "unknown key \"\""),
         (#"{"entity":"item","op":"create"}"#, "missing key \"id\""),
         (#"{"op":"create","id":"ID"}"#, "missing key \"entity\""),
         (#"{"entity":"item","op":"create","id":"ID"} trailing"#, "unexpected text"),
@@ -105,6 +114,12 @@ import Testing
             #expect(error.line == 17)
             #expect(error.description.contains(expected), "\(error.description)")
         }
+    }
+
+    /// Every key, escaped or not, reads as itself.
+    @Test func readsEveryKeyHoweverSpelledInJSON() throws {
+        let m = try MutationParser.parse(#"{"\u0065ntity":"item","op":"update","id":"\#(id)","fields":{"title":"t"},"event_id":"\#(id)","base":7,"act\u006fr":"ann"}"#)
+        #expect(m.entity == .item && m.op == .update && m.entityID.uuidString.lowercased() == id && m.eventID == m.entityID && m.base == HLC(rawValue: 7) && m.actor == "ann")
     }
 
     @Test func refusesOversizedText() {

@@ -28,6 +28,20 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
+    /// Fields are kept in the byte order of their names' UTF-8, whatever the names (ASCII,
+    /// multi-byte, prefixes of each other, empty, long enough to live on the heap).
+    @Test func fieldNameOrderIsTheBytesOrder() {
+        var rng = SystemRandomNumberGenerator()
+        let pieces = ["", "a", "b", "ab", "a_b", "é", "e\u{301}", "z", "zz", "title", "titles", "\u{10FFFF}", "ü", "Z", "_", String(repeating: "x", count: 40)]
+        for _ in 0..<2000 {
+            let a = (0..<Int.random(in: 1...3, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            let b = Bool.random(using: &rng) ? a + pieces.randomElement(using: &rng)! : (0..<Int.random(in: 1...3, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            let x = Field(a, .null), y = Field(b, .null)
+            #expect(Field.inNameOrder(x, y) == a.utf8.lexicographicallyPrecedes(b.utf8), "\(a) vs \(b)")
+            #expect(Field.inNameOrder(y, x) == b.utf8.lexicographicallyPrecedes(a.utf8), "\(b) vs \(a)")
+        }
+    }
+
     /// A frame built on several cores whose blocks would not be smaller than its records is
     /// stored raw like any other: its records, joined from the runs, byte for byte those of the
     /// frame built one event at a time (and so is a frame too small to compress); an event added

@@ -86,6 +86,20 @@ public struct Field: Sendable, Equatable, Hashable {
         self.name = name
         self.value = value
     }
+
+    /// The order fields are kept in: by name, byte by byte (UTF-8, shorter first on a tie),
+    /// compared in place (every event's fields are sorted on the way in).
+    @inline(__always)
+    public static func inNameOrder(_ a: Field, _ b: Field) -> Bool {
+        var x = a.name, y = b.name
+        return x.withUTF8 { p in
+            y.withUTF8 { q in
+                let n = min(p.count, q.count)
+                let c = n == 0 ? 0 : memcmp(p.baseAddress!, q.baseAddress!, n)
+                return c != 0 ? c < 0 : p.count < q.count
+            }
+        }
+    }
 }
 
 /// A mutation as a writer states it, before the log assigns its position and clock.
@@ -106,7 +120,7 @@ public struct Mutation: Sendable, Equatable {
         self.entity = entity
         self.op = op
         self.entityID = entityID
-        self.fields = fields.sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
+        self.fields = fields.sorted(by: Field.inNameOrder)
         self.eventID = eventID
         self.base = base
         self.actor = actor

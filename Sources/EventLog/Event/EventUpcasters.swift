@@ -56,7 +56,7 @@ public enum EventUpcasters {
                 moved = true
             }
         }
-        if moved { e.fields.sort { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) } }
+        if moved { e.fields.sort(by: Field.inNameOrder) }
     }
 
     /// A priority or importance as version 2 holds it (an integer), from what version 1 let apps
