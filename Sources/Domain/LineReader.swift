@@ -32,7 +32,10 @@ package final class LineReader {
     }
 
     /// Calls `body` with the next line (without its newline or a trailing CR); returns false at end of input.
-    public func next(_ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
+    /// - Parameter willWait: called when a read would wait (a pipe with nothing to read yet; only
+    ///   looked for when `stopped` is set), before waiting: a caller holding lines back hands
+    ///   them on, so a bad line among them is not kept waiting on input that may not come.
+    public func next(willWait: () -> Void = {}, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         while true {
             if let nl = buffer.withUnsafeBytes({ p -> Int? in
                 guard end > start, let base = p.baseAddress else { return nil }
@@ -68,7 +71,7 @@ package final class LineReader {
                 start = 0
             }
             if let stopped {
-                guard try waitReadable(unless: stopped) else { return false }
+                guard try waitReadable(unless: stopped, willWait: willWait) else { return false }
             }
             let n = buffer.withUnsafeMutableBytes { p in read(fd, p.baseAddress! + end, p.count - end) }
             if n < 0 {
@@ -83,14 +86,17 @@ package final class LineReader {
 
     /// Waits until `fd` has something to read (or its end, or an error to report), asking
     /// `stopped` in between; false once it answers true.
-    private func waitReadable(unless stopped: () -> Bool) throws -> Bool {
+    private func waitReadable(unless stopped: () -> Bool, willWait: () -> Void) throws -> Bool {
+        var timeout: Int32 = 0  // first without waiting: `willWait` only when a read would wait
         while !stopped() {
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let r = poll(&p, 1, Self.stopCheckMs)
+            let r = poll(&p, 1, timeout)
             if r > 0 { return true }  // readable, hung up or failed: the read says which
             if r < 0 && errno != EINTR {
                 throw LogError.io("read input", "poll failed", file: name, offset: bytesRead, errno: errno)
             }
+            if r == 0 && timeout == 0 { willWait() }
+            timeout = Self.stopCheckMs
         }
         return false
     }

@@ -2,11 +2,14 @@ import EventLog
 import Foundation
 
 /// Appends NDJSON mutations from a file descriptor as one atomic append, streaming: a reader
-/// thread parses and validates lines in batches while the calling thread encodes, compresses and
-/// writes frames, so both cores work and memory stays bounded whatever the input's size.
+/// thread cuts the input into chunks of lines, the chunks are parsed and validated on every core
+/// (a worker each, or the writer itself when it gets to a chunk no worker has started), and the
+/// calling thread encodes, compresses and writes their frames in input order. Memory stays
+/// bounded whatever the input's size: at most `queueBatchesMax` chunks wait, and one more is read.
 ///
 /// A bad line stops everything: the append is rolled back and the `InputError` (with its line
-/// number) is thrown; nothing of the input remains in the log.
+/// number) is thrown; nothing of the input remains in the log. Chunks are handed out in order, so
+/// the error is the first bad line's, as if the lines were read one by one.
 package enum NDJSONAppend {
     /// Mutations per batch handed from the parser to the writer.
     static let batchMutations = 1024
@@ -16,57 +19,202 @@ package enum NDJSONAppend {
     /// - Parameters:
     ///   - progress: called on the writer thread with (lines read, bytes read) every 100,000 lines.
     /// - Throws: `InputError` for a bad line, `LogError` for I/O; in both cases nothing is appended.
-    ///   - prepare: called on the reader thread with each batch before it is written, e.g. to fill
-    ///     in `base` from a projection; it may throw to stop the append.
+    ///   - prepare: called with each batch before it is written, e.g. to fill in `base` from a
+    ///     projection; it may throw to stop the append. Calls never overlap, but they come from
+    ///     worker threads or the calling thread, and not in input order: it must only read what
+    ///     the append does not change, and take no lock the caller may hold.
     public static func append(from fd: Int32, name: String, to appender: LogAppender,
                               prepare: (@Sendable (inout [Mutation]) throws -> Void)? = nil,
                               progress: ((Int, Int) -> Void)? = nil) throws -> AppendResult {
         try appender.begin()
         do {
             var lastReport = 0
-            try Handoff<Batch>.run(name: "ndjson-reader", depth: queueBatchesMax, produce: { hand, stopped in
-                let lines = LineReader(fd: fd, name: name)
-                lines.stopped = stopped
-                var batch: [Mutation] = []
-                batch.reserveCapacity(batchMutations)
-                while try lines.next({ line in
-                    if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-                    let m: Mutation
-                    do throws(InputError) {
-                        m = try MutationParser.parse(line, lineNumber: lines.lineNumber)
+            let chunks = ChunkParsing(prepare: prepare)
+            do {
+                // No chunk is still being parsed (nor `prepare` running) once this returns.
+                defer { chunks.drain() }
+                try Handoff<LineChunk>.run(name: "ndjson-reader", depth: queueBatchesMax, produce: { hand, stopped in
+                    let lines = LineReader(fd: fd, name: name)
+                    lines.stopped = stopped
+                    var raw = RawLines()
+                    // Hands on the lines held so far; false once the writer has stopped.
+                    func handHeld() -> Bool {
+                        guard raw.count > 0 else { return true }
+                        guard !stopped() else { return false }
+                        defer { raw = RawLines() }
+                        return hand(chunks.start(raw, line: lines.lineNumber, bytes: lines.bytesRead))
+                    }
+                    do {
+                        // Input that stalls (a pipe) does not hold back the lines before it: a
+                        // bad one among them is reported now, not once more input comes.
+                        while try lines.next(willWait: { _ = handHeld() }, { line in
+                            if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+                            raw.add(line, number: lines.lineNumber)
+                        }) {
+                            if raw.count >= batchMutations { guard handHeld() else { return } }
+                        }
                     } catch {
+                        // The lines before a line too long (or a failed read) go first: a bad
+                        // one among them is the error to report.
+                        _ = handHeld()
                         throw error
                     }
-                    batch.append(m)
-                }) {
-                    if batch.count >= batchMutations {
-                        try prepare?(&batch)
-                        guard hand(Batch(mutations: batch, line: lines.lineNumber, bytes: lines.bytesRead)) else { return }
-                        batch.removeAll(keepingCapacity: true)
+                    _ = handHeld()
+                }, consume: { chunk in
+                    for m in try chunk.mutations() { try appender.add(m) }
+                    if chunk.line - lastReport >= 100_000 {
+                        lastReport = chunk.line
+                        progress?(chunk.line, chunk.bytes)
                     }
-                }
-                if !batch.isEmpty {
-                    try prepare?(&batch)
-                    _ = hand(Batch(mutations: batch, line: lines.lineNumber, bytes: lines.bytesRead))
-                }
-            }, consume: { b in
-                for m in b.mutations { try appender.add(m) }
-                if b.line - lastReport >= 100_000 {
-                    lastReport = b.line
-                    progress?(b.line, b.bytes)
-                }
-            })
+                })
+            }
             return try appender.commit()
         } catch {
             try? appender.rollback()
             throw error
         }
     }
+}
 
-    /// Parsed lines handed from the reader thread: the mutations, and how far the input was read.
-    struct Batch {
-        var mutations: [Mutation]
-        var line: Int
-        var bytes: Int
+/// Lines of input, copied out of the reader's buffer, each with its line number.
+struct RawLines {
+    private var bytes: [UInt8] = []
+    private var ends: [Int] = []
+    private var numbers: [Int] = []
+    var count: Int { ends.count }
+
+    mutating func add(_ line: UnsafeRawBufferPointer, number: Int) {
+        bytes.append(contentsOf: line)
+        ends.append(bytes.count)
+        numbers.append(number)
+    }
+
+    /// The lines' mutations, in order; the first bad line's error.
+    func parse() throws(InputError) -> [Mutation] {
+        var out: [Mutation] = []
+        out.reserveCapacity(ends.count)
+        var failure: InputError?
+        bytes.withUnsafeBytes { p in
+            var start = 0
+            for k in ends.indices {
+                do throws(InputError) {
+                    out.append(try MutationParser.parse(UnsafeRawBufferPointer(rebasing: p[start..<ends[k]]), lineNumber: numbers[k]))
+                } catch {
+                    failure = error
+                    return
+                }
+                start = ends[k]
+            }
+        }
+        if let failure { throw failure }
+        return out
+    }
+}
+
+/// The chunks of one append being parsed: each is parsed by whichever thread claims it first (a
+/// worker started for it, or the writer once it is the next to write), and `drain` waits for any
+/// still being parsed, so none outlives the append.
+private final class ChunkParsing: @unchecked Sendable {
+    private let prepare: (@Sendable (inout [Mutation]) throws -> Void)?
+    private let prepareLock = Lock()
+    private let lock = Lock()
+    private var live: [LineChunk] = []  // under `lock`: started, maybe not parsed yet
+
+    init(prepare: (@Sendable (inout [Mutation]) throws -> Void)?) {
+        self.prepare = prepare
+    }
+
+    /// A chunk for `raw`, its parsing started on a worker.
+    func start(_ raw: RawLines, line: Int, bytes: Int) -> LineChunk {
+        let chunk = LineChunk(raw, line: line, bytes: bytes, parsing: self)
+        lock.withLock {
+            live.removeAll { $0.isFinished }
+            live.append(chunk)
+        }
+        DispatchQueue.global(qos: .userInitiated).async { chunk.parseIfUnclaimed() }
+        return chunk
+    }
+
+    /// Parses `raw` and prepares its batch (one `prepare` at a time).
+    func parse(_ raw: RawLines) throws -> [Mutation] {
+        var batch = try raw.parse()
+        if let prepare { try prepareLock.withLock { try prepare(&batch) } }
+        return batch
+    }
+
+    /// Claims every chunk not started and waits for those being parsed.
+    func drain() {
+        for chunk in lock.withLock({ live }) { chunk.abandon() }
+        lock.withLock { live.removeAll() }
+    }
+}
+
+/// A chunk of lines handed from the reader to the writer, in input order, parsed by the first
+/// thread to claim it.
+final class LineChunk: @unchecked Sendable {
+    /// How far the input was read when the chunk was cut (for progress).
+    let line: Int
+    let bytes: Int
+    private let parsing: ChunkParsing
+    private let state = NSCondition()
+    // Under `state`.
+    private var raw: RawLines?
+    private var claimed = false
+    private var finished = false
+    private var outcome: Result<[Mutation], any Error> = .success([])
+
+    fileprivate init(_ raw: RawLines, line: Int, bytes: Int, parsing: ChunkParsing) {
+        self.raw = raw
+        self.line = line
+        self.bytes = bytes
+        self.parsing = parsing
+    }
+
+    var isFinished: Bool { state.withLock { finished } }
+
+    /// The lines taken, if no thread had claimed them yet.
+    private func claim() -> RawLines? {
+        state.withLock {
+            guard !claimed else { return nil }
+            claimed = true
+            defer { raw = nil }
+            return raw
+        }
+    }
+
+    private func parse(_ raw: RawLines) {
+        let r = Result { try parsing.parse(raw) }
+        state.withLock {
+            outcome = r
+            finished = true
+            state.broadcast()
+        }
+    }
+
+    /// On a worker: parses the chunk unless another thread has claimed it.
+    func parseIfUnclaimed() {
+        if let raw = claim() { parse(raw) }
+    }
+
+    /// On the writer: the chunk's mutations, parsed here if no worker has started on them.
+    func mutations() throws -> [Mutation] {
+        if let raw = claim() { parse(raw) }
+        return try state.withLock {
+            while !finished { state.wait() }
+            return try outcome.get()
+        }
+    }
+
+    /// Ends the chunk unparsed if no thread claimed it, else waits for its parsing to finish.
+    func abandon() {
+        state.withLock {
+            if !claimed {
+                claimed = true
+                raw = nil
+                finished = true
+                state.broadcast()
+            }
+            while !finished { state.wait() }
+        }
     }
 }

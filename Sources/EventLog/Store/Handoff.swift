@@ -2,8 +2,9 @@ import Foundation
 
 /// Work made on a thread of its own and handed, in order, to the caller's thread: a rebuild reads
 /// and decodes the log ahead of merging (`EventPrefetcher`), and lays out rows ahead of SQLite
-/// writing them (`Projector.writeRows`), and NDJSON is parsed ahead of being appended
-/// (`NDJSONAppend`), each on the second core. The one hand-off between two threads.
+/// writing them (`Projector.writeRows`), and NDJSON is cut into chunks of lines ahead of being
+/// parsed and appended (`NDJSONAppend`), each on the second core. The one hand-off between two
+/// threads.
 ///
 /// At most `depth` items wait, which bounds memory. An error of the producer is thrown to the
 /// caller after the items made before it. When the caller's `consume` throws (or returns), the
