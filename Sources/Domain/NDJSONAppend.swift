@@ -118,7 +118,7 @@ private final class ChunkParsing: @unchecked Sendable {
     private let prepare: (@Sendable (inout [Mutation]) throws -> Void)?
     private let prepareLock = Lock()
     private let lock = Lock()
-    private var live: [LineChunk] = []  // under `lock`: started, maybe not parsed yet
+    private var live: [ClaimedWork<[Mutation]>] = []  // under `lock`: started, maybe not parsed yet
 
     init(prepare: (@Sendable (inout [Mutation]) throws -> Void)?) {
         self.prepare = prepare
@@ -126,17 +126,17 @@ private final class ChunkParsing: @unchecked Sendable {
 
     /// A chunk for `raw`, its parsing started on a worker.
     func start(_ raw: RawLines, line: Int, bytes: Int) -> LineChunk {
-        let chunk = LineChunk(raw, line: line, bytes: bytes, parsing: self)
+        let work = ClaimedWork { [self] in try parse(raw) }
         lock.withLock {
             live.removeAll { $0.isFinished }
-            live.append(chunk)
+            live.append(work)
         }
-        DispatchQueue.global(qos: .userInitiated).async { chunk.parseIfUnclaimed() }
-        return chunk
+        DispatchQueue.global(qos: .userInitiated).async { work.runIfUnclaimed() }
+        return LineChunk(line: line, bytes: bytes, parsing: work)
     }
 
     /// Parses `raw` and prepares its batch (one `prepare` at a time).
-    func parse(_ raw: RawLines) throws -> [Mutation] {
+    private func parse(_ raw: RawLines) throws -> [Mutation] {
         var batch = try raw.parse()
         if let prepare { try prepareLock.withLock { try prepare(&batch) } }
         return batch
@@ -144,77 +144,19 @@ private final class ChunkParsing: @unchecked Sendable {
 
     /// Claims every chunk not started and waits for those being parsed.
     func drain() {
-        for chunk in lock.withLock({ live }) { chunk.abandon() }
+        for work in lock.withLock({ live }) { work.abandon() }
         lock.withLock { live.removeAll() }
     }
 }
 
-/// A chunk of lines handed from the reader to the writer, in input order, parsed by the first
-/// thread to claim it.
-final class LineChunk: @unchecked Sendable {
+/// A chunk of lines handed from the reader to the writer, in input order, parsed (and prepared)
+/// by the first thread to take it.
+struct LineChunk: Sendable {
     /// How far the input was read when the chunk was cut (for progress).
     let line: Int
     let bytes: Int
-    private let parsing: ChunkParsing
-    private let state = NSCondition()
-    // Under `state`.
-    private var raw: RawLines?
-    private var claimed = false
-    private var finished = false
-    private var outcome: Result<[Mutation], any Error> = .success([])
-
-    fileprivate init(_ raw: RawLines, line: Int, bytes: Int, parsing: ChunkParsing) {
-        self.raw = raw
-        self.line = line
-        self.bytes = bytes
-        self.parsing = parsing
-    }
-
-    var isFinished: Bool { state.withLock { finished } }
-
-    /// The lines taken, if no thread had claimed them yet.
-    private func claim() -> RawLines? {
-        state.withLock {
-            guard !claimed else { return nil }
-            claimed = true
-            defer { raw = nil }
-            return raw
-        }
-    }
-
-    private func parse(_ raw: RawLines) {
-        let r = Result { try parsing.parse(raw) }
-        state.withLock {
-            outcome = r
-            finished = true
-            state.broadcast()
-        }
-    }
-
-    /// On a worker: parses the chunk unless another thread has claimed it.
-    func parseIfUnclaimed() {
-        if let raw = claim() { parse(raw) }
-    }
+    let parsing: ClaimedWork<[Mutation]>
 
     /// On the writer: the chunk's mutations, parsed here if no worker has started on them.
-    func mutations() throws -> [Mutation] {
-        if let raw = claim() { parse(raw) }
-        return try state.withLock {
-            while !finished { state.wait() }
-            return try outcome.get()
-        }
-    }
-
-    /// Ends the chunk unparsed if no thread claimed it, else waits for its parsing to finish.
-    func abandon() {
-        state.withLock {
-            if !claimed {
-                claimed = true
-                raw = nil
-                finished = true
-                state.broadcast()
-            }
-            while !finished { state.wait() }
-        }
-    }
+    func mutations() throws -> [Mutation] { try parsing.result().get() }
 }

@@ -101,59 +101,6 @@ final class SegmentWriter {
         }
     }
 
-    /// A written frame's read-back check and hash, done by whichever thread takes it first: the
-    /// one it was handed to, or the writer once its fdatasync returns (which then never waits for
-    /// the other to start, only for one that has started to finish).
-    private final class ReadBackCheck: @unchecked Sendable {
-        private let fd: Int32, bytes: [UInt8], offset: Int, path: String, header: FrameHeader, op: String
-        private let state = NSCondition()
-        private var taken = false, done = false
-        private var result: Result<FrameHash, any Error> = .failure(CancellationError())
-
-        init(fd: Int32, bytes: [UInt8], offset: Int, path: String, header: FrameHeader, op: String) {
-            self.fd = fd
-            self.bytes = bytes
-            self.offset = offset
-            self.path = path
-            self.header = header
-            self.op = op
-        }
-
-        private func take() -> Bool {
-            state.lock()
-            defer { state.unlock() }
-            if taken { return false }
-            taken = true
-            return true
-        }
-
-        private func run() {
-            let r = Result { () throws -> FrameHash in
-                let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
-                defer { buffer.deallocate() }
-                try SegmentWriter.checkReadBack(fd: fd, bytes: bytes, offset: offset, into: buffer, path: path, header: header, op: op)
-                return bytes.withUnsafeBytes { FrameHash.of($0) }
-            }
-            state.lock()
-            result = r
-            done = true
-            state.broadcast()
-            state.unlock()
-        }
-
-        /// On the thread it was handed to.
-        func runIfUnclaimed() { if take() { run() } }
-
-        /// On the writer: the check's outcome, done here if no other thread took it.
-        func finish() -> Result<FrameHash, any Error> {
-            if take() { run() }
-            state.lock()
-            defer { state.unlock() }
-            while !done { state.wait() }
-            return result
-        }
-    }
-
     /// Frames at least this large, when they end an append, have their read-back check and hash
     /// done beside the fdatasync (`writeAndSync`); for smaller ones the handoff costs more.
     static let checkBesideSyncBytesMin = 16 << 10
@@ -172,10 +119,15 @@ final class SegmentWriter {
         }
         let offset = active.coveredBytes
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
-        let check = ReadBackCheck(fd: fd, bytes: bytes, offset: offset, path: path, header: header, op: op)
+        let check = ClaimedWork { [fd, path] () throws -> FrameHash in
+            let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: bytes.count, alignment: 16)
+            defer { buffer.deallocate() }
+            try SegmentWriter.checkReadBack(fd: fd, bytes: bytes, offset: offset, into: buffer, path: path, header: header, op: op)
+            return bytes.withUnsafeBytes { FrameHash.of($0) }
+        }
         DispatchQueue.global(qos: .userInitiated).async { check.runIfUnclaimed() }
         let synced = Result { try FileIO.fdatasync(fd, path: path, op: op) }
-        let hash = try check.finish().get()
+        let hash = try check.result().get()
         try synced.get()
         active.add(header, at: offset, hash: hash)
         committed = active
