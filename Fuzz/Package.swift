@@ -11,6 +11,7 @@ let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingL
 let logbook: [Target.Dependency] = [
     "CFuzzDriver",
     .product(name: "EventLog", package: root),
+    .product(name: "Domain", package: root),
     .product(name: "Projections", package: root),
     .product(name: "Replicator", package: root),
     .product(name: "Logbook", package: root),
@@ -20,7 +21,7 @@ let logbook: [Target.Dependency] = [
 let package = Package(
     name: "LogbookFuzz",
     dependencies: [.package(path: "..")],
-    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream", "FuzzLegacyImport", "FuzzInspectorInput"].map {
+    targets: [.target(name: "CFuzzDriver")] + ["FuzzFrame", "FuzzPageReceive", "FuzzCursor", "FuzzBundle", "FuzzSnapshot", "FuzzStore", "FuzzEventStream", "FuzzLegacyImport", "FuzzInspectorInput", "FuzzNDJSON"].map {
         .executableTarget(name: $0, dependencies: logbook, path: "Sources/\($0)")
     }
 )

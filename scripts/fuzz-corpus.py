@@ -111,6 +111,15 @@ put("FuzzSnapshot", "not-sqlite", b"SQLite format 3\0" + b"\0" * 84)
 for f in sorted(glob.glob(os.path.join(root, "fixtures/legacy/*.json")) + glob.glob(os.path.join(root, "fixtures/legacy/*.sqlite"))):
     put("FuzzLegacyImport", os.path.basename(f), open(f, "rb").read())
 put("FuzzLegacyImport", "nested", b'{"items": [{"id": 1, "title": [[[[{"a": null}]]]], "created_at": 1e300}]}')
+# NDJSON mutations: every entity and op of `evctl sample`, escapes, CRLF, a blank line, a bad line.
+if evctl:
+    try:
+        sample = subprocess.run([evctl, "sample", "--count", "30", "--seed", "5"], check=True, capture_output=True).stdout
+        put("FuzzNDJSON", "sample", sample)
+    except (subprocess.CalledProcessError, OSError) as e:
+        print("fuzz-corpus: no NDJSON sample seed (%s)" % e, file=sys.stderr)
+put("FuzzNDJSON", "escapes-crlf", b'{"entity":"item","op":"create","id":"00000000-0000-4000-8000-00000000000A","fields":{"title":"a \\"q\\" \\u00e9\\n","notes":null,"sort_order":1.5e3,"status":"inbox"},"actor":"ann","base":0}\r\n  \t\n{"entity":"item_tag","op":"create","fields":{"item_id":"00000000-0000-4000-8000-00000000000a","tag_id":"00000000-0000-4000-8000-0000000000bb"}}\n')
+put("FuzzNDJSON", "bad-second", b'{"entity":"tag","op":"create","id":"00000000-0000-4000-8000-000000000001","fields":{"name":"x"},"event_id":"00000000-0000-4000-8000-0000000000e1"}\n{"entity":"tag","op":"create"}\n')
 put("FuzzInspectorInput", "form", b"token=abc%20def+ghi&next=%2Fui%2Flog%3Fentity%3Ditem&csrf=&x")
 put("FuzzInspectorInput", "place", b"117671888423682453-9993b3da-c5ab-4138-85d4-ea499b66948d-2951")
 put("FuzzInspectorInput", "time", b"2026-01-31T12:00:00.250Z")

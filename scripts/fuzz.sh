@@ -13,7 +13,7 @@ status=0
 passed=0
 failed=0
 printf '%-16s %12s %10s %10s %s\n' target executions exec/s coverage result
-for t in FuzzFrame FuzzPageReceive FuzzCursor FuzzBundle FuzzSnapshot FuzzStore FuzzEventStream FuzzLegacyImport FuzzInspectorInput; do
+for t in FuzzFrame FuzzPageReceive FuzzCursor FuzzBundle FuzzSnapshot FuzzStore FuzzEventStream FuzzLegacyImport FuzzInspectorInput FuzzNDJSON; do
   mkdir -p "$corpus/$t" "fixtures/fuzz/$t"
   log=".build-fuzz/$t.log"
   maxlen=65536

@@ -36,7 +36,7 @@ public struct InputError: Error, CustomStringConvertible, Sendable, Equatable {
 /// Strict: unknown or repeated keys, non-scalar field values, bad UUIDs, values of the wrong
 /// kind for a known field (see `FieldRules`) and oversized values are refused with the line,
 /// column and field. Written over raw bytes because Foundation's JSON decoding is an order of
-/// magnitude too slow for bulk appends. Stateless; safe from any thread.
+/// magnitude too slow for bulk appends. Stateless; safe from any thread. Fuzzed: `FuzzNDJSON`.
 public enum MutationParser {
     /// Lines longer than this are refused (they cannot be a valid mutation within the field limits).
     public static let lineBytesMax = 1 << 20
