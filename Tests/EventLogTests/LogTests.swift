@@ -246,6 +246,29 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
+    /// The segment index is written after the append is durable: a failure to write it (here a
+    /// directory stands where it goes) must not report the append as failed (a retry would append
+    /// its events twice). The events stay, and a reopened log reads them without the index.
+    @Test func anIndexThatCannotBeWrittenDoesNotFailADurableAppend() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.indexCheckpointBytes = 1
+        let appender = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        _ = try appender.append(sampleMutations(1))
+        let index = store.directory(store.replicaID).indexPath(Seq(1))
+        try? FileManager.default.removeItem(atPath: index)
+        try FileManager.default.createDirectory(atPath: index + "/blocked", withIntermediateDirectories: true)
+        let r = try appender.append(Array(sampleMutations(50)[1...]))
+        #expect(r.appended == 49 && r.lastSeq == Seq(50))
+        try? appender.close()
+        try FileManager.default.removeItem(atPath: index)
+        #expect(try LogReader(store: store).events(origin: store.replicaID).count == 50)
+        let again = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(again.tip.lastSeq == Seq(50))
+        try again.close()
+    }
+
     @Test func rollsSegmentsAndChainsAcrossThem() throws {
         let dir = TempDir()
         let store = try makeStore(dir)

@@ -452,7 +452,10 @@ public final class LogAppender {
             try? ids.setIndexedThrough(origin, active.lastSeq)
             if (try? ids.commit()) == nil { ids.rollback() } else { idMark = active.lastSeq }
         }
-        try own.checkpointIndex(everyBytes: options.indexCheckpointBytes)
+        // The segment index is an accelerator, written again at the next checkpoint or close (and
+        // recovery rebuilds it): a failure to write it now must not report a durable append as
+        // failed, or a retry would append the same events twice.
+        try? own.checkpointIndex(everyBytes: options.indexCheckpointBytes)
         return t.result
     }
 
