@@ -23,8 +23,12 @@ package enum NDJSONAppend {
     ///     projection; it may throw to stop the append. Calls never overlap, but they come from
     ///     worker threads or the calling thread, and not in input order: it must only read what
     ///     the append does not change, and take no lock the caller may hold.
+    ///   - placed: called on the writer thread with each chunk's events, in input order, as they
+    ///     are placed in the append (duplicates skipped): their seq and clock are final, but they
+    ///     are durable only once this function returns; if it throws, none of them happened.
     public static func append(from fd: Int32, name: String, to appender: LogAppender,
                               prepare: (@Sendable (inout [Mutation]) throws -> Void)? = nil,
+                              placed: (([Event]) -> Void)? = nil,
                               progress: ((Int, Int) -> Void)? = nil) throws -> AppendResult {
         try appender.begin()
         do {
@@ -61,7 +65,18 @@ package enum NDJSONAppend {
                     }
                     _ = handHeld()
                 }, consume: { chunk in
-                    for m in try chunk.mutations() { try appender.add(m) }
+                    let ms = try chunk.mutations()
+                    if let placed {
+                        var events: [Event] = []
+                        events.reserveCapacity(ms.count)
+                        let origin = appender.origin
+                        for m in ms {
+                            if let (seq, hlc) = try appender.add(m) { events.append(Event(origin: origin, seq: seq, hlc: hlc, mutation: m)) }
+                        }
+                        placed(events)
+                    } else {
+                        for m in ms { try appender.add(m) }
+                    }
                     if chunk.line - lastReport >= 100_000 {
                         lastReport = chunk.line
                         progress?(chunk.line, chunk.bytes)

@@ -227,22 +227,53 @@ package final class Logbook: @unchecked Sendable {
             throw LogbookError(.invalid, "actor must be 1 to \(FieldRules.actorBytesMax) bytes")
         }
         return try w.exclusive {
-            var fill: (@Sendable (inout [Mutation]) throws -> Void)?
-            if w.projects {
-                let p = w.projection
-                fill = { (batch: inout [Mutation]) throws -> Void in
-                    try p.checkScopes(batch, share: nil)
-                    try p.fillBases(&batch)
+            // What each batch goes through before it is written; made when the append starts
+            // (after the projection has settled anything owed).
+            let filling = { () -> (@Sendable (inout [Mutation]) throws -> Void)? in
+                var fill: (@Sendable (inout [Mutation]) throws -> Void)?
+                if w.projects {
+                    let p = w.projection
+                    if (try? p.cursor().isEmpty) == true {
+                        // An empty projection has no rows (rows and cursor commit together), and
+                        // it stays so to readers until this append commits (every writer holds the
+                        // store's lock): every base is 0 and no scope refuses anything, without
+                        // asking it for each batch.
+                        fill = { (batch: inout [Mutation]) throws -> Void in
+                            for i in batch.indices where batch[i].base == nil { batch[i].base = HLC.zero }
+                        }
+                    } else {
+                        fill = { (batch: inout [Mutation]) throws -> Void in
+                            try p.checkScopes(batch, share: nil)
+                            try p.fillBases(&batch)
+                        }
+                    }
+                }
+                if let actor {
+                    let bases = fill
+                    fill = { (batch: inout [Mutation]) throws -> Void in
+                        for i in batch.indices where batch[i].actor == nil { batch[i].actor = actor }
+                        try bases?(&batch)
+                    }
+                }
+                return fill
+            }
+            // Projected as it is appended when the projection is level with the log: the events
+            // are merged beside the append, and the projection commits once they are durable.
+            // `progress` is called on this thread either way.
+            if w.projects, let (r, failure) = try w.projection.projecting(own: w.appender.origin, from: w.appender.tip.lastSeq, progress: progress, { placed, progress in
+                try NDJSONAppend.append(from: fd, name: name, to: w.appender, prepare: filling(), placed: placed, progress: progress)
+            }) {
+                // The append is durable from here (see below); other origins' events, if the log
+                // holds any not yet projected, are applied now.
+                if let failure { return (r, failure) }
+                do {
+                    try w.projection.catchUp(progress: options.progress)
+                    return (r, nil)
+                } catch {
+                    return (r, error)
                 }
             }
-            if let actor {
-                let bases = fill
-                fill = { (batch: inout [Mutation]) throws -> Void in
-                    for i in batch.indices where batch[i].actor == nil { batch[i].actor = actor }
-                    try bases?(&batch)
-                }
-            }
-            let r = try NDJSONAppend.append(from: fd, name: name, to: w.appender, prepare: fill, progress: progress)
+            let r = try NDJSONAppend.append(from: fd, name: name, to: w.appender, prepare: filling(), progress: progress)
             // The append is durable from here: a failure to project must not read as "nothing
             // happened", or a retry would append the same mutations twice.
             guard w.projects else { return (r, nil) }

@@ -54,7 +54,12 @@ enum EventPrefetcher {
             if batch.count > 0 && !stopped { _ = hand(batch) }
         }, consume: { batch in
             try body(batch)
-            freeing.async { withExtendedLifetime(batch) {} }
+            free(batch)
         })
+    }
+
+    /// Frees a batch applied on the freeing queue, off the merging thread.
+    static func free(_ batch: PreparedBatch) {
+        freeing.async { withExtendedLifetime(batch) {} }
     }
 }

@@ -430,9 +430,7 @@ public final class Projection: @unchecked Sendable {
                 // Which ones, by name and SQL, comes from this build's own migrations run in memory:
                 // the file's schema is compared with them as data, and no SQL text read from the
                 // file is ever executed (an index whose name is SQL is left alone, not run).
-                let present = Set(try Projection.indexesAndTriggers(db))
-                let deferred = try Projection.ownIndexesAndTriggers(schema).filter(present.contains)
-                for d in deferred { try db.execute(sql: "DROP \(d.type == "index" ? "INDEX" : "TRIGGER") \(SQLiteFactory.quote(d.name))") }
+                let deferred = try Projection.setAsideIndexes(db, schema: schema)
                 // Reading, decoding and placing fields run on a second thread, ahead of merging (same order).
                 try EventPrefetcher.runBatches(reader: reader, work: todo.map { ($0.0, $0.1) }, layout: p.layout) { batch in
                     try batch.events.withUnsafeBufferPointer { batchEvents in
@@ -448,8 +446,7 @@ public final class Projection: @unchecked Sendable {
                     }
                 }
                 try p.flush(db: db)
-                for d in deferred.sorted(by: { $0.type < $1.type }) { try db.execute(sql: d.sql) }  // indexes, then triggers
-                try db.execute(sql: "INSERT INTO items_fts(items_fts) VALUES ('rebuild')")
+                try Projection.restoreIndexes(deferred, db)
                 progress?(done, total)
                 return p.eventsApplied
             }
@@ -495,6 +492,22 @@ public final class Projection: @unchecked Sendable {
         return done
     }
 
+    /// Drops the secondary indexes and triggers of an empty projection about to be filled in bulk
+    /// (`restoreIndexes` puts them back); returns them.
+    static func setAsideIndexes(_ db: Database, schema: ProjectionSchema) throws -> [SchemaObject] {
+        let present = Set(try Projection.indexesAndTriggers(db))
+        let deferred = try Projection.ownIndexesAndTriggers(schema).filter(present.contains)
+        for d in deferred { try db.execute(sql: "DROP \(d.type == "index" ? "INDEX" : "TRIGGER") \(SQLiteFactory.quote(d.name))") }
+        return deferred
+    }
+
+    /// Recreates what `setAsideIndexes` dropped, from this build's own SQL (indexes, then
+    /// triggers), and builds the full-text index in one pass.
+    static func restoreIndexes(_ deferred: [SchemaObject], _ db: Database) throws {
+        for d in deferred.sorted(by: { $0.type < $1.type }) { try db.execute(sql: d.sql) }
+        try db.execute(sql: "INSERT INTO items_fts(items_fts) VALUES ('rebuild')")
+    }
+
     /// Which share's sealed log an origin is, for the projector's scope rule (docs/PROJECTION.md, "Shares").
     static func scopesOfLogs(_ store: Store) -> (ReplicaID) throws -> ShareDirectory.LogScope? {
         { try ShareDirectory.scope(ofLog: store, origin: $0) }
@@ -502,6 +515,132 @@ public final class Projection: @unchecked Sendable {
 
     /// A catch-up of at least this many events folds the WAL back into the file when it ends.
     static let walCheckpointEvents = 10_000
+
+    /// Runs `append` on a thread of its own while this thread projects the events it places,
+    /// handed over in order through `placed`: merging overlaps the append instead of following it
+    /// and reading its events back from the log. The events are applied in one transaction that
+    /// commits only after `append` has returned (they are durable then) and is rolled back if it
+    /// throws; an empty projection is filled the way a rebuild fills it (rows merged in memory,
+    /// indexes built afterwards), as `catchUp` would have. `append`'s progress reports are passed
+    /// on to `progress` on this thread (the caller's, which holds the projection's writer).
+    ///
+    /// Taken only when the projection holds exactly the log's own events so far (`ownTip`), so the
+    /// events placed are the next ones to apply, and holds no row purged by retention (one that an
+    /// event brings back is made again from committed history, which an append in progress is not
+    /// in yet). Otherwise, or when getting ready fails, `append` is not run and nil is returned:
+    /// the caller appends, then catches up, and a projection that cannot be written does not
+    /// stop an append. Other origins are left to `catchUp`.
+    /// - Returns: what `append` returned, and the projection's failure, if any: the events are in
+    ///   the log then, and are projected by a later `catchUp` (or the next writer to open the store).
+    /// - Throws: `append`'s error (nothing was appended, and nothing is projected).
+    package func projecting<T>(own origin: ReplicaID, from ownTip: Seq, progress: ((Int, Int) -> Void)? = nil,
+                               _ append: @escaping (_ placed: @escaping ([Event]) -> Void,
+                                                    _ progress: @escaping (Int, Int) -> Void) throws -> T) throws -> (T, projectionError: (any Error)?)? {
+        let fresh: Bool
+        do {
+            try settleOwedScopes()
+            try eraseLeftShares()
+            let (cursor, purged) = try pool.read { db in
+                (try Projection.readCursor(db), try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM projection_purged)") ?? true)
+            }
+            guard (cursor[origin] ?? Seq(0)) == ownTip, !purged else { return nil }
+            fresh = cursor.isEmpty
+        } catch {
+            return nil
+        }
+        keptLock.withLock { kept = nil }
+        let listing = !hub.isEmpty
+        let outcome = AppendOutcome<T>()
+        var listed: [Event] = []
+        var overflowed = false
+        var applied = 0
+        var cursorAfter: [ReplicaID: Seq] = [:]
+        do {
+            applied = try pool.write { db in
+                let p = try Projector(schema: schema, db: db, fresh: fresh)
+                p.scopeOf = Projection.scopesOfLogs(store)
+                if !fresh { p.replayEntities = { [store] in try Projection.histories(store: store, of: $0) } }
+                let deferred = fresh ? try Projection.setAsideIndexes(db, schema: schema) : []
+                let layout = p.layout
+                let rowsMax = fresh ? Projector.rebuildRowsMax : Projector.flushRowsMax
+                // The append's thread is joined before `run` returns (the closure itself may be
+                // released later, with the thread object: it is escaping for that).
+                nonisolated(unsafe) let append = append
+                // The append hands over each chunk's events placed, with their fields laid out on
+                // its thread, and its progress; at most `depth` items wait, which bounds memory.
+                try Handoff<AppendHandoff>.run(name: "logbook.append", depth: 8, produce: { hand, _ in
+                    do {
+                        let value = try withoutActuallyEscaping(hand) { hand in
+                            nonisolated(unsafe) let hand = hand
+                            return try append({ events in
+                                guard !events.isEmpty else { return }
+                                let batch = PreparedBatch(capacity: events.count, layout: layout)
+                                for e in events { batch.prepared.append(layout.prepare(e, into: &batch.fields, pairEagerly: true)) }
+                                batch.events = events
+                                // False once projecting has failed: the append goes on alone.
+                                _ = hand(.events(batch))
+                            }, { lines, bytes in _ = hand(.progress(lines, bytes)) })
+                        }
+                        outcome.value = .success(value)
+                    } catch {
+                        outcome.value = .failure(error)
+                        throw error
+                    }
+                }, consume: { item in
+                    guard case .events(let batch) = item else {
+                        if case .progress(let lines, let bytes) = item { progress?(lines, bytes) }
+                        return
+                    }
+                    try batch.events.withUnsafeBufferPointer { events in
+                        try batch.fields.withUnsafeMutableBufferPointer { fields in
+                            for i in events.indices {
+                                try p.apply(events.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
+                                if p.pendingRows >= rowsMax { try p.flush(db: db) }
+                            }
+                        }
+                    }
+                    if listing && !overflowed {
+                        listed += batch.events
+                        if listed.count > Projection.catchUpBatchEvents { overflowed = true; listed = [] }
+                    }
+                    EventPrefetcher.free(batch)
+                })
+                // Only here, once `append` has returned (the events are durable), may this commit.
+                guard case .success = outcome.value else { throw ProjectionError.database("the append ended without a result") }
+                try p.flush(db: db)
+                if fresh { try Projection.restoreIndexes(deferred, db) }
+                if listing { cursorAfter = try Projection.readCursor(db) }
+                return p.eventsApplied
+            }
+        } catch {
+            switch outcome.value {
+            case .success(let value)?: return (value, error)
+            case .failure(let failure)?: throw failure
+            case nil: return nil  // failed before the append started: the caller appends alone
+            }
+        }
+        guard case .success(let value)? = outcome.value else {
+            // Unreachable: the transaction commits only after a successful append.
+            throw ProjectionError.database("the append ended without a result")
+        }
+        appendsProjectedAsTheyLanded += 1
+        if listing && applied > 0 { hub.publish(ProjectionChange(cursor: cursorAfter, events: listed, rebuilt: overflowed)) }
+        // As after a large catch-up: the WAL folded back and cut (best effort).
+        if applied >= Projection.walCheckpointEvents { _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
+        return (value, nil)
+    }
+
+    /// What an append run by `projecting` hands its merging thread.
+    private enum AppendHandoff {
+        case events(PreparedBatch)
+        case progress(Int, Int)
+    }
+
+    /// Appends `projecting` has projected as they landed (committed): for tests.
+    package private(set) var appendsProjectedAsTheyLanded = 0
+
+    /// What the append run by `projecting` came to: set on its thread, read after it is joined.
+    private final class AppendOutcome<T>: @unchecked Sendable { var value: Result<T, any Error>? }
 
     /// Applies events directly (they must also be in the log for a later rebuild to agree).
     /// Used by tests and by embedders that project events as they receive them.

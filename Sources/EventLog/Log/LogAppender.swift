@@ -339,15 +339,22 @@ public final class LogAppender {
     }
 
     /// Adds one mutation to the append in progress; full frames are written as they fill.
-    public func add(_ m: Mutation) throws {
+    /// - Returns: the seq and clock value the event will have once the append commits; nil when
+    ///   the mutation is skipped as a duplicate. (Until `commit` returns, the event may still be
+    ///   rolled back: whatever is built from it must wait for that.)
+    @discardableResult
+    public func add(_ m: Mutation) throws -> (seq: Seq, hlc: HLC)? {
         try add(m, wall: clock.wallNow())
     }
 
     /// `add`, stamping the event from `wall` (a reading of `clock.wallNow()`).
-    func add(_ m: Mutation, wall: UInt64) throws {
-        guard try !skipsDuplicate(m.eventID) else { return }
+    @discardableResult
+    func add(_ m: Mutation, wall: UInt64) throws -> (seq: Seq, hlc: HLC)? {
+        guard try !skipsDuplicate(m.eventID) else { return nil }
         let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
-        try place(m, seq: seq, hlc: try stamp(m.eventID, seq: seq, wall: wall))
+        let hlc = try stamp(m.eventID, seq: seq, wall: wall)
+        try place(m, seq: seq, hlc: hlc)
+        return (seq, hlc)
     }
 
     /// Counts the append's next input, whose event id is `eventID`; true (and recorded as a
