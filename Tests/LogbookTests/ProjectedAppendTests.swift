@@ -23,12 +23,17 @@ import TestSupport
         return fd
     }
 
-    /// The projection of `store` made again from its log alone, in a copy without it.
-    func caughtUpCopy(of store: String, in dir: TempDir) throws -> [String] {
+    /// A copy of `store` without its projection; its path.
+    func copyWithoutProjection(_ store: String, in dir: TempDir) throws -> String {
         let copy = dir.path + "/copy-\(UUID().uuidString.prefix(8))"
         try FileManager.default.copyItem(atPath: store, toPath: copy)
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + "/projection.sqlite" + suffix) }
-        return try Workload.dump(try Store.open(at: copy))
+        return copy
+    }
+
+    /// The projection of `store` made again from its log alone, in a copy without it.
+    func caughtUpCopy(of store: String, in dir: TempDir) throws -> [String] {
+        try Workload.dump(try Store.open(at: try copyWithoutProjection(store, in: dir)))
     }
 
     func newBook(_ dir: TempDir) throws -> Logbook { try Logbook.open(at: dir.path + "/s", creating: true) }
@@ -110,9 +115,7 @@ import TestSupport
             let (r, failure) = try book.appendNDJSON(from: fd, name: "in.ndjson")
             #expect(failure == nil)
             #expect(r.appended == appended && r.duplicateCount == duplicates)
-            let copy = dir.path + "/copy-\(UUID().uuidString.prefix(8))"
-            try FileManager.default.copyItem(atPath: dir.path + "/s", toPath: copy)
-            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: copy + "/projection.sqlite" + suffix) }
+            let copy = try copyWithoutProjection(dir.path + "/s", in: dir)
             #expect(try Workload.dump(try Store.open(at: copy)) == (try dump(book)))
             #expect(try bookkeeping(copy) == (try bookkeeping(dir.path + "/s")))
         }
