@@ -146,6 +146,42 @@ import TestSupport
         #expect(try #require(book.writer).projection.appendsProjectedAsTheyLanded == 1)
     }
 
+    /// The projection fails while the append lands (a trigger in its file refuses one row): the
+    /// append stands, durable, and says so; the projection is rolled back to where it was, and a
+    /// later catch-up makes it whole.
+    @Test func aProjectionThatFailsLeavesTheAppendStanding() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/s", creating: true)
+        defer { try? book.close() }
+        do {
+            let fd = try input(dir, 0..<2_000)
+            defer { close(fd) }
+            _ = try book.appendNDJSON(from: fd, name: "in.ndjson")
+        }
+        let w = try #require(book.writer)
+        let before = try dump(book), cursor = try w.projection.cursor()
+        try w.projection.pool.write { db in
+            try db.execute(sql: "CREATE TRIGGER refuse_boom BEFORE INSERT ON tags WHEN NEW.name = 'boom' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+        }
+        let path = dir.path + "/boom.ndjson"
+        let lines = Array(SampleWorkload(seed: 41, count: 5_000))[2_000...]
+            + [#"{"entity":"tag","op":"create","id":"00000000-0000-4000-8000-0000000000bb","fields":{"name":"boom"}}"#]
+        try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        let (r, failure) = try book.appendNDJSON(from: fd, name: "boom.ndjson")
+        #expect(r.appended == 3_001 && r.lastSeq == Seq(5_001))
+        #expect("\(try #require(failure))".contains("refused by the test"))
+        #expect(try LogReader(store: w.store).events(origin: w.store.replicaID).count == 5_001)
+        #expect(try dump(book) == before)
+        #expect(try w.projection.cursor() == cursor)
+        #expect(w.projection.appendsProjectedAsTheyLanded == 1)  // the first append only
+        try w.projection.pool.write { try $0.execute(sql: "DROP TRIGGER refuse_boom") }
+        _ = try w.catchUp()
+        #expect(try dump(book) == (try caughtUpCopy(of: dir.path + "/s", in: dir)))
+        #expect(try w.projection.cursor()[w.store.replicaID] == Seq(5_001))
+    }
+
     /// A projection behind the log (an append made without projecting) is not projected inline:
     /// the append lands first and the catch-up applies everything, in order, as before.
     @Test func aProjectionBehindTheLogIsCaughtUpAfterTheAppend() throws {
