@@ -436,7 +436,7 @@ public final class LogbookWriter: Sendable {
         /// - Parameters:
         ///   - fd: an open file descriptor, read to its end (not closed).
         ///   - name: how errors name the input (a file name, "standard input").
-        ///   - progress: lines and bytes read so far.
+        ///   - progress: lines and bytes read so far, called on this thread.
         /// - Returns: the append, and the projection's failure when the events were appended
         ///   (durably) but not projected: do not append them again; `replay()` completes it.
         /// - Throws: `.invalidInput` naming the line and field refused: nothing is appended.
