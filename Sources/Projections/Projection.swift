@@ -433,17 +433,11 @@ public final class Projection: @unchecked Sendable {
                 let deferred = try Projection.setAsideIndexes(db, schema: schema)
                 // Reading, decoding and placing fields run on a second thread, ahead of merging (same order).
                 try EventPrefetcher.runBatches(reader: reader, work: todo.map { ($0.0, $0.1) }, layout: p.layout) { batch in
-                    try batch.events.withUnsafeBufferPointer { batchEvents in
-                        try batch.fields.withUnsafeMutableBufferPointer { fields in
-                            for i in batchEvents.indices {
-                                try p.apply(batchEvents.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
-                                if listed { events.append(batchEvents[i]) }
-                                done += 1
-                                if done % 50_000 == 0 { progress?(done, total) }
-                                if p.pendingRows >= Projector.rebuildRowsMax { try p.flush(db: db) }
-                            }
-                        }
+                    try p.apply(batch, db: db, flushingAt: Projector.rebuildRowsMax) { _ in
+                        done += 1
+                        if done % 50_000 == 0 { progress?(done, total) }
                     }
+                    if listed { events += batch.events }
                 }
                 try p.flush(db: db)
                 try Projection.restoreIndexes(deferred, db)
@@ -591,14 +585,7 @@ public final class Projection: @unchecked Sendable {
                         if case .progress(let lines, let bytes) = item { progress?(lines, bytes) }
                         return
                     }
-                    try batch.events.withUnsafeBufferPointer { events in
-                        try batch.fields.withUnsafeMutableBufferPointer { fields in
-                            for i in events.indices {
-                                try p.apply(events.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
-                                if p.pendingRows >= rowsMax { try p.flush(db: db) }
-                            }
-                        }
-                    }
+                    try p.apply(batch, db: db, flushingAt: rowsMax)
                     if listing && !overflowed {
                         listed += batch.events
                         if listed.count > Projection.catchUpBatchEvents { overflowed = true; listed = [] }

@@ -210,6 +210,22 @@ final class Projector {
         }
     }
 
+    /// Applies a batch's events in order (each read in place, its fields taken from the batch's
+    /// buffer), flushing whenever `rowsMax` rows are pending; `each` is called after each event
+    /// with its index in the batch.
+    @inline(__always)
+    func apply(_ batch: PreparedBatch, db: Database, flushingAt rowsMax: Int, each: (Int) throws -> Void = { _ in }) throws {
+        try batch.events.withUnsafeBufferPointer { events in
+            try batch.fields.withUnsafeMutableBufferPointer { fields in
+                for i in events.indices {
+                    try apply(events.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
+                    try each(i)
+                    if pendingRows >= rowsMax { try flush(db: db) }
+                }
+            }
+        }
+    }
+
     /// Applies the event at `event`, whose fields `prepared` places in `fields` (values are taken
     /// from there into rows: what is left is what was not applied, or what a value replaced).
     /// The event is read in place: only what merging needs of it is loaded, and nothing is copied.
