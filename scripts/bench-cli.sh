@@ -37,6 +37,7 @@ print(f"  evctl append --no-project: {ev:.3f} s  {lines/ev/1e3:8.0f}K lines/s  (
 print(f"  sqlite3 .import (1 txn):  {sq:.3f} s  {lines/sq/1e3:8.0f}K lines/s")
 print(f"  evctl append (projected): {ep:.3f} s  {lines/ep/1e3:8.0f}K lines/s  (the above, projected as it lands: merged beside the append, indexes built after)")
 print(f"  ratio evctl / sqlite3:   {sq/ev:.2f}x   (target >= 1.00)")
+print(f"  ratio projected / sqlite3: {sq/ep:.2f}x (target >= 0.60)")
 print(f"  log bytes / input bytes: {log/size:.3f}    (target <= 0.333)")
 PY
 
