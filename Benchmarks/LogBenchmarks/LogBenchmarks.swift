@@ -307,20 +307,7 @@ let benchmarks: @Sendable () -> Void = {
 enum RawDisk {
     /// Seconds to write `totalBytes` in `writes` equal writes, each followed by fdatasync.
     static func writeAndSync(totalBytes: Int, writes: Int, in dir: String) throws -> Double {
-        let path = dir + "/raw-\(UUID().uuidString.prefix(8))"
-        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        precondition(fd >= 0)
-        defer {
-            close(fd)
-            unlink(path)
-        }
-        let chunk = [UInt8](repeating: 0x5A, count: max(1, totalBytes / writes))
-        let t = Clock.now()
-        for _ in 0..<writes {
-            _ = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            fdatasync(fd)
-        }
-        return Clock.now() - t
+        try inTurns(with: writes, bytes: totalBytes / writes, in: dir) { _ in }.raw
     }
 
     /// Runs `subject(k)` for k in 0..<count, each followed by one raw write of `bytes` and an
