@@ -180,13 +180,14 @@ enum EventCodec {
         let count = try rr.length("field count")
         var fields: [Field] = []
         fields.reserveCapacity(count)
+        let names = knownFieldNames  // one lazy-global check per record, not two per field
         for _ in 0..<count {
             let code = try rr.small("field code", atMost: 255)
             let name: String
             if code == 0 {
                 name = try decodeText(&rr, count: try rr.length("field name length"))
-            } else if code < knownFieldNames.count {
-                name = knownFieldNames[code]
+            } else if code < names.count {
+                name = names[code]
             } else {
                 name = unknownCodeName(code)  // a newer build's field: kept
             }
@@ -196,7 +197,7 @@ enum EventCodec {
         var e = Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: fields,
                       base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
         if version < Event.currentSchemaVersion { EventUpcasters.upcast(&e) }
-        return e
+        return consume e
     }
 
     /// What skimming a record learns of it: its fixed start, and where its entity id is.
@@ -273,7 +274,7 @@ enum EventCodec {
         case .real: return .real(Double(bitPattern: try r.u64()))
         case .text:
             return .text(try decodeText(&r, count: try r.length("text length")))
-        case .uuidText: return .text(try r.uuid().lowercasedString)
+        case .uuidText: return .text(UUIDText.format(bytes: try r.bytes(16)))
         }
     }
 }

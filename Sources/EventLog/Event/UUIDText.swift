@@ -46,8 +46,6 @@ package enum UUIDText {
         }
     }
 
-    private static let digits: [UInt8] = Array("0123456789abcdef".utf8)
-
     /// Canonical lowercase text of a UUID, without Foundation's formatting.
     public static func format(_ u: UUID) -> String {
         String(unsafeUninitializedCapacity: 36) { write(u, into: $0) }
@@ -60,21 +58,38 @@ package enum UUIDText {
         _ = out.withUnsafeMutableBufferPointer { write(u, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
     }
 
+    /// The lowercase hex digit of a nibble, by arithmetic (no table: a global table costs a
+    /// lazy-initialisation check and a bounds check per digit, 32 per UUID).
+    @inline(__always) static func hexDigit(_ n: UInt8) -> UInt8 {
+        n < 10 ? 0x30 &+ n : 0x57 &+ n
+    }
+
+    /// Canonical lowercase text of the UUID whose 16 bytes `src` holds (read in place: a record's
+    /// bytes need not be made a `UUID` first).
+    static func format(bytes src: UnsafeRawBufferPointer) -> String {
+        String(unsafeUninitializedCapacity: 36) { write(bytes: src, into: $0) }
+    }
+
     /// Writes the 36 bytes of text into `out`; returns 36.
     static func write(_ u: UUID, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
-        withUnsafeBytes(of: u.uuid) { src in
-            var o = 0
-            for i in 0..<16 {
-                if i == 4 || i == 6 || i == 8 || i == 10 {
-                    out[o] = 0x2D
-                    o += 1
-                }
-                out[o] = digits[Int(src[i] >> 4)]
-                out[o + 1] = digits[Int(src[i] & 0x0F)]
-                o += 2
+        withUnsafeBytes(of: u.uuid) { write(bytes: $0, into: out) }
+    }
+
+    /// Writes the 36 bytes of text of the 16 bytes at `src` into `out`; returns 36.
+    @inline(__always)
+    static func write(bytes src: UnsafeRawBufferPointer, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        precondition(src.count == 16 && out.count >= 36)
+        var o = 0
+        for i in 0..<16 {
+            if i == 4 || i == 6 || i == 8 || i == 10 {
+                out[o] = 0x2D
+                o += 1
             }
-            return 36
+            out[o] = hexDigit(src[i] >> 4)
+            out[o + 1] = hexDigit(src[i] & 0x0F)
+            o += 2
         }
+        return 36
     }
 
     /// Hex digit values; 0xFF for bytes that are not hex digits.
