@@ -86,6 +86,16 @@ import Testing
             }
         }
         #expect(calls == 30)
+        // The same for decoded events: the error is the body's, not one of the log.
+        var decodedCalls = 0
+        #expect(throws: Enough.self) {
+            try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { _ in
+                decodedCalls += 1
+                if decodedCalls == 30 { throw Enough() }
+                return true
+            }
+        }
+        #expect(decodedCalls == 30)
     }
 
     /// Damage in a sealed segment: the events before it are handed out, then the error names the

@@ -387,13 +387,20 @@ final class FrameDecoder {
     /// Decodes the events of a frame whose CRC has been checked.
     func events(of frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [Event] {
         var result: [Event] = []
-        result.reserveCapacity(Int(header.count))
+        try events(of: frame, header: header, into: &result)
+        return result
+    }
+
+    /// Appends the events of a frame whose CRC has been checked to `result`; on a failure,
+    /// `result` may hold some of them (the caller discards it).
+    func events(of frame: UnsafeRawBufferPointer, header: FrameHeader, into result: inout [Event]) throws(FrameDecodeError) {
+        result.reserveCapacity(result.count + Int(header.count))
         try forEachRecord(of: frame, header: header) { r, seq in
             let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
-            result.append(e)
-            return e.hlc
+            let hlc = e.hlc
+            result.append(consume e)  // moved into the batch, not copied
+            return hlc
         }
-        return result
     }
 
     /// Checks that every event of a frame whose CRC has been checked decodes, exactly as

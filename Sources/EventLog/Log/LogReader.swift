@@ -82,6 +82,7 @@ public struct LogReader: Sendable {
     /// As `forEachEvent`; `pipelined` decodes batches on a second core while the next are read
     /// (as `forEachEventView`), `body` still on the calling thread, in order.
     package func forEachEvent(origin: ReplicaID, from: Seq, pipelined: Bool, _ body: (Event) throws -> Bool) throws {
+        guard pipelined else { return try forEachEventInTurn(origin: origin, from: from, body) }
         try forEachChecked(origin: origin, from: from, pipelined: pipelined,
                            check: { (d: FrameDecoder, p: UnsafeRawBufferPointer, h: FrameHeader) throws(FrameDecodeError) -> [Event] in
                                try d.events(of: p, header: h)
@@ -90,6 +91,51 @@ public struct LogReader: Sendable {
                 if try !body(e) { return false }
             }
             return true
+        }
+    }
+
+    /// `forEachEvent` on this thread alone: each frame decoded straight from the bytes read, into
+    /// one batch kept for the whole read (no copy of the frame, no new batch per frame), and its
+    /// events handed out once all of them decoded, as `forEachChecked` hands out a frame's.
+    private func forEachEventInTurn(origin: ReplicaID, from: Seq, _ body: (Event) throws -> Bool) throws {
+        let decoder = FrameDecoder(keysOf: store)
+        var events: [Event] = []
+        // An error of `body` or of a record ends the read at once (not as damage the scan found).
+        var handOutError: (any Error)?
+        try forEachFrame(origin: origin, from: from) { h, bytes in
+            events.removeAll(keepingCapacity: true)
+            do throws(FrameDecodeError) {
+                try decoder.events(of: bytes, header: h, into: &events)
+            } catch {
+                do { return try Self.readsOn(after: error, header: h) } catch { handOutError = error; return false }
+            }
+            do {
+                for e in events where e.seq >= from {
+                    if try !body(e) { return false }
+                }
+            } catch {
+                handOutError = error
+                return false
+            }
+            return true
+        }
+        if let handOutError { throw handOutError }
+    }
+
+    /// What a read does after a frame whose CRC and link are good does not decode: true to read on
+    /// past it, false to stop there; throws when the frame is damage.
+    private static func readsOn(after error: FrameDecodeError, header h: FrameHeader) throws -> Bool {
+        switch error {
+        case .unreadable:
+            // Signed by its origin and intact, but sealed wrong by its writer: skipped
+            // (never read as data; `evctl verify` names it), the log reads on.
+            return true
+        case .locked:
+            // A share's sealed frame this replica holds no key for: the end of what it
+            // can read of this log, for now (a key that arrives later reads on from here).
+            return false
+        default:
+            throw LogError(.corrupt, "read", "frame does not decode: \(error.message)", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
         }
     }
 
@@ -126,7 +172,11 @@ public struct LogReader: Sendable {
         // Shares' content keys, for sealed frames, read at the first one met (a damaged key file
         // reads as no keys: such frames are then the end of what this replica can read).
         let keys = store
-        var batch = CheckBatch(check, keys: keys)
+        // This thread's decoder, kept for the whole read: its LZ4 context and payload buffer are
+        // made once, not once per batch (with one frame per batch, freeing a payload buffer per
+        // frame made the allocator fold its free lists every frame).
+        let decoder = FrameDecoder(keysOf: keys)
+        var batch = CheckBatch(check, keys: keys, caller: decoder)
         var inFlight: CheckBatch<T>?
         var stopped = false
         func deliver(_ done: CheckBatch<T>) throws {
@@ -135,24 +185,14 @@ public struct LogReader: Sendable {
                 switch result {
                 case .success(let made):
                     if try !hand(made) { stopped = true; return }
-                case .failure(.unreadable):
-                    // Signed by its origin and intact, but sealed wrong by its writer: skipped
-                    // (never read as data; `evctl verify` names it), the log reads on.
-                    continue
-                case .failure(.locked):
-                    // A share's sealed frame this replica holds no key for: the end of what it
-                    // can read of this log, for now (a key that arrives later reads on from here).
-                    stopped = true
-                    return
                 case .failure(let error):
-                    let h = done.frames[i].header
-                    throw LogError(.corrupt, "read", "frame does not decode: \(error.message)", seqs: h.baseSeq.rawValue...h.lastSeq.rawValue)
+                    if try !Self.readsOn(after: error, header: done.frames[i].header) { stopped = true; return }
                 }
             }
         }
         func ship() throws {
             let full = batch
-            batch = CheckBatch(check, keys: keys)
+            batch = CheckBatch(check, keys: keys, caller: decoder)
             size = min(16, size * 2)
             if pipelined { full.start() } else { full.run() }
             let previous = inFlight
@@ -258,15 +298,21 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     private var slots: Slots?
 
     private let keys: Store
+    /// The reading thread's decoder (used only by `run` and `wait`, on that thread); a worker
+    /// makes its own.
+    private let caller: FrameDecoder
 
-    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T, keys: Store) {
+    init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T, keys: Store,
+         caller: FrameDecoder) {
         self.check = check
         self.keys = keys
+        self.caller = caller
     }
 
-    /// Checks frames not yet claimed, on the calling thread, until none is left.
-    private func work(_ out: Slots) {
-        var decoder: FrameDecoder?
+    /// Checks frames not yet claimed, on the calling thread, until none is left; `decoder` is the
+    /// thread's own, if it has one.
+    private func work(_ out: Slots, decoder: FrameDecoder? = nil) {
+        var decoder = decoder
         while true {
             progress.lock()
             let i = claimed
@@ -293,7 +339,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
 
     /// Checks every frame here, now.
     func run() {
-        work(prepare())
+        work(prepare(), decoder: caller)
         collect()
     }
 
@@ -307,7 +353,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     /// results into `checked` (at once for a batch `run` here).
     func wait() {
         guard let out = slots else { return }
-        work(out)
+        work(out, decoder: caller)
         progress.lock()
         while finished < frames.count { progress.wait() }
         progress.unlock()
