@@ -433,7 +433,7 @@ public final class Projection: @unchecked Sendable {
                 let deferred = try Projection.setAsideIndexes(db, schema: schema)
                 // Reading, decoding and placing fields run on a second thread, ahead of merging (same order).
                 try EventPrefetcher.runBatches(reader: reader, work: todo.map { ($0.0, $0.1) }, layout: p.layout) { batch in
-                    try p.apply(batch, db: db, flushingAt: Projector.rebuildRowsMax) { _ in
+                    try p.apply(batch, db: db, flushingAt: Projector.rebuildRowsMax) {
                         done += 1
                         if done % 50_000 == 0 { progress?(done, total) }
                     }

@@ -212,14 +212,14 @@ final class Projector {
 
     /// Applies a batch's events in order (each read in place, its fields taken from the batch's
     /// buffer), flushing whenever `rowsMax` rows are pending; `each` is called after each event
-    /// with its index in the batch.
+    /// (a rebuild counts them for its progress reports).
     @inline(__always)
-    func apply(_ batch: PreparedBatch, db: Database, flushingAt rowsMax: Int, each: (Int) throws -> Void = { _ in }) throws {
+    func apply(_ batch: PreparedBatch, db: Database, flushingAt rowsMax: Int, each: () throws -> Void = {}) throws {
         try batch.events.withUnsafeBufferPointer { events in
             try batch.fields.withUnsafeMutableBufferPointer { fields in
                 for i in events.indices {
                     try apply(events.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
-                    try each(i)
+                    try each()
                     if pendingRows >= rowsMax { try flush(db: db) }
                 }
             }
