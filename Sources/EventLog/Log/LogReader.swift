@@ -72,9 +72,9 @@ public struct LogReader: Sendable {
     }
 
     /// Calls `body` with each event of `origin` from seq `from` on, until it returns false.
-    /// Decodes on the calling thread: building events is bound by the allocator, and decoding on
-    /// a second core measured faster with glibc's malloc (1.8-2.0M against 1.6M events/s) but
-    /// slower under the benchmark's interposed one; `forEachEventView` is the fast scan.
+    /// Decodes on the calling thread: building events is bound by the allocator, and in
+    /// LogBenchmarks (2026-11-27) decoding in turn read 1.7-2.3M events/s against 1.5-1.8M with
+    /// a second core decoding ahead; `forEachEventView` is the fast scan.
     public func forEachEvent(origin: ReplicaID, from: Seq = Seq(1), _ body: (Event) throws -> Bool) throws {
         try forEachEvent(origin: origin, from: from, pipelined: false, body)
     }
