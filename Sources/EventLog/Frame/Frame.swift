@@ -366,12 +366,12 @@ final class FrameDecoder {
     private var raw: [UInt8] = []
     /// Opens sealed frames; without it (or without the frame's key) reading one throws `.locked`.
     private var keys: ShareKeyring?
-    /// Whose keyring to read at the first sealed frame (reads of logs without any pay nothing).
+    /// Whose keyring to read at each sealed frame (reads of logs without any pay nothing).
     private var keysOf: Store?
 
     init(keys: ShareKeyring? = nil) { self.keys = keys }
 
-    /// A decoder that reads `store`'s keyring when it first meets a sealed frame.
+    /// A decoder that reads `store`'s keyring at each sealed frame it meets.
     init(keysOf store: Store) { keysOf = store }
 
     /// Checks the CRC of a whole frame whose header has been parsed.
@@ -391,10 +391,20 @@ final class FrameDecoder {
         return result
     }
 
-    /// Appends the events of a frame whose CRC has been checked to `result`; on a failure,
-    /// `result` may hold some of them (the caller discards it).
+    /// Replaces the contents of `result` (keeping its capacity) with the events of a frame whose
+    /// CRC has been checked; on a failure, `result` is left empty.
     func events(of frame: UnsafeRawBufferPointer, header: FrameHeader, into result: inout [Event]) throws(FrameDecodeError) {
-        result.reserveCapacity(result.count + Int(header.count))
+        result.removeAll(keepingCapacity: true)
+        result.reserveCapacity(Int(header.count))
+        do throws(FrameDecodeError) {
+            try decodeEvents(of: frame, header: header, into: &result)
+        } catch {
+            result.removeAll(keepingCapacity: true)
+            throw error
+        }
+    }
+
+    private func decodeEvents(of frame: UnsafeRawBufferPointer, header: FrameHeader, into result: inout [Event]) throws(FrameDecodeError) {
         try forEachRecord(of: frame, header: header) { r, seq in
             let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
             let hlc = e.hlc
@@ -448,9 +458,11 @@ final class FrameDecoder {
                                _ record: (inout ByteReader, Seq) throws -> HLC) throws(FrameDecodeError) {
         if header.sealed {
             guard let block = ShareBlock.of(frame, header: header) else { throw .invalid("a sealed frame without its share block") }
-            if keys == nil, let store = keysOf {
+            // Asked again at each sealed frame (a decoder may serve a whole read): a key that
+            // arrives, or a member removed, mid-read counts from the next frame on. Cached by the
+            // folder's modification time, so this is a `stat` when nothing changed.
+            if let store = keysOf {
                 keys = try? ShareKeyring.of(store)  // a damaged key file reads as no keys
-                keysOf = nil
             }
             guard let keys, let key = keys.key(block.share, epoch: block.epoch) else { throw .locked(block.share, block.epoch) }
             let writer = ReplicaID.derived(fromSigningKey: Array(UnsafeRawBufferPointer(rebasing: frame[header.totalBytes - FrameSignature.blockBytes..<header.totalBytes - FrameSignature.blockBytes + 32])))

@@ -78,7 +78,10 @@ final class LZ4Codec {
         if let declared = Self.contentSize(input), declared != 0, declared != UInt64(expected) {
             throw .malformed("the LZ4 frame holds \(declared) bytes, the frame header says \(expected)")
         }
-        output.removeAll(keepingCapacity: true)
+        // Room kept from earlier frames only while it is at most twice what this one needs: a
+        // buffer still shared (with views of an earlier frame) is copied at its whole capacity,
+        // and one large frame must not size every later copy.
+        output.removeAll(keepingCapacity: output.capacity <= 2 * expected)
         output.reserveCapacity(expected)
         // Zeros copied in blocks (a copy per block, in any build), overwritten below.
         while output.count < expected { output.append(contentsOf: Self.zeros.prefix(expected - output.count)) }

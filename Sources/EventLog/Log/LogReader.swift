@@ -98,14 +98,15 @@ public struct LogReader: Sendable {
     /// one batch kept for the whole read (no copy of the frame, no new batch per frame), and its
     /// events handed out once all of them decoded, as `forEachChecked` hands out a frame's.
     private func forEachEventInTurn(origin: ReplicaID, from: Seq, _ body: (Event) throws -> Bool) throws {
-        let decoder = FrameDecoder(keysOf: store)
+        let decoder = ReadDecoder(keysOf: store)
         var events: [Event] = []
         // An error of `body` or of a record ends the read at once (not as damage the scan found).
         var handOutError: (any Error)?
         try forEachFrame(origin: origin, from: from) { h, bytes in
-            events.removeAll(keepingCapacity: true)
+            // The frame's events live until handed out, not until the next frame is read.
+            defer { events.removeAll(keepingCapacity: true) }
             do throws(FrameDecodeError) {
-                try decoder.events(of: bytes, header: h, into: &events)
+                try decoder.made.events(of: bytes, header: h, into: &events)
             } catch {
                 do { return try Self.readsOn(after: error, header: h) } catch { handOutError = error; return false }
             }
@@ -172,10 +173,8 @@ public struct LogReader: Sendable {
         // Shares' content keys, for sealed frames, read at the first one met (a damaged key file
         // reads as no keys: such frames are then the end of what this replica can read).
         let keys = store
-        // This thread's decoder, kept for the whole read: its LZ4 context and payload buffer are
-        // made once, not once per batch (with one frame per batch, freeing a payload buffer per
-        // frame made the allocator fold its free lists every frame).
-        let decoder = FrameDecoder(keysOf: keys)
+        // This thread's decoder, kept for the whole read, not made again per batch.
+        let decoder = ReadDecoder(keysOf: keys)
         var batch = CheckBatch(check, keys: keys, caller: decoder)
         var inFlight: CheckBatch<T>?
         var stopped = false
@@ -300,10 +299,10 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     private let keys: Store
     /// The reading thread's decoder (used only by `run` and `wait`, on that thread); a worker
     /// makes its own.
-    private let caller: FrameDecoder
+    private let caller: ReadDecoder
 
     init(_ check: @escaping @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T, keys: Store,
-         caller: FrameDecoder) {
+         caller: ReadDecoder) {
         self.check = check
         self.keys = keys
         self.caller = caller
@@ -339,7 +338,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
 
     /// Checks every frame here, now.
     func run() {
-        work(prepare(), decoder: caller)
+        work(prepare(), decoder: caller.made)
         collect()
     }
 
@@ -353,7 +352,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     /// results into `checked` (at once for a batch `run` here).
     func wait() {
         guard let out = slots else { return }
-        work(out, decoder: caller)
+        work(out, decoder: caller.made)
         progress.lock()
         while finished < frames.count { progress.wait() }
         progress.unlock()
@@ -377,6 +376,23 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
         checked = Array(out)
         out.deinitialize().deallocate()
         slots = nil
+    }
+}
+
+/// The decoder of one read's own thread, made when the read meets its first frame (a read at the
+/// tip makes none) and kept to its end: its LZ4 context and payload buffer are made once (one
+/// per frame, freeing a payload buffer each time, made glibc fold its free lists every frame).
+private final class ReadDecoder {
+    private let store: Store
+    private var decoder: FrameDecoder?
+
+    init(keysOf store: Store) { self.store = store }
+
+    var made: FrameDecoder {
+        if let decoder { return decoder }
+        let d = FrameDecoder(keysOf: store)
+        decoder = d
+        return d
     }
 }
 
