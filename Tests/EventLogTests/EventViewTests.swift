@@ -144,6 +144,44 @@ import Testing
         #expect(v.isCorruption && v.file == segs[2] && v.offset == d.offset && v.file == d.file)
     }
 
+    /// A frame in the log whose checksum and hash link are right but one of whose records is not
+    /// (a faulty writer: receiving refuses such frames, so only this replica's own could be one):
+    /// the events before it are handed out, none of its own, and the read fails naming its seqs;
+    /// decoded events and views alike, in turn and batched.
+    @Test(arguments: [false, true]) func aFrameThatDoesNotDecodeEndsTheReadNamingItsSeqs(pipelined: Bool) throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)  // unsigned: the crafted frame needs no signature
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        _ = try a.append((0..<3).map { item("task \($0)") })
+        try a.close()
+        let segment = try #require(segmentFiles(store).last)
+        var bytes = readBytes(segment)
+        let lastAt = try #require(frameOffsets(segment).last)
+        let last = Array(bytes[lastAt...])
+        let (lastHeader, previous) = try last.withUnsafeBytes { (try FrameHeader.decode($0), FrameHash.of($0)) }
+        let first = lastHeader.lastHLC.rawValue + 1_000
+        let good = HostileInputTests.record()
+        let badText = HostileInputTests.record(hlcDelta: [1], tail: [1, 1, 5, 2, 0xC3, 0x28])  // title: invalid UTF-8
+        bytes += HostileInputTests.frame(records: good + badText, baseSeq: 4, count: 2, firstHLC: first, lastHLC: first + 1,
+                                         previous: previous, origin: store.replicaID)
+        writeBytes(segment, bytes)
+
+        var decoded: [Seq] = []
+        let e1 = #expect(throws: LogError.self) {
+            try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { decoded.append($0.seq); return true }
+        }
+        var viewed: [Seq] = []
+        let e2 = #expect(throws: LogError.self) {
+            try LogReader(store: store).forEachEventView(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { viewed.append($0.seq); return true }
+        }
+        #expect(decoded == [Seq(1), Seq(2), Seq(3)] && viewed == decoded)
+        for e in [e1, e2] {
+            let e = try #require(e)
+            #expect(e.isCorruption && e.seqs == 4...5, "\(e)")
+            #expect(e.message.contains("does not decode") && e.message.contains("UTF-8"), "\(e.message)")
+        }
+    }
+
     /// A frame whose checksum is right but one of whose records is not (a faulty or hostile
     /// author) is refused whole, with the verdict decoding gives: none of its events is handed out.
     @Test func aFrameWithOneBadRecordGivesNoViews() throws {
