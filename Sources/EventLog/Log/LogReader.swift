@@ -170,8 +170,9 @@ public struct LogReader: Sendable {
         // Batches start at one frame and double up to 16: a read that stops early (a limit, a
         // search) decodes at most about twice what it hands out.
         var size = 1
-        // Shares' content keys, for sealed frames, read at the first one met (a damaged key file
-        // reads as no keys: such frames are then the end of what this replica can read).
+        // Shares' content keys, for sealed frames, asked of the store's keyring at each one met
+        // (a damaged key file reads as no keys: such frames are then the end of what this replica
+        // can read).
         let keys = store
         // This thread's decoder, kept for the whole read, not made again per batch.
         let decoder = ReadDecoder(keysOf: keys)
