@@ -11,10 +11,6 @@ import Foundation
 /// in line (after the events before it); when the caller stops early or throws, the reader is
 /// told to stop and joined before `run` returns, so no thread outlives it.
 enum EventPrefetcher {
-    /// Batches are freed here once applied: freeing every event's fields and texts took a tenth
-    /// of merging, and the reading core, which waits for the merging one, has the time.
-    private static let freeing = DispatchQueue(label: "logbook.prefetch.free", qos: .utility)
-
     /// Calls `body` with each event of each `(origin, from)` in `work`, in order.
     static func run(reader: LogReader, work: [(ReplicaID, Seq)], depth: Int = 8, batchEvents: Int = 4096,
                     _ body: (Event) throws -> Void) throws {
@@ -31,6 +27,11 @@ enum EventPrefetcher {
     /// `PreparedBatch.fields`). The batch is the caller's until `body` returns.
     static func runBatches(reader: LogReader, work: [(ReplicaID, Seq)], layout: FieldLayout?, depth: Int = 8, batchEvents: Int = 4096,
                            _ body: (PreparedBatch) throws -> Void) throws {
+        // Batches are freed on another thread once applied (`FreeAside`): freeing every event's
+        // fields and texts took a tenth of merging, and the reading core, which waits for the
+        // merging one, has the time.
+        let retired = FreeAside.Retirer<PreparedBatch>()
+        defer { retired.finish() }
         try Handoff<PreparedBatch>.run(name: "logbook.prefetch", depth: depth, produce: { hand, _ in
             var batch = PreparedBatch(capacity: batchEvents, layout: layout)
             var stopped = false
@@ -53,13 +54,9 @@ enum EventPrefetcher {
             }
             if batch.count > 0 && !stopped { _ = hand(batch) }
         }, consume: { batch in
+            // Retired whatever `body` does (a batch it threw on is freed aside too).
+            defer { retired.retire(batch) }
             try body(batch)
-            free(batch)
         })
-    }
-
-    /// Frees a batch applied on the freeing queue, off the merging thread.
-    static func free(_ batch: PreparedBatch) {
-        freeing.async { withExtendedLifetime(batch) {} }
     }
 }

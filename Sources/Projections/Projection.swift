@@ -560,6 +560,9 @@ public final class Projection: @unchecked Sendable {
                 // The append's thread is joined before `run` returns (the closure itself may be
                 // released later, with the thread object: it is escaping for that).
                 nonisolated(unsafe) let append = append
+                // Applied batches are freed on another thread (`FreeAside`).
+                let retired = FreeAside.Retirer<PreparedBatch>()
+                defer { retired.finish() }
                 // The append hands over each chunk's events placed, with their fields laid out on
                 // its thread, and its progress; at most `depth` items wait, which bounds memory.
                 try Handoff<AppendHandoff>.run(name: "logbook.append", depth: 8, produce: { hand, _ in
@@ -585,12 +588,12 @@ public final class Projection: @unchecked Sendable {
                         if case .progress(let lines, let bytes) = item { progress?(lines, bytes) }
                         return
                     }
+                    defer { retired.retire(batch) }
                     try p.apply(batch, db: db, flushingAt: rowsMax)
                     if listing && !overflowed {
                         listed += batch.events
                         if listed.count > Projection.catchUpBatchEvents { overflowed = true; listed = [] }
                     }
-                    EventPrefetcher.free(batch)
                 })
                 // Only here, once `append` has returned (the events are durable), may this commit.
                 guard case .success = outcome.value else { throw ProjectionError.database("the append ended without a result") }

@@ -616,9 +616,9 @@ final class Projector {
         if rows.count >= Self.freeAsideRows {
             // Freeing a rebuild's rows (arrays and strings of each) took a tenth of it: another
             // thread does it while this one goes on (indexes, the FTS index, the commit).
-            let written = rows
-            rows = [:]
-            DispatchQueue.global(qos: .utility).async { withExtendedLifetime(written) {} }
+            var written: [Key: RowState] = [:]
+            swap(&written, &rows)
+            FreeAside.release(consume written)
         } else {
             rows.removeAll(keepingCapacity: true)
         }

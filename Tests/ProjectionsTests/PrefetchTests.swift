@@ -200,3 +200,63 @@ import Testing
     }
 }
 
+
+/// What a merging thread is done with is freed on `FreeAside`'s queue, every time: the caller
+/// keeps no reference that could be the last (a closure's copy raced the caller's and often lost).
+@Suite struct FreeAsideTests {
+    /// Records the thread its deinit runs on.
+    final class Tracked: @unchecked Sendable {
+        let done: @Sendable (pthread_t) -> Void
+        init(_ done: @escaping @Sendable (pthread_t) -> Void) { self.done = done }
+        deinit { done(pthread_self()) }
+    }
+
+    final class Threads: @unchecked Sendable {
+        let lock = NSLock()
+        var freedOn: [pthread_t] = []
+        let freed = DispatchSemaphore(value: 0)
+        func note(_ t: pthread_t) {
+            lock.withLock { freedOn.append(t) }
+            freed.signal()
+        }
+        var all: [pthread_t] { lock.withLock { freedOn } }
+    }
+
+    @Test func aValueReleasedAsideIsFreedOnTheQueueEveryTime() {
+        let threads = Threads()
+        let me = pthread_self()
+        for _ in 0..<300 {
+            // A value holding the object (as a flush's rows hold their texts).
+            var value = [Tracked { threads.note($0) }]
+            value.reserveCapacity(2)
+            FreeAside.release(consume value)
+        }
+        for _ in 0..<300 { threads.freed.wait() }
+        #expect(threads.all.count == 300)
+        #expect(threads.all.allSatisfy { pthread_equal($0, me) == 0 })
+    }
+
+    /// As a Handoff loop does: the caller still holds the item when it retires it, and lets it
+    /// go a moment later (by then a queue handed the item would long have dropped its copy).
+    @Test func aRetiredObjectIsKeptUntilTheNextAndFreedOnTheQueue() {
+        let threads = Threads()
+        let me = pthread_self()
+        let retired = FreeAside.Retirer<Tracked>()
+        for k in 0..<40 {
+            let item = Tracked { threads.note($0) }
+            retired.retire(item)
+            usleep(1_000)
+            if k == 0 {
+                // The first is held until the next comes: nothing freed yet.
+                #expect(threads.freed.wait(timeout: .now() + .milliseconds(20)) == .timedOut)
+            }
+            withExtendedLifetime(item) {}
+        }
+        for _ in 0..<39 { threads.freed.wait() }
+        #expect(threads.all.count == 39)
+        retired.finish()
+        threads.freed.wait()
+        #expect(threads.all.count == 40)
+        #expect(threads.all.allSatisfy { pthread_equal($0, me) == 0 })
+    }
+}
