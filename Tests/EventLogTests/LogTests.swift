@@ -83,6 +83,46 @@ import Testing
         #expect(atOnce.finish(continues: false, previousHash: .zero) == oneByOne.finish(continues: false, previousHash: .zero))
     }
 
+    /// Where a batch's runs split is the writer's choice: with the calling thread's run made
+    /// longer (`callerLead`, any size, clamped so that every run keeps events), the records are
+    /// byte for byte those of one event at a time, and the frame reads back as the same events.
+    @Test func aBatchWhoseFirstRunIsLongerHoldsTheSameRecords() throws {
+        let origin = ReplicaID(rawValue: UUID())
+        do {
+            // The appender's lead on two cores: 19/32 of the batch for the first run.
+            let ms = sampleMutations(1000, seed: 22)
+            let hlcs = ms.indices.map { HLC(wallMillis: 5_000 + UInt64($0), counter: 0) }
+            let e = FrameEncoder()
+            #expect(e.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 2,
+                          callerLead: 1000 * 3 / 32, bytesLimit: FrameHeader.payloadBytesMax))
+            #expect(e.runStarts == [0, 593, 1000])
+        }
+        for (count, workers) in [(1000, 2), (256, 2), (300, 3), (9, 8), (2, 2), (40, 8)] {
+            let ms = sampleMutations(count, seed: 21)
+            let hlcs = ms.indices.map { HLC(wallMillis: 5_000 + UInt64($0), counter: 0) }
+            let oneByOne = FrameEncoder()
+            for (k, m) in ms.enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+            let expected = oneByOne.recordBytes
+            let single = oneByOne.finish(continues: false, previousHash: .zero)
+            let singleHeader = try single.withUnsafeBytes { try FrameHeader.decode($0) }
+            let events = try single.withUnsafeBytes { try FrameDecoder().events(of: $0, header: singleHeader) }
+            for lead in [0, 1, count * 3 / 32, count, Int.max / 2] {
+                let atOnce = FrameEncoder()
+                #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: workers,
+                                   callerLead: lead, bytesLimit: FrameHeader.payloadBytesMax))
+                #expect(atOnce.recordBytes == expected, "\(count) events, \(workers) workers, lead \(lead)")
+                // The first run is longer by the lead, at most half a share; the last one shorter.
+                let runs = min(workers, count), share = count / runs, applied = min(lead, share / 2)
+                let starts = (0...runs).map { $0 == 0 ? 0 : $0 == runs ? count : count * $0 / runs + applied }
+                #expect(atOnce.runStarts == starts, "\(count) events, \(workers) workers, lead \(lead)")
+                let frame = atOnce.finish(continues: false, previousHash: .zero)
+                let h = try frame.withUnsafeBytes { try FrameHeader.decode($0) }
+                let read = try frame.withUnsafeBytes { try FrameDecoder().events(of: $0, header: h) }
+                #expect(read == events, "\(count) events, \(workers) workers, lead \(lead)")
+            }
+        }
+    }
+
     /// A batch that one frame holds has its records encoded, and compressed, on every core at
     /// once. Its frames hold exactly the records of the same events added one at a time: the same
     /// duplicates skipped (from the log and within the batch), the same seqs and clock values;

@@ -191,6 +191,8 @@ final class FrameEncoder {
         count += 1
     }
 
+    /// Where each run of the last `add(_:picks:…)` starts, and the end (for tests).
+    private(set) var runStarts: [Int] = []
     /// Per-worker record buffers of `add(_:picks:…)`, kept for their capacity.
     private var parts: [ByteWriter] = []
     /// Per-worker LZ4 blocks of `add(_:picks:…)`'s runs, each compressed by the worker that
@@ -205,10 +207,14 @@ final class FrameEncoder {
     /// Adds `ms[picks]` as the next events of an empty frame, at `baseSeq` on, stamped `hlcs`
     /// (increasing), their records encoded by `workers` threads, each a contiguous run into a
     /// buffer of its own, joined in order: the bytes are exactly those `add` writes one by one.
+    /// The first run is `callerLead` events longer than an equal share, at most half a share
+    /// longer, taken from the last run (the runs are the LZ4 blocks of the frame: where they
+    /// split is the writer's choice, and any split reads alike).
     /// - Returns: false, leaving the frame empty, when the records reach `bytesLimit` (a worker
     ///   stops once its own run reaches it, so a batch of large records costs at most about
     ///   `bytesLimit` per worker to find out); the caller then adds them one at a time.
-    func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int, bytesLimit: Int) -> Bool {
+    func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int, callerLead: Int = 0,
+             bytesLimit: Int) -> Bool {
         precondition(count == 0 && !picks.isEmpty && picks.count == hlcs.count && picks.count <= FrameHeader.eventsMax,
                      "a frame built at once starts empty and has one clock value per event")
         let first = hlcs[0]
@@ -217,11 +223,18 @@ final class FrameEncoder {
         while parts.count < runs { parts.append(ByteWriter(capacity: 1 << 16)) }
         while blockWriters.count < runs { blockWriters.append(LZ4BlockWriter()) }
         nonisolated(unsafe) let writers = blockWriters
+        // Where each run starts: equal shares, but the first run (usually the calling thread's,
+        // which starts at once while the others wait for a worker to wake) is `callerLead` events
+        // longer, at most half a share more, so that every run keeps events; the last is shorter.
+        let lead = max(0, min(callerLead, n / runs / 2))
+        let edge: @Sendable (Int) -> Int = { w in w == 0 ? 0 : w == runs ? n : n * w / runs + lead }
+        runStarts.removeAll(keepingCapacity: true)
+        for w in 0...runs { runStarts.append(edge(w)) }
         parts.withUnsafeMutableBufferPointer { buffer in
             nonisolated(unsafe) let out = buffer
             DispatchQueue.concurrentPerform(iterations: runs) { w in
                 out[w].removeAll()
-                for k in (n * w / runs)..<(n * (w + 1) / runs) {
+                for k in edge(w)..<edge(w + 1) {
                     precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
                     if out[w].count >= bytesLimit { break }
                     EventCodec.encode(ms[picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
