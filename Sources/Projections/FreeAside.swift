@@ -6,9 +6,8 @@ import Foundation
 /// Handing a value to a queue in a closure is not enough: the closure's copy and the caller's
 /// are two references, and whichever goes last frees the value. A queue already running takes
 /// the closure at once and often drops its copy first: in a rebuild's profile, over a third of
-/// the batches were freed on the merging thread. Here the caller keeps no
-/// reference: the value is moved into a box and the box is released on the queue, by its only
-/// owner.
+/// the batches were freed on the merging thread. Here the caller keeps no reference: the value
+/// is moved into a box and the box is released on the queue, by its only owner.
 enum FreeAside {
     /// The queue batches and rows are freed on.
     static let queue = DispatchQueue(label: "logbook.free", qos: .utility)

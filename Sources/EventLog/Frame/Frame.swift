@@ -191,7 +191,7 @@ final class FrameEncoder {
         count += 1
     }
 
-    /// Where each run of the last `add(_:picks:…)` starts, and the end (for tests).
+    /// Where each run of the last `add(_:picks:…)` starts, and the end: the split it encoded.
     private(set) var runStarts: [Int] = []
     /// Per-worker record buffers of `add(_:picks:…)`, kept for their capacity.
     private var parts: [ByteWriter] = []
@@ -227,14 +227,14 @@ final class FrameEncoder {
         // which starts at once while the others wait for a worker to wake) is `callerLead` events
         // longer, at most half a share more, so that every run keeps events; the last is shorter.
         let lead = max(0, min(callerLead, n / runs / 2))
-        let edge: @Sendable (Int) -> Int = { w in w == 0 ? 0 : w == runs ? n : n * w / runs + lead }
         runStarts.removeAll(keepingCapacity: true)
-        for w in 0...runs { runStarts.append(edge(w)) }
+        for w in 0...runs { runStarts.append(w == 0 ? 0 : w == runs ? n : n * w / runs + lead) }
+        let starts = runStarts
         parts.withUnsafeMutableBufferPointer { buffer in
             nonisolated(unsafe) let out = buffer
             DispatchQueue.concurrentPerform(iterations: runs) { w in
                 out[w].removeAll()
-                for k in edge(w)..<edge(w + 1) {
+                for k in starts[w]..<starts[w + 1] {
                     precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
                     if out[w].count >= bytesLimit { break }
                     EventCodec.encode(ms[picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
