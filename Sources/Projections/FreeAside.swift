@@ -53,4 +53,24 @@ enum FreeAside {
 
         deinit { finish() }
     }
+
+    /// Keeps values until `release()` (or its end), then frees them all on the queue: for what
+    /// must not be freed beside the work that follows it (see `Projector.keepWritten`).
+    final class Later<T> {
+        private var kept: [T] = []
+
+        init() {}
+
+        func keep(_ value: consuming T) { kept.append(consume value) }
+
+        /// Frees what was kept, on the queue.
+        func release() {
+            guard !kept.isEmpty else { return }
+            var all: [T] = []
+            swap(&all, &kept)
+            FreeAside.release(consume all)
+        }
+
+        deinit { release() }
+    }
 }

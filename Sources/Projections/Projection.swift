@@ -419,6 +419,9 @@ public final class Projection: @unchecked Sendable {
             // a rebuild, or a large first catch-up, is announced as such.
             let listed = hub != nil && !rebuilding && total <= catchUpBatchEvents
             var events: [Event] = []
+            // The rows written, freed once the fill has committed (`Projector.keepWritten`).
+            let written = FreeAside.Later<[Projector.Key: RowState]>()
+            defer { written.release() }
             let n = try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
                 p.scopeOf = Projection.scopesOfLogs(store)
@@ -439,6 +442,7 @@ public final class Projection: @unchecked Sendable {
                     }
                     if listed { events += batch.events }
                 }
+                p.keepWritten = written
                 try p.flush(db: db)
                 try Projection.restoreIndexes(deferred, db)
                 progress?(done, total)
@@ -549,6 +553,9 @@ public final class Projection: @unchecked Sendable {
         var overflowed = false
         var applied = 0
         var cursorAfter: [ReplicaID: Seq] = [:]
+        // A fresh fill's rows, freed once it has committed (`Projector.keepWritten`).
+        let written = FreeAside.Later<[Projector.Key: RowState]>()
+        defer { written.release() }
         do {
             applied = try pool.write { db in
                 let p = try Projector(schema: schema, db: db, fresh: fresh)
@@ -597,6 +604,7 @@ public final class Projection: @unchecked Sendable {
                 })
                 // Only here, once `append` has returned (the events are durable), may this commit.
                 guard case .success = outcome.value else { throw ProjectionError.database("the append ended without a result") }
+                if fresh { p.keepWritten = written }
                 try p.flush(db: db)
                 if fresh { try Projection.restoreIndexes(deferred, db) }
                 if listing { cursorAfter = try Projection.readCursor(db) }

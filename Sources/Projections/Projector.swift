@@ -24,6 +24,11 @@ final class Projector {
     static let rebuildRowsMax = 1_000_000
     /// Rows written by a flush are freed on another thread from this many on.
     static let freeAsideRows = 50_000
+    /// Set by a bulk fill: the rows a flush writes are kept here, to be freed once the fill has
+    /// committed. Freed beside the index build, their millions of small blocks went back to this
+    /// thread's malloc arena while SQLite allocated from it: a quarter of the build was malloc's
+    /// locks and consolidation.
+    var keepWritten: FreeAside.Later<[Key: RowState]>?
 
     struct Key: Hashable {
         var table: Int
@@ -618,7 +623,7 @@ final class Projector {
             // thread does it while this one goes on (indexes, the FTS index, the commit).
             var written: [Key: RowState] = [:]
             swap(&written, &rows)
-            FreeAside.release(consume written)
+            if let keepWritten { keepWritten.keep(consume written) } else { FreeAside.release(consume written) }
         } else {
             rows.removeAll(keepingCapacity: true)
         }

@@ -259,4 +259,26 @@ import Testing
         #expect(threads.all.count == 40)
         #expect(threads.all.allSatisfy { pthread_equal($0, me) == 0 })
     }
+
+    /// A bulk fill's rows: kept while the indexes are built and the fill commits, then all
+    /// freed on the queue; what is still kept when the holder ends is freed there too.
+    @Test func keptValuesAreFreedOnlyOnReleaseAndOnTheQueue() {
+        let threads = Threads()
+        let me = pthread_self()
+        let later = FreeAside.Later<[Tracked]>()
+        for _ in 0..<10 { later.keep([Tracked { threads.note($0) }, Tracked { threads.note($0) }]) }
+        #expect(threads.freed.wait(timeout: .now() + .milliseconds(50)) == .timedOut)
+        #expect(threads.all.isEmpty)
+        later.release()
+        for _ in 0..<20 { threads.freed.wait() }
+        later.release()  // nothing left: frees nothing twice
+        #expect(threads.freed.wait(timeout: .now() + .milliseconds(20)) == .timedOut)
+        do {
+            let ending = FreeAside.Later<[Tracked]>()
+            ending.keep([Tracked { threads.note($0) }])
+        }
+        threads.freed.wait()
+        #expect(threads.all.count == 21)
+        #expect(threads.all.allSatisfy { pthread_equal($0, me) == 0 })
+    }
 }
