@@ -45,6 +45,7 @@ let package = Package(
         ),
         .target(name: "CCRC32C"),
         .target(name: "CSQLiteGuard", linkerSettings: [.linkedLibrary("sqlite3")]),
+        .target(name: "CPrefetch"),
         .target(
             name: "EventLog",
             dependencies: [
@@ -64,7 +65,7 @@ let package = Package(
         .target(
             name: "Projections",
             dependencies: [
-                "EventLog", "Domain",
+                "EventLog", "Domain", "CPrefetch",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]

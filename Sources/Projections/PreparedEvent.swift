@@ -47,7 +47,7 @@ struct FieldLayout: @unchecked Sendable {
     func prepare(_ e: Event, into fields: inout [PreparedField], pairEagerly: Bool) -> PreparedEvent {
         let start = fields.count
         let t = tableByEntity[Int(e.entity.rawValue)]  // 256 entries: every raw value
-        guard t >= 0 else { return PreparedEvent(table: -1, fieldStart: start, fieldEnd: start, pairFields: false, pairIsEntity: nil) }
+        guard t >= 0 else { return PreparedEvent(table: -1, keyHash: 0, fieldStart: start, fieldEnd: start, pairFields: false, pairIsEntity: nil) }
         let codeBase = t * codeStride, kindBase = kindStart[t]
         let itemTag = e.entity == .itemTag
         var pairFields = false
@@ -67,7 +67,7 @@ struct FieldLayout: @unchecked Sendable {
         }
         // An item_tag is the pair it was created with: whether these pair fields name it.
         let pairIsEntity = pairFields && pairEagerly ? FieldRules.pairID(e.fields) == e.entityID : nil
-        return PreparedEvent(table: t, fieldStart: start, fieldEnd: fields.count, pairFields: pairFields, pairIsEntity: pairIsEntity)
+        return PreparedEvent(table: t, keyHash: 0, fieldStart: start, fieldEnd: fields.count, pairFields: pairFields, pairIsEntity: pairIsEntity)
     }
 }
 
@@ -85,6 +85,9 @@ struct PreparedField {
 /// An event's place: its table (-1: none of this schema) and its fields in a `PreparedField` buffer.
 struct PreparedEvent {
     var table: Int
+    /// The hash of the event's row key in a `RowTable` (`RowTable.hash`), when `table` is one:
+    /// set by the merging thread, which looks the row up (0 until then).
+    var keyHash: Int
     var fieldStart: Int
     var fieldEnd: Int
     /// An item_tag event carrying item_id or tag_id; and whether those fields' pair id is the

@@ -420,7 +420,7 @@ public final class Projection: @unchecked Sendable {
             let listed = hub != nil && !rebuilding && total <= catchUpBatchEvents
             var events: [Event] = []
             // The rows written, freed once the fill has committed (`Projector.keepWritten`).
-            let written = FreeAside.Later<[Projector.Key: RowState]>()
+            let written = FreeAside.Later<RowTable>()
             defer { written.release() }
             let n = try pool.write { db -> Int in
                 let p = try Projector(schema: schema, db: db, fresh: true)
@@ -554,7 +554,7 @@ public final class Projection: @unchecked Sendable {
         var applied = 0
         var cursorAfter: [ReplicaID: Seq] = [:]
         // A fresh fill's rows, freed once it has committed (`Projector.keepWritten`).
-        let written = FreeAside.Later<[Projector.Key: RowState]>()
+        let written = FreeAside.Later<RowTable>()
         defer { written.release() }
         do {
             applied = try pool.write { db in

@@ -28,7 +28,7 @@ final class Projector {
     /// committed. Freed beside the index build, their millions of small blocks went back to this
     /// thread's malloc arena while SQLite allocated from it: a quarter of the build was malloc's
     /// locks and consolidation.
-    var keepWritten: FreeAside.Later<[Key: RowState]>?
+    var keepWritten: FreeAside.Later<RowTable>?
 
     struct Key: Hashable {
         var table: Int
@@ -61,7 +61,7 @@ final class Projector {
     private var originIndex: [ReplicaID: Int] = [:]
     private var originKeys: [(UInt64, UInt64)] = []
     private var newOrigins: [Int] = []
-    @exclusivity(unchecked) private(set) var rows: [Key: RowState] = [:]
+    @exclusivity(unchecked) private(set) var rows = RowTable()
     /// The projection cursor as last written (origins never applied here are absent).
     private var cursor: [ReplicaID: Seq] = [:]
     /// Per origin index: the last seq applied, and whether it moved since the last flush (kept in
@@ -209,11 +209,16 @@ final class Projector {
     /// (an event applied on its own: a rebuild places fields on its reading thread instead).
     private func withPrepared<R>(_ e: Event, _ body: (UnsafePointer<Event>, PreparedEvent, UnsafeMutableBufferPointer<PreparedField>) throws -> R) rethrows -> R {
         scratch.removeAll(keepingCapacity: true)
-        let prepared = layout.prepare(e, into: &scratch, pairEagerly: false)
+        var prepared = layout.prepare(e, into: &scratch, pairEagerly: false)
+        if prepared.table >= 0 { prepared.keyHash = RowTable.hash(Key(table: prepared.table, id: e.entityID)) }
         return try withUnsafePointer(to: e) { event in
             try scratch.withUnsafeMutableBufferPointer { try body(event, prepared, $0) }
         }
     }
+
+    /// How many events ahead a batch's merge starts fetching a row's slot, and the row itself.
+    static let slotsAhead = 8
+    static let rowsAhead = 4
 
     /// Applies a batch's events in order (each read in place, its fields taken from the batch's
     /// buffer), flushing whenever `rowsMax` rows are pending; `each` is called after each event
@@ -222,10 +227,33 @@ final class Projector {
     func apply(_ batch: PreparedBatch, db: Database, flushingAt rowsMax: Int, each: () throws -> Void = {}) throws {
         try batch.events.withUnsafeBufferPointer { events in
             try batch.fields.withUnsafeMutableBufferPointer { fields in
-                for i in events.indices {
-                    try apply(events.baseAddress! + i, batch.prepared[i], fields: fields, db: db)
-                    try each()
-                    if pendingRows >= rowsMax { try flush(db: db) }
+                let prepared = batch.prepared, n = events.count
+                // Each event's row hash, worked out `slotsAhead` events before it is merged (on
+                // this thread: the reading one has the less time to spare), kept in a ring.
+                try withUnsafeTemporaryAllocation(of: Int.self, capacity: Self.slotsAhead) { ring in
+                    @inline(__always) func hashAhead(_ a: Int) {
+                        guard a < n, prepared[a].table >= 0 else { return }
+                        let h = RowTable.hash(Key(table: prepared[a].table, id: events[a].entityID))
+                        ring[a % Self.slotsAhead] = h
+                        rows.prefetch(hash: h)
+                    }
+                    for a in 0..<min(n, Self.slotsAhead) { hashAhead(a) }
+                    for i in 0..<n {
+                        // The rows of the events a little ahead are fetched from memory while
+                        // these are merged (`RowTable`): first their slots, then, once those are
+                        // in, the rows.
+                        let r = i + Self.rowsAhead
+                        if r < n, prepared[r].table >= 0 {
+                            rows.prefetchRow(Key(table: prepared[r].table, id: events[r].entityID), hash: ring[r % Self.slotsAhead])
+                        }
+                        var p = prepared[i]
+                        if p.table >= 0 { p.keyHash = ring[i % Self.slotsAhead] }
+                        // Its slot in the ring is free now: the hash `slotsAhead` on goes there.
+                        hashAhead(i + Self.slotsAhead)
+                        try apply(events.baseAddress! + i, p, fields: fields, db: db)
+                        try each()
+                        if pendingRows >= rowsMax { try flush(db: db) }
+                    }
                 }
             }
         }
@@ -280,15 +308,22 @@ final class Projector {
                             "an event of a share's membership log names \(schema.tables[t].entity.name) \(key.id.lowercasedString): a membership log holds membership records only; not applied"))
             return
         }
-        if !fresh && rows[key] == nil { rows[key] = try load(key, db: db) }
+        let hash = prepared.keyHash
+        let slot: Int
+        if !fresh, rows.slot(of: key, hash: hash) == nil {
+            let loaded = try load(key, db: db)
+            rows[key] = loaded
+            slot = rows.slot(of: key, hash: hash)!
+        } else {
+            slot = rows.slot(inserting: key, hash: hash, columns: schema.tables[t].columns.count)
+        }
         let stamp = Stamp(hlc: event.pointee.hlc.rawValue, origin: originIdx, seq: seq.rawValue, base: event.pointee.base?.rawValue,
                           explicitID: explicitID)
-        let columns = schema.tables[t].columns.count
         if scopesActive {
-            guard admit(&rows[key, default: RowState(columns: columns)], key: key, scope: scope, event: event, stamp: stamp) else { return }
+            guard admit(&rows.values[slot], key: key, scope: scope, event: event, stamp: stamp) else { return }
         }
         // In place: one lookup, no copy.
-        merge(&rows[key, default: RowState(columns: columns)], key: key, event: event, prepared: prepared, fields: fields, stamp: stamp)
+        merge(&rows.values[slot], key: key, event: event, prepared: prepared, fields: fields, stamp: stamp)
         if entity == .completion || entity == .recurrenceException { occurrenceChecks.insert(key) }
     }
 
@@ -603,15 +638,13 @@ final class Projector {
             try db.cachedStatement(sql: "INSERT INTO projection_origins (idx, origin) VALUES (?, ?)").execute(arguments: [i, origins[i].description])
         }
         newOrigins.removeAll()
-        // Rows are reached by their place in the dictionary (no hashing, nothing moved) and
+        // Rows are reached by their slot in the table (no hashing, nothing moved) and
         // freed all at once afterwards.
-        var byTable: [[(UInt64, UInt64, Dictionary<Key, RowState>.Index)]] = Array(repeating: [], count: schema.tables.count)
-        var i = rows.startIndex
-        while i != rows.endIndex {
-            let k = rows[i].key
+        var byTable: [[(UInt64, UInt64, Int)]] = Array(repeating: [], count: schema.tables.count)
+        for i in rows.slots {
+            let k = rows.key(at: i)
             let sk = Self.sortKey(k.id)
             byTable[k.table].append((sk.0, sk.1, i))
-            rows.formIndex(after: &i)
         }
         for (t, var keys) in byTable.enumerated() where !keys.isEmpty {
             // In key order: B-tree inserts then append to pages instead of splitting them at random.
@@ -621,7 +654,7 @@ final class Projector {
         if rows.count >= Self.freeAsideRows {
             // Freeing a rebuild's rows (arrays and strings of each) took a tenth of it: another
             // thread does it while this one goes on (indexes, the FTS index, the commit).
-            var written: [Key: RowState] = [:]
+            var written = RowTable()
             swap(&written, &rows)
             if let keepWritten { keepWritten.keep(consume written) } else { FreeAside.release(consume written) }
         } else {
@@ -708,7 +741,9 @@ final class Projector {
     /// again from all its events in the log (one pass for all of them), and written like a new row.
     private func settlePurged(db: Database) throws {
         var back: [Key] = []
-        for (key, row) in rows where row.purged {
+        // The keys first: rows are removed from the table on the way.
+        for key in rows.slots.filter({ rows.values[$0].purged }).map(rows.key(at:)) {
+            let row = rows[key]!
             let table = schema.tables[key.table]
             if let d = row.deletedHLC {
                 let clocks = row.encodeClocks()
@@ -754,7 +789,7 @@ final class Projector {
     /// while this one writes (reading rows scattered in memory was half of writing them); nothing
     /// changes `rows` until that thread is joined. Bindings are cleared before a batch goes (also
     /// on an error: `RowBatch.write`), so none outlives its buffer.
-    private func writeRows(table: ProjectedTable, _ places: [Dictionary<Key, RowState>.Index], db: Database) throws {
+    private func writeRows(table: ProjectedTable, _ places: [Int], db: Database) throws {
         let all = ["id"] + table.columns + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
         let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
@@ -765,21 +800,21 @@ final class Projector {
         }
         guard places.count >= Self.pipelinedRows else {
             var batch = RowBatch(rows: places.count)
-            for place in places { batch.add(rows[place].value, id: rows[place].key.id) }
+            for place in places { batch.add(rows.values[place], id: rows.key(at: place).id) }
             try write(batch)
             return
         }
         // The laying-out thread reads the rows through this box; emptied once it is joined, so the
         // dictionary is again held once and later changes to `rows` copy nothing.
         let shared = RowsBox(rows)
-        defer { shared.rows = [:] }
+        defer { shared.rows = RowTable() }
         let per = Self.rowsPerBatch
         try Handoff<RowBatch>.run(name: "logbook.rows", depth: 4, produce: { hand, _ in
             var start = 0
             while start < places.count {
                 var batch = RowBatch(rows: per)
                 for place in places[start..<min(places.count, start + per)] {
-                    batch.add(shared.rows[place].value, id: shared.rows[place].key.id)
+                    batch.add(shared.rows.values[place], id: shared.rows.key(at: place).id)
                 }
                 guard hand(batch) else { return }
                 start += per
@@ -792,8 +827,8 @@ final class Projector {
     static let rowsPerBatch = 512
 
     final class RowsBox: @unchecked Sendable {
-        var rows: [Key: RowState]
-        init(_ rows: [Key: RowState]) { self.rows = rows }
+        var rows: RowTable
+        init(_ rows: RowTable) { self.rows = rows }
     }
 
     static func databaseValue(_ v: FieldValue?) -> DatabaseValue {

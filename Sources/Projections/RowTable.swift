@@ -1,0 +1,205 @@
+import CPrefetch
+import Foundation
+
+/// The projector's rows by key: a hash table (open addressing, linear probing, at most three
+/// quarters full) whose slots the merging thread can ask the CPU to fetch ahead of time.
+///
+/// Why not a `Dictionary`: merging a large log is mostly waiting for memory. Each event looks up
+/// its row in a table far larger than the caches, then reads the row's cells and stamps, each a
+/// fetch from memory; a profile of a rebuild put about a third of the merging thread on those
+/// loads. Here `prefetch(hash:)` starts the fetch of an event's slot a few events ahead, and
+/// `prefetchRow(_:hash:)` that of its row's cells and stamps a little later, so they arrive
+/// while the events before are merged.
+///
+/// Keys are hashed with `Hasher` (seeded per process), as a `Dictionary` hashes them: ids come
+/// from peers, and crafted ids must not share a slot whatever the seed.
+struct RowTable {
+    typealias Key = Projector.Key
+
+    /// A slot's hash, or `empty`. A key whose hash is `empty` is stored as `empty + 1`.
+    private var hashes: [Int]
+    private var keys: [Key]
+    /// The rows, by slot (a free slot holds an empty row). Changed in place by the projector
+    /// through `values[slot]`, for a slot `slot(of:hash:)` or `slot(inserting:hash:columns:)` gave.
+    var values: [RowState]
+    private var mask: Int
+    private(set) var count = 0
+
+    private static let empty = Int.min
+    private static let noKey = Key(table: -1, id: UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)))
+    private static let minimumCapacity = 16
+
+    init(capacity rows: Int = 0) {
+        let slots = RowTable.slots(for: rows)
+        hashes = Array(repeating: RowTable.empty, count: slots)
+        keys = Array(repeating: RowTable.noKey, count: slots)
+        values = Array(repeating: RowState(columns: 0), count: slots)
+        mask = slots - 1
+    }
+
+    /// A power of two with room for `rows` at three quarters full.
+    private static func slots(for rows: Int) -> Int {
+        var n = minimumCapacity
+        while n / 4 * 3 < rows { n *= 2 }
+        return n
+    }
+
+    /// The hash a key is stored under (pass it back to the lookups).
+    @inline(__always)
+    static func hash(_ key: Key) -> Int {
+        let h = key.hashValue
+        return h == empty ? empty + 1 : h
+    }
+
+    var isEmpty: Bool { count == 0 }
+
+    /// The slot holding `key`, or nil.
+    @inline(__always)
+    func slot(of key: Key, hash: Int) -> Int? {
+        var i = hash & mask
+        while true {
+            let h = hashes[i]
+            if h == RowTable.empty { return nil }
+            if h == hash && keys[i] == key { return i }
+            i = (i + 1) & mask
+        }
+    }
+
+    /// The slot holding `key`, made (with an empty row of `columns` columns) if there is none.
+    @inline(__always)
+    mutating func slot(inserting key: Key, hash: Int, columns: Int) -> Int {
+        if let i = slot(of: key, hash: hash) { return i }
+        return insertNew(key, hash: hash, value: RowState(columns: columns))
+    }
+
+    /// Adds `key`, which the table does not hold; returns its slot.
+    private mutating func insertNew(_ key: Key, hash: Int, value: consuming RowState) -> Int {
+        if (count + 1) > (mask + 1) / 4 * 3 { grow() }
+        var i = hash & mask
+        while hashes[i] != RowTable.empty { i = (i + 1) & mask }
+        hashes[i] = hash
+        keys[i] = key
+        values[i] = consume value
+        count += 1
+        return i
+    }
+
+    /// The key at an occupied slot.
+    func key(at slot: Int) -> Key { keys[slot] }
+
+    /// The occupied slots, in slot order.
+    var slots: [Int] {
+        var out: [Int] = []
+        out.reserveCapacity(count)
+        for i in hashes.indices where hashes[i] != RowTable.empty { out.append(i) }
+        return out
+    }
+
+    subscript(key: Key) -> RowState? {
+        get { slot(of: key, hash: RowTable.hash(key)).map { values[$0] } }
+        set {
+            let h = RowTable.hash(key)
+            if let i = slot(of: key, hash: h) {
+                if let newValue { values[i] = newValue } else { remove(at: i) }
+            } else if let newValue {
+                _ = insertNew(key, hash: h, value: newValue)
+            }
+        }
+    }
+
+    /// Removes `key`'s row, if any.
+    mutating func removeValue(forKey key: Key) {
+        if let i = slot(of: key, hash: RowTable.hash(key)) { remove(at: i) }
+    }
+
+    /// Empties slot `i`, moving back the entries after it that their probe let move (so every
+    /// key stays reachable from its home slot without gaps).
+    private mutating func remove(at slot: Int) {
+        var hole = slot
+        var j = slot
+        while true {
+            j = (j + 1) & mask
+            let h = hashes[j]
+            if h == RowTable.empty { break }
+            let home = h & mask
+            // The entry at j stays if its home lies cyclically in (hole, j].
+            let stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j)
+            if stays { continue }
+            hashes[hole] = h
+            keys[hole] = keys[j]
+            values.swapAt(hole, j)
+            hole = j
+        }
+        hashes[hole] = RowTable.empty
+        keys[hole] = RowTable.noKey
+        values[hole] = RowState(columns: 0)
+        count -= 1
+    }
+
+    mutating func removeAll(keepingCapacity: Bool) {
+        guard keepingCapacity else {
+            self = RowTable()
+            return
+        }
+        for i in hashes.indices where hashes[i] != RowTable.empty {
+            hashes[i] = RowTable.empty
+            keys[i] = RowTable.noKey
+            values[i] = RowState(columns: 0)
+        }
+        count = 0
+    }
+
+    /// Makes room for `rows` rows without growing again.
+    mutating func reserveCapacity(_ rows: Int) {
+        let want = RowTable.slots(for: rows)
+        if want > mask + 1 { rehash(to: want) }
+    }
+
+    private mutating func grow() { rehash(to: (mask + 1) * 2) }
+
+    /// Moves every entry into a table of `slots` slots (rows moved, not copied).
+    private mutating func rehash(to slots: Int) {
+        var bigger = RowTable(capacity: 0)
+        bigger.hashes = Array(repeating: RowTable.empty, count: slots)
+        bigger.keys = Array(repeating: RowTable.noKey, count: slots)
+        bigger.values = Array(repeating: RowState(columns: 0), count: slots)
+        bigger.mask = slots - 1
+        for i in hashes.indices where hashes[i] != RowTable.empty {
+            var j = hashes[i] & bigger.mask
+            while bigger.hashes[j] != RowTable.empty { j = (j + 1) & bigger.mask }
+            bigger.hashes[j] = hashes[i]
+            bigger.keys[j] = keys[i]
+            swap(&bigger.values[j], &values[i])
+        }
+        bigger.count = count
+        self = bigger
+    }
+
+    // MARK: Fetching ahead
+
+    /// Starts fetching the home slot of `hash` (its hash, key and row), without waiting.
+    @inline(__always)
+    func prefetch(hash: Int) {
+        let i = hash & mask
+        hashes.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
+        keys.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
+        values.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
+    }
+
+    private static let cellsOffset = MemoryLayout<RowState>.offset(of: \RowState.cells) ?? 0
+    private static let stampsOffset = MemoryLayout<RowState>.offset(of: \RowState.stamps) ?? 0
+
+    /// Starts fetching the cells and stamps of `key`'s row, if the table holds it (best after
+    /// `prefetch(hash:)` had time to bring the slot in). The arrays' storage is found by reading
+    /// the row's bytes, not the arrays (which would count a reference, a write to the very memory
+    /// being fetched); a prefetch of any address is harmless, so this is a hint whatever the layout.
+    @inline(__always)
+    func prefetchRow(_ key: Key, hash: Int) {
+        guard let i = slot(of: key, hash: hash) else { return }
+        values.withUnsafeBufferPointer { rows in
+            let row = UnsafeRawPointer(rows.baseAddress! + i)
+            logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.cellsOffset, as: UInt.self)))
+            logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.stampsOffset, as: UInt.self)))
+        }
+    }
+}
