@@ -448,6 +448,7 @@ public final class Projection: @unchecked Sendable {
                 progress?(done, total)
                 return p.eventsApplied
             }
+            written.release()
             if let hub { hub.publish(ProjectionChange(cursor: try pool.read(Projection.readCursor), events: events, rebuilt: !listed)) }
             return n
         }

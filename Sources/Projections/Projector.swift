@@ -194,8 +194,11 @@ final class Projector {
     var pendingRows: Int { rows.count }
 
     /// The last seq applied for `origin`.
-    /// Makes room for about `n` rows (a rebuild knows how many events it will apply).
-    func reserve(rows n: Int) { rows.reserveCapacity(min(n, Self.rebuildRowsMax)) }
+    /// Makes room for about `n` rows (a rebuild knows how many events it will apply), at most
+    /// `reservedRowsMax`: the table's slots are written when made, so a log of many events on
+    /// few entities would otherwise hold memory for rows it never has; past it, the table grows.
+    func reserve(rows n: Int) { rows.reserveCapacity(min(n, Self.reservedRowsMax)) }
+    static let reservedRowsMax = 1 << 18
 
     // MARK: Applying
 
@@ -309,11 +312,10 @@ final class Projector {
             return
         }
         let hash = prepared.keyHash
+        assert(hash == RowTable.hash(key), "an event applied without its row key's hash")
         let slot: Int
         if !fresh, rows.slot(of: key, hash: hash) == nil {
-            let loaded = try load(key, db: db)
-            rows[key] = loaded
-            slot = rows.slot(of: key, hash: hash)!
+            slot = rows.insertNew(key, hash: hash, value: try load(key, db: db))
         } else {
             slot = rows.slot(inserting: key, hash: hash, columns: schema.tables[t].columns.count)
         }

@@ -30,7 +30,10 @@ struct RowTable {
     private static let minimumCapacity = 16
 
     init(capacity rows: Int = 0) {
-        let slots = RowTable.slots(for: rows)
+        self.init(slots: RowTable.slots(for: rows))
+    }
+
+    private init(slots: Int) {
         hashes = Array(repeating: RowTable.empty, count: slots)
         keys = Array(repeating: RowTable.noKey, count: slots)
         values = Array(repeating: RowState(columns: 0), count: slots)
@@ -53,7 +56,8 @@ struct RowTable {
 
     var isEmpty: Bool { count == 0 }
 
-    /// The slot holding `key`, or nil.
+    /// The slot holding `key`, or nil; `hash` must be `RowTable.hash(key)` (under another, a
+    /// key held is not found).
     @inline(__always)
     func slot(of key: Key, hash: Int) -> Int? {
         var i = hash & mask
@@ -72,8 +76,8 @@ struct RowTable {
         return insertNew(key, hash: hash, value: RowState(columns: columns))
     }
 
-    /// Adds `key`, which the table does not hold; returns its slot.
-    private mutating func insertNew(_ key: Key, hash: Int, value: consuming RowState) -> Int {
+    /// Adds `key`, which the table does not hold, under `hash` (`RowTable.hash(key)`); returns its slot.
+    mutating func insertNew(_ key: Key, hash: Int, value: consuming RowState) -> Int {
         if (count + 1) > (mask + 1) / 4 * 3 { grow() }
         var i = hash & mask
         while hashes[i] != RowTable.empty { i = (i + 1) & mask }
@@ -159,11 +163,7 @@ struct RowTable {
 
     /// Moves every entry into a table of `slots` slots (rows moved, not copied).
     private mutating func rehash(to slots: Int) {
-        var bigger = RowTable(capacity: 0)
-        bigger.hashes = Array(repeating: RowTable.empty, count: slots)
-        bigger.keys = Array(repeating: RowTable.noKey, count: slots)
-        bigger.values = Array(repeating: RowState(columns: 0), count: slots)
-        bigger.mask = slots - 1
+        var bigger = RowTable(slots: slots)
         for i in hashes.indices where hashes[i] != RowTable.empty {
             var j = hashes[i] & bigger.mask
             while bigger.hashes[j] != RowTable.empty { j = (j + 1) & bigger.mask }
