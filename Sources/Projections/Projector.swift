@@ -655,7 +655,8 @@ final class Projector {
         }
         if rows.count >= Self.freeAsideRows {
             // Freeing a rebuild's rows (arrays and strings of each) took a tenth of it: another
-            // thread does it while this one goes on (indexes, the FTS index, the commit).
+            // thread does it while this one goes on; a bulk fill's once it has committed
+            // (`keepWritten`), not beside its indexes.
             var written = RowTable()
             swap(&written, &rows)
             if let keepWritten { keepWritten.keep(consume written) } else { FreeAside.release(consume written) }
