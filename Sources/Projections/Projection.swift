@@ -399,11 +399,16 @@ public final class Projection: @unchecked Sendable {
         for o in try (fresh ? nil : only.map { $0.sorted() }) ?? store.origins() {
             let from = applied[o] ?? Seq(0)
             if progress != nil || fresh {
-                // A total for progress reports: each origin's tip (index plus the frames past it).
+                // A total for progress reports: each origin's tip (index plus the frames past it),
+                // counted from the cursor or from where the log starts (its floor), whichever is later.
+                // Summed saturating: each count is below `Seq.max`, but a store another process wrote
+                // can hold several logs that start near it.
                 let tip = try reader.tip(origin: o).lastSeq
                 if tip > from {
                     todo.append((o, from.next, tip))
-                    total += Int(tip.rawValue - from.rawValue)
+                    let start = max(from, try reader.floor(origin: o)?.lastSeq ?? Seq(0))
+                    let (sum, over) = total.addingReportingOverflow(Int(clamping: tip.rawValue - min(tip, start).rawValue))
+                    total = over ? Int.max : sum
                 }
             } else {
                 // Catching up after an append: read on from the cursor to wherever the log ends.

@@ -1,0 +1,56 @@
+import Domain
+import Foundation
+import TestSupport
+import GRDB
+import Testing
+@testable import EventLog
+@testable import Projections
+
+/// Stores whose files another process could have written: the projection reads them without trapping.
+@Suite struct HostileStoreTests {
+    /// Events of `origin` from `base` on, chained from the floor hash `previous`.
+    static func frames(_ origin: ReplicaID, from base: UInt64, count: Int, previous start: FrameHash, item: (Int) -> UUID) -> [[UInt8]] {
+        var previous = start
+        var out: [[UInt8]] = []
+        for i in 0..<count {
+            let m = Mutation(entity: .item, op: .create, entityID: item(i), fields: [Field("title", .text("near the end \(i)"))])
+            let e = Event(origin: origin, seq: Seq(base + UInt64(i)), hlc: HLC(wallMillis: 1_767_225_600_000, counter: UInt16(i)), mutation: m)
+            let frame = FrameEncoder().encode([e][...], continues: false, previousHash: previous)
+            previous = frame.withUnsafeBytes { FrameHash.of($0) }
+            out.append(frame)
+        }
+        return out
+    }
+
+    /// Two origins whose logs start past floors just under `Seq.max`: the seqs counted from the
+    /// projection's empty cursor add up past `Int.max`. Catching up counts the events the logs
+    /// hold (from each floor on) and applies them, instead of trapping on the sum.
+    @Test func logsStartingNearTheLargestSeqAreCountedFromTheirFloors() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let floorSeq = Seq.max.rawValue - 3
+        let floorHash = FrameHash(bytes: [UInt8](repeating: 7, count: 32))
+        for (n, o) in [originA, originB].enumerated() {
+            try store.writeFloor(LogTip(lastSeq: Seq(floorSeq), lastHLC: HLC(rawValue: 1), lastHash: floorHash), origin: o)
+            let appender = try LogAppender.opening(store)
+            let made = Self.frames(o, from: floorSeq + 1, count: 3, previous: floorHash) { i in
+                UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", n * 10 + i))!
+            }
+            _ = try appender.receive(made)
+            try appender.close()
+        }
+        #expect(try LogReader(store: store).tip(origin: originA).lastSeq == Seq.max)
+
+        // Caught up with progress reports (the path that counts), then without (the one that does not).
+        let p = try Projection(store: store)
+        var reports: [(Int, Int)] = []
+        #expect(try p.catchUp { reports.append(($0, $1)) } == 6)
+        #expect(reports.first.map { $0.0 == 0 && $0.1 == 6 } == true)
+        #expect(reports.last.map { $0.0 == 6 && $0.1 == 6 } == true)
+        let titles = try p.read { try Int.fetchOne($0, sql: "SELECT COUNT(*) FROM items") }
+        #expect(titles == 6)
+        #expect(try p.cursor() == [originA: Seq.max, originB: Seq.max])
+        try p.close()
+
+    }
+}
