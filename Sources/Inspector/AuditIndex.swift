@@ -51,7 +51,7 @@ public final class AuditIndex: @unchecked Sendable {
                     // Derived data: a file that cannot be used is set aside (never read as data) and built again.
                     let aside = file + ".damaged-\(Int(Date().timeIntervalSince1970))"
                     logger.warning("the audit index \(file) cannot be used (\(error)); moved to \(aside) and built again")
-                    for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: file + suffix) {
+                    for suffix in [""] + StoreLayout.sqliteSidecarSuffixes where FileManager.default.fileExists(atPath: file + suffix) {
                         try FileManager.default.moveItem(atPath: file + suffix, toPath: aside + suffix)
                     }
                     opened = (try Self.openChecked(file, store: store, config: config), file)

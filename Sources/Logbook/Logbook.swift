@@ -221,7 +221,11 @@ package final class Logbook: @unchecked Sendable {
     /// - Throws: `InputError` (with the line) when a line is refused; nothing is appended.
     /// - Parameter actor: the actor of every line that names none (a scoped principal's hub
     ///   takes only events whose actor is its user).
-    package func appendNDJSON(from fd: Int32, name: String, actor: String? = nil, progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
+    /// - Parameter claimingProjection: an append into an empty projection may take its file for
+    ///   itself while it fills it (`Projection.claimFileForFill`): for a process that is its only
+    ///   user meanwhile, as `evctl append` is; an app's own readers keep the WAL.
+    package func appendNDJSON(from fd: Int32, name: String, actor: String? = nil, claimingProjection: Bool = false,
+                              progress: ((Int, Int) -> Void)? = nil) throws -> (AppendResult, projectionError: (any Error)?) {
         let w = try requireWriter("append")
         if let actor, actor.isEmpty || actor.utf8.count > FieldRules.actorBytesMax {
             throw LogbookError(.invalid, "actor must be 1 to \(FieldRules.actorBytesMax) bytes")
@@ -260,7 +264,8 @@ package final class Logbook: @unchecked Sendable {
             // Projected as it is appended when the projection is level with the log: the events
             // are merged beside the append, and the projection commits once they are durable.
             // `progress` is called on this thread either way.
-            if w.projects, let (r, failure) = try w.projection.projecting(own: w.appender.origin, from: w.appender.tip.lastSeq, progress: progress, { placed, progress in
+            if w.projects, let (r, failure) = try w.projection.projecting(own: w.appender.origin, from: w.appender.tip.lastSeq, progress: progress,
+                                                                          claimingFile: claimingProjection, { placed, progress in
                 try NDJSONAppend.append(from: fd, name: name, to: w.appender, prepare: filling(), placed: placed, progress: progress)
             }) {
                 // The append is durable from here (see below); other origins' events, if the log

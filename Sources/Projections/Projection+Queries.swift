@@ -401,7 +401,7 @@ extension Projection {
     /// this one. Returns nil when they agree, else the first difference.
     public func verifyDeep(progress: ((Int, Int) -> Void)? = nil) throws -> String? {
         let temp = path + ".verify-\(UUID().uuidString.prefix(8))"
-        defer { for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) } }
+        defer { for s in [""] + StoreLayout.sqliteSidecarSuffixes { try? FileManager.default.removeItem(atPath: temp + s) } }
         let live = try canonicalDump()
         let cursorNow = try cursor()
         let seeded = try Projection.seedFromSnapshot(store, at: temp)

@@ -537,7 +537,12 @@ public final class Projection: @unchecked Sendable {
     /// - Returns: what `append` returned, and the projection's failure, if any: the events are in
     ///   the log then, and are projected by a later `catchUp` (or the next writer to open the store).
     /// - Throws: `append`'s error (nothing was appended, and nothing is projected).
+    ///
+    /// - Parameter claimingFile: a fresh fill may take the projection's file for itself
+    ///   (`claimFileForFill`): for a process that is the file's only user while it fills it, as
+    ///   `evctl append` is. Readers that open it meanwhile may wait, where the WAL lets them read.
     package func projecting<T>(own origin: ReplicaID, from ownTip: Seq, progress: ((Int, Int) -> Void)? = nil,
+                               claimingFile: Bool = false,
                                _ append: @escaping (_ placed: @escaping ([Event]) -> Void,
                                                     _ progress: @escaping (Int, Int) -> Void) throws -> T) throws -> (T, projectionError: (any Error)?)? {
         let fresh: Bool
@@ -562,6 +567,8 @@ public final class Projection: @unchecked Sendable {
         // A fresh fill's rows, freed once it has committed (`Projector.keepWritten`).
         let written = FreeAside.Later<RowTable>()
         defer { written.release() }
+        let claimed = fresh && claimingFile && claimFileForFill()
+        defer { if claimed { releaseFileAfterFill() } }
         do {
             applied = try pool.write { db in
                 let p = try Projector(schema: schema, db: db, fresh: fresh)
@@ -633,6 +640,40 @@ public final class Projection: @unchecked Sendable {
         if applied >= Projection.walCheckpointEvents { _ = try? pool.writeWithoutTransaction { try $0.checkpoint(.truncate) } }
         return (value, nil)
     }
+
+    /// Takes the projection's file for a fresh fill: its journal is switched from the WAL to a
+    /// rollback journal, so the fill's pages are written into the file once, where the WAL would
+    /// take them all and a checkpoint then copy them back. The fill stays one atomic transaction
+    /// (a crash rolls it back from the journal, which holds only the few pages the file had).
+    ///
+    /// SQLite makes the switch only when no other connection, of this process or another, has
+    /// the file open: this pool's idle readers are closed first, and the switch is refused at
+    /// once (no busy wait) when anyone else holds it. Refused or failed, the fill goes through
+    /// the WAL as it always does. A reader that opens the file during the fill reads it under
+    /// the rollback journal's locks: it may wait for the commit (up to its busy timeout) where
+    /// the WAL would have let it read. Returns whether the file was taken.
+    func claimFileForFill() -> Bool {
+        pool.releaseMemory()
+        let mode = try? pool.writeWithoutTransaction { db -> String? in
+            let wait = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? 0
+            try db.execute(sql: "PRAGMA busy_timeout = 0")
+            defer { try? db.execute(sql: "PRAGMA busy_timeout = \(wait)") }
+            return try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
+        }
+        guard mode == "delete" else { return false }
+        fillsWithFileClaimed += 1
+        return true
+    }
+
+    /// Gives the file back to the WAL after a fill that claimed it (committed or rolled back).
+    /// Best effort: should the switch fail, the file stays usable under its rollback journal,
+    /// and the next pool to open it (every open sets the WAL) switches it back.
+    func releaseFileAfterFill() {
+        _ = try? pool.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+    }
+
+    /// Fresh fills that took the file for themselves (`claimFileForFill`): for tests.
+    package private(set) var fillsWithFileClaimed = 0
 
     /// What an append run by `projecting` hands its merging thread.
     private enum AppendHandoff {
@@ -716,7 +757,7 @@ public final class Projection: @unchecked Sendable {
     public func rebuildInPlace(progress: ((Int, Int) -> Void)? = nil) throws -> Int {
         let temp = store.layout.projectionRebuild
         let n = try Projection.build(store: store, schema: schema, progress: progress)
-        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) } }
+        defer { for suffix in [""] + StoreLayout.sqliteSidecarSuffixes { try? FileManager.default.removeItem(atPath: temp + suffix) } }
         do {
             let source = try SQLiteFactory.queue(temp, .ours)
             // The copy moves neither data_version (SQLite compensates for its own connection)
@@ -741,7 +782,7 @@ public final class Projection: @unchecked Sendable {
     static func build(store: Store, schema: ProjectionSchema, progress: ((Int, Int) -> Void)?) throws -> Int {
         let target = path(for: store)
         let temp = store.layout.projectionRebuild
-        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + suffix) }
+        for suffix in [""] + StoreLayout.sqliteSidecarSuffixes { try? FileManager.default.removeItem(atPath: temp + suffix) }
         var n = 0
         do {
             let seeded = try seedFromSnapshot(store, at: temp)
@@ -807,7 +848,9 @@ public final class Projection: @unchecked Sendable {
                 try? old.close()
             }
         }
-        for suffix in ["-wal", "-shm"] {
+        // Every sidecar goes, the rollback journal's too: a stale one must never meet the new
+        // file (SQLite would play a hot journal left by a crashed fill back into it).
+        for suffix in StoreLayout.sqliteSidecarSuffixes {
             try? FileManager.default.removeItem(atPath: temp + suffix)
             try? FileManager.default.removeItem(atPath: target + suffix)
         }

@@ -294,7 +294,7 @@ extension Snapshot {
         try copyDurably(path, to: kept)
         let target = Projection.path(for: store)
         let temp = target + ".bootstrap"
-        for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: temp + s) }
+        for s in [""] + StoreLayout.sqliteSidecarSuffixes { try? FileManager.default.removeItem(atPath: temp + s) }
         let queue = try copyAsProjection(kept, to: temp, checked: true)  // a copy of the file `read` checked above
         try queue.writeWithoutTransaction { db in
             if FileManager.default.fileExists(atPath: target) {
@@ -333,7 +333,7 @@ extension Snapshot {
                 try SnapshotSchema.reference(migrations: try SnapshotSchema.migrationCount(db, path: from)).get()
             }
         }
-        for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: to + s) }
+        for s in [""] + StoreLayout.sqliteSidecarSuffixes { try? FileManager.default.removeItem(atPath: to + s) }
         let queue = try Projection.openRebuildQueue(to, schema: .current)
         do {
             try queue.writeWithoutTransaction { db in

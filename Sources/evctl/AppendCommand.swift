@@ -40,7 +40,8 @@ struct AppendCommand: StoreCommand {
         let (r, projectionError): (AppendResult, (any Error)?)
         do {
             let actor = self.actor ?? ProcessInfo.processInfo.environment["EVCTL_ACTOR"].flatMap { $0.isEmpty ? nil : $0 }
-            (r, projectionError) = try book.appendNDJSON(from: fd, name: file == "-" ? "standard input" : file, actor: actor) { lines, bytes in
+            (r, projectionError) = try book.appendNDJSON(from: fd, name: file == "-" ? "standard input" : file, actor: actor,
+                                                          claimingProjection: true) { lines, bytes in
                 Terminal.progress("appending: \(lines) lines, \(bytes >> 20) MiB read")
             }
         } catch {

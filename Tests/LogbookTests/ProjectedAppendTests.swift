@@ -43,20 +43,54 @@ import TestSupport
     /// An empty projection filled as the append lands (the rebuild's way), then a second append
     /// whose updates, deletes and restores reach entities of the first (merged into rows): both
     /// equal the projection caught up from the same log, and both took the inline path.
-    @Test func projectedAsItLandsEqualsCaughtUpFromTheLog() throws {
+    /// Claiming (as `evctl append` does), the empty projection's file is taken for the fill
+    /// (rollback journal) and given back to the WAL: the same tables, nothing left beside it.
+    @Test(arguments: [false, true]) func projectedAsItLandsEqualsCaughtUpFromTheLog(claiming: Bool) throws {
         let dir = TempDir()
         let book = try Logbook.open(at: dir.path + "/s", creating: true)
         defer { try? book.close() }
         for range in [0..<6_000, 6_000..<11_000] {
             let fd = try input(dir, range)
             defer { close(fd) }
-            let (r, failure) = try book.appendNDJSON(from: fd, name: "in.ndjson")
+            let (r, failure) = try book.appendNDJSON(from: fd, name: "in.ndjson", claimingProjection: claiming)
             #expect(failure == nil)
             #expect(r.appended == range.count)
             #expect(try dump(book) == (try caughtUpCopy(of: dir.path + "/s", in: dir)))
+            #expect(try journal(dir.path + "/s") == "wal")
         }
         #expect(try #require(book.writer).projection.appendsProjectedAsTheyLanded == 2)
+        #expect(try #require(book.writer).projection.fillsWithFileClaimed == (claiming ? 1 : 0))  // the empty one only
         #expect(try book.items().count > 100)
+    }
+
+    /// The projection file's journal mode as a new connection finds it, once sure no rollback
+    /// journal is left beside it.
+    func journal(_ store: String) throws -> String? {
+        #expect(!FileManager.default.fileExists(atPath: store + "/projection.sqlite-journal"))
+        let q = try DatabaseQueue(path: store + "/projection.sqlite")
+        defer { try? q.close() }
+        return try q.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+    }
+
+    /// A fill that may claim the file while another connection (here a reader of the kind an
+    /// app or the audit pages hold) has it open: SQLite refuses the switch, the fill goes
+    /// through the WAL as always, and the reader keeps reading throughout.
+    @Test func aFileHeldOpenElsewhereIsNotClaimed() throws {
+        let dir = TempDir()
+        let book = try Logbook.open(at: dir.path + "/s", creating: true)
+        defer { try? book.close() }
+        let other = try DatabaseQueue(path: dir.path + "/s/projection.sqlite")
+        defer { try? other.close() }
+        #expect(try other.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") } == 0)
+        let fd = try input(dir, 0..<4_000)
+        defer { close(fd) }
+        let (r, failure) = try book.appendNDJSON(from: fd, name: "in.ndjson", claimingProjection: true)
+        #expect(failure == nil && r.appended == 4_000)
+        let w = try #require(book.writer)
+        #expect(w.projection.appendsProjectedAsTheyLanded == 1 && w.projection.fillsWithFileClaimed == 0)
+        #expect(try dump(book) == (try caughtUpCopy(of: dir.path + "/s", in: dir)))
+        #expect(try other.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") } ?? 0 > 100)
+        #expect(try journal(dir.path + "/s") == "wal")
     }
 
     /// What a projection holds beyond the canonical dump that the two paths must agree on: the
@@ -74,7 +108,7 @@ import TestSupport
     /// Lines with event ids (repeated within the input and against the log), bases that miss
     /// later edits (conflicts) and actors, projected as they land, fresh then not: the same
     /// rows, conflicts and schema as a catch-up from the log, and duplicates never applied.
-    @Test func eventIDsDuplicatesBasesAndActorsProjectAsACatchUpDoes() throws {
+    @Test(arguments: [false, true]) func eventIDsDuplicatesBasesAndActorsProjectAsACatchUpDoes(claiming: Bool) throws {
         let dir = TempDir()
         let book = try Logbook.open(at: dir.path + "/s", creating: true)
         defer { try? book.close() }
@@ -112,7 +146,7 @@ import TestSupport
             try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             let fd = open(path, O_RDONLY)
             defer { close(fd) }
-            let (r, failure) = try book.appendNDJSON(from: fd, name: "in.ndjson")
+            let (r, failure) = try book.appendNDJSON(from: fd, name: "in.ndjson", claimingProjection: claiming)
             #expect(failure == nil)
             #expect(r.appended == appended && r.duplicateCount == duplicates)
             let copy = try copyWithoutProjection(dir.path + "/s", in: dir)
@@ -120,12 +154,15 @@ import TestSupport
             #expect(try bookkeeping(copy) == (try bookkeeping(dir.path + "/s")))
         }
         #expect(try #require(book.writer).projection.appendsProjectedAsTheyLanded == 2)
+        #expect(try #require(book.writer).projection.fillsWithFileClaimed == (claiming ? 1 : 0))
         #expect(try !(try #require(book.writer).projection.conflicts()).isEmpty)
     }
 
     /// A bad line late in the input, after chunks were already merged: the append is refused,
     /// and the projection, the log and the cursor are exactly as before it, fresh or not.
-    @Test func aRefusedInputLeavesTheProjectionAsItWas() throws {
+    /// Claiming, the refused fill of the empty projection is rolled back from its rollback
+    /// journal, and the file given back to the WAL.
+    @Test(arguments: [false, true]) func aRefusedInputLeavesTheProjectionAsItWas(claiming: Bool) throws {
         let dir = TempDir()
         let book = try Logbook.open(at: dir.path + "/s", creating: true)
         defer { try? book.close() }
@@ -133,17 +170,20 @@ import TestSupport
             if prior {
                 let fd = try input(dir, 0..<3_000)
                 defer { close(fd) }
-                _ = try book.appendNDJSON(from: fd, name: "in.ndjson")
+                _ = try book.appendNDJSON(from: fd, name: "in.ndjson", claimingProjection: claiming)
             }
             let before = try dump(book), cursor = try book.cursor()
             let fd = try input(dir, 3_000..<9_000, bad: 5_500)
             defer { close(fd) }
-            #expect(throws: InputError.self) { _ = try book.appendNDJSON(from: fd, name: "in.ndjson") }
+            #expect(throws: InputError.self) { _ = try book.appendNDJSON(from: fd, name: "in.ndjson", claimingProjection: claiming) }
             #expect(try dump(book) == before)
             #expect(try book.cursor() == cursor)
             #expect(try caughtUpCopy(of: dir.path + "/s", in: dir) == before)
+            #expect(try journal(dir.path + "/s") == "wal")
         }
         #expect(try #require(book.writer).projection.appendsProjectedAsTheyLanded == 1)
+        // The refused fill, then the good one.
+        #expect(try #require(book.writer).projection.fillsWithFileClaimed == (claiming ? 2 : 0))
     }
 
     /// The projection fails while the append lands (a trigger in its file refuses one row): the
