@@ -65,33 +65,38 @@ enum EventCodec {
                        hlcDelta: UInt64, schemaVersion: UInt8, into out: inout ByteWriter) {
         // At most: four bytes, hlc delta, two ids, base, actor, count.
         var bound = 4 + 10 + 16 + 16 + 10 + (actor.map { 10 + $0.utf8.count } ?? 0) + 10
-        for f in fields { bound += 10 + 10 + f.name.utf8.count + 1 + valueBound(f.value) }
-        let table = FieldTable.shared
-        out.writeRecord(bound: bound) { c in
-            c.u8(schemaVersion)
-            var flags: UInt8 = 0
-            if eventID != nil { flags |= Flag.explicitEventID }
-            if base != nil { flags |= Flag.base }
-            if actor != nil { flags |= Flag.actor }
-            c.u8(flags)
-            c.u8(entity.rawValue)
-            c.u8(op.rawValue)
-            c.varint(hlcDelta)
-            c.uuid(entityID)
-            if let eventID { c.uuid(eventID) }
-            if let base { c.varint(base.rawValue) }
-            if let actor { c.text(actor) }
-            c.varint(UInt64(fields.count))
-            for f in fields {
-                var code = table.code(f.name)
-                if code == 0 && f.name.utf8.first == UInt8(ascii: "#") { code = unknownCode(f.name) }
-                if code != 0 {
-                    c.varint(UInt64(code))
-                } else {
-                    c.varint(0)
-                    c.text(f.name)
+        // The fields are read in place, through a pointer's borrowing subscript: a loop over
+        // the array (or a buffer's subscript) would copy, and so retain and release, each one.
+        fields.withUnsafeBufferPointer { buffer in
+            let fs = buffer.baseAddress
+            for i in 0..<buffer.count { bound += 10 + 10 + fs![i].name.utf8.count + 1 + valueBound(fs![i].value) }
+            let table = FieldTable.shared
+            out.writeRecord(bound: bound) { c in
+                c.u8(schemaVersion)
+                var flags: UInt8 = 0
+                if eventID != nil { flags |= Flag.explicitEventID }
+                if base != nil { flags |= Flag.base }
+                if actor != nil { flags |= Flag.actor }
+                c.u8(flags)
+                c.u8(entity.rawValue)
+                c.u8(op.rawValue)
+                c.varint(hlcDelta)
+                c.uuid(entityID)
+                if let eventID { c.uuid(eventID) }
+                if let base { c.varint(base.rawValue) }
+                if let actor { c.text(actor) }
+                c.varint(UInt64(buffer.count))
+                for i in 0..<buffer.count {
+                    var code = table.code(fs![i].name)
+                    if code == 0 && fs![i].name.utf8.first == UInt8(ascii: "#") { code = unknownCode(fs![i].name) }
+                    if code != 0 {
+                        c.varint(UInt64(code))
+                    } else {
+                        c.varint(0)
+                        c.text(fs![i].name)
+                    }
+                    encodeValue(fs![i].value, into: &c)
                 }
-                encodeValue(f.value, into: &c)
             }
         }
     }

@@ -230,19 +230,24 @@ final class FrameEncoder {
         runStarts.removeAll(keepingCapacity: true)
         for w in 0...runs { runStarts.append(w == 0 ? 0 : w == runs ? n : n * w / runs + lead) }
         let starts = runStarts
-        parts.withUnsafeMutableBufferPointer { buffer in
-            nonisolated(unsafe) let out = buffer
-            DispatchQueue.concurrentPerform(iterations: runs) { w in
-                out[w].removeAll()
-                for k in starts[w]..<starts[w + 1] {
-                    precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
-                    if out[w].count >= bytesLimit { break }
-                    EventCodec.encode(ms[picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
+        // The mutations are read in place, through a pointer's borrowing subscript: `ms[i]` (or
+        // a buffer's subscript) would copy, and so retain and release, each one.
+        ms.withUnsafeBufferPointer { mutations in
+            nonisolated(unsafe) let mutations = mutations.baseAddress
+            parts.withUnsafeMutableBufferPointer { buffer in
+                nonisolated(unsafe) let out = buffer
+                DispatchQueue.concurrentPerform(iterations: runs) { w in
+                    out[w].removeAll()
+                    for k in starts[w]..<starts[w + 1] {
+                        precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
+                        if out[w].count >= bytesLimit { break }
+                        EventCodec.encode(mutations![picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
+                    }
+                    // Each run is compressed by the thread that encoded it, while it is in that
+                    // core's cache (`finish` joins the blocks into one LZ4 frame).
+                    writers[w].reset()
+                    if out[w].count < bytesLimit { out[w].bytes.withUnsafeBytes { writers[w].append($0) } }
                 }
-                // Each run is compressed by the thread that encoded it, while it is in that
-                // core's cache (`finish` joins the blocks into one LZ4 frame).
-                writers[w].reset()
-                if out[w].count < bytesLimit { out[w].bytes.withUnsafeBytes { writers[w].append($0) } }
             }
         }
         let total = parts[..<runs].reduce(0, { $0 + $1.count })
