@@ -104,6 +104,9 @@ private struct JSONScanner {
     mutating func stringBytes(field: String?) throws(InputError) -> Str {
         try expect(0x22, "a string")
         let start = i
+        // Eight bytes at a time past those that need no look (not '"', not '\\', not below
+        // 0x20); the loop below then decides on the byte that stopped this one.
+        while i + 8 <= bytes.count && !JSONScanner.needsLook(bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { i += 8 }
         while i < bytes.count {
             let c = bytes[i]
             if c == 0x22 {
@@ -115,6 +118,15 @@ private struct JSONScanner {
             i += 1
         }
         throw fail("string is not closed", field: field, at: start - 1)
+    }
+
+    /// Whether any of the eight bytes of `w` is '"', '\\' or below 0x20 (exact: no byte is
+    /// missed; which byte it is, is left to the byte loop).
+    @inline(__always) static func needsLook(_ w: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        @inline(__always) func hasZero(_ v: UInt64) -> Bool { (v &- ones) & ~v & highs != 0 }
+        let below20 = (w &- ones &* 0x20) & ~w & highs != 0
+        return below20 || hasZero(w ^ (ones &* 0x22)) || hasZero(w ^ (ones &* 0x5C))
     }
 
     mutating func slowString(from start: Int, field: String?) throws(InputError) -> Str {

@@ -144,6 +144,40 @@ import Testing
         _ = try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"tab\tbell\u0007"}}"#)
     }
 
+    /// Strings are scanned eight bytes at a time past bytes that need no look: a closing quote,
+    /// an escape or a raw control byte at any position of a word (and at the line's last bytes,
+    /// where no whole word is left) is found where the byte-by-byte reading finds it.
+    @Test func stringsScannedByWordsEndAndFailWhereTheirBytesSay() throws {
+        let prefix = #"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":""#
+        for length in 0..<26 {
+            for at in 0..<max(1, length) {
+                var title = Array(repeating: UInt8(ascii: "a"), count: length)
+                // Bytes the scan passes: space, DEL, a two-byte character's bytes.
+                if length > 0 { title[at] = [0x20, 0x7F, 0x7E, 0x21][at % 4] }
+                let plain = try MutationParser.parse(prefix + String(decoding: title, as: UTF8.self) + #""}}"#)
+                #expect(plain.fields.first?.value == .text(String(decoding: title, as: UTF8.self)))
+                let accented = try MutationParser.parse(prefix + String(repeating: "a", count: at) + "é" + String(repeating: "b", count: length) + #""}}"#)
+                #expect(accented.fields.first?.value == .text(String(repeating: "a", count: at) + "é" + String(repeating: "b", count: length)))
+                // An escape at `at`.
+                let escaped = try MutationParser.parse(prefix + String(repeating: "a", count: at) + #"\""# + String(repeating: "b", count: length) + #""}}"#)
+                #expect(escaped.fields.first?.value == .text(String(repeating: "a", count: at) + "\"" + String(repeating: "b", count: length)))
+                // A raw control byte (tab, 0x1F) at `at`: refused at its column.
+                for control: UInt8 in [0x09, 0x1F, 0x01] {
+                    var bytes = Array(prefix.utf8) + Array(repeating: UInt8(ascii: "a"), count: at) + [control] + Array(repeating: UInt8(ascii: "b"), count: length) + Array(#""}}"#.utf8)
+                    let result = bytes.withUnsafeMutableBytes { p in Result { try MutationParser.parse(UnsafeRawBufferPointer(p), lineNumber: 1) } }
+                    guard case .failure(let e as InputError) = result else {
+                        Issue.record("a raw control byte \(control) at \(at) was taken in")
+                        continue
+                    }
+                    #expect(e.message.contains("control character") && e.column == prefix.utf8.count + at + 1)
+                    bytes.removeAll()
+                }
+                // A string that does not close: the line ends inside it, at any length.
+                #expect(throws: InputError.self) { try MutationParser.parse(prefix + String(repeating: "a", count: length)) }
+            }
+        }
+    }
+
     @Test func refusesInvalidUTF8() {
         var bytes = Array(#"{"entity":"item","op":"create","id":"\#(id)","fields":{"title":"ab"}}"#.utf8)
         let at = bytes.firstIndex(of: UInt8(ascii: "b"))!
