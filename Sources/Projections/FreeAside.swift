@@ -32,15 +32,35 @@ enum FreeAside {
     /// Frees objects one step late: `retire` keeps the object it is given and releases the one
     /// before on the queue. An item the caller's loop held (`Handoff.run`'s current item) has
     /// been let go by the time the next is retired, so nothing but this holds it then.
+    ///
+    /// With `keeping`, the objects retired are kept there instead, up to a total `weight` of
+    /// `keepMax` (past it, they are freed as usual), to be freed once the caller releases it:
+    /// for a fill, whose merging is followed by work on one core (rows written, indexes built)
+    /// beside which the other core is free for the freeing.
     final class Retirer<T: AnyObject> {
         private var held: T?
+        private var heldWeight = 0
+        private let keeping: Later<T>?
+        private var keepLeft: Int
 
-        init() {}
+        init(keeping: Later<T>? = nil, keepMax: Int = 0) {
+            self.keeping = keeping
+            keepLeft = keeping == nil ? 0 : keepMax
+        }
 
         /// Takes `x` (the caller's loop may still hold it) and frees the one taken before.
-        func retire(_ x: T) {
+        /// - Parameter weight: what `x` counts for against `keepMax` (its events, say).
+        func retire(_ x: T, weight: Int = 1) {
+            if let keeping, let previous = held, heldWeight <= keepLeft {
+                keepLeft -= heldWeight
+                held = x
+                heldWeight = weight
+                keeping.keep(previous)
+                return
+            }
             let previous = held.map { Unmanaged.passRetained($0) }
             held = x
+            heldWeight = weight
             if let previous { releaseLater(previous) }
         }
 

@@ -567,6 +567,8 @@ public final class Projection: @unchecked Sendable {
         // A fresh fill's rows, freed once it has committed (`Projector.keepWritten`).
         let written = FreeAside.Later<RowTable>()
         defer { written.release() }
+        let merged = FreeAside.Later<PreparedBatch>()
+        defer { merged.release() }
         let claimed = fresh && claimingFile && claimFileForFill()
         defer { if claimed { releaseFileAfterFill() } }
         do {
@@ -580,8 +582,10 @@ public final class Projection: @unchecked Sendable {
                 // The append's thread is joined before `run` returns (the closure itself may be
                 // released later, with the thread object: it is escaping for that).
                 nonisolated(unsafe) let append = append
-                // Applied batches are freed on another thread (`FreeAside`).
-                let retired = FreeAside.Retirer<PreparedBatch>()
+                // Applied batches are freed on another thread (`FreeAside`); a fresh fill's are
+                // kept (within a bound) until its merging is done, and freed beside the rows'
+                // writing and the indexes' building, which leave the other core free.
+                let retired = FreeAside.Retirer<PreparedBatch>(keeping: fresh ? merged : nil, keepMax: Projector.keptEventsMax)
                 defer { retired.finish() }
                 // The append hands over each chunk's events placed, with their fields laid out on
                 // its thread, and its progress; at most `depth` items wait, which bounds memory.
@@ -608,7 +612,7 @@ public final class Projection: @unchecked Sendable {
                         if case .progress(let lines, let bytes) = item { progress?(lines, bytes) }
                         return
                     }
-                    defer { retired.retire(batch) }
+                    defer { retired.retire(batch, weight: batch.count) }
                     try p.apply(batch, db: db, flushingAt: rowsMax)
                     if listing && !overflowed {
                         listed += batch.events
@@ -617,6 +621,8 @@ public final class Projection: @unchecked Sendable {
                 })
                 // Only here, once `append` has returned (the events are durable), may this commit.
                 guard case .success = outcome.value else { throw ProjectionError.database("the append ended without a result") }
+                retired.finish()
+                merged.release()
                 if fresh { p.keepWritten = written }
                 try p.flush(db: db)
                 if fresh { try Projection.restoreIndexes(deferred, db) }

@@ -260,6 +260,32 @@ import Testing
         #expect(threads.all.allSatisfy { pthread_equal($0, me) == 0 })
     }
 
+    /// A fill's merged batches: kept, up to a total weight, until merging is done; those past
+    /// the bound are freed one step late as usual; all on the queue.
+    @Test func retiredObjectsAreKeptUpToTheirWeightThenFreedOnRelease() {
+        let threads = Threads()
+        let me = pthread_self()
+        let kept = FreeAside.Later<Tracked>()
+        let retired = FreeAside.Retirer<Tracked>(keeping: kept, keepMax: 10)
+        // Weights 3, 3, 3, 3, 1, 1: the first three fit (9), the fourth does not (12 > 10) and
+        // is freed, the fifth fits (10); the sixth is the one still held.
+        for weight in [3, 3, 3, 3, 1, 1] {
+            let item = Tracked { threads.note($0) }
+            retired.retire(item, weight: weight)
+            withExtendedLifetime(item) {}
+        }
+        threads.freed.wait()
+        #expect(threads.freed.wait(timeout: .now() + .milliseconds(50)) == .timedOut)
+        #expect(threads.all.count == 1)
+        retired.finish()
+        threads.freed.wait()
+        #expect(threads.all.count == 2)
+        kept.release()
+        for _ in 0..<4 { threads.freed.wait() }
+        #expect(threads.all.count == 6)
+        #expect(threads.all.allSatisfy { pthread_equal($0, me) == 0 })
+    }
+
     /// A bulk fill's rows: kept while the indexes are built and the fill commits, then all
     /// freed on the queue; what is still kept when the holder ends is freed there too.
     @Test func keptValuesAreFreedOnlyOnReleaseAndOnTheQueue() {
