@@ -35,8 +35,8 @@ enum FreeAside {
     ///
     /// With `keeping`, the objects retired are kept there instead, up to a total `weight` of
     /// `keepMax` (past it, they are freed as usual), to be freed once the caller releases it:
-    /// for a fill, whose merging is followed by work on one core (rows written, indexes built)
-    /// beside which the other core is free for the freeing.
+    /// for a fill, whose merging is followed by work on one core (its indexes built) beside
+    /// which the other core is free for the freeing.
     final class Retirer<T: AnyObject> {
         private var held: T?
         private var heldWeight = 0

@@ -583,8 +583,8 @@ public final class Projection: @unchecked Sendable {
                 // released later, with the thread object: it is escaping for that).
                 nonisolated(unsafe) let append = append
                 // Applied batches are freed on another thread (`FreeAside`); a fresh fill's are
-                // kept (within a bound) until its merging is done, and freed beside the rows'
-                // writing and the indexes' building, which leave the other core free.
+                // kept (within a bound) until its rows are written, and freed beside the building
+                // of its indexes, which leaves the other core free.
                 let retired = FreeAside.Retirer<PreparedBatch>(keeping: fresh ? merged : nil, keepMax: Projector.keptEventsMax)
                 defer { retired.finish() }
                 // The append hands over each chunk's events placed, with their fields laid out on
@@ -622,9 +622,11 @@ public final class Projection: @unchecked Sendable {
                 // Only here, once `append` has returned (the events are durable), may this commit.
                 guard case .success = outcome.value else { throw ProjectionError.database("the append ended without a result") }
                 retired.finish()
-                merged.release()
                 if fresh { p.keepWritten = written }
                 try p.flush(db: db)
+                // The batches go while the indexes are built: the flush's rows are laid out on
+                // the other core, which they would have competed for.
+                merged.release()
                 if fresh { try Projection.restoreIndexes(deferred, db) }
                 if listing { cursorAfter = try Projection.readCursor(db) }
                 return p.eventsApplied

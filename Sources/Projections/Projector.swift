@@ -22,8 +22,8 @@ final class Projector {
     /// Dirty rows kept in memory before a flush is due (a rebuild keeps more: it never reads back).
     static let flushRowsMax = 200_000
     static let rebuildRowsMax = 1_000_000
-    /// Events a fill keeps, in their batches, after merging them, to free them all once merging
-    /// is done (`FreeAside.Retirer`); past these, batches are freed as they are merged. Kept,
+    /// Events a fill keeps, in their batches, after merging them, to free them all once its rows
+    /// are written (`FreeAside.Retirer`); past these, batches are freed as they are merged. Kept,
     /// a sample workload's event takes about 330 bytes, so this bounds what they hold to about
     /// 170 MB beside the rows.
     static let keptEventsMax = 1 << 19
