@@ -1,6 +1,7 @@
 import EventLog
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// Events of one kind that a projection applied only in part, or not at all, because the build
 /// that applied them did not know their entity, op or schema version (docs/FORMAT.md, "Evolution").
@@ -663,9 +664,10 @@ public final class Projection: @unchecked Sendable {
     func claimFileForFill() -> Bool {
         pool.releaseMemory()
         let mode = try? pool.writeWithoutTransaction { db -> String? in
+            // Refused at once rather than after the connection's busy wait, which is then put back.
             let wait = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? 0
-            try db.execute(sql: "PRAGMA busy_timeout = 0")
-            defer { try? db.execute(sql: "PRAGMA busy_timeout = \(wait)") }
+            sqlite3_busy_timeout(db.sqliteConnection, 0)
+            defer { sqlite3_busy_timeout(db.sqliteConnection, Int32(clamping: wait)) }
             return try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
         }
         guard mode == "delete" else { return false }
