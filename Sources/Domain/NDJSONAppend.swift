@@ -24,11 +24,12 @@ package enum NDJSONAppend {
     ///     worker threads or the calling thread, and not in input order: it must only read what
     ///     the append does not change, and take no lock the caller may hold.
     ///   - placed: called on the writer thread with each chunk's events, in input order, as they
-    ///     are placed in the append (duplicates skipped): their seq and clock are final, but they
+    ///     are placed in the append (duplicates skipped), and the bytes of the chunk's lines (a
+    ///     measure of what its events hold): their seq and clock are final, but they
     ///     are durable only once this function returns; if it throws, none of them happened.
     public static func append(from fd: Int32, name: String, to appender: LogAppender,
                               prepare: (@Sendable (inout [Mutation]) throws -> Void)? = nil,
-                              placed: (([Event]) -> Void)? = nil,
+                              placed: (([Event], Int) -> Void)? = nil,
                               progress: ((Int, Int) -> Void)? = nil) throws -> AppendResult {
         try appender.begin()
         do {
@@ -73,7 +74,7 @@ package enum NDJSONAppend {
                         for m in ms {
                             if let (seq, hlc) = try appender.add(m) { events.append(Event(origin: origin, seq: seq, hlc: hlc, mutation: m)) }
                         }
-                        placed(events)
+                        placed(events, chunk.lineBytes)
                     } else {
                         for m in ms { try appender.add(m) }
                     }
@@ -97,6 +98,8 @@ struct RawLines {
     private var ends: [Int] = []
     private var numbers: [Int] = []
     var count: Int { ends.count }
+    /// The bytes of the lines held.
+    var byteCount: Int { bytes.count }
 
     mutating func add(_ line: UnsafeRawBufferPointer, number: Int) {
         bytes.append(contentsOf: line)
@@ -147,7 +150,7 @@ private final class ChunkParsing: @unchecked Sendable {
             live.append(work)
         }
         DispatchQueue.global(qos: .userInitiated).async { work.runIfUnclaimed() }
-        return LineChunk(line: line, bytes: bytes, parsing: work)
+        return LineChunk(line: line, bytes: bytes, lineBytes: raw.byteCount, parsing: work)
     }
 
     /// Parses `raw` and prepares its batch (one `prepare` at a time).
@@ -170,6 +173,8 @@ struct LineChunk: Sendable {
     /// How far the input was read when the chunk was cut (for progress).
     let line: Int
     let bytes: Int
+    /// The bytes of the chunk's own lines.
+    let lineBytes: Int
     let parsing: ClaimedWork<[Mutation]>
 
     /// On the writer: the chunk's mutations, parsed here if no worker has started on them.

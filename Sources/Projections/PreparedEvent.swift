@@ -111,5 +111,13 @@ final class PreparedBatch: @unchecked Sendable {
         }
     }
 
+    /// The bytes of the input the events came from, when a caller knows them (a projected
+    /// append's lines).
+    var inputBytes = 0
+    /// About what the batch holds in memory: its lines' bytes (the texts are no larger), its
+    /// events, and each field twice (in its event and placed).
+    var heldBytes: Int {
+        inputBytes + events.count * MemoryLayout<Event>.stride + fields.count * 2 * MemoryLayout<PreparedField>.stride
+    }
     var count: Int { events.count }
 }

@@ -72,6 +72,10 @@ public final class Projection: @unchecked Sendable {
             pool = try Projection.openPool(path, schema: .current)
         } catch where DiskSpace.cannotWrite(error, near: store.path) {
             pool = try Projection.openReadOnlyPool(path, schema: .current)
+        } catch let e as DatabaseError where e.resultCode == .SQLITE_BUSY {
+            // Another process is filling the projection with its file taken (`claimFileForFill`):
+            // what it has committed is read without the WAL's setup, which needs a write.
+            pool = try Projection.openReadOnlyPool(path, schema: .current)
         } catch {
             throw ProjectionError.database("cannot open \(path): \(error)")
         }
@@ -544,7 +548,7 @@ public final class Projection: @unchecked Sendable {
     ///   `evctl append` is. Readers that open it meanwhile may wait, where the WAL lets them read.
     package func projecting<T>(own origin: ReplicaID, from ownTip: Seq, progress: ((Int, Int) -> Void)? = nil,
                                claimingFile: Bool = false,
-                               _ append: @escaping (_ placed: @escaping ([Event]) -> Void,
+                               _ append: @escaping (_ placed: @escaping ([Event], _ inputBytes: Int) -> Void,
                                                     _ progress: @escaping (Int, Int) -> Void) throws -> T) throws -> (T, projectionError: (any Error)?)? {
         let fresh: Bool
         do {
@@ -586,7 +590,7 @@ public final class Projection: @unchecked Sendable {
                 // Applied batches are freed on another thread (`FreeAside`); a fresh fill's are
                 // kept (within a bound) until its rows are written, and freed beside the building
                 // of its indexes, which leaves the other core free.
-                let retired = FreeAside.Retirer<PreparedBatch>(keeping: fresh ? merged : nil, keepMax: Projector.keptEventsMax)
+                let retired = FreeAside.Retirer<PreparedBatch>(keeping: fresh ? merged : nil, keepMax: Projector.keptBytesMax)
                 defer { retired.finish() }
                 // The append hands over each chunk's events placed, with their fields laid out on
                 // its thread, and its progress; at most `depth` items wait, which bounds memory.
@@ -594,9 +598,10 @@ public final class Projection: @unchecked Sendable {
                     do {
                         let value = try withoutActuallyEscaping(hand) { hand in
                             nonisolated(unsafe) let hand = hand
-                            return try append({ events in
+                            return try append({ events, inputBytes in
                                 guard !events.isEmpty else { return }
                                 let batch = PreparedBatch(capacity: events.count, layout: layout)
+                                batch.inputBytes = inputBytes
                                 for e in events { batch.prepared.append(layout.prepare(e, into: &batch.fields, pairEagerly: true)) }
                                 batch.events = events
                                 // False once projecting has failed: the append goes on alone.
@@ -613,7 +618,7 @@ public final class Projection: @unchecked Sendable {
                         if case .progress(let lines, let bytes) = item { progress?(lines, bytes) }
                         return
                     }
-                    defer { retired.retire(batch, weight: batch.count) }
+                    defer { retired.retire(batch, weight: batch.heldBytes) }
                     try p.apply(batch, db: db, flushingAt: rowsMax)
                     if listing && !overflowed {
                         listed += batch.events
@@ -656,31 +661,49 @@ public final class Projection: @unchecked Sendable {
     /// (a crash rolls it back from the journal, which holds only the few pages the file had).
     ///
     /// SQLite makes the switch only when no other connection, of this process or another, has
-    /// the file open: this pool's idle readers are closed first, and the switch is refused at
-    /// once (no busy wait) when anyone else holds it. Refused or failed, the fill goes through
-    /// the WAL as it always does. A reader that opens the file during the fill reads it under
-    /// the rollback journal's locks: it may wait for the commit (up to its busy timeout) where
-    /// the WAL would have let it read. Returns whether the file was taken.
+    /// the file open: this pool's idle readers are closed first, and the switch is refused
+    /// without a busy wait when anyone else holds it. Refused or failed, the fill goes through
+    /// the WAL as it always does. Under the rollback journal, syncs are FULL (NORMAL is safe
+    /// against power loss only with the WAL).
+    ///
+    /// What others meet meanwhile: the fill holds the file's write lock from its start, so a
+    /// process that opens the projection for writing (which sets the WAL, a write) waits for it
+    /// up to its busy timeout (5 s) and then fails with "database is locked"; one that only reads
+    /// (`Projection(readingIfNeeded:)` falls back to reading) sees what was committed before, until
+    /// the fill's pages outgrow its cache (64 MiB) and it takes the file whole. A crash mid-fill
+    /// leaves a hot journal: the next writer to open the file plays it back (the empty file
+    /// returns), and until then read-only opens fail. Returns whether the file was taken.
     func claimFileForFill() -> Bool {
         pool.releaseMemory()
         let mode = try? pool.writeWithoutTransaction { db -> String? in
-            // Refused at once rather than after the connection's busy wait, which is then put back.
+            // No busy wait for the switch (the connection's own is put back after).
             let wait = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? 0
             sqlite3_busy_timeout(db.sqliteConnection, 0)
             defer { sqlite3_busy_timeout(db.sqliteConnection, Int32(clamping: wait)) }
-            return try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
+            let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE")
+            if mode == "delete" { try db.execute(sql: "PRAGMA synchronous = FULL") }
+            return mode
         }
         guard mode == "delete" else { return false }
         fillsWithFileClaimed += 1
         return true
     }
 
-    /// Gives the file back to the WAL after a fill that claimed it (committed or rolled back).
-    /// Best effort: should the switch fail, the file stays usable under its rollback journal,
-    /// and the next pool to open it (every open sets the WAL) switches it back.
+    /// Gives the file back to the WAL after a fill that claimed it (committed or rolled back),
+    /// with the syncs the WAL needs (NORMAL). Should the switch fail, this pool goes on under the
+    /// rollback journal (readers may then wait for writes), and the next pool to open the file
+    /// (every open sets the WAL) switches it back: `claimedFileKept` says so.
     func releaseFileAfterFill() {
-        _ = try? pool.writeWithoutTransaction { db in try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL") }
+        let mode = try? pool.writeWithoutTransaction { db -> String? in
+            let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+            if mode == "wal" { try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+            return mode
+        }
+        claimedFileKept = mode != "wal"
     }
+
+    /// True when a claimed fill could not give the file back to the WAL (`releaseFileAfterFill`).
+    package private(set) var claimedFileKept = false
 
     /// Fresh fills that took the file for themselves (`claimFileForFill`): for tests.
     package private(set) var fillsWithFileClaimed = 0
@@ -851,18 +874,27 @@ public final class Projection: @unchecked Sendable {
     /// fsyncs `temp`, checkpoints and closes out the old file's WAL, renames, fsyncs the directory.
     static func swapIn(_ temp: String, over target: String) throws {
         try DurableFile.sync(temp, op: "rebuild")
+        let journal = target + "-journal"
         if FileManager.default.fileExists(atPath: target) {
             // Fold the old WAL into the old file first: a stale WAL must never meet the new file.
-            if let old = try? SQLiteFactory.queue(target, .ours) {
+            // Opening it also plays back a hot journal a crashed fill left (`claimFileForFill`),
+            // so the old file is whole should the swap not happen.
+            if let old = try? SQLiteFactory.queue(target, .ours, configuration()) {
                 try? old.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
                 try? old.close()
             }
         }
-        // Every sidecar goes, the rollback journal's too: a stale one must never meet the new
-        // file (SQLite would play a hot journal left by a crashed fill back into it).
+        // A rollback journal must never meet the new file either (SQLite would play it into it).
+        // One the old file could not take back is set aside, not deleted: it is what restores it.
+        if FileManager.default.fileExists(atPath: journal) {
+            let aside = journal + ".stale-\(Int(Date().timeIntervalSince1970))"
+            guard rename(journal, aside) == 0 else {
+                throw ProjectionError.database("cannot set aside \(journal), a rollback journal the old projection did not take back: \(String(cString: strerror(errno)))")
+            }
+        }
         for suffix in StoreLayout.sqliteSidecarSuffixes {
             try? FileManager.default.removeItem(atPath: temp + suffix)
-            try? FileManager.default.removeItem(atPath: target + suffix)
+            if suffix != "-journal" { try? FileManager.default.removeItem(atPath: target + suffix) }
         }
         guard rename(temp, target) == 0 else {
             throw ProjectionError.database("cannot move the rebuilt projection into place: \(String(cString: strerror(errno)))")

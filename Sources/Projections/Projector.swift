@@ -22,11 +22,10 @@ final class Projector {
     /// Dirty rows kept in memory before a flush is due (a rebuild keeps more: it never reads back).
     static let flushRowsMax = 200_000
     static let rebuildRowsMax = 1_000_000
-    /// Events a fill keeps, in their batches, after merging them, to free them all once its rows
-    /// are written (`FreeAside.Retirer`); past these, batches are freed as they are merged. Kept,
-    /// a sample workload's event takes about 330 bytes, so this bounds what they hold to about
-    /// 170 MB beside the rows.
-    static let keptEventsMax = 1 << 19
+    /// What a projected append's fill keeps of the batches it has merged, to free them all once
+    /// its rows are written (`FreeAside.Retirer`), in bytes held (`PreparedBatch.heldBytes`);
+    /// past it, batches are freed as they are merged, whatever the lines hold.
+    static let keptBytesMax = 256 << 20
     /// Rows written by a flush are freed on another thread from this many on.
     static let freeAsideRows = 50_000
     /// Set by a bulk fill: the rows a flush writes are kept here, to be freed once the fill has

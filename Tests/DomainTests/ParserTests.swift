@@ -152,12 +152,17 @@ import Testing
         for length in 0..<26 {
             for at in 0..<max(1, length) {
                 var title = Array(repeating: UInt8(ascii: "a"), count: length)
-                // Bytes the scan passes: space, DEL, a two-byte character's bytes.
+                // Bytes the scan passes: space, DEL, '~', '!'.
                 if length > 0 { title[at] = [0x20, 0x7F, 0x7E, 0x21][at % 4] }
                 let plain = try MutationParser.parse(prefix + String(decoding: title, as: UTF8.self) + #""}}"#)
                 #expect(plain.fields.first?.value == .text(String(decoding: title, as: UTF8.self)))
-                let accented = try MutationParser.parse(prefix + String(repeating: "a", count: at) + "é" + String(repeating: "b", count: length) + #""}}"#)
-                #expect(accented.fields.first?.value == .text(String(repeating: "a", count: at) + "é" + String(repeating: "b", count: length)))
+                // Characters whose UTF-8 bytes have the high bit set over the low bits of '"',
+                // '\\' or a control byte (0xA2, 0x9C, 0x80, 0x9F), at every offset of a word.
+                for c in ["é", "¢", "Ü", "\u{80}", "\u{9F}", "\u{5C22}"] {
+                    let text = String(repeating: "a", count: at) + c + String(repeating: "b", count: length)
+                    let accented = try MutationParser.parse(prefix + text + #""}}"#)
+                    #expect(accented.fields.first?.value == .text(text))
+                }
                 // An escape at `at`.
                 let escaped = try MutationParser.parse(prefix + String(repeating: "a", count: at) + #"\""# + String(repeating: "b", count: length) + #""}}"#)
                 #expect(escaped.fields.first?.value == .text(String(repeating: "a", count: at) + "\"" + String(repeating: "b", count: length)))

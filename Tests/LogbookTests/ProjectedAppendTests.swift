@@ -72,6 +72,55 @@ import TestSupport
         return try q.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
     }
 
+    /// A crash in the middle of a fill under the rollback journal leaves the file with pages of
+    /// the fill in it and a hot journal beside it. Made here as a crash would leave it (a
+    /// transaction that spills its pages, the two files copied while it is open): the next
+    /// writer's open plays the journal back, the projection is as before the fill, back on the
+    /// WAL, and catching up from the log makes it whole. A rebuild over such a file leaves no
+    /// journal beside the new one.
+    @Test func aHotJournalLeftByACrashedFillIsPlayedBack() throws {
+        let dir = TempDir()
+        do {
+            let book = try Logbook.open(at: dir.path + "/s", creating: true)
+            let fd = try input(dir, 0..<4_000)
+            defer { close(fd) }
+            _ = try book.appendNDJSON(from: fd, name: "in.ndjson", claimingProjection: true)
+            try book.close()
+        }
+        let whole = try caughtUpCopy(of: dir.path + "/s", in: dir)
+        for rebuild in [false, true] {
+            let crashed = dir.path + "/crashed-\(rebuild)"
+            try FileManager.default.copyItem(atPath: dir.path + "/s", toPath: crashed)
+            let file = crashed + "/projection.sqlite"
+            let q = try DatabaseQueue(path: file)
+            try q.writeWithoutTransaction { db in
+                #expect(try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE") == "delete")
+                try db.execute(sql: "PRAGMA cache_size = 8")
+                try db.execute(sql: "BEGIN IMMEDIATE")
+                try db.execute(sql: "DELETE FROM items")
+                try db.execute(sql: "DELETE FROM item_tags")
+                try db.execute(sql: "UPDATE projection_cursor SET last_seq = 1")
+                // The image a crash leaves: the file with spilled pages, and the hot journal.
+                #expect(FileManager.default.fileExists(atPath: file + "-journal"))
+                try Data(contentsOf: URL(fileURLWithPath: file)).write(to: URL(fileURLWithPath: file + ".image"))
+                try Data(contentsOf: URL(fileURLWithPath: file + "-journal")).write(to: URL(fileURLWithPath: file + ".image-journal"))
+                try db.execute(sql: "ROLLBACK")
+            }
+            try q.close()
+            try FileManager.default.removeItem(atPath: file)
+            try FileManager.default.moveItem(atPath: file + ".image", toPath: file)
+            try FileManager.default.moveItem(atPath: file + ".image-journal", toPath: file + "-journal")
+            if rebuild {
+                try Projection.rebuild(store: try Store.open(at: crashed))
+                #expect(!FileManager.default.fileExists(atPath: file + "-journal"))
+            }
+            let book = try Logbook.open(at: crashed)
+            #expect(try #require(book.writer).projection.canonicalDump() == whole)
+            try book.close()
+            #expect(try journal(crashed) == "wal")
+        }
+    }
+
     /// A fill that may claim the file while another connection (here a reader of the kind an
     /// app or the audit pages hold) has it open: SQLite refuses the switch, the fill goes
     /// through the WAL as always, and the reader keeps reading throughout.

@@ -217,6 +217,8 @@ final class FrameEncoder {
              bytesLimit: Int) -> Bool {
         precondition(count == 0 && !picks.isEmpty && picks.count == hlcs.count && picks.count <= FrameHeader.eventsMax,
                      "a frame built at once starts empty and has one clock value per event")
+        // The picks are read through a pointer below: each must be an index of `ms`.
+        precondition(picks.allSatisfy { $0 >= 0 && $0 < ms.count }, "a frame's picks are indices of its mutations")
         let first = hlcs[0]
         let n = picks.count
         let runs = max(1, min(workers, n))
