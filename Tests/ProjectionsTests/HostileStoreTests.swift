@@ -53,4 +53,30 @@ import Testing
         try p.close()
 
     }
+
+    /// A projection whose file another process holds for a fill under a rollback journal (the
+    /// write lock taken): a reader's open cannot set the WAL up (a write) and, after its busy
+    /// wait, reads what was committed instead of failing.
+    @Test func aReaderOfAFileBeingFilledElsewhereReadsWhatWasCommitted() throws {
+        let dir = TempDir()
+        let (store, p) = try makeProjection(dir)
+        var events = EventFactory()
+        try p.apply((0..<20).map { n in
+            events.make(originA, hlc: hlc(UInt64(n)), .item, .create, UUID(), [Field("title", text("t\(n)"))])
+        })
+        try p.close()
+        var config = Configuration()
+        config.allowsUnsafeTransactions = true  // the fill's transaction spans the reader's open
+        let filler = try DatabaseQueue(path: Projection.path(for: store), configuration: config)
+        try filler.writeWithoutTransaction { db in
+            #expect(try String.fetchOne(db, sql: "PRAGMA journal_mode = DELETE") == "delete")
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            try db.execute(sql: "DELETE FROM items")
+        }
+        let reader = try Projection(readingIfNeeded: store)
+        #expect(try reader.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM items") } == 20)
+        try reader.close()
+        try filler.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        try filler.close()
+    }
 }
