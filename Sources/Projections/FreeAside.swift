@@ -49,7 +49,7 @@ enum FreeAside {
         }
 
         /// Takes `x` (the caller's loop may still hold it) and frees the one taken before.
-        /// - Parameter weight: what `x` counts for against `keepMax` (its events, say).
+        /// - Parameter weight: what `x` counts for against `keepMax` (the bytes it holds, say).
         func retire(_ x: T, weight: Int = 1) {
             if let keeping, let previous = held, heldWeight <= keepLeft {
                 keepLeft -= heldWeight

@@ -545,7 +545,7 @@ public final class Projection: @unchecked Sendable {
     ///
     /// - Parameter claimingFile: a fresh fill may take the projection's file for itself
     ///   (`claimFileForFill`): for a process that is the file's only user while it fills it, as
-    ///   `evctl append` is. Readers that open it meanwhile may wait, where the WAL lets them read.
+    ///   `evctl append` is. Others that open it meanwhile meet its write lock (see there).
     package func projecting<T>(own origin: ReplicaID, from ownTip: Seq, progress: ((Int, Int) -> Void)? = nil,
                                claimingFile: Bool = false,
                                _ append: @escaping (_ placed: @escaping ([Event], _ inputBytes: Int) -> Void,
