@@ -58,6 +58,16 @@ enum EventCodec {
                fields: m.fields, hlcDelta: hlcDelta, schemaVersion: Event.currentSchemaVersion, into: &out)
     }
 
+    /// `encode(_:hlcDelta:into:)` of the mutation `m` points to, read in place: passing
+    /// `pointer.pointee` (or a buffer's element) to a function copies it, and so retains and
+    /// releases its fields and actor, which cost a batch's encoding about a third of its time.
+    @inline(__always)
+    static func encode(_ m: UnsafePointer<Mutation>, hlcDelta: UInt64, into out: inout ByteWriter) {
+        encode(entity: m.pointee.entity, op: m.pointee.op, entityID: m.pointee.entityID, eventID: m.pointee.eventID,
+               base: m.pointee.base, actor: m.pointee.actor, fields: m.pointee.fields, hlcDelta: hlcDelta,
+               schemaVersion: Event.currentSchemaVersion, into: &out)
+    }
+
     /// Writes the record's body through a raw cursor into room for its largest size (so writing
     /// checks neither capacity nor uniqueness byte by byte), then appends its length and body.
     @inline(__always)

@@ -243,7 +243,7 @@ final class FrameEncoder {
                     for k in starts[w]..<starts[w + 1] {
                         precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
                         if out[w].count >= bytesLimit { break }
-                        EventCodec.encode(mutations![picks[k]], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
+                        EventCodec.encode(mutations! + picks[k], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &out[w])
                     }
                     // Each run is compressed by the thread that encoded it, while it is in that
                     // core's cache (`finish` joins the blocks into one LZ4 frame).
