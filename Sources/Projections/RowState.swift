@@ -70,13 +70,21 @@ struct RowState {
 
     /// Drops stamps no column or lifecycle refers to any more (keeps `_clocks` small).
     mutating func compact() {
-        guard stamps.count > 2 else { return }
+        guard stamps.count > 2, stamps.count <= 64 else { return }
         var used: UInt64 = 0
+        if let l = lifecycle { used |= 1 << UInt64(l.stamp & 63) }
+        // The scan stops once every stamp is seen used (most calls: the stamp that lost a column
+        // still holds others), so it reads only the first cells; the rest of a row's cells are
+        // cold in memory, and reading them all was most of this function's time.
+        let all: UInt64 = stamps.count == 64 ? ~0 : (1 << UInt64(stamps.count)) - 1
+        guard used != all else { return }
         // By index, reading only the stamp: iterating the cells would copy each value (counting a
         // reference to every text, memory merging otherwise never touches).
-        for c in cells.indices where cells[c].stampIndex >= 0 { used |= 1 << UInt64(cells[c].stampIndex & 63) }
-        if let l = lifecycle { used |= 1 << UInt64(l.stamp & 63) }
-        guard used.nonzeroBitCount < stamps.count, stamps.count <= 64 else { return }
+        for c in cells.indices where cells[c].stampIndex >= 0 {
+            used |= 1 << UInt64(cells[c].stampIndex & 63)
+            if used == all { return }
+        }
+        guard used.nonzeroBitCount < stamps.count else { return }
         // In place, with the new places on the stack: this runs for most events, and two arrays
         // allocated each time were a good part of merging.
         withUnsafeTemporaryAllocation(of: Int.self, capacity: stamps.count) { remap in
