@@ -67,16 +67,20 @@ package enum NDJSONAppend {
                     _ = handHeld()
                 }, consume: { chunk in
                     let ms = try chunk.mutations()
+                    // A chunk is one moment: the clock is read every few events, as `append` does.
+                    var wall: UInt64 = 0
                     if let placed {
                         var events: [Event] = []
                         events.reserveCapacity(ms.count)
                         let origin = appender.origin
-                        for m in ms {
-                            if let (seq, hlc) = try appender.add(m) { events.append(Event(origin: origin, seq: seq, hlc: hlc, mutation: m)) }
+                        for (i, m) in ms.enumerated() {
+                            if let (seq, hlc) = try appender.add(m, batchIndex: i, wall: &wall) {
+                                events.append(Event(origin: origin, seq: seq, hlc: hlc, mutation: m))
+                            }
                         }
                         placed(events, chunk.lineBytes)
                     } else {
-                        for m in ms { try appender.add(m) }
+                        for (i, m) in ms.enumerated() { try appender.add(m, batchIndex: i, wall: &wall) }
                     }
                     if chunk.line - lastReport >= 100_000 {
                         lastReport = chunk.line

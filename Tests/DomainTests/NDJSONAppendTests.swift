@@ -151,4 +151,34 @@ import TestSupport
         }
         #expect(try LogReader(store: store).tip(origin: store.replicaID).lastSeq == Seq(0))
     }
+
+    /// A wall clock that counts its readings.
+    final class CountingClock: WallClock, @unchecked Sendable {
+        let reads = Locked(0)
+        func nowMillis() -> UInt64 {
+            reads.withLock { $0 += 1 }
+            return 1_767_225_600_000
+        }
+    }
+
+    /// The clock is read every `LogAppender.wallReadEvery` events of a chunk, not per event, and
+    /// the events' clocks still increase strictly (the counter orders events read at once).
+    @Test func theClockIsReadEveryFewEventsAndClocksStillIncrease() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let clock = CountingClock()
+        let appender = try LogAppender(store: store, wallClock: clock)
+        defer { try? appender.close() }
+        let (fd, _) = try input(dir, count: 3_000)
+        defer { close(fd) }
+        let before = clock.reads.withLock { $0 }
+        #expect(try NDJSONAppend.append(from: fd, name: "input", to: appender).appended == 3_000)
+        let reads = clock.reads.withLock { $0 } - before
+        // Chunks of `batchMutations` lines, each read from its first event on.
+        let chunks = (3_000 + 1_023) / 1_024
+        #expect(reads > 0 && reads <= chunks * (1_024 / LogAppender.wallReadEvery + 1), "\(reads) readings for 3,000 events")
+        let hlcs = try LogReader(store: store).events(origin: store.replicaID).map(\.hlc)
+        #expect(hlcs.count == 3_000)
+        #expect(zip(hlcs, hlcs.dropFirst()).allSatisfy { $0 < $1 })
+    }
 }

@@ -347,6 +347,15 @@ public final class LogAppender {
         try add(m, wall: clock.wallNow())
     }
 
+    /// `add` for the `i`th mutation of a batch the caller adds one at a time: the wall clock is
+    /// read at every `wallReadEvery`th (as `append` reads it), `wall` carrying the reading from
+    /// one call to the next (reading it per event was a hundredth of a bulk append's time).
+    @discardableResult
+    package func add(_ m: Mutation, batchIndex i: Int, wall: inout UInt64) throws -> (seq: Seq, hlc: HLC)? {
+        wall = wallReading(at: i, last: wall)
+        return try add(m, wall: wall)
+    }
+
     /// `add`, stamping the event from `wall` (a reading of `clock.wallNow()`).
     @discardableResult
     func add(_ m: Mutation, wall: UInt64) throws -> (seq: Seq, hlc: HLC)? {
