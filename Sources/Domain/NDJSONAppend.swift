@@ -41,22 +41,22 @@ package enum NDJSONAppend {
                 try Handoff<LineChunk>.run(name: "ndjson-reader", depth: queueBatchesMax, produce: { hand, stopped in
                     let lines = LineReader(fd: fd, name: name)
                     lines.stopped = stopped
-                    var raw = RawLines()
+                    let held = HeldLines()
                     // Hands on the lines held so far; false once the writer has stopped.
                     func handHeld() -> Bool {
-                        guard raw.count > 0 else { return true }
+                        guard held.raw.count > 0 else { return true }
                         guard !stopped() else { return false }
-                        defer { raw = RawLines() }
-                        return hand(chunks.start(raw, line: lines.lineNumber, bytes: lines.bytesRead))
+                        defer { held.raw = RawLines() }
+                        return hand(chunks.start(held.raw, line: lines.lineNumber, bytes: lines.bytesRead))
                     }
                     do {
                         // Input that stalls (a pipe) does not hold back the lines before it: a
                         // bad one among them is reported now, not once more input comes.
                         while try lines.next(willWait: { _ = handHeld() }, { line in
                             if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-                            raw.add(line, number: lines.lineNumber)
+                            held.raw.add(line, number: lines.lineNumber)
                         }) {
-                            if raw.count >= batchMutations { guard handHeld() else { return } }
+                            if held.raw.count >= batchMutations { guard handHeld() else { return } }
                         }
                     } catch {
                         // The lines before a line too long (or a failed read) go first: a bad
@@ -94,6 +94,13 @@ package enum NDJSONAppend {
             throw error
         }
     }
+}
+
+/// The lines read and not yet handed on, shared by the closures that read and hand them on (a
+/// `var` those closures captured was checked for exclusive access at every line: one thread
+/// uses it, and nothing re-enters).
+private final class HeldLines {
+    @exclusivity(unchecked) var raw = RawLines()
 }
 
 /// Lines of input, copied out of the reader's buffer, each with its line number.

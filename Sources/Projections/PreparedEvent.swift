@@ -99,9 +99,11 @@ struct PreparedEvent {
 /// Events read and decoded, and prepared for merging when a layout was given: made on the
 /// reading thread, then owned by the merging thread alone (handed over, never shared).
 final class PreparedBatch: @unchecked Sendable {
-    var events: [Event] = []
-    var prepared: [PreparedEvent] = []
-    var fields: [PreparedField] = []
+    // Unchecked: one thread at a time holds a batch (the handoff orders them), and the checks at
+    // each event's append to these arrays were a part of a bulk append's time.
+    @exclusivity(unchecked) var events: [Event] = []
+    @exclusivity(unchecked) var prepared: [PreparedEvent] = []
+    @exclusivity(unchecked) var fields: [PreparedField] = []
 
     init(capacity: Int, layout: FieldLayout?) {
         events.reserveCapacity(capacity)

@@ -12,7 +12,8 @@ final class SegmentWriter {
     private(set) var segments: [Seq]
     private var fd: Int32 = -1
     /// Index of the frames in the newest segment (covers every frame written, committed or not).
-    var active: SegmentIndex
+    /// Unchecked: the appender that owns the writer reads it for every event it adds.
+    @exclusivity(unchecked) var active: SegmentIndex
     /// `active` as it was after the last frame that ends an append: what readers see, and what
     /// the index file records. Frames past it belong to an append still open (a local append in
     /// progress, or a received append whose last frame has not arrived yet).
