@@ -271,14 +271,22 @@ private struct JSONScanner {
     /// Which top-level key this is, matched on bytes without allocating.
     enum Key { case entity, op, id, fields, eventID, base, actor }
 
-    static let keys: [(Key, [UInt8])] = [
-        (.entity, Array("entity".utf8)), (.op, Array("op".utf8)), (.id, Array("id".utf8)), (.fields, Array("fields".utf8)),
-        (.eventID, Array("event_id".utf8)), (.base, Array("base".utf8)), (.actor, Array("actor".utf8)),
-    ]
+    /// The key at `keyIndex`'s index, and its name (literals: every line names several keys,
+    /// and a table in a global was a lazy initialisation check at each).
+    @inline(__always)
+    static func key(at index: Int) -> (Key, String) {
+        switch index {
+        case 0: (.entity, "entity")
+        case 1: (.op, "op")
+        case 2: (.id, "id")
+        case 3: (.fields, "fields")
+        case 4: (.eventID, "event_id")
+        case 5: (.base, "base")
+        default: (.actor, "actor")
+        }
+    }
 
-    static let keyNames = keys.map { String(decoding: $0.1, as: UTF8.self) }
-
-    /// The index in `keys` of the key spelled `b`, found by its length and first letter (every
+    /// The index (`key(at:)`) of the key spelled `b`, found by its length and first letter (every
     /// line names several keys: no table is walked, no bytes copied).
     @inline(__always)
     static func keyIndex(_ b: UnsafeRawBufferPointer) -> Int? {
@@ -319,8 +327,7 @@ private struct JSONScanner {
                     let shown = withBytes(kb) { String(decoding: $0.prefix(60), as: UTF8.self) }
                     throw fail("unknown key \"\(shown)\" (expected entity, op, id, fields, event_id, base, actor)", at: keyAt)
                 }
-                let key = JSONScanner.keys[keyIndex].0
-                let keyName = JSONScanner.keyNames[keyIndex]
+                let (key, keyName) = JSONScanner.key(at: keyIndex)
                 guard seen & (1 << keyIndex) == 0 else {
                     throw fail("key \"\(keyName)\" appears twice", field: keyName, at: keyAt)
                 }
@@ -372,7 +379,8 @@ private struct JSONScanner {
         guard i == bytes.count else { throw fail("unexpected text after the object") }
         guard let entity else { throw InputError(line: line, column: nil, field: "entity", message: "missing key \"entity\"") }
         guard let op else { throw InputError(line: line, column: nil, field: "op", message: "missing key \"op\"") }
-        var fs = fields ?? []
+        // Taken out of `fields`, so that sorting does not copy it (a second reference would).
+        var fs = fields.take() ?? []
         var entityID = id
         if entity == .itemTag {
             let item = fs.first { $0.name == "item_id" }
@@ -407,7 +415,8 @@ private struct JSONScanner {
         guard let entityID else {
             throw InputError(line: line, column: nil, field: "id", message: entity == .itemTag ? "missing key \"id\" (or fields item_id and tag_id)" : "missing key \"id\"")
         }
-        fs.sort(by: Field.inNameOrder)
+        // Most lines name their fields in order already (or name one): checked, not sorted.
+        if !Field.areInNameOrder(fs) { fs.sort(by: Field.inNameOrder) }
         var m = Mutation(entity: entity, op: op, entityID: entityID, eventID: eventID, base: base, actor: actor)
         m.fields = fs
         return m

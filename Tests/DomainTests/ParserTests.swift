@@ -13,6 +13,24 @@ import Testing
         #expect(m.eventID == nil)
     }
 
+    /// Fields come out in name order whatever order the line names them in (most lines are in
+    /// order already, and are then only checked), with each value kept with its name.
+    @Test func fieldsComeOutInNameOrderFromAnyOrder() throws {
+        let names = ["zeta", "alpha", "mid", "x_1", "x1", "yy", "a", "ab", "b"]
+        var rng = SplitMix64(seed: 7)
+        for round in 0..<200 {
+            let count = Int(rng.next() % UInt64(names.count + 1))
+            var chosen = Array(names.shuffled(using: &rng).prefix(count))
+            if round % 3 == 0 { chosen.sort { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) } }
+            let body = chosen.enumerated().map { k, n in "\"\(n)\":\(k)" }.joined(separator: ",")
+            let m = try MutationParser.parse(#"{"entity":"item","op":"update","id":"\#(id)","fields":{\#(body)}}"#)
+            let expected = chosen.enumerated().map { k, n in Field(n, .integer(Int64(k))) }.sorted(by: Field.inNameOrder)
+            #expect(m.fields == expected, "from \(chosen)")
+            #expect(Field.areInNameOrder(m.fields))
+            #expect(Field.areInNameOrder(chosen.map { Field($0, .null) }) == (chosen.map { Field($0, .null) } == chosen.map { Field($0, .null) }.sorted(by: Field.inNameOrder)))
+        }
+    }
+
     @Test func parsesEveryValueKindAndEscape() throws {
         let line = #"{ "op" : "update", "entity":"item", "id":"\#(id)", "event_id":"\#(id)", "actor":"ann", "base": 42, "fields":{"notes":"a\"b\\c\/d\n\u00e9\ud83d\ude80","sort_order":-1.5e2,"custom":12,"flag":true,"other":false} }"#
         let m = try MutationParser.parse(line)

@@ -100,6 +100,16 @@ public struct Field: Sendable, Equatable, Hashable {
             }
         }
     }
+
+    /// Whether `fields` are in `inNameOrder` already (sorting them would leave them as they are).
+    @inline(__always)
+    public static func areInNameOrder(_ fields: [Field]) -> Bool {
+        fields.withUnsafeBufferPointer { fs in
+            guard fs.count > 1 else { return true }
+            for k in 1..<fs.count where inNameOrder(fs[k], fs[k - 1]) { return false }
+            return true
+        }
+    }
 }
 
 /// A mutation as a writer states it, before the log assigns its position and clock.
