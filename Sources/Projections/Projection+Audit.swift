@@ -77,7 +77,7 @@ extension Projection {
                 else { continue }
                 let blob: Data = try row.decode(atIndex: 0)
                 let version: Int64 = try row.decode(atIndex: 1)
-                let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
+                let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version), origins: p.origins.count)
                 for (c, cell) in state.cells.enumerated() {
                     guard let s = cell.stamp else { continue }
                     out[p.eventID(state.stamps[s]), default: []].append(table.columns[c])

@@ -324,7 +324,7 @@ extension Projection {
             let blob: Data = try row.decode(atIndex: 0)
             let version: Int64 = try row.decode(atIndex: 1)
             let p = try Projector(schema: schema, db: db, fresh: true)
-            let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
+            let state = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version), origins: p.origins.count)
             var out: [String: (UUID, ReplicaID, Seq, HLC)] = [:]
             for (c, cell) in state.cells.enumerated() {
                 guard let s = cell.stamp else { continue }

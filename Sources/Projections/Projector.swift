@@ -498,7 +498,7 @@ final class Projector {
                                         arguments: [table.name, key.id.lowercasedString]) {
                 let blob: Data = try p.decode(atIndex: 1)
                 let version: Int64 = try p.decode(atIndex: 0)
-                row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
+                row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version), origins: origins.count)
                 row.purged = true
                 row.scope = try storedScope(key, db: db)
             }
@@ -506,7 +506,7 @@ final class Projector {
         }
         let blob: Data = try r.decode(atIndex: table.columns.count + 1)
         let version: Int64 = try r.decode(atIndex: table.columns.count)
-        row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version))
+        row = try RowState.decodeClocks(Array(blob), columns: table.columns.count, version: UInt64(bitPattern: version), origins: origins.count)
         for c in 0..<table.columns.count { row.cells[c].value = Self.fieldValue(r[c] as DatabaseValue) }
         row.existsInDatabase = true
         row.scope = try storedScope(key, db: db)
@@ -918,7 +918,7 @@ final class Projector {
 
     /// The id of the newest event among a row's clocks.
     static func latestEventID(_ clocks: Data, _ version: UInt64, _ p: Projector) -> String {
-        guard let r = try? RowState.decodeClocks(Array(clocks), columns: 64, version: version), let s = r.stamps.max(by: { p.after($1, $0) }) else { return "" }
+        guard let r = try? RowState.decodeClocks(Array(clocks), columns: 64, version: version, origins: p.origins.count), let s = r.stamps.max(by: { p.after($1, $0) }) else { return "" }
         return p.eventID(s).lowercasedString
     }
 }

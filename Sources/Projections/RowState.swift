@@ -156,7 +156,10 @@ struct RowState {
         }
     }
 
-    static func decodeClocks(_ bytes: [UInt8], columns: Int, version: UInt64) throws -> RowState {
+    /// Decodes a row's `_clocks`, which another process may have written: every count and index
+    /// is checked before it is used (a stamp's origin against the `origins` the projection's
+    /// origin table holds), and a value no writer makes is `damagedClocks`, never a trap.
+    static func decodeClocks(_ bytes: [UInt8], columns: Int, version: UInt64, origins: Int) throws -> RowState {
         var r = RowState(columns: columns)
         r.version = version
         var i = 0
@@ -172,14 +175,19 @@ struct RowState {
                 shift += 7
             }
         }
+        /// A varint that must be below `bound` (a count or an index), as an `Int`.
+        func below(_ bound: Int) throws -> Int {
+            let v = try varint()
+            guard v < UInt64(max(0, bound)) else { throw ProjectionError.damagedClocks }
+            return Int(v)
+        }
         guard bytes.first == 1 else { throw ProjectionError.damagedClocks }
         i = 1
         let created = try varint()
         r.createdHLC = created == 0 ? nil : version &- (created - 1)
-        let n = Int(try varint())
-        guard n <= bytes.count else { throw ProjectionError.damagedClocks }
+        let n = try below(bytes.count + 1)
         for _ in 0..<n {
-            let hlc = version &- (try varint()), origin = Int(try varint()), seq = try varint(), b = try varint()
+            let hlc = version &- (try varint()), origin = try below(origins), seq = try varint(), b = try varint()
             let base: UInt64? = b == 0 ? nil : (b == 1 ? 0 : hlc &- UInt64(bitPattern: unzigzag(b - 2)))
             guard i < bytes.count else { throw ProjectionError.damagedClocks }
             var explicit: UUID?
@@ -192,16 +200,15 @@ struct RowState {
             }
             r.stamps.append(Stamp(hlc: hlc, origin: origin, seq: seq, base: base, explicitID: explicit))
         }
+        // 0: no lifecycle; else 2 + stamp * 2 + deleted (1 is never written).
         let l = try varint()
         if l > 0 {
-            let s = Int((l - 2) / 2)
-            guard s < r.stamps.count else { throw ProjectionError.damagedClocks }
-            r.lifecycle = (s, (l - 2) % 2 == 1)
+            guard l >= 2, (l - 2) / 2 < UInt64(r.stamps.count) else { throw ProjectionError.damagedClocks }
+            r.lifecycle = (Int((l - 2) / 2), (l - 2) % 2 == 1)
         }
-        let m = Int(try varint())
+        let m = try below(bytes.count + 1)
         for _ in 0..<m {
-            let c = Int(try varint()), s = Int(try varint())
-            guard c < columns, s < r.stamps.count else { throw ProjectionError.damagedClocks }
+            let c = try below(columns), s = try below(r.stamps.count)
             r.cells[c].stamp = s
         }
         return r

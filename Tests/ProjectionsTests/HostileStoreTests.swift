@@ -54,6 +54,59 @@ import Testing
 
     }
 
+    /// `_clocks` values another process could have written: each is named damaged, none traps
+    /// (a varint past `Int.max` as a count, an origin, a column or a stamp; a lifecycle of 1,
+    /// which no writer makes; a stamp of an origin the projection does not know).
+    @Test func damagedClocksValuesAreNamedNotTrapped() throws {
+        let huge: [UInt8] = [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01]  // UInt64.max
+        let stamp: [UInt8] = [0, 0, 1, 0, 0]  // hlc distance 0, origin 0, seq 1, no base, no id
+        let blobs: [(String, [UInt8])] = [
+            ("stamp count past Int.max", [1, 0] + huge),
+            ("origin past Int.max", [1, 0, 1, 0] + huge + [1, 0, 0, 0, 0]),
+            ("origin the projection does not know", [1, 0, 1, 0, 5, 1, 0, 0, 0, 0]),
+            ("lifecycle of 1", [1, 0, 0, 1, 0]),
+            ("lifecycle past Int.max", [1, 0, 1] + stamp + huge + [0]),
+            ("cell count past Int.max", [1, 0, 1] + stamp + [0] + huge),
+            ("column past Int.max", [1, 0, 1] + stamp + [0, 1] + huge + [0]),
+            ("stamp index past Int.max", [1, 0, 1] + stamp + [0, 1, 0] + huge),
+        ]
+        for (what, blob) in blobs {
+            #expect(throws: ProjectionError.self, "\(what)") {
+                _ = try RowState.decodeClocks(blob, columns: 4, version: 1 << 20, origins: 1)
+            }
+        }
+        // The same shape with sound values decodes (the cases above differ from it in one value).
+        let sound = try RowState.decodeClocks([1, 0, 1] + stamp + [2, 1, 0, 0], columns: 4, version: 1 << 20, origins: 1)
+        #expect(sound.stamps.count == 1 && sound.lifecycle?.stamp == 0 && sound.cells[0].stamp == 0)
+    }
+
+    /// A row whose `_clocks` names an origin the file's origin table does not hold: reading its
+    /// sources and merging an event into it report the damage (and leave the file as it was).
+    @Test func aRowNamingAnUnknownOriginIsReportedDamaged() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/s")
+        let item = UUID()
+        let appender = try LogAppender(store: store)
+        _ = try appender.append([Mutation(entity: .item, op: .create, entityID: item, fields: [Field("title", .text("one"))])])
+        let p = try Projection(store: store)
+        #expect(try p.catchUp() == 1)
+        try p.close()
+        // Another process rewrites the row's clocks: its one stamp now names origin 7.
+        let crafted: [UInt8] = [1, 1, 1, 0, 7, 1, 0, 0, 0, 1, 0, 0]
+        let q = try DatabaseQueue(path: Projection.path(for: store))
+        try q.write { try $0.execute(sql: "UPDATE items SET _clocks = ? WHERE id = ?", arguments: [Data(crafted), item.lowercasedString]) }
+        try q.close()
+
+        let reopened = try Projection(store: store)
+        #expect(throws: ProjectionError.self) { _ = try reopened.fieldSources(entity: .item, id: item) }
+        _ = try appender.append([Mutation(entity: .item, op: .update, entityID: item, fields: [Field("title", .text("two"))])])
+        try appender.close()
+        #expect(throws: (any Error).self) { _ = try reopened.catchUp() }
+        let title = try reopened.read { try String.fetchOne($0, sql: "SELECT title FROM items WHERE id = ?", arguments: [item.lowercasedString]) }
+        #expect(title == "one")
+        try reopened.close()
+    }
+
     /// A projection whose file another process holds for a fill under a rollback journal (the
     /// write lock taken): a reader's open cannot set the WAL up (a write) and, after its busy
     /// wait, reads what was committed instead of failing.
