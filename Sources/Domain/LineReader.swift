@@ -11,7 +11,8 @@ package final class LineReader {
     private let fd: Int32
     private let name: String
     private let lineBytesMax: Int
-    // Unchecked: a reader is used by one thread and never re-entered, and the checks at each
+    // Unchecked: a reader is used by one thread; `body` and `willWait`, called within `next`,
+    // only read `lineNumber` and `bytesRead`, never while they change. The checks at each
     // access were a hundredth of a bulk append's time.
     @exclusivity(unchecked) private var buffer: [UInt8]
     @exclusivity(unchecked) private var start = 0

@@ -67,7 +67,7 @@ package enum NDJSONAppend {
                     _ = handHeld()
                 }, consume: { chunk in
                     let ms = try chunk.mutations()
-                    // A chunk is one moment: the clock is read every few events, as `append` does.
+                    // The clock is read every few events of a chunk, as `append` reads it.
                     var wall: UInt64 = 0
                     if let placed {
                         var events: [Event] = []

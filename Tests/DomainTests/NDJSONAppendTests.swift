@@ -152,17 +152,17 @@ import TestSupport
         #expect(try LogReader(store: store).tip(origin: store.replicaID).lastSeq == Seq(0))
     }
 
-    /// A wall clock that counts its readings.
+    /// A wall clock that counts its readings and moves a millisecond at each.
     final class CountingClock: WallClock, @unchecked Sendable {
         let reads = Locked(0)
         func nowMillis() -> UInt64 {
-            reads.withLock { $0 += 1 }
-            return 1_767_225_600_000
+            1_767_225_600_000 + UInt64(reads.withLock { n in n += 1; return n })
         }
     }
 
-    /// The clock is read every `LogAppender.wallReadEvery` events of a chunk, not per event, and
-    /// the events' clocks still increase strictly (the counter orders events read at once).
+    /// The clock is read at the first event of a chunk and every `LogAppender.wallReadEvery`
+    /// after, not per event: each reading (a new millisecond) stamps the 64 events from it, and
+    /// the events' clocks still increase strictly.
     @Test func theClockIsReadEveryFewEventsAndClocksStillIncrease() throws {
         let dir = TempDir()
         let store = try Store.create(at: dir.path + "/s")
@@ -173,12 +173,23 @@ import TestSupport
         defer { close(fd) }
         let before = clock.reads.withLock { $0 }
         #expect(try NDJSONAppend.append(from: fd, name: "input", to: appender).appended == 3_000)
-        let reads = clock.reads.withLock { $0 } - before
-        // Chunks of `batchMutations` lines, each read from its first event on.
-        let chunks = (3_000 + 1_023) / 1_024
-        #expect(reads > 0 && reads <= chunks * (1_024 / LogAppender.wallReadEvery + 1), "\(reads) readings for 3,000 events")
-        let hlcs = try LogReader(store: store).events(origin: store.replicaID).map(\.hlc)
-        #expect(hlcs.count == 3_000)
-        #expect(zip(hlcs, hlcs.dropFirst()).allSatisfy { $0 < $1 })
+        // Chunks of 1,024, 1,024 and 952 lines: 16, 16 and 15 readings.
+        let every = LogAppender.wallReadEvery
+        let perChunk = [1_024, 1_024, 952].map { ($0 + every - 1) / every }
+        #expect(clock.reads.withLock { $0 } - before == perChunk.reduce(0, +))
+        let events = try LogReader(store: store).events(origin: store.replicaID)
+        #expect(events.count == 3_000)
+        #expect(zip(events, events.dropFirst()).allSatisfy { $0.hlc < $1.hlc })
+        // Within a chunk, event k has the wall of reading k / 64 (the counter orders the rest).
+        var k = 0
+        for (c, size) in [1_024, 1_024, 952].enumerated() {
+            let first = events[k].hlc.wallMillis
+            for j in 0..<size {
+                let reading = first + UInt64(j / every)
+                #expect(events[k + j].hlc.wallMillis == reading, "chunk \(c) event \(j)")
+                if events[k + j].hlc.wallMillis != reading { break }
+            }
+            k += size
+        }
     }
 }

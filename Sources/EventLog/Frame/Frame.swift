@@ -232,8 +232,9 @@ final class FrameEncoder {
         runStarts.removeAll(keepingCapacity: true)
         for w in 0...runs { runStarts.append(w == 0 ? 0 : w == runs ? n : n * w / runs + lead) }
         let starts = runStarts
-        // The mutations are read in place, through a pointer's borrowing subscript: `ms[i]` (or
-        // a buffer's subscript) would copy, and so retain and release, each one.
+        // The mutations are read in place, through a pointer to each (`EventCodec.encode(_:…)`
+        // taking an `UnsafePointer`): `ms[i]`, a buffer's subscript or a pointer's `pointee`
+        // passed on would copy, and so retain and release, each one.
         ms.withUnsafeBufferPointer { mutations in
             nonisolated(unsafe) let mutations = mutations.baseAddress
             parts.withUnsafeMutableBufferPointer { buffer in

@@ -328,8 +328,8 @@ public final class LogAppender {
         txn!.listAllDuplicates = listingAllDuplicates
     }
 
-    /// How many events of one `append` share a reading of the wall clock: one append is one
-    /// moment, and the hybrid clock's counter orders its events.
+    /// How many events of one batch share a reading of the wall clock (the events added in the
+    /// microseconds after a reading take it, and the hybrid clock's counter orders them).
     static let wallReadEvery = 64
 
     /// The wall reading for a batch's event `i`: read afresh at every `wallReadEvery`th event
@@ -349,10 +349,11 @@ public final class LogAppender {
 
     /// `add` for the `i`th mutation of a batch the caller adds one at a time: the wall clock is
     /// read at every `wallReadEvery`th (as `append` reads it), `wall` carrying the reading from
-    /// one call to the next (reading it per event was a hundredth of a bulk append's time).
+    /// one call to the next (reading it per event was a hundredth of a bulk append's time). A
+    /// `wall` of 0 (no reading yet) is read whatever `i` is.
     @discardableResult
     package func add(_ m: Mutation, batchIndex i: Int, wall: inout UInt64) throws -> (seq: Seq, hlc: HLC)? {
-        wall = wallReading(at: i, last: wall)
+        wall = wall == 0 ? clock.wallNow() : wallReading(at: i, last: wall)
         return try add(m, wall: wall)
     }
 
