@@ -80,6 +80,59 @@ import Testing
         #expect(sound.stamps.count == 1 && sound.lifecycle?.stamp == 0 && sound.cells[0].stamp == 0)
     }
 
+    /// Random and mutated `_clocks` values: each decodes to a row whose every index is in range
+    /// (compacting and encoding it again then trap on nothing and read back alike), or is named
+    /// damaged. A trap here ends the test run.
+    @Test func anyClocksBytesDecodeInRangeOrAreNamedDamaged() throws {
+        var rng = SplitMix64(seed: 0x5EED_C10C)
+        let columns = 6, origins = 3
+        // Sound values to mutate: rows of random stamps, cells and lifecycles.
+        var sound: [[UInt8]] = []
+        for _ in 0..<64 {
+            var row = RowState(columns: columns)
+            let stamps = Int(rng.next() % 6)
+            for k in 0..<stamps {
+                row.stamps.append(Stamp(hlc: 1 << 20 - UInt64(k), origin: Int(rng.next() % UInt64(origins)), seq: rng.next() % 1_000,
+                                        base: rng.next() % 2 == 0 ? nil : rng.next() % (1 << 20), explicitID: rng.next() % 3 == 0 ? UUID() : nil))
+            }
+            if stamps > 0 {
+                for c in 0..<columns where rng.next() % 2 == 0 { row.cells[c].stamp = Int(rng.next() % UInt64(stamps)) }
+                if rng.next() % 2 == 0 { row.lifecycle = (Int(rng.next() % UInt64(stamps)), rng.next() % 2 == 0) }
+            }
+            row.createdHLC = rng.next() % 2 == 0 ? nil : 1 << 19
+            row.version = 1 << 20
+            sound.append(row.encodeClocks())
+        }
+        var decoded = 0, damaged = 0
+        for n in 0..<20_000 {
+            var bytes = sound[Int(rng.next() % UInt64(sound.count))]
+            switch n % 4 {
+            case 0:  // random bytes
+                bytes = (0..<Int(rng.next() % 40)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            case 1:  // a few bytes changed
+                for _ in 0..<1 + Int(rng.next() % 3) where !bytes.isEmpty { bytes[Int(rng.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: rng.next()) }
+            case 2:  // cut short
+                bytes = Array(bytes.prefix(Int(rng.next() % UInt64(bytes.count + 1))))
+            default:  // a run of 0xFF (varints past every bound) put in
+                let at = Int(rng.next() % UInt64(bytes.count + 1))
+                bytes.insert(contentsOf: [UInt8](repeating: 0xFF, count: 1 + Int(rng.next() % 10)), at: at)
+            }
+            do {
+                var row = try RowState.decodeClocks(bytes, columns: columns, version: 1 << 20, origins: origins)
+                decoded += 1
+                #expect(row.stamps.allSatisfy { $0.origin >= 0 && $0.origin < origins })
+                #expect(row.cells.allSatisfy { $0.stamp.map { $0 < row.stamps.count } ?? true })
+                #expect(row.lifecycle.map { $0.stamp < row.stamps.count } ?? true)
+                row.compact()
+                let again = try RowState.decodeClocks(row.encodeClocks(), columns: columns, version: 1 << 20, origins: origins)
+                #expect(again.encodeClocks() == row.encodeClocks())
+            } catch ProjectionError.damagedClocks {
+                damaged += 1
+            }
+        }
+        #expect(decoded > 1_000 && damaged > 1_000, "decoded \(decoded), damaged \(damaged)")
+    }
+
     /// A row whose `_clocks` names an origin the file's origin table does not hold: reading its
     /// sources and merging an event into it report the damage (and leave the file as it was).
     @Test func aRowNamingAnUnknownOriginIsReportedDamaged() throws {
