@@ -77,7 +77,6 @@ struct RowState {
         // still holds others), so it reads only the first cells; the rest of a row's cells are
         // cold in memory, and reading them all was most of this function's time.
         let all: UInt64 = stamps.count == 64 ? ~0 : (1 << UInt64(stamps.count)) - 1
-        guard used != all else { return }
         // By index, reading only the stamp: iterating the cells would copy each value (counting a
         // reference to every text, memory merging otherwise never touches).
         for c in cells.indices where cells[c].stampIndex >= 0 {
