@@ -887,7 +887,8 @@ public final class Projection: @unchecked Sendable {
         // A rollback journal must never meet the new file either (SQLite would play it into it).
         // One the old file could not take back is set aside, not deleted: it is what restores it.
         if FileManager.default.fileExists(atPath: journal) {
-            let aside = journal + ".stale-\(Int(Date().timeIntervalSince1970))"
+            // Named uniquely: a second journal set aside in the same second must not replace the first.
+            let aside = journal + ".stale-\(Int(Date().timeIntervalSince1970))-\(UUID().uuidString.prefix(8).lowercased())"
             guard rename(journal, aside) == 0 else {
                 throw ProjectionError.database("cannot set aside \(journal), a rollback journal the old projection did not take back: \(String(cString: strerror(errno)))")
             }
