@@ -83,21 +83,61 @@ public final class Projection: @unchecked Sendable {
     }
 
     /// Opens the projection read-only: nothing is created, migrated or written.
+    ///
+    /// Even a reader of a WAL file needs its shared-memory file (`-shm`), which SQLite creates and
+    /// sizes on first use: on a full disk that fails ("disk I/O error") once no connection holds
+    /// it. Then, when no WAL holds commits (none, or empty: every commit is in the file), the file
+    /// is read as it stands (SQLite's `immutable`: no locks, no `-shm`); nothing can be committed
+    /// while the disk is full, and the next open after space is freed reads through the WAL.
     static func openReadOnlyPool(_ path: String, schema: ProjectionSchema) throws -> DatabasePool {
+        do {
+            return try openReadOnlyPool(path, schema: schema, immutable: false)
+        } catch let e as ProjectionError {
+            throw e
+        } catch where DiskSpace.isFull(error, near: path) && walIsEmpty(path) {
+            do {
+                return try openReadOnlyPool(path, schema: schema, immutable: true)
+            } catch let e as ProjectionError {
+                throw e
+            } catch {
+                throw ProjectionError.database("cannot open \(path) to read (its disk is full, and read as it stands): \(error)")
+            }
+        } catch {
+            throw ProjectionError.database("cannot open \(path) to read: \(error)")
+        }
+    }
+
+    /// True when `path` has no WAL beside it, or an empty one.
+    static func walIsEmpty(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path + "-wal", &st) != 0 || st.st_size == 0
+    }
+
+    /// The file's name as an SQLite URI that opens it `immutable` (read as it stands).
+    static func immutableURI(_ path: String) -> String {
+        var escaped = ""
+        for u in path.unicodeScalars {
+            switch u {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.unicodeScalars.append(u)
+            }
+        }
+        return "file:" + escaped + "?immutable=1"
+    }
+
+    private static func openReadOnlyPool(_ path: String, schema: ProjectionSchema, immutable: Bool) throws -> DatabasePool {
         do {
             var c = Projection.configuration()
             c.readonly = true
-            let pool = try SQLiteFactory.pool(path, c)
+            let pool = try SQLiteFactory.pool(immutable ? immutableURI(path) : path, c)
             let applied = try pool.read { db in try db.tableExists("grdb_migrations") ? try String.fetchAll(db, sql: "SELECT identifier FROM grdb_migrations") : [] }
             guard Set(applied).isSuperset(of: schema.migrations.map(\.name)) else {
                 try? pool.close()
                 throw ProjectionError.database("\(path) needs migrating before it can be read, and it cannot be written now")
             }
             return pool
-        } catch let e as ProjectionError {
-            throw e
-        } catch {
-            throw ProjectionError.database("cannot open \(path) to read: \(error)")
         }
     }
 

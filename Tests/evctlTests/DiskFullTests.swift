@@ -143,4 +143,31 @@ import Testing
         let wal = (try? FileManager.default.attributesOfItem(atPath: store + "/projection.sqlite-wal")[.size] as? Int) ?? 0
         #expect(wal <= 8 << 20, "the projection's WAL is \(wal) bytes")
     }
+
+    /// A projection whose WAL and shared-memory files were given back (its last connection
+    /// closed), on a disk then filled to the last byte: SQLite cannot size the `-shm` a reader
+    /// needs, and the projection is read as the file stands, never refused.
+    @Test(.enabled(if: isRoot, "mounting a tmpfs needs root (CI and the suite run as root)"))
+    func theProjectionIsReadOnADiskWithNoRoomForItsSharedMemoryFile() throws {
+        let disk = SmallDisk(megabytes: 8)
+        defer { disk.close() }
+        try #require(disk.mounted, "could not mount a tmpfs at \(disk.path)")
+        let store = disk.path + "/store"
+        #expect(try Evctl.run(["init", "--store", store]).status == 0)
+        #expect(try Evctl.run(["append", "--store", store], stdin: try sample(300, seed: 1)).status == 0)
+        // Every commit is in the file (the WAL is empty): its WAL and shared-memory files go, as
+        // SQLite removes them when the last connection of a file closes.
+        let wal = (try? FileManager.default.attributesOfItem(atPath: store + "/projection.sqlite-wal")[.size] as? Int) ?? 0
+        try #require(wal == 0, "the WAL holds \(wal) bytes")
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + "/projection.sqlite" + suffix) }
+        let rest = disk.path + "/rest"
+        FileManager.default.createFile(atPath: rest, contents: nil)
+        let h = try #require(FileHandle(forWritingAtPath: rest))
+        let chunk = Data(count: 4 << 10)
+        while (try? h.write(contentsOf: chunk)) != nil {}
+        try? h.close()
+        let items = try Evctl.run(["items", "--store", store, "--limit", "500", "--json"])
+        #expect(items.status == 0, "\(items.stderr)")
+        #expect(items.stdout.split(separator: "\n").count > 10, "\(items.stdout.prefix(300))")
+    }
 }
