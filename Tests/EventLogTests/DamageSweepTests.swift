@@ -29,7 +29,8 @@ import Testing
         return Built(dir: dir, store: store, segment: seg, bytes: readBytes(seg), lastFrame: frameOffsets(seg).last!, earlier: earlier)
     }
 
-    /// Recovers a copy of the segment holding `bytes`, and checks what survives.
+    /// Recovers a copy of the segment holding `bytes`, and checks what survives. A file that is
+    /// the earlier frames and zeros (a writer's zero fill) is cut without a report.
     func check(_ b: Built, _ bytes: [UInt8], _ what: String) throws {
         let dir = b.store.directory(b.store.replicaID)
         writeBytes(b.segment, bytes)
@@ -38,7 +39,7 @@ import Testing
         let r = try Recovery.recover(dir, report: &report)
         #expect(r.tip.lastSeq == Seq(43), "\(what)")
         #expect(FileIO.size(of: b.segment) == b.lastFrame, "\(what)")
-        if bytes.count != b.lastFrame {
+        if bytes.count != b.lastFrame && bytes[b.lastFrame...].contains(where: { $0 != 0 }) {
             #expect(report.actions.contains { if case .truncatedTail(_, let o, let n, _, _) = $0 { o == b.lastFrame && n == bytes.count - b.lastFrame } else { false } }, "\(what): \(report.actions)")
         }
         let events = try LogReader(store: b.store).events(origin: b.store.replicaID)
@@ -49,6 +50,34 @@ import Testing
         let b = try build()
         for cut in b.lastFrame..<b.bytes.count {
             try check(b, Array(b.bytes[..<cut]), "cut at \(cut)")
+        }
+    }
+
+    /// The same over the zero fill a writer keeps past its last frame (a crash while the frame
+    /// was being written over it): the frame cut at every offset, zeros after it to the fill's end.
+    @Test func cutAtEveryOffsetOfTheLastFrameOverTheZeroFill() throws {
+        let b = try build()
+        let fillEnd = (b.bytes.count + 3000 + 4095) & ~4095  // a fill ends on a 4 KiB boundary
+        // (A cut inside zero bytes the frame ends with leaves it whole: not a cut.)
+        for cut in b.lastFrame..<b.bytes.count where b.bytes[cut...].contains(where: { $0 != 0 }) {
+            try check(b, Array(b.bytes[..<cut]) + [UInt8](repeating: 0, count: fillEnd - cut), "cut at \(cut), zero fill after")
+        }
+        // Whole, then the fill: nothing is cut but the fill.
+        writeBytes(b.segment, b.bytes + [UInt8](repeating: 0, count: fillEnd - b.bytes.count))
+        var report = RecoveryReport()
+        let r = try Recovery.recover(b.store.directory(b.store.replicaID), report: &report)
+        #expect(r.tip.lastSeq == Seq(47) && FileIO.size(of: b.segment) == b.bytes.count && report.actions.isEmpty, "\(report.actions)")
+    }
+
+    @Test func everySingleBitFlipInTheLastFrameOverTheZeroFill() throws {
+        let b = try build()
+        let fill = [UInt8](repeating: 0, count: 3000)
+        for offset in b.lastFrame..<b.bytes.count {
+            for bit in 0..<8 {
+                var bytes = b.bytes
+                bytes[offset] ^= 1 << bit
+                try check(b, bytes + fill, "bit \(bit) of byte \(offset), zero fill after")
+            }
         }
     }
 

@@ -29,14 +29,22 @@ func segmentFiles(_ store: Store, _ origin: ReplicaID? = nil) -> [String] {
 }
 
 func readBytes(_ path: String) -> [UInt8] { Array(FileManager.default.contents(atPath: path)!) }
+
+/// Where the frames of a segment file end: past its last frame, an open writer's zero fill.
+func framesEnd(_ path: String) -> Int {
+    guard let last = frameOffsets(path).last else { return SegmentHeader.size }
+    let b = readBytes(path)
+    return b.withUnsafeBytes { last + (try! FrameHeader.decode(UnsafeRawBufferPointer(rebasing: $0[last..<last + FrameHeader.size]))).totalBytes }
+}
 func writeBytes(_ path: String, _ b: [UInt8]) { _ = FileManager.default.createFile(atPath: path, contents: Data(b)) }
 
-/// Frame start offsets in a segment file, by walking headers.
+/// Frame start offsets in a segment file, by walking headers (to the end of the file, or to
+/// the zero fill an open writer keeps past its last frame).
 func frameOffsets(_ path: String) -> [Int] {
     let b = readBytes(path)
     var out: [Int] = []
     var o = SegmentHeader.size
-    while o + FrameHeader.size <= b.count {
+    while o + FrameHeader.size <= b.count, b[o..<o + FrameHeader.size].contains(where: { $0 != 0 }) {
         let h = b.withUnsafeBytes { try! FrameHeader.decode(UnsafeRawBufferPointer(rebasing: $0[o..<o + FrameHeader.size])) }
         out.append(o)
         o += h.totalBytes

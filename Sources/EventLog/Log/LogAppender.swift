@@ -203,7 +203,7 @@ public final class LogAppender {
             }
             recovery = report
             clock = HybridClock(wall: wallClock, last: maxHLC)
-            own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered)
+            own = try SegmentWriter(dir: store.directory(store.replicaID), recovered: ownRecovered, fillingAhead: !peer)
             idMark = Seq(0)
             signer = nil
             index = peer ? nil : try EventIDIndex(path: store.layout.eventIDs)

@@ -134,7 +134,8 @@ public struct Verifier: Sendable {
                 }
                 if verdict != .end, decodeFailure == nil { report.problems.append(Self.problem(verdict, path: path)) }
                 let offset = scanner.offset
-                if offset == file.size, FileIO.exists(dir.indexPath(first)) {
+                // (The scan reached the end: the file's, or where the newest segment's zero fill starts.)
+                if offset == file.size || verdict == .end, FileIO.exists(dir.indexPath(first)) {
                     if let idx = dir.loadIndex(first, segmentSize: file.size) {
                         let rebuilt = Set(index.entries)
                         let consistent = idx.entries.allSatisfy { e in rebuilt.contains(e) || e.offset >= index.coveredBytes }

@@ -189,6 +189,21 @@ enum Recovery {
             }
         }
         idx = committed
+        if verdict == .end, scanner.offset < file.size {
+            // The frames end where zeros start that run to the end of the file (the scan checked):
+            // cut, as a writer that closed would have. As long as a writer's fill leaves them
+            // (at most its largest fill, to a 4 KiB boundary), nothing of the log is in them and
+            // nothing is reported; more zeros than that are writes a crash lost, reported as a tail.
+            let zeros = file.size - scanner.offset
+            let fd = try FileIO.open(path, O_WRONLY, op: op)
+            defer { FileIO.close(fd) }
+            try FileIO.truncate(fd, to: scanner.offset, path: path, op: op)
+            if zeros > SegmentWriter.fillBytesMax + 4096 || file.size % 4096 != 0 {
+                try FileIO.fsync(fd, path: path, op: op)
+                report.actions.append(.truncatedTail(file: path, offset: scanner.offset, droppedBytes: zeros, droppedSeqs: nil,
+                                                     reason: "\(zeros) zero bytes past the last frame, more than a writer's fill: writes a crash lost"))
+            }
+        }
         switch verdict {
         case .end:
             break

@@ -13,7 +13,7 @@ struct ChainState: Equatable {
 /// The outcome of reading the frame at an offset.
 enum FrameStep {
     case frame(FrameHeader, hash: FrameHash)
-    /// The offset is the end of the file.
+    /// The offset is the end of the file (or, read with `zeroFillEnds`, where its zero fill starts).
     case end
     /// The file ends inside the frame (a torn write, or a write still in progress); the header
     /// is given when it was whole.
@@ -98,10 +98,82 @@ final class SegmentFile {
     /// `body` sees the frame's whole bytes while they are in the buffer.
     /// Frames that end before `hashFrom` are only checksummed, not hashed: a reader seeking to a
     /// later seq checks the chain from the first frame it returns.
-    func frame(at offset: Int, chain: inout ChainState, hashFrom: Seq = Seq(0), linking: Bool = true,
+    ///
+    /// With `zeroFillEnds` (the newest segment), a frame position from which every byte to the end
+    /// of the file is zero is the end of the frames written so far: the zero fill a writer keeps
+    /// past its last frame (docs/FORMAT.md, "Zero fill"). Zeros followed by anything else are
+    /// judged as a frame that fails its checks. A frame that is torn or fails its checks is read
+    /// once more from the file before it is judged: in the fill, a writer may be writing it as
+    /// it is read.
+    func frame(at offset: Int, chain: inout ChainState, hashFrom: Seq = Seq(0), linking: Bool = true, zeroFillEnds: Bool = false,
                body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> FrameStep {
+        let step = try frameOnce(at: offset, chain: &chain, hashFrom: hashFrom, linking: linking, zeroFillEnds: zeroFillEnds, body: body)
+        switch step {
+        case .frame:
+            return step
+        case .end:
+            // The bytes read ahead may be zeros a writer is about to overwrite: not kept.
+            dropBuffer()
+            return step
+        case .torn, .bad:
+            dropBuffer()
+            let again = try frameOnce(at: offset, chain: &chain, hashFrom: hashFrom, linking: linking, zeroFillEnds: zeroFillEnds, body: body)
+            if case .frame = again {} else { dropBuffer() }
+            return again
+        }
+    }
+
+    /// Forgets the bytes read ahead: the next read goes to the file.
+    private func dropBuffer() { bufferCount = 0 }
+
+    /// A page of zeros to compare with.
+    private static let zeroPage = [UInt8](repeating: 0, count: 4096)
+
+    /// True when the `count` buffered bytes at `offset` are all zero.
+    private func bufferedBytesAreZero(_ offset: Int, _ count: Int) -> Bool {
+        buffer.withUnsafeBytes { p in
+            Self.zeroPage.withUnsafeBytes { z in
+                var at = offset - bufferStart
+                var left = count
+                while left > 0 {
+                    let n = min(left, z.count)
+                    if memcmp(p.baseAddress! + at, z.baseAddress!, n) != 0 { return false }
+                    at += n
+                    left -= n
+                }
+                return true
+            }
+        }
+    }
+
+    /// True when every byte from `offset` to the end of the file (as this reader sized it) is zero.
+    func isZero(from offset: Int) throws -> Bool {
+        var pos = offset
+        // What is buffered first (a reader at the end of the frames has most of the fill read).
+        if pos >= bufferStart && pos < bufferStart + bufferCount {
+            let n = min(bufferStart + bufferCount, size) - pos
+            guard bufferedBytesAreZero(pos, n) else { return false }
+            pos += n
+        }
+        while pos < size {
+            let n = try ensure(pos, min(SegmentFile.readBytes, size - pos))
+            guard n > 0 else { break }
+            guard bufferedBytesAreZero(pos, n) else { return false }
+            pos += n
+        }
+        return true
+    }
+
+    private func frameOnce(at offset: Int, chain: inout ChainState, hashFrom: Seq, linking: Bool, zeroFillEnds: Bool,
+                           body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void) throws -> FrameStep {
         if offset >= size { return .end }
-        let avail = try ensure(offset, FrameHeader.size)
+        var avail = try ensure(offset, FrameHeader.size)
+        if zeroFillEnds && bufferedBytesAreZero(offset, avail) {
+            if try isZero(from: offset) { return .end }
+            // Not all zero: judged from a fresh read, as any frame is.
+            dropBuffer()
+            avail = try ensure(offset, FrameHeader.size)
+        }
         let headerResult: Result<FrameHeader, FrameDecodeError> = buffer.withUnsafeBytes { p in
             let s = offset - bufferStart
             return Result { () throws(FrameDecodeError) in try FrameHeader.decode(UnsafeRawBufferPointer(rebasing: p[s..<s + avail])) }
@@ -153,7 +225,9 @@ final class SegmentFile {
                 }
                 if case .success(let h) = r, h.origin == origin, pos + h.totalBytes <= size {
                     probe.nextSeq = h.baseSeq
-                    if case .frame = try frame(at: pos, chain: &probe) { return true }
+                    // Read once (not again on failure, as `frame` does): a file full of such
+                    // candidates must not cost a fresh read each.
+                    if case .frame = try frameOnce(at: pos, chain: &probe, hashFrom: Seq(0), linking: true, zeroFillEnds: false, body: { _, _ in }) { return true }
                 }
             }
             pos += 1

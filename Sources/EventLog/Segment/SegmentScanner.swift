@@ -43,7 +43,8 @@ extension ChainState {
 /// recovery, the reader, the verifier and compaction, so that a damaged byte means the same to
 /// each of them.
 enum ScanVerdict: Error, Equatable {
-    /// The segment's frames end cleanly at the end of the file.
+    /// The segment's frames end cleanly at the end of the file (in the newest segment: or where
+    /// its zero fill starts, every byte from there to the end of the file zero).
     case end
     /// The newest segment ends in bytes a writer had not finished: a torn frame, an append whose
     /// last frame is missing (or still being written), or a damaged frame with nothing valid after
@@ -130,7 +131,7 @@ struct SegmentScanner {
         }
         let at = offset
         var next = chain
-        let step = try file.frame(at: at, chain: &next, hashFrom: hashFrom, linking: linking, body: body)
+        let step = try file.frame(at: at, chain: &next, hashFrom: hashFrom, linking: linking, zeroFillEnds: isNewest, body: body)
         guard case .frame(let h, let hash) = step else { return .stop(try verdict(step, at: at)) }
         chain = next
         offset = at + h.totalBytes
@@ -167,9 +168,9 @@ struct SegmentScanner {
             return nil
         }
         while end == offset || at < end {
-            let step = try file.frame(at: at, chain: &probe, hashFrom: Seq.max)
+            let step = try file.frame(at: at, chain: &probe, hashFrom: Seq.max, zeroFillEnds: isNewest)
             guard case .frame(let h, _) = step else {
-                return try verdict(step, at: at, seen: seen, continues: continues)
+                return try verdict(step, at: at, seen: seen, continues: continues, chain: probe)
             }
             at += h.totalBytes
             seen = h.lastSeq
@@ -186,11 +187,12 @@ struct SegmentScanner {
     }
 
     private func verdict(_ step: FrameStep, at: Int) throws -> ScanVerdict {
-        try verdict(step, at: at, seen: lastSeen, continues: openAppend)
+        try verdict(step, at: at, seen: lastSeen, continues: openAppend, chain: chain)
     }
 
-    /// The one rule for what the bytes where a walk stopped mean.
-    private func verdict(_ step: FrameStep, at: Int, seen: Seq, continues: Bool) throws -> ScanVerdict {
+    /// The one rule for what the bytes where a walk stopped mean (`chain`: what the frame at
+    /// `at` had to continue).
+    private func verdict(_ step: FrameStep, at: Int, seen: Seq, continues: Bool, chain: ChainState) throws -> ScanVerdict {
         let cut = committedOffset
         func dropped(_ claimed: FrameHeader?) -> ClosedRange<UInt64>? {
             var top = seen.rawValue
@@ -214,6 +216,13 @@ struct SegmentScanner {
         case .bad(let r, let h):
             if isNewest, try !file.hasValidFrame(after: at, origin: origin) {
                 return .tail(cut: cut, at: at, reason: "damaged tail: \(r)", seqs: dropped(h))
+            }
+            // A valid frame after it: damage, unless this frame was being written over the zero
+            // fill as it was read. A writer writes in order, so once a later frame is there this
+            // one is whole: read again, it checks, and the frames simply went on (the end for now).
+            var probe = chain
+            if isNewest, case .frame = try file.frame(at: at, chain: &probe, hashFrom: Seq.max) {
+                return .tail(cut: cut, at: at, reason: "a frame was being written as it was read", seqs: nil)
             }
             let inner = isNewest ? "damaged frame inside the log, followed by valid frames" : "damaged frame in a sealed segment"
             return .damage(at: at, reason: "\(inner): \(r)", seqs: claims(h))

@@ -14,7 +14,8 @@ public struct StoreStatus: Sendable {
     /// Events held across all origins.
     public var totalEvents: UInt64 { origins.reduce(0) { $0 + $1.lastSeq.rawValue } }
     public var segments: Int { origins.reduce(0) { $0 + $1.segments } }
-    /// Bytes of segment files.
+    /// Bytes of segment files (with the zero fill a writer keeps past its last frame while it is
+    /// open, about 1 MiB: docs/FORMAT.md, "Zero fill").
     public var logBytes: Int { origins.reduce(0) { $0 + $1.bytes } }
     /// Bytes of every file in the store directory (log, indexes, databases).
     public var bytesOnDisk: Int

@@ -1,0 +1,204 @@
+import Domain
+import Foundation
+import TestSupport
+import Testing
+@testable import EventLog
+
+/// The zero fill a writer keeps past its last frame (docs/FORMAT.md, "Zero fill"): readers stop
+/// at it as at the end of the file, recovery cuts it without a word when it is all zero and judges
+/// anything else in it as bytes that are not a frame, and no sealed or closed segment keeps it.
+@Suite struct ZeroFillTests {
+    func isZero(_ b: ArraySlice<UInt8>) -> Bool { !b.contains { $0 != 0 } }
+
+    @Test func aWriterKeepsZerosPastItsLastFrameAndReadersStopThere() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        for i in 0..<3 { _ = try a.append(sampleMutations(40, seed: UInt64(i))) }
+        let seg = segmentFiles(store)[0]
+        let bytes = readBytes(seg)
+        let end = framesEnd(seg)
+        #expect(bytes.count > end && bytes.count <= end + SegmentWriter.fillBytesMax + 4096, "the fill is written ahead")
+        #expect(isZero(bytes[end...]))
+        // Another reader, while the writer is open, sees every committed event and stops at the fill.
+        let reader = LogReader(store: store)
+        #expect(try reader.events(origin: store.replicaID).count == 120)
+        #expect(try reader.tip(origin: store.replicaID).lastSeq == Seq(120))
+        #expect(try Verifier(store: store).run().isClean)
+        // An append lands inside the fill and is read; the file does not grow.
+        _ = try a.append(sampleMutations(5, seed: 9))
+        #expect(readBytes(seg).count == bytes.count)
+        #expect(try reader.events(origin: store.replicaID).count == 125)
+        try a.close()
+        // Closed, the segment ends with its last frame.
+        #expect(FileIO.size(of: seg) == framesEnd(seg))
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    @Test func aCrashLeavesTheFillAndRecoveryCutsItWithoutAReport() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        for i in 0..<3 { _ = try a.append(sampleMutations(20, seed: UInt64(i))) }
+        // The store as a crash leaves it: the writer never closed.
+        copyTree(store.path, dir.path + "/crashed")
+        try a.close()
+        let crashed = try Store.open(at: dir.path + "/crashed")
+        let seg = segmentFiles(crashed)[0]
+        let end = framesEnd(seg)
+        #expect(FileIO.size(of: seg)! > end)
+        let b = try LogAppender(store: crashed, wallClock: ManualClock())
+        #expect(!b.recovery.actions.contains { if case .truncatedTail = $0 { true } else { false } }, "\(b.recovery.actions)")
+        #expect(FileIO.size(of: seg) == end)
+        #expect(try LogReader(store: crashed).events(origin: crashed.replicaID).count == 60)
+        let r = try b.append(sampleMutations(2, seed: 7))
+        #expect(r.firstSeq == Seq(61))
+        try b.close()
+        #expect(try Verifier(store: crashed).run().isClean)
+    }
+
+    /// Zeros where a frame should be, followed by a valid frame, are damage (a lost write inside
+    /// the log), never the end: the reader stops with an error and the verifier names the offset.
+    @Test func zerosFollowedByAValidFrameAreDamageNotTheEnd() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        for i in 0..<3 { _ = try a.append(sampleMutations(10, seed: UInt64(i))) }
+        try a.close()
+        let seg = segmentFiles(store)[0]
+        let offsets = frameOffsets(seg)
+        #expect(offsets.count == 3)
+        var bytes = readBytes(seg)
+        for i in offsets[1]..<offsets[2] { bytes[i] = 0 }
+        writeBytes(seg, bytes)
+        do {
+            let events = try LogReader(store: store).events(origin: store.replicaID)
+            Issue.record("read past zeros inside the log: \(events.count) events")
+        } catch let e as LogError {
+            #expect(e.isCorruption && e.file == seg && e.offset == offsets[1], "\(e)")
+        }
+        let report = try Verifier(store: store).run()
+        #expect(report.problems.first?.offset == offsets[1] && report.problems.first?.message.contains("followed by valid frames") == true,
+                "\(report.problems)")
+        // Recovery at open trusts the index, whose last frame checks (it never reads every frame);
+        // the damage stays where the reader and the verifier find it, and nothing is cut.
+        _ = try? LogAppender(store: store, wallClock: ManualClock()).close()
+        #expect(readBytes(seg) == bytes, "nothing was cut")
+    }
+
+    /// Past the last frame, zeros and then bytes that are not a frame: a torn tail, cut and reported.
+    @Test func aFillWithOtherBytesInItIsATornTail() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        for i in 0..<2 { _ = try a.append(sampleMutations(10, seed: UInt64(i))) }
+        try a.close()
+        let seg = segmentFiles(store)[0]
+        let end = FileIO.size(of: seg)!
+        writeBytes(seg, readBytes(seg) + [UInt8](repeating: 0, count: 5000) + [UInt8](repeating: 0xA5, count: 300) + [UInt8](repeating: 0, count: 700))
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(b.recovery.actions.contains { if case .truncatedTail(_, end, 6000, _, _) = $0 { true } else { false } }, "\(b.recovery.actions)")
+        #expect(FileIO.size(of: seg) == end)
+        #expect(try LogReader(store: store).events(origin: store.replicaID).count == 20)
+        try b.close()
+    }
+
+    /// More zeros than any fill (or not ending on a 4 KiB boundary, as a fill does) are writes a
+    /// crash lost: cut all the same, and reported.
+    @Test func moreZerosThanAFillAreCutAndReported() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        _ = try a.append(sampleMutations(10, seed: 1))
+        try a.close()
+        let seg = segmentFiles(store)[0]
+        let end = FileIO.size(of: seg)!
+        let size = (end + SegmentWriter.fillBytesMax + 8192 + 4095) & ~4095
+        writeBytes(seg, readBytes(seg) + [UInt8](repeating: 0, count: size - end))
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(b.recovery.actions.contains { if case .truncatedTail(_, end, size - end, nil, let why) = $0 { why.contains("zero bytes") } else { false } },
+                "\(b.recovery.actions)")
+        #expect(FileIO.size(of: seg) == end)
+        try b.close()
+    }
+
+    @Test func sealedSegmentsEndWithTheirLastFrame() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.segmentBytesMax = 4096
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        for i in 0..<12 { _ = try a.append(sampleMutations(20, seed: UInt64(i))) }
+        let segs = segmentFiles(store)
+        #expect(segs.count >= 3)
+        for s in segs.dropLast() { #expect(FileIO.size(of: s) == framesEnd(s), "\(s)") }
+        #expect(FileIO.size(of: segs.last!)! > framesEnd(segs.last!), "the newest keeps its fill")
+        #expect(try LogReader(store: store).events(origin: store.replicaID).count == 240)
+        #expect(try Verifier(store: store).run().isClean)
+        try a.close()
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// Readers in other threads, reading while the writer writes frames over its fill, never
+    /// see damage, never a wrong or partial event, and see the log only grow.
+    @Test func readersBesideAWriterWritingOverItsFillSeeNoDamage() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        let batches = (0..<60).map { sampleMutations(1000, seed: UInt64($0)) }
+        final class Outcome: @unchecked Sendable {
+            let lock = NSLock()
+            var errors: [String] = []
+            var reads = 0
+            var done = false
+        }
+        let outcome = Outcome()
+        let readers = (0..<2).map { _ in
+            Thread {
+                let reader = LogReader(store: store)
+                var seen = 0
+                while !outcome.lock.withLock({ outcome.done }) {
+                    do {
+                        let events = try reader.events(origin: store.replicaID)
+                        let tip = try reader.tip(origin: store.replicaID)
+                        let ok = events.count >= seen && events.count % 1000 == 0 && events.enumerated().allSatisfy { $0.element.seq.rawValue == UInt64($0.offset + 1) }
+                            && Int(tip.lastSeq.rawValue) >= events.count
+                        if !ok { outcome.lock.withLock { outcome.errors.append("read \(events.count) after \(seen), tip \(tip.lastSeq)") } }
+                        seen = events.count
+                        outcome.lock.withLock { outcome.reads += 1 }
+                    } catch {
+                        outcome.lock.withLock { outcome.errors.append("\(error)") }
+                    }
+                }
+            }
+        }
+        readers.forEach { $0.start() }
+        for batch in batches { _ = try a.append(batch) }
+        outcome.lock.withLock { outcome.done = true }
+        while readers.contains(where: { !$0.isFinished }) { usleep(1000) }
+        try a.close()
+        #expect(outcome.errors.isEmpty, "\(outcome.errors.prefix(5))")
+        #expect(outcome.reads > 0)
+        #expect(try LogReader(store: store).events(origin: store.replicaID).count == 60_000)
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// Received origins' logs are written without a fill (a hub holds thousands of them).
+    @Test func aReceivedOriginKeepsNoFill() throws {
+        let dir = TempDir()
+        let source = try makeStore(dir)
+        let a = try LogAppender(store: source, wallClock: ManualClock())
+        for i in 0..<3 { _ = try a.append(sampleMutations(10, seed: UInt64(i))) }
+        try a.close()
+        let target = try Store.create(at: dir.path + "/target", replicaID: ReplicaID(rawValue: UUID()))
+        let t = try LogAppender(store: target, wallClock: ManualClock())
+        let seg = segmentFiles(source)[0]
+        let bytes = readBytes(seg)
+        let offsets = frameOffsets(seg) + [bytes.count]
+        #expect(offsets.count == 4)
+        _ = try t.receive((0..<3).map { Array(bytes[offsets[$0]..<offsets[$0 + 1]]) })
+        let received = segmentFiles(target, source.replicaID)[0]
+        #expect(FileIO.size(of: received) == framesEnd(received))
+        try t.close()
+    }
+}
