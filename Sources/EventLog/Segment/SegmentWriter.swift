@@ -169,8 +169,8 @@ final class SegmentWriter {
     /// Why: a frame written over blocks the file already holds, within its size, is made durable
     /// by writing its data alone; a frame that grows the file also has its inode (size, extents)
     /// written, a second write the device must finish before fdatasync returns (measured here:
-    /// 123-151 µs against 197-261 µs per frame of 40 KB). Readers take a header of zeros as the
-    /// end of the frames (`SegmentFile.frame`); the fill is cut when the segment is sealed, when
+    /// 123-151 µs against 197-261 µs per frame of 40 KB). Readers take zeros that run from a frame
+    /// boundary to the end of the file as the end of the frames (`SegmentFile.frame`); the fill is cut when the segment is sealed, when
     /// the writer closes, and by recovery after a crash. A failure to write the fill (a full
     /// disk) only cuts it back: the frame is whole without it.
     private func fillAhead(past end: Int, frameBytes: Int) {
