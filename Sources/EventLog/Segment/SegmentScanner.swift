@@ -219,9 +219,11 @@ struct SegmentScanner {
             }
             // A valid frame after it: damage, unless this frame was being written over the zero
             // fill as it was read. A writer writes in order, so once a later frame is there this
-            // one is whole: read again, it checks, and the frames simply went on (the end for now).
+            // one is whole: read again, it checks, and the frames simply went on (the end for now,
+            // to a reader). Only a reader asks (committed-only): recovery, which holds the lock,
+            // must never take a frame that failed twice as a reason to cut, nor verify to pass it.
             var probe = chain
-            if isNewest, case .frame = try file.frame(at: at, chain: &probe, hashFrom: Seq.max) {
+            if isNewest, committedOnly, case .frame = try file.frame(at: at, chain: &probe, hashFrom: Seq.max) {
                 return .tail(cut: cut, at: at, reason: "a frame was being written as it was read", seqs: nil)
             }
             let inner = isNewest ? "damaged frame inside the log, followed by valid frames" : "damaged frame in a sealed segment"
