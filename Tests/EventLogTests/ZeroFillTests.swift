@@ -18,7 +18,7 @@ import Testing
         let seg = segmentFiles(store)[0]
         let bytes = readBytes(seg)
         let end = framesEnd(seg)
-        #expect(bytes.count > end && bytes.count <= end + SegmentWriter.fillBytesMax + 4096, "the fill is written ahead")
+        #expect(bytes.count > end && bytes.count <= end + SegmentWriter.fillSpanMax, "the fill is written ahead")
         #expect(isZero(bytes[end...]))
         // Another reader, while the writer is open, sees every committed event and stops at the fill.
         let reader = LogReader(store: store)
@@ -146,39 +146,16 @@ import Testing
         let store = try makeStore(dir)
         let a = try LogAppender(store: store, wallClock: ManualClock())
         let batches = (0..<60).map { sampleMutations(1000, seed: UInt64($0)) }
-        final class Outcome: @unchecked Sendable {
-            let lock = NSLock()
-            var errors: [String] = []
-            var reads = 0
-            var done = false
+        let (errors, reads) = try readBeside(a, batches: batches, readers: 2) { reader, seen in
+            let events = try reader.events(origin: store.replicaID)
+            let tip = try reader.tip(origin: store.replicaID)
+            let ok = events.count >= seen && events.count % 1000 == 0 && events.enumerated().allSatisfy { $0.element.seq.rawValue == UInt64($0.offset + 1) }
+                && Int(tip.lastSeq.rawValue) >= events.count
+            defer { seen = events.count }
+            return ok ? nil : "read \(events.count) after \(seen), tip \(tip.lastSeq)"
         }
-        let outcome = Outcome()
-        let readers = (0..<2).map { _ in
-            Thread {
-                let reader = LogReader(store: store)
-                var seen = 0
-                while !outcome.lock.withLock({ outcome.done }) {
-                    do {
-                        let events = try reader.events(origin: store.replicaID)
-                        let tip = try reader.tip(origin: store.replicaID)
-                        let ok = events.count >= seen && events.count % 1000 == 0 && events.enumerated().allSatisfy { $0.element.seq.rawValue == UInt64($0.offset + 1) }
-                            && Int(tip.lastSeq.rawValue) >= events.count
-                        if !ok { outcome.lock.withLock { outcome.errors.append("read \(events.count) after \(seen), tip \(tip.lastSeq)") } }
-                        seen = events.count
-                        outcome.lock.withLock { outcome.reads += 1 }
-                    } catch {
-                        outcome.lock.withLock { outcome.errors.append("\(error)") }
-                    }
-                }
-            }
-        }
-        readers.forEach { $0.start() }
-        for batch in batches { _ = try a.append(batch) }
-        outcome.lock.withLock { outcome.done = true }
-        while readers.contains(where: { !$0.isFinished }) { usleep(1000) }
-        try a.close()
-        #expect(outcome.errors.isEmpty, "\(outcome.errors.prefix(5))")
-        #expect(outcome.reads > 0)
+        #expect(errors.isEmpty, "\(errors.prefix(5))")
+        #expect(reads > 0)
         #expect(try LogReader(store: store).events(origin: store.replicaID).count == 60_000)
         #expect(try Verifier(store: store).run().isClean)
     }
@@ -199,6 +176,22 @@ import Testing
         let batches = (0..<20).map { _ in
             (0..<8000).map { _ in item(String((0..<200).map { _ in alphabet[Int(rng.next() % 64)] })) }
         }
+        let (errors, reads) = try readBeside(a, batches: batches, readers: 2) { reader, seen in
+            let tip = Int(try reader.tip(origin: store.replicaID).lastSeq.rawValue)
+            defer { seen = tip }
+            return tip < seen || tip % 8000 != 0 ? "tip \(tip) after \(seen)" : nil
+        }
+        #expect(errors.isEmpty, "\(errors.prefix(5))")
+        #expect(reads > 0)
+        #expect(try LogReader(store: store).tip(origin: store.replicaID).lastSeq == Seq(160_000))
+    }
+
+    /// Appends `batches` with `a` while `readers` threads each call `read` (with a reader and a
+    /// count of their own, for what they have seen) over and over until the appends end; then
+    /// closes `a`.
+    /// - Returns: what the reads said was wrong (a message, or an error thrown), and how many ran.
+    func readBeside(_ a: LogAppender, batches: [[Mutation]], readers: Int,
+                    _ read: @escaping @Sendable (LogReader, inout Int) throws -> String?) throws -> (errors: [String], reads: Int) {
         final class Outcome: @unchecked Sendable {
             let lock = NSLock()
             var errors: [String] = []
@@ -206,32 +199,32 @@ import Testing
             var done = false
         }
         let outcome = Outcome()
-        let readers = (0..<2).map { _ in
+        let store = a.store
+        let threads = (0..<readers).map { _ in
             Thread {
                 let reader = LogReader(store: store)
-                var seen = Seq(0)
+                var seen = 0
                 while !outcome.lock.withLock({ outcome.done }) {
-                    do {
-                        let tip = try reader.tip(origin: store.replicaID)
-                        if tip.lastSeq < seen || tip.lastSeq.rawValue % 8000 != 0 {
-                            outcome.lock.withLock { outcome.errors.append("tip \(tip.lastSeq) after \(seen)") }
-                        }
-                        seen = tip.lastSeq
-                        outcome.lock.withLock { outcome.reads += 1 }
-                    } catch {
-                        outcome.lock.withLock { outcome.errors.append("\(error)") }
+                    let wrong: String?
+                    do { wrong = try read(reader, &seen) } catch { wrong = "\(error)" }
+                    outcome.lock.withLock {
+                        if let wrong { outcome.errors.append(wrong) }
+                        outcome.reads += 1
                     }
                 }
             }
         }
-        readers.forEach { $0.start() }
-        for batch in batches { _ = try a.append(batch) }
-        outcome.lock.withLock { outcome.done = true }
-        while readers.contains(where: { !$0.isFinished }) { usleep(1000) }
+        threads.forEach { $0.start() }
+        do {
+            // The readers stop whatever the appends do.
+            defer {
+                outcome.lock.withLock { outcome.done = true }
+                while threads.contains(where: { !$0.isFinished }) { usleep(1000) }
+            }
+            for batch in batches { _ = try a.append(batch) }
+        }
         try a.close()
-        #expect(outcome.errors.isEmpty, "\(outcome.errors.prefix(5))")
-        #expect(outcome.reads > 0)
-        #expect(try LogReader(store: store).tip(origin: store.replicaID).lastSeq == Seq(160_000))
+        return outcome.lock.withLock { (outcome.errors, outcome.reads) }
     }
 
     /// Received origins' logs are written without a fill (a hub holds thousands of them).

@@ -16,6 +16,17 @@ import Testing
             try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             mounted = Self.sh("mount -t tmpfs -o size=\(megabytes)m tmpfs '\(path)'") == 0
         }
+        /// Writes a file `name` of zeros, `chunkBytes` at a time, until the disk takes no more.
+        @discardableResult
+        func fillUp(_ name: String, chunkBytes: Int) throws -> String {
+            let file = path + "/" + name
+            FileManager.default.createFile(atPath: file, contents: nil)
+            let h = try #require(FileHandle(forWritingAtPath: file))
+            let chunk = Data(count: chunkBytes)
+            while (try? h.write(contentsOf: chunk)) != nil {}
+            try? h.close()
+            return file
+        }
         func close() {
             if mounted { _ = Self.sh("umount '\(path)'") }
             try? FileManager.default.removeItem(atPath: path)
@@ -73,12 +84,7 @@ import Testing
 
         // What the failed write had taken (a projection's WAL mid catch-up) is given back when it
         // ends; the rest of the disk is now taken by another file, so it stays full.
-        let rest = disk.path + "/rest"
-        FileManager.default.createFile(atPath: rest, contents: nil)
-        let h = try #require(FileHandle(forWritingAtPath: rest))
-        let chunk = Data(count: 64 << 10)
-        while (try? h.write(contentsOf: chunk)) != nil {}
-        try? h.close()
+        let rest = try disk.fillUp("rest", chunkBytes: 64 << 10)
 
         // Nothing acknowledged is lost or duplicated, every file verifies, and reads work.
         let verify = try Evctl.run(["verify", "--store", store])
@@ -160,12 +166,7 @@ import Testing
         let wal = (try? FileManager.default.attributesOfItem(atPath: store + "/projection.sqlite-wal")[.size] as? Int) ?? 0
         try #require(wal == 0, "the WAL holds \(wal) bytes")
         for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: store + "/projection.sqlite" + suffix) }
-        let rest = disk.path + "/rest"
-        FileManager.default.createFile(atPath: rest, contents: nil)
-        let h = try #require(FileHandle(forWritingAtPath: rest))
-        let chunk = Data(count: 4 << 10)
-        while (try? h.write(contentsOf: chunk)) != nil {}
-        try? h.close()
+        try disk.fillUp("rest", chunkBytes: 4 << 10)
         let items = try Evctl.run(["items", "--store", store, "--limit", "500", "--json"])
         #expect(items.status == 0, "\(items.stderr)")
         #expect(items.stdout.split(separator: "\n").count > 10, "\(items.stdout.prefix(300))")

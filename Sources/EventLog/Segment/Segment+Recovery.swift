@@ -198,7 +198,7 @@ enum Recovery {
             let fd = try FileIO.open(path, O_WRONLY, op: op)
             defer { FileIO.close(fd) }
             try FileIO.truncate(fd, to: scanner.offset, path: path, op: op)
-            if zeros > SegmentWriter.fillBytesMax + 4096 || file.size % 4096 != 0 {
+            if zeros > SegmentWriter.fillSpanMax || file.size % SegmentWriter.fillAlignment != 0 {
                 try FileIO.fsync(fd, path: path, op: op)
                 report.actions.append(.truncatedTail(file: path, offset: scanner.offset, droppedBytes: zeros, droppedSeqs: nil,
                                                      reason: "\(zeros) zero bytes past the last frame, more than a writer's fill: writes a crash lost"))

@@ -102,9 +102,9 @@ final class SegmentFile {
     /// With `zeroFillEnds` (the newest segment), a frame position from which every byte to the end
     /// of the file is zero is the end of the frames written so far: the zero fill a writer keeps
     /// past its last frame (docs/FORMAT.md, "Zero fill"). Zeros followed by anything else are
-    /// judged as a frame that fails its checks. A frame that is torn or fails its checks is read
-    /// once more from the file before it is judged: in the fill, a writer may be writing it as
-    /// it is read.
+    /// judged as a frame that fails its checks. There, a frame that is torn or fails its checks is
+    /// read once more from the file before it is judged: a writer may be writing it over the fill
+    /// as it is read.
     func frame(at offset: Int, chain: inout ChainState, hashFrom: Seq = Seq(0), linking: Bool = true, zeroFillEnds: Bool = false,
                body: (FrameHeader, UnsafeRawBufferPointer) throws -> Void = { _, _ in }) throws -> FrameStep {
         let step = try frameOnce(at: offset, chain: &chain, hashFrom: hashFrom, linking: linking, zeroFillEnds: zeroFillEnds, body: body)
@@ -117,6 +117,7 @@ final class SegmentFile {
             return step
         case .torn, .bad:
             dropBuffer()
+            guard zeroFillEnds else { return step }
             let again = try frameOnce(at: offset, chain: &chain, hashFrom: hashFrom, linking: linking, zeroFillEnds: zeroFillEnds, body: body)
             if case .frame = again {} else { dropBuffer() }
             return again

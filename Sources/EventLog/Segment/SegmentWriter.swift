@@ -157,9 +157,12 @@ final class SegmentWriter {
     /// proportion to what is written.
     static let fillBytesMin = 64 << 10
     static let fillBytesMax = 1 << 20
-    static func fillBytes(after frameBytes: Int) -> Int { min(fillBytesMax, max(fillBytesMin, frameBytes.multipliedReportingOverflow(by: 8).overflow ? fillBytesMax : frameBytes * 8)) }
+    static func fillBytes(after frameBytes: Int) -> Int { frameBytes >= fillBytesMax / 8 ? fillBytesMax : max(fillBytesMin, frameBytes * 8) }
+    /// A fill ends on this boundary, so its zeros are at most `fillBytesMax + fillAlignment`.
+    static let fillAlignment = 4096
+    static let fillSpanMax = fillBytesMax + fillAlignment
     /// Zeros to write from (read only).
-    private static let zeros = [UInt8](repeating: 0, count: fillBytesMax + 4096)
+    private static let zeros = [UInt8](repeating: 0, count: fillSpanMax)
 
     /// Keeps the file written with zeros past `end` (the end of a frame of `frameBytes` just
     /// written): when the frame reached past the fill, zeros are written from `end` to
@@ -175,7 +178,7 @@ final class SegmentWriter {
     /// disk) only cuts it back: the frame is whole without it.
     private func fillAhead(past end: Int, frameBytes: Int) {
         guard fillsAhead, end > fileEnd else { return }
-        let target = (end + Self.fillBytes(after: frameBytes) + 4095) & ~4095
+        let target = (end + Self.fillBytes(after: frameBytes) + Self.fillAlignment - 1) & ~(Self.fillAlignment - 1)
         let written: Void? = try? Self.zeros.withUnsafeBytes { zeros in
             try FileIO.pwriteAll(fd, UnsafeRawBufferPointer(rebasing: zeros[0..<(target - end)]), at: end, path: path, op: "fill")
         }
@@ -238,17 +241,16 @@ final class SegmentWriter {
         // recorded nothing but may have left bytes; and by the file's size against what this
         // writer left it at. Nothing written: the file, and its fill, stay as they are (a
         // rollback of an append refused before its first frame costs nothing).
-        if try writing || active.coveredBytes != mark.active.coveredBytes || FileIO.fileSize(fd, path: path, op: op) != fileEnd {
+        let cut = try writing || active.coveredBytes != mark.active.coveredBytes || FileIO.fileSize(fd, path: path, op: op) != fileEnd
+        if cut {
             try FileIO.truncate(fd, to: mark.active.coveredBytes, path: path, op: op)
-            // What the writer knows of the file follows the cut at once (the sync may fail).
             fileEnd = mark.active.coveredBytes
             writing = false
-            active = mark.active
-            committed = mark.committed
-            try FileIO.fsync(fd, path: path, op: op)
         }
+        // What the writer knows of the file follows the cut at once (the sync may fail).
         active = mark.active
         committed = mark.committed
+        if cut { try FileIO.fsync(fd, path: path, op: op) }
     }
 
     /// Seals the newest segment and starts the next one once it has reached `bytesMax`
