@@ -72,15 +72,17 @@ public struct LogReader: Sendable {
     }
 
     /// Calls `body` with each event of `origin` from seq `from` on, until it returns false.
-    /// Decodes on the calling thread: building events is bound by the allocator, and in
-    /// LogBenchmarks (2026-11-27) decoding in turn read 1.7-2.3M events/s against 1.5-1.8M with
-    /// a second core decoding ahead; `forEachEventView` is the fast scan.
+    /// With a second core, a worker decodes batches of frames while this thread reads the next
+    /// (and helps with what is left of each); `body` runs on the calling thread, in order.
+    /// Building events is bound by the allocator: what the worker decodes, the worker frees once
+    /// handed out (`forEachChecked`), which is what made the second core pay (LogBenchmarks,
+    /// 2026-11-28: 3.2-4.0M events/s against 2.3-2.7M decoding in turn; before the hand-back, a
+    /// second core read slower than one). `forEachEventView` is the fast scan.
     public func forEachEvent(origin: ReplicaID, from: Seq = Seq(1), _ body: (Event) throws -> Bool) throws {
-        try forEachEvent(origin: origin, from: from, pipelined: false, body)
+        try forEachEvent(origin: origin, from: from, pipelined: LogAppender.cores > 1, body)
     }
 
-    /// As `forEachEvent`; `pipelined` decodes batches on a second core while the next are read
-    /// (as `forEachEventView`), `body` still on the calling thread, in order.
+    /// As `forEachEvent`; `pipelined` false decodes every frame on the calling thread (one core).
     package func forEachEvent(origin: ReplicaID, from: Seq, pipelined: Bool, _ body: (Event) throws -> Bool) throws {
         guard pipelined else { return try forEachEventInTurn(origin: origin, from: from, body) }
         try forEachChecked(origin: origin, from: from, pipelined: pipelined,
@@ -179,8 +181,14 @@ public struct LogReader: Sendable {
         var batch = CheckBatch(check, keys: keys, caller: decoder)
         var inFlight: CheckBatch<T>?
         var stopped = false
+        // What the worker made and this thread has handed out, freed by the worker when it
+        // starts its next batch: memory freed by the thread that allocated it goes back to that
+        // thread's free lists, while freeing another thread's takes the lock of its arena, which
+        // the two threads then contend for (decoded events are many small allocations).
+        var handedBack = CheckBatch<T>.Garbage()  // swapped for a new one at each batch started
         func deliver(_ done: CheckBatch<T>) throws {
             done.wait()
+            defer { done.handBack(into: handedBack) }
             for (i, result) in done.checked.enumerated() {
                 switch result {
                 case .success(let made):
@@ -194,7 +202,12 @@ public struct LogReader: Sendable {
             let full = batch
             batch = CheckBatch(check, keys: keys, caller: decoder)
             size = min(16, size * 2)
-            if pipelined { full.start() } else { full.run() }
+            if pipelined {
+                full.start(freeing: handedBack)
+                handedBack = CheckBatch<T>.Garbage()
+            } else {
+                full.run()
+            }
             let previous = inFlight
             inFlight = full  // waited for by the `defer` below if handing out `previous` throws
             if let previous { try deliver(previous) }
@@ -296,6 +309,16 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     private var claimed = 0, finished = 0  // under `progress`
     private typealias Slots = UnsafeMutableBufferPointer<Result<T, FrameDecodeError>>
     private var slots: Slots?
+    /// Per frame: whether the worker checked it (written by the one thread that claimed it).
+    private var byWorker: UnsafeMutableBufferPointer<Bool>?
+    /// Which frames the worker checked, collected with `checked`.
+    private(set) var checkedByWorker: [Bool] = []
+
+    /// What a worker made, handed back to be freed on the worker's thread.
+    final class Garbage: @unchecked Sendable {
+        // Unchecked: filled by the reading thread, then handed to the worker, which alone empties it.
+        var items: [Result<T, FrameDecodeError>] = []
+    }
 
     private let keys: Store
     /// The reading thread's decoder (used only by `run` and `wait`, on that thread); a worker
@@ -312,6 +335,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     /// Checks frames not yet claimed, on the calling thread, until none is left; `decoder` is the
     /// thread's own, if it has one.
     private func work(_ out: Slots, decoder: FrameDecoder? = nil) {
+        let isWorker = decoder == nil
         var decoder = decoder
         while true {
             progress.lock()
@@ -323,6 +347,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
             decoder = d
             let f = frames[i]
             out[i] = f.bytes.withUnsafeBytes { p in Result { () throws(FrameDecodeError) in try check(d, p, f.header) } }
+            byWorker?[i] = isWorker
             progress.lock()
             finished += 1
             if finished == frames.count { progress.broadcast() }
@@ -334,6 +359,9 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
         let out = Slots.allocate(capacity: frames.count)
         out.initialize(repeating: .failure(.invalid("not checked")))
         slots = out
+        let flags = UnsafeMutableBufferPointer<Bool>.allocate(capacity: frames.count)
+        flags.initialize(repeating: false)
+        byWorker = flags
         return out
     }
 
@@ -343,10 +371,22 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
         collect()
     }
 
-    /// Starts a worker on the frames.
-    func start() {
+    /// Starts a worker on the frames; it first frees `garbage` (what it made before).
+    func start(freeing garbage: Garbage) {
         nonisolated(unsafe) let out = prepare()
-        checkQueue.async { self.work(out) }
+        checkQueue.async {
+            garbage.items.removeAll()
+            self.work(out)
+        }
+    }
+
+    /// Moves what the worker made of this batch, once handed out, into `garbage`: this thread
+    /// then drops only its share (what it checked itself), and the worker frees the rest.
+    func handBack(into garbage: Garbage) {
+        for (i, result) in checked.enumerated() where i < checkedByWorker.count && checkedByWorker[i] {
+            garbage.items.append(result)
+        }
+        checked.removeAll()
     }
 
     /// Checks what is left, waits for the frames a worker is still checking, and collects the
@@ -377,6 +417,11 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
         checked = Array(out)
         out.deinitialize().deallocate()
         slots = nil
+        if let flags = byWorker {
+            checkedByWorker = Array(flags)
+            flags.deallocate()
+            byWorker = nil
+        }
     }
 }
 
