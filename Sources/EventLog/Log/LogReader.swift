@@ -181,14 +181,13 @@ public struct LogReader: Sendable {
         var batch = CheckBatch(check, keys: keys, caller: decoder)
         var inFlight: CheckBatch<T>?
         var stopped = false
-        // What the worker made and this thread has handed out, freed by the worker when it
-        // starts its next batch: memory freed by the thread that allocated it goes back to that
-        // thread's free lists, while freeing another thread's takes the lock of its arena, which
-        // the two threads then contend for (decoded events are many small allocations).
-        var handedBack = CheckBatch<T>.Garbage()  // swapped for a new one at each batch started
         func deliver(_ done: CheckBatch<T>) throws {
             done.wait()
-            defer { done.handBack(into: handedBack) }
+            // What the worker made, once handed out, is freed on the worker's queue, right after
+            // what it is checking: memory freed by the thread that allocated it goes back to that
+            // thread's free lists, while freeing another thread's takes the lock of its arena,
+            // which the two threads then contend for (decoded events are many small allocations).
+            defer { done.handBack() }
             for (i, result) in done.checked.enumerated() {
                 switch result {
                 case .success(let made):
@@ -206,12 +205,7 @@ public struct LogReader: Sendable {
             // handing its frame to one cost a single projected append about a tenth more time.
             let here = !pipelined || size == 1
             size = min(16, size * 2)
-            if here {
-                full.run()
-            } else {
-                full.start(freeing: handedBack)
-                handedBack = CheckBatch<T>.Garbage()
-            }
+            if here { full.run() } else { full.start() }
             let previous = inFlight
             inFlight = full  // waited for by the `defer` below if handing out `previous` throws
             if let previous { try deliver(previous) }
@@ -220,7 +214,7 @@ public struct LogReader: Sendable {
                 if stopped { full.abandon() } else { try deliver(full) }
             }
         }
-        defer { inFlight?.abandon() }  // a worker never outlives the read
+        defer { inFlight?.abandon() }  // no frame of this read is checked after it returns (a worker that starts late finds none left)
         // What came before the end of the log (or damage in it) is handed out first, as a
         // reader one frame at a time would.
         func finish() throws {
@@ -234,8 +228,11 @@ public struct LogReader: Sendable {
             try forEachFrame(origin: origin, from: from) { h, bytes in
                 batch.frames.append((h, Array(bytes)))
                 batch.bytes += bytes.count
+                batch.rawBytes += Int(h.rawBytes)
                 // On one thread nothing is gained by reading ahead: each frame is handed out as read.
-                guard batch.frames.count >= (pipelined ? size : 1) || batch.bytes >= 2 << 20 else { return true }
+                // A batch is bounded in the bytes it holds and in what they decode to (a frame's
+                // payload may decompress to 16 MiB).
+                guard batch.frames.count >= (pipelined ? size : 1) || batch.bytes >= 2 << 20 || batch.rawBytes >= 8 << 20 else { return true }
                 do { try ship() } catch { handOutError = error; return false }
                 return !stopped
             }
@@ -307,6 +304,8 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     // thread that claimed it, and read once all are finished.
     var frames: [(header: FrameHeader, bytes: [UInt8])] = []
     var bytes = 0
+    /// The frames' payload bytes once decompressed (`FrameHeader.rawBytes`).
+    var rawBytes = 0
     private(set) var checked: [Result<T, FrameDecodeError>] = []
     private let check: @Sendable (FrameDecoder, UnsafeRawBufferPointer, FrameHeader) throws(FrameDecodeError) -> T
     private let progress = NSCondition()
@@ -318,8 +317,8 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     /// Which frames the worker checked, collected with `checked`.
     private(set) var checkedByWorker: [Bool] = []
 
-    /// What a worker made, handed back to be freed on the worker's thread.
-    final class Garbage: @unchecked Sendable {
+    /// What a worker made, handed back to be freed on the worker's queue.
+    private final class Garbage: @unchecked Sendable {
         // Unchecked: filled by the reading thread, then handed to the worker, which alone empties it.
         var items: [Result<T, FrameDecodeError>] = []
     }
@@ -375,22 +374,21 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
         collect()
     }
 
-    /// Starts a worker on the frames; it first frees `garbage` (what it made before).
-    func start(freeing garbage: Garbage) {
+    /// Starts a worker on the frames.
+    func start() {
         nonisolated(unsafe) let out = prepare()
-        checkQueue.async {
-            garbage.items.removeAll()
-            self.work(out)
-        }
+        checkQueue.async { self.work(out) }
     }
 
-    /// Moves what the worker made of this batch, once handed out, into `garbage`: this thread
-    /// then drops only its share (what it checked itself), and the worker frees the rest.
-    func handBack(into garbage: Garbage) {
+    /// Once this batch is handed out: drops this thread's share of what was made (what it
+    /// checked itself), and has the worker's queue free the worker's share.
+    func handBack() {
+        let garbage = Garbage()
         for (i, result) in checked.enumerated() where i < checkedByWorker.count && checkedByWorker[i] {
             garbage.items.append(result)
         }
         checked.removeAll()
+        if !garbage.items.isEmpty { checkQueue.async { garbage.items.removeAll() } }
     }
 
     /// Checks what is left, waits for the frames a worker is still checking, and collects the
