@@ -76,7 +76,7 @@ public struct LogReader: Sendable {
     /// (and helps with what is left of each); `body` runs on the calling thread, in order.
     /// Building events is bound by the allocator: what the worker decodes, the worker frees once
     /// handed out (`forEachChecked`), which is what made the second core pay (LogBenchmarks,
-    /// 2026-11-28: 3.2-4.0M events/s against 2.3-2.7M decoding in turn; before the hand-back, a
+    /// 2026-11-28: 2.9-4.2M events/s against 2.3-2.7M decoding in turn; before the hand-back, a
     /// second core read slower than one). `forEachEventView` is the fast scan.
     public func forEachEvent(origin: ReplicaID, from: Seq = Seq(1), _ body: (Event) throws -> Bool) throws {
         try forEachEvent(origin: origin, from: from, pipelined: LogAppender.cores > 1, body)
@@ -201,8 +201,8 @@ public struct LogReader: Sendable {
             let full = batch
             batch = CheckBatch(check, keys: keys, caller: decoder)
             // The first batch (one frame) is checked here and handed out at once: a read of one
-            // frame (the catch-up after an append, a tip) gains nothing from a worker, and
-            // handing its frame to one cost a single projected append about a tenth more time.
+            // frame (the catch-up after an append, a tip) gains nothing from a worker but a
+            // hand-off to it.
             let here = !pipelined || size == 1
             size = min(16, size * 2)
             if here { full.run() } else { full.start() }
@@ -383,12 +383,13 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     /// Once this batch is handed out: drops this thread's share of what was made (what it
     /// checked itself), and has the worker's queue free the worker's share.
     func handBack() {
-        let garbage = Garbage()
+        var garbage: Garbage?
         for (i, result) in checked.enumerated() where i < checkedByWorker.count && checkedByWorker[i] {
-            garbage.items.append(result)
+            if garbage == nil { garbage = Garbage() }
+            garbage?.items.append(result)
         }
         checked.removeAll()
-        if !garbage.items.isEmpty { checkQueue.async { garbage.items.removeAll() } }
+        if let garbage { checkQueue.async { garbage.items.removeAll() } }
     }
 
     /// Checks what is left, waits for the frames a worker is still checking, and collects the
