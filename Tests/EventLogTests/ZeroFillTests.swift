@@ -25,13 +25,20 @@ import Testing
         #expect(try reader.events(origin: store.replicaID).count == 120)
         #expect(try reader.tip(origin: store.replicaID).lastSeq == Seq(120))
         #expect(try Verifier(store: store).run().isClean)
+        // The status counts the log's bytes to its last frame, the fill only on disk.
+        let open = try store.status()
+        #expect(open.logBytes == end)
+        #expect(open.bytesOnDisk >= bytes.count)
         // An append lands inside the fill and is read; the file does not grow.
         _ = try a.append(sampleMutations(5, seed: 9))
         #expect(readBytes(seg).count == bytes.count)
         #expect(try reader.events(origin: store.replicaID).count == 125)
+        let grown = framesEnd(seg)
+        #expect(try store.status().logBytes == grown)
         try a.close()
-        // Closed, the segment ends with its last frame.
+        // Closed, the segment ends with its last frame, and the status says the same.
         #expect(FileIO.size(of: seg) == framesEnd(seg))
+        #expect(try store.status().logBytes == grown)
         #expect(try Verifier(store: store).run().isClean)
     }
 
@@ -127,12 +134,18 @@ import Testing
         let store = try makeStore(dir)
         var options = AppendOptions()
         options.segmentBytesMax = 4096
+        // The newest segment's index is written part-way (the status counts from it).
+        options.indexCheckpointBytes = 1024
         let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
         for i in 0..<12 { _ = try a.append(sampleMutations(20, seed: UInt64(i))) }
         let segs = segmentFiles(store)
         #expect(segs.count >= 3)
         for s in segs.dropLast() { #expect(FileIO.size(of: s) == framesEnd(s), "\(s)") }
         #expect(FileIO.size(of: segs.last!)! > framesEnd(segs.last!), "the newest keeps its fill")
+        let origin = store.directory(store.replicaID)
+        let newest = try origin.segments(op: "test").last!
+        #expect(origin.loadIndex(newest, segmentSize: FileIO.size(of: segs.last!)!) != nil, "the newest segment has an index")
+        #expect(try store.status().logBytes == segs.reduce(0) { $0 + framesEnd($1) })
         #expect(try LogReader(store: store).events(origin: store.replicaID).count == 240)
         #expect(try Verifier(store: store).run().isClean)
         try a.close()

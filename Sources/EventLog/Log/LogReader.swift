@@ -271,26 +271,39 @@ public struct LogReader: Sendable {
     /// - Parameter hashing: false skips hashing the frames past the index (`lastHash` is then only
     ///   right when the index covers the whole segment); enough for a cursor, which needs the seq.
     public func tip(origin: ReplicaID, hashing: Bool = true) throws -> LogTip {
+        try tipAndFramesEnd(origin: origin, hashing: hashing).tip
+    }
+
+    /// `tip`, and where the committed frames of `origin`'s newest segment end (bytes from the
+    /// start of that file; 0 without a segment): short of the file's size by the zero fill a
+    /// writer keeps past its last frame while it is open (docs/FORMAT.md, "Zero fill"), and by
+    /// an append still being written or a torn tail.
+    func tipAndFramesEnd(origin: ReplicaID, hashing: Bool = true) throws -> (tip: LogTip, framesEnd: Int) {
         let dir = store.directory(origin)
         let segments = try dir.segments(op: "read")
-        guard let newest = segments.last else { return try dir.loadFloor() ?? .empty }
+        guard let newest = segments.last else { return (try dir.loadFloor() ?? .empty, 0) }
         var tip = LogTip.empty
         var from = newest
+        // The frames past the index start where it ends (those the walk passes before `from`
+        // are not handed to the body, which counts the rest).
+        var end = SegmentHeader.size
         if let size = FileIO.size(of: dir.segmentPath(newest)), let idx = dir.loadIndex(newest, segmentSize: size) {
             tip = LogTip(lastSeq: idx.lastSeq, lastHLC: idx.lastHLC, lastHash: idx.lastHash)
             from = idx.lastSeq.next
-            if idx.coveredBytes == size { return tip }
+            end = idx.coveredBytes
+            if idx.coveredBytes == size { return (tip, end) }
         }
         try forEachFrame(origin: origin, from: from) { h, bytes in
             tip = LogTip(lastSeq: h.lastSeq, lastHLC: h.lastHLC, lastHash: hashing ? FrameHash.of(bytes) : tip.lastHash)
+            end += h.totalBytes
             return true
         }
         if tip.lastSeq.rawValue == 0 && newest.rawValue > 1 {
             // An empty newest segment: the tip is where the one before it (or the floor) ends.
-            if segments.count == 1, let floor = try dir.loadFloor() { return floor }
+            if segments.count == 1, let floor = try dir.loadFloor() { return (floor, end) }
             tip.lastSeq = Seq(newest.rawValue - 1)
         }
-        return tip
+        return (tip, end)
     }
 }
 
@@ -315,7 +328,7 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
     /// Per frame: whether the worker checked it (written by the one thread that claimed it).
     private var byWorker: UnsafeMutableBufferPointer<Bool>?
     /// Which frames the worker checked, collected with `checked`.
-    private(set) var checkedByWorker: [Bool] = []
+    private var checkedByWorker: [Bool] = []
 
     /// What a worker made, handed back to be freed on the worker's queue.
     private final class Garbage: @unchecked Sendable {

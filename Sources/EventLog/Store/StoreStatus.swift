@@ -14,8 +14,9 @@ public struct StoreStatus: Sendable {
     /// Events held across all origins.
     public var totalEvents: UInt64 { origins.reduce(0) { $0 + $1.lastSeq.rawValue } }
     public var segments: Int { origins.reduce(0) { $0 + $1.segments } }
-    /// Bytes of segment files (with the zero fill a writer keeps past its last frame while it is
-    /// open, about 1 MiB: docs/FORMAT.md, "Zero fill").
+    /// Bytes of segment files up to their last committed frame: the same whether a writer has
+    /// the store open or not (the zero fill a writer keeps past its last frame while it is open,
+    /// docs/FORMAT.md "Zero fill", is counted in `bytesOnDisk` only).
     public var logBytes: Int { origins.reduce(0) { $0 + $1.bytes } }
     /// Bytes of every file in the store directory (log, indexes, databases).
     public var bytesOnDisk: Int
@@ -33,8 +34,11 @@ extension Store {
         for o in try self.origins() {
             let dir = directory(o)
             let segs = try dir.segments(op: "status")
-            let bytes = segs.reduce(0) { $0 + (FileIO.size(of: dir.segmentPath($1)) ?? 0) }
-            let tip = try reader.tip(origin: o)
+            // Sealed segments end with their last frame; the newest is counted to its last
+            // committed frame.
+            var bytes = segs.dropLast().reduce(0) { $0 + (FileIO.size(of: dir.segmentPath($1)) ?? 0) }
+            let (tip, framesEnd) = try reader.tipAndFramesEnd(origin: o)
+            if let newest = segs.last { bytes += min(framesEnd, FileIO.size(of: dir.segmentPath(newest)) ?? 0) }
             origins.append(.init(origin: o, lastSeq: tip.lastSeq, lastHLC: tip.lastHLC, segments: segs.count, bytes: bytes))
         }
         var status = StoreStatus(replicaID: replicaID, origins: origins, bytesOnDisk: Self.directoryBytes(path))
