@@ -151,12 +151,19 @@ extension Logbook {
             }
         }
         importer.noteOrphans(ids: ids)
+        // The file's rows are mapped: freed on another thread, beside the work on one core that
+        // follows (building the frames, receiving them, projecting), not at the end of the import.
+        FreeAside.release(consume tables)
+        FreeAside.release(consume ids)
 
         // 3. The import's origin: its frames, built the same way every time, received like a peer's.
         let builder = OriginFrameBuilder(origin: origin)
         importer.pending.sort { $0.millis != $1.millis ? $0.millis < $1.millis : $0.order < $1.order }
         for p in importer.pending { builder.add(p.mutation, at: HLC(wallMillis: p.millis, counter: 0)) }
-        let frames = builder.finish()
+        var pending: [LegacyImporter.Pending] = []
+        swap(&pending, &importer.pending)
+        FreeAside.release(consume pending)
+        var frames = builder.finish()
         progress?("appending", 0, frames.count)
         var received = ReceiveResult()
         try w.exclusive {
@@ -167,6 +174,10 @@ extension Logbook {
                 received.alreadyHeld += r.alreadyHeld
                 progress?("appending", min(frames.count, start + 64), frames.count)
             }
+            // Received whole: freed on another thread while the projection catches up.
+            var sent: [[UInt8]] = []
+            swap(&sent, &frames)
+            FreeAside.release(consume sent)
             try w.projection.catchUp { done, total in progress?("projecting", done, total) }
         }
         importer.report.events = received.events

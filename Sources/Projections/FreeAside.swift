@@ -1,14 +1,15 @@
 import Foundation
 
 /// Frees what a merging thread is done with on another thread (freeing a batch's events, or a
-/// rebuild's rows, is a tenth of merging), deterministically there.
+/// rebuild's rows, is a tenth of merging), deterministically there; `import-legacy` hands it the
+/// file's rows and its frames once they are used (`Logbook+Import.swift`).
 ///
 /// Handing a value to a queue in a closure is not enough: the closure's copy and the caller's
 /// are two references, and whichever goes last frees the value. A queue already running takes
 /// the closure at once and often drops its copy first: in a rebuild's profile, over a third of
 /// the batches were freed on the merging thread. Here the caller keeps no reference: the value
 /// is moved into a box and the box is released on the queue, by its only owner.
-enum FreeAside {
+package enum FreeAside {
     /// The queue batches and rows are freed on.
     static let queue = DispatchQueue(label: "logbook.free", qos: .utility)
 
@@ -18,7 +19,7 @@ enum FreeAside {
     }
 
     /// Frees `value` (whatever it holds the last reference to) on `queue`.
-    static func release<T>(_ value: consuming T) {
+    package static func release<T>(_ value: consuming T) {
         releaseLater(Unmanaged.passRetained(Box(consume value)))
     }
 
