@@ -164,6 +164,10 @@ extension Logbook {
         swap(&pending, &importer.pending)
         FreeAside.release(consume pending)
         var frames = builder.finish()
+        // The builder holds the frames too: it is let go on the other thread now, and the frames
+        // follow there once they are received (below).
+        let built = builder.events
+        FreeAside.release(consume builder)
         progress?("appending", 0, frames.count)
         var received = ReceiveResult()
         try w.exclusive {
@@ -181,7 +185,7 @@ extension Logbook {
             try w.projection.catchUp { done, total in progress?("projecting", done, total) }
         }
         importer.report.events = received.events
-        importer.report.alreadyHeld = builder.events - received.events
+        importer.report.alreadyHeld = built - received.events
 
         // 4. Device-local settings: only keys this store does not have yet.
         for (k, v) in importer.settings {
