@@ -278,9 +278,12 @@ public struct LogReader: Sendable {
     /// start of that file; 0 without a segment): short of the file's size by the zero fill a
     /// writer keeps past its last frame while it is open (docs/FORMAT.md, "Zero fill"), and by
     /// an append still being written or a torn tail.
-    func tipAndFramesEnd(origin: ReplicaID, hashing: Bool = true) throws -> (tip: LogTip, framesEnd: Int) {
+    /// - Parameter listed: the origin's segments as the caller listed them, so that the end is
+    ///   that of the segment the caller takes as the newest even if a writer starts another
+    ///   meanwhile (listed here when nil).
+    func tipAndFramesEnd(origin: ReplicaID, hashing: Bool = true, segments listed: [Seq]? = nil) throws -> (tip: LogTip, framesEnd: Int) {
         let dir = store.directory(origin)
-        let segments = try dir.segments(op: "read")
+        let segments = try listed ?? dir.segments(op: "read")
         guard let newest = segments.last else { return (try dir.loadFloor() ?? .empty, 0) }
         var tip = LogTip.empty
         var from = newest

@@ -35,9 +35,10 @@ extension Store {
             let dir = directory(o)
             let segs = try dir.segments(op: "status")
             // Sealed segments end with their last frame; the newest is counted to its last
-            // committed frame.
+            // committed frame (capped by its size: if a writer seals it meanwhile, the walk may
+            // go on into the next, which this listing does not count).
             var bytes = segs.dropLast().reduce(0) { $0 + (FileIO.size(of: dir.segmentPath($1)) ?? 0) }
-            let (tip, framesEnd) = try reader.tipAndFramesEnd(origin: o)
+            let (tip, framesEnd) = try reader.tipAndFramesEnd(origin: o, segments: segs)
             if let newest = segs.last { bytes += min(framesEnd, FileIO.size(of: dir.segmentPath(newest)) ?? 0) }
             origins.append(.init(origin: o, lastSeq: tip.lastSeq, lastHLC: tip.lastHLC, segments: segs.count, bytes: bytes))
         }
