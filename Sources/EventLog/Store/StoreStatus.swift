@@ -38,7 +38,7 @@ extension Store {
             // committed frame (capped by its size: if a writer seals it meanwhile, the walk may
             // go on into the next, which this listing does not count).
             var bytes = segs.dropLast().reduce(0) { $0 + (FileIO.size(of: dir.segmentPath($1)) ?? 0) }
-            let (tip, framesEnd) = try reader.tipAndFramesEnd(origin: o, segments: segs)
+            let (tip, framesEnd) = try reader.tipAndFramesEnd(origin: o, hashing: false, segments: segs)
             if let newest = segs.last { bytes += min(framesEnd, FileIO.size(of: dir.segmentPath(newest)) ?? 0) }
             origins.append(.init(origin: o, lastSeq: tip.lastSeq, lastHLC: tip.lastHLC, segments: segs.count, bytes: bytes))
         }
