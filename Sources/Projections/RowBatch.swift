@@ -79,22 +79,26 @@ struct RowBatch: Sendable {
     private static let sqliteStatic: sqlite3_destructor_type? = nil
 
     /// Binds and steps each row with `insert` or `update`; the first failure is thrown with
-    /// `message(id)` (read before the statement is reset). Leaves both statements reset.
-    func write(insert: OpaquePointer, update: OpaquePointer, message: (UUID) -> String) throws {
+    /// `message(id)` (read before the statement is reset). Leaves every statement reset.
+    /// - Parameter insertRun: an INSERT of `rows` rows at once (`VALUES (…), (…), …`): runs of that
+    ///   many new rows go through it, a step each, which opens the table's cursors once for them
+    ///   (a fresh fill's rows are all new). Should a run fail, SQLite has backed out that statement
+    ///   alone, and its rows are tried one by one, so the error names the row, as without it; not
+    ///   when the failure ended the transaction (a full disk may): nothing is written after that.
+    func write(insert: OpaquePointer, insertRun: (statement: OpaquePointer, rows: Int)? = nil, update: OpaquePointer,
+               message: (UUID) -> String) throws {
         try arena.withUnsafeBufferPointer { a in
             let base = UnsafeRawPointer(a.baseAddress!).assumingMemoryBound(to: CChar.self)
-            var first = 0
             defer {
-                for st in [insert, update] {
+                for st in [insert, update] + (insertRun.map { [$0.statement] } ?? []) {
                     sqlite3_reset(st)
                     sqlite3_clear_bindings(st)
                 }
             }
-            for row in rows {
-                let s = row.update ? update : insert
-                sqlite3_reset(s)
-                var param: Int32 = 1
-                for v in values[first..<row.end] {
+            /// Binds the values of `rows[r]` to `s` from parameter `param` on; returns the next.
+            func bind(_ r: Int, to s: OpaquePointer, from param: Int32) -> Int32 {
+                var param = param
+                for v in values[(r == 0 ? 0 : rows[r - 1].end)..<rows[r].end] {
                     switch v {
                     case .null: sqlite3_bind_null(s, param)
                     case .integer(let n): sqlite3_bind_int64(s, param, n)
@@ -104,8 +108,34 @@ struct RowBatch: Sendable {
                     }
                     param += 1
                 }
-                first = row.end
-                guard sqlite3_step(s) == SQLITE_DONE else { throw ProjectionError.database(message(row.id)) }
+                return param
+            }
+            func writeOne(_ r: Int) throws {
+                let s = rows[r].update ? update : insert
+                sqlite3_reset(s)
+                _ = bind(r, to: s, from: 1)
+                guard sqlite3_step(s) == SQLITE_DONE else { throw ProjectionError.database(message(rows[r].id)) }
+            }
+            var r = 0
+            while r < rows.count {
+                if let run = insertRun, r + run.rows <= rows.count, !rows[r..<r + run.rows].contains(where: \.update) {
+                    sqlite3_reset(run.statement)
+                    var param: Int32 = 1
+                    for k in r..<r + run.rows { param = bind(k, to: run.statement, from: param) }
+                    if sqlite3_step(run.statement) != SQLITE_DONE {
+                        // A failure that rolled the transaction back (SQLite does for a full disk)
+                        // leaves nothing to write into: named by the run's first row.
+                        if sqlite3_get_autocommit(sqlite3_db_handle(run.statement)) != 0 {
+                            throw ProjectionError.database(message(rows[r].id))
+                        }
+                        sqlite3_reset(run.statement)
+                        for k in r..<r + run.rows { try writeOne(k) }
+                    }
+                    r += run.rows
+                } else {
+                    try writeOne(r)
+                    r += 1
+                }
             }
         }
     }

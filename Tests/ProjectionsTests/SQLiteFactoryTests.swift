@@ -102,6 +102,7 @@ import Testing
         "(all.dropFirst()).map { \"\\($0) = ?\" }.joined(separator: \", \")", "$0", "d.type == \"index\" ? \"INDEX\" : \"TRIGGER\"",
         "Array(repeating: \"?\", count: chunk.count).joined(separator: \",\")", "Bounds.walkDepthMax",
         "includeDeleted ? \"\" : \" AND deleted_at IS NULL\"", "walBytesMax",
+        "Array(repeating: \"(\" + all.map { _ in \"?\" }.joined(separator: \", \") + \")\", count: runRows).joined(separator: \", \")",
     ]
 
     @Test func noIdentifierReachesSQLUnquoted() throws {
