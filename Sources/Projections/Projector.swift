@@ -800,10 +800,12 @@ final class Projector {
         let all = ["id"] + table.columns + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
         let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
-        // Runs of new rows go in INSERTs of `insertRunRows` rows (within SQLite's bound on a
-        // statement's parameters): a step per row opened and closed the table's cursors each time.
+        // A fill's rows (all new; indexes and triggers set aside) go in INSERTs of `insertRunRows`
+        // rows (within SQLite's bound on a statement's parameters): a step per row opened and
+        // closed the table's cursors each time. Other flushes, a few rows each, mostly updates,
+        // with the FTS triggers live, write a row per statement.
         let runRows = min(Self.insertRunRows, Int(sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_VARIABLE_NUMBER, -1)) / all.count)
-        let insertRun = places.count >= runRows && runRows > 1
+        let insertRun = fresh && places.count >= runRows && runRows > 1
             ? try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES \(Array(repeating: "(" + all.map { _ in "?" }.joined(separator: ", ") + ")", count: runRows).joined(separator: ", "))")
             : nil
         func write(_ batch: RowBatch) throws {
@@ -838,9 +840,9 @@ final class Projector {
     /// From this many rows of a table, a flush lays rows out on a second thread.
     static let pipelinedRows = 4_096
     static let rowsPerBatch = 512
-    /// New rows per INSERT statement when a flush writes runs of them (a divisor of
-    /// `rowsPerBatch`, so a laid-out batch of new rows is whole runs). Measured with SQLite 3.40
-    /// on item_tags-shaped rows: 1.5-1.9 µs a row one by one, 1.1 by 32, 1.0 by 64.
+    /// New rows per INSERT statement when a fill writes runs of them (fewer when SQLite's bound
+    /// on parameters is lower; a batch's rows past its last whole run go one by one). Measured
+    /// with SQLite 3.40 on item_tags-shaped rows: 1.5-1.9 µs a row one by one, 1.1 by 32, 1.0 by 64.
     static let insertRunRows = 64
 
     final class RowsBox: @unchecked Sendable {

@@ -84,7 +84,7 @@ struct RowBatch: Sendable {
     ///   many new rows go through it, a step each, which opens the table's cursors once for them
     ///   (a fresh fill's rows are all new). Should a run fail, SQLite has backed out that statement
     ///   alone, and its rows are tried one by one, so the error names the row, as without it; not
-    ///   when the failure ended the transaction (a full disk may): nothing is written after that.
+    ///   when the failure ended the transaction (an I/O error does): nothing is written after that.
     func write(insert: OpaquePointer, insertRun: (statement: OpaquePointer, rows: Int)? = nil, update: OpaquePointer,
                message: (UUID) -> String) throws {
         try arena.withUnsafeBufferPointer { a in
@@ -122,12 +122,20 @@ struct RowBatch: Sendable {
                     sqlite3_reset(run.statement)
                     var param: Int32 = 1
                     for k in r..<r + run.rows { param = bind(k, to: run.statement, from: param) }
+                    // Every row lays out as many values as the statement has columns: otherwise the
+                    // rows after a short one would take their neighbours' values.
+                    guard param - 1 == sqlite3_bind_parameter_count(run.statement) else {
+                        throw ProjectionError.database("\(message(rows[r].id)) (\(param - 1) values laid out for the \(sqlite3_bind_parameter_count(run.statement)) of \(run.rows) rows)")
+                    }
                     if sqlite3_step(run.statement) != SQLITE_DONE {
-                        // A failure that rolled the transaction back (SQLite does for a full disk)
-                        // leaves nothing to write into: named by the run's first row.
+                        // A failure that rolled the transaction back (SQLite does on an I/O error)
+                        // leaves nothing to write into.
                         if sqlite3_get_autocommit(sqlite3_db_handle(run.statement)) != 0 {
-                            throw ProjectionError.database(message(rows[r].id))
+                            throw ProjectionError.database("\(message(rows[r].id)) (in the \(run.rows) rows from it, written together)")
                         }
+                        // Backed out alone: written again one by one, the failing row is named. (Should
+                        // all of them go in then, the run's failure was passing, a statement journal
+                        // that could not be written, and the rows are in.)
                         sqlite3_reset(run.statement)
                         for k in r..<r + run.rows { try writeOne(k) }
                     }
