@@ -81,9 +81,8 @@ import TestSupport
         try w.close()
         // Keep one row, inside the second run (key order is id order here), and forget the cursor.
         let kept = run + run / 2
-        let path = store.path + "/projection.sqlite"
         do {
-            let q = try DatabaseQueue(path: path)
+            let q = try DatabaseQueue(path: Projection.path(for: store))
             try q.write { db in
                 try db.execute(sql: "DELETE FROM items WHERE id <> ?", arguments: [id(kept).lowercasedString])
                 try db.execute(sql: "DELETE FROM projection_cursor")
