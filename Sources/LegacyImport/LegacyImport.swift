@@ -408,13 +408,21 @@ package struct LegacyImporter {
             var shareIDs = [[UUID]](repeating: [], count: bounds.count)
             shares.withUnsafeMutableBufferPointer { sharesBuffer in
                 shareIDs.withUnsafeMutableBufferPointer { idsBuffer in
-                    // Each worker touches only its own share and its own ids.
+                    // Each worker touches only its own share and its own ids, and works on
+                    // copies of them on its own stack, put back once its rows are mapped: the
+                    // shares and id lists lie side by side in their arrays, and a write to one
+                    // per row took the cache line holding its neighbour from the other core.
                     nonisolated(unsafe) let out = sharesBuffer
                     nonisolated(unsafe) let outIDs = idsBuffer
                     DispatchQueue.concurrentPerform(iterations: bounds.count) { w in
+                        var share = out[w]
+                        var mapped: [UUID] = []
+                        mapped.reserveCapacity(bounds[w].count)
                         for r in rows[bounds[w]] {
-                            if let id = out[w].row(r, table: table, entity: entity) { outIDs[w].append(id) }
+                            if let id = share.row(r, table: table, entity: entity) { mapped.append(id) }
                         }
+                        out[w] = share
+                        outIDs[w] = mapped
                     }
                 }
             }
