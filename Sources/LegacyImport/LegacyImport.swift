@@ -408,10 +408,11 @@ package struct LegacyImporter {
             var shareIDs = [[UUID]](repeating: [], count: bounds.count)
             shares.withUnsafeMutableBufferPointer { sharesBuffer in
                 shareIDs.withUnsafeMutableBufferPointer { idsBuffer in
-                    // Each worker touches only its own share and its own ids, and works on
-                    // copies of them on its own stack, put back once its rows are mapped: the
-                    // shares and id lists lie side by side in their arrays, and a write to one
-                    // per row took the cache line holding its neighbour from the other core.
+                    // Each worker touches only its own share and its own ids, and works on a
+                    // copy of its share and a fresh id list on its own stack, put back once its
+                    // rows are mapped: the id lists lie side by side in their array (8 bytes
+                    // each), and an id appended per row wrote to the cache line holding its
+                    // neighbour's (neighbouring shares can meet at their ends).
                     nonisolated(unsafe) let out = sharesBuffer
                     nonisolated(unsafe) let outIDs = idsBuffer
                     DispatchQueue.concurrentPerform(iterations: bounds.count) { w in
