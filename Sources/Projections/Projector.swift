@@ -798,7 +798,10 @@ final class Projector {
     /// on an error: `RowBatch.write`), so none outlives its buffer.
     private func writeRows(table: ProjectedTable, _ places: [Int], db: Database) throws {
         let all = ["id"] + table.columns + ["version", "created_at", "modified_at", "deleted_at", "_clocks"]
-        let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES (\(all.map { _ in "?" }.joined(separator: ", ")))")
+        // The schema's own column names (constants of this build), and one row's placeholders.
+        let insertColumns = all.joined(separator: ", ")
+        let rowPlaceholders = "(" + all.map { _ in "?" }.joined(separator: ", ") + ")"
+        let insert = try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(insertColumns)) VALUES \(rowPlaceholders)")
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \((all.dropFirst()).map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
         // A fill's rows (all new; indexes and triggers set aside) go in INSERTs of `insertRunRows`
         // rows (within SQLite's bound on a statement's parameters): a step per row opened and
@@ -806,7 +809,7 @@ final class Projector {
         // with the FTS triggers live, write a row per statement.
         let runRows = min(Self.insertRunRows, Int(sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_VARIABLE_NUMBER, -1)) / all.count)
         let insertRun = fresh && places.count >= runRows && runRows > 1
-            ? try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(all.joined(separator: ", "))) VALUES \(Array(repeating: "(" + all.map { _ in "?" }.joined(separator: ", ") + ")", count: runRows).joined(separator: ", "))")
+            ? try db.cachedStatement(sql: "INSERT INTO \(table.name) (\(insertColumns)) VALUES \(Array(repeating: rowPlaceholders, count: runRows).joined(separator: ", "))")
             : nil
         func write(_ batch: RowBatch) throws {
             try batch.write(insert: insert.sqliteStatement, insertRun: insertRun.map { ($0.sqliteStatement, runRows) }, update: update.sqliteStatement) { id in

@@ -98,11 +98,11 @@ import Testing
     static let literalInterpolations: Set<String> = [
         "table.name", "t.name", "t", "eventIDsTable", "old", "snap", "quoted", "name", "list", "probe", "expr",
         "conditions.joined(separator: \" OR \")", "use.rawValue", "Snapshot.eventIDsTable", "Snapshot.eventIDsColumns",
-        "all.joined(separator: \", \")", "all.map { _ in \"?\" }.joined(separator: \", \")",
+        "insertColumns", "rowPlaceholders",
         "(all.dropFirst()).map { \"\\($0) = ?\" }.joined(separator: \", \")", "$0", "d.type == \"index\" ? \"INDEX\" : \"TRIGGER\"",
         "Array(repeating: \"?\", count: chunk.count).joined(separator: \",\")", "Bounds.walkDepthMax",
         "includeDeleted ? \"\" : \" AND deleted_at IS NULL\"", "walBytesMax",
-        "Array(repeating: \"(\" + all.map { _ in \"?\" }.joined(separator: \", \") + \")\", count: runRows).joined(separator: \", \")",
+        "Array(repeating: rowPlaceholders, count: runRows).joined(separator: \", \")",
     ]
 
     @Test func noIdentifierReachesSQLUnquoted() throws {
