@@ -200,6 +200,7 @@ let package = Package(
             dependencies: [
                 "TestSupport",
                 "Replicator", "LogbookServer", "EventLog", "Projections", "Domain",
+                .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -38,6 +38,9 @@ public final class OriginOwners: @unchecked Sendable {
     private func open() throws -> DatabaseQueue {
         if let q = queue { return q }
         var c = SQLiteFactory.configuration(.ours)
+        // The pages read this file (`read(store:)`) while pushes claim origins in it: a lock
+        // another connection holds is waited for, as `read` waits, not an error.
+        c.busyMode = .timeout(5)
         c.prepareDatabase { db in
             try db.execute(sql: "PRAGMA journal_mode = WAL")
             try db.execute(sql: "PRAGMA synchronous = FULL")

@@ -3,6 +3,7 @@ import Domain
 import EventLog
 @testable import LogbookServer
 import Foundation
+import GRDB
 import TestSupport
 import NIOCore
 import NIOHTTP1
@@ -50,6 +51,40 @@ import Testing
         // A refused push takes back only its own claim.
         try owners.release(claims[3], user: "carol")
         #expect(try OriginOwners(store: hub).all == [a: "alice", b: "bob", c: "alice"])
+    }
+
+    /// The pages read the owners' file while pushes claim origins in it: a claim that opens the
+    /// file while a reader holds it (here a new file, still in rollback mode, which the claim's
+    /// connection turns to WAL) waits for the reader instead of failing "database is locked".
+    @Test func aClaimWaitsForAReaderOfTheOwnersFile() throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let path = hub.layout.originOwners
+        var c = SQLiteFactory.configuration(.ours)
+        c.allowsUnsafeTransactions = true  // its read transaction outlives one access
+        let reader = try SQLiteFactory.queue(path, .ours, c)
+        try reader.write { db in
+            try db.execute(sql: """
+                CREATE TABLE owners (
+                  origin TEXT PRIMARY KEY NOT NULL, user TEXT NOT NULL, principal TEXT NOT NULL, claimed_at TEXT NOT NULL
+                ) STRICT
+                """)
+        }
+        // A read transaction open on the file, ended from another thread a moment later.
+        try reader.inDatabase { db in
+            try db.execute(sql: "BEGIN")
+            _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM owners")
+        }
+        let ended = DispatchSemaphore(value: 0)
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) {
+            try? reader.inDatabase { db in try db.execute(sql: "COMMIT") }
+            ended.signal()
+        }
+        defer { ended.wait() }
+        let owners = try OriginOwners(store: hub)
+        let a = ReplicaID.random()
+        #expect(try owners.claim([a], user: "alice", principal: "alice-laptop") == OriginOwners.Claim(taken: nil, new: [a]))
+        #expect(try OriginOwners.read(store: hub) == [a: "alice"])
     }
 
     @Test func scopedPrincipalsReadOnlyTheirUsersOriginsAndPushOnlyTheirOwn() async throws {
