@@ -183,6 +183,87 @@ import Testing
         }
     }
 
+    /// A batch of several frames is encoded on every core a frame's worth at a time. Its frames
+    /// hold exactly the records of the same events added one at a time, cut at the same places:
+    /// the same duplicates skipped (within the batch, frames apart), seqs and clock values; a run
+    /// whose records pass the frame's byte limit, and the rest after it, go one at a time; so do
+    /// frames too small to share out (then byte for byte the same).
+    @Test func aBatchOfSeveralFramesIsEncodedOnEveryCoreFrameByFrame() throws {
+        let dir = TempDir()
+        let key = ReplicaKey.generate()
+        var ms = sampleMutations(2_700, seed: 31)
+        for i in stride(from: 0, to: ms.count, by: 7) { ms[i].eventID = UUID() }
+        ms[2_100].eventID = ms[14].eventID  // repeats one two frames earlier
+        // Large notes in the second frame's run: it passes a limit the first run stays under.
+        var big = ms
+        for i in 1_500..<1_540 {
+            big[i] = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("notes", .text(String(repeating: "n\(i % 10)", count: 10_000)))])
+        }
+        var bytesCut = AppendOptions()
+        bytesCut.frameRawBytesMax = 400_000
+        var narrow = AppendOptions()
+        narrow.frameEventsMax = 100
+        var shared = AppendOptions()
+        shared.frameEventsMax = 300
+        for (n, (options, batch)) in [(AppendOptions(), ms), (bytesCut, big), (narrow, ms), (shared, ms)].enumerated() {
+            func frames(_ name: String, atOnce: Bool) throws -> ([[UInt8]], AppendResult) {
+                let store = try Store.create(at: dir.path + "/\(name)\(n)", signingKey: key)
+                let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+                let result: AppendResult
+                if atOnce {
+                    result = try a.append(batch)
+                } else {
+                    try a.begin()
+                    for m in batch { try a.add(m) }
+                    result = try a.commit()
+                }
+                try a.close()
+                // Each log checks whole: CRCs, signatures and its own hash chain (the links differ
+                // between the two from the first frame whose blocks differ).
+                #expect(try Verifier(store: store).run().isClean)
+                var out: [[UInt8]] = []
+                try LogReader(store: store).forEachFrame(origin: store.replicaID) { _, bytes in
+                    out.append(Array(bytes))
+                    return true
+                }
+                return (out, result)
+            }
+            let (parallel, r1) = try frames("parallel", atOnce: true)
+            let (serial, r2) = try frames("serial", atOnce: false)
+            #expect(r1 == r2 && r1.duplicateCount == 1 && r1.appended == 2_699, "\(n)")
+            #expect(parallel.count == serial.count, "\(n)")
+            for (p, q) in zip(parallel, serial) {
+                let hp = try p.withUnsafeBytes { try FrameHeader.decode($0) }, hq = try q.withUnsafeBytes { try FrameHeader.decode($0) }
+                #expect(hp.baseSeq == hq.baseSeq && hp.count == hq.count && hp.rawBytes == hq.rawBytes, "\(n)")
+                #expect(hp.firstHLC == hq.firstHLC && hp.lastHLC == hq.lastHLC && hp.continues == hq.continues)
+                let ep = try p.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hp) }
+                let eq = try q.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hq) }
+                #expect(ep == eq, "\(n)")
+            }
+            let counts = try parallel.map { p in Int(try p.withUnsafeBytes { try FrameHeader.decode($0) }.count) }
+            switch n {
+            case 0:
+                // Frames of 1,000, 1,000 and 699, each made of one block per core's run.
+                #expect(counts == [1_000, 1_000, 699])
+                #expect(parallel.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 3))
+                #expect(serial.map(lz4BlockCount) == [1, 1, 1])
+            case 1:
+                // The first run on every core; from the second on, one event at a time (linked
+                // blocks, as one at a time makes them), cut by bytes as well as by count.
+                #expect(counts.first == 1_000 && counts.count > 3, "\(counts)")
+                #expect(lz4BlockCount(parallel[0]) == LogAppender.cores && lz4BlockCount(serial[0]) == 1)
+                #expect(parallel.map(lz4BlockCount).dropFirst() == serial.map(lz4BlockCount).dropFirst())
+                #expect(parallel.map(\.count).dropFirst() == serial.map(\.count).dropFirst())
+            case 2:
+                #expect(counts.count == 27 && parallel == serial)
+            default:
+                // Nine frames, the last (299 events) still large enough to share out.
+                #expect(counts == [Int](repeating: 300, count: 8) + [299])
+                #expect(parallel.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 9))
+            }
+        }
+    }
+
     /// An origin's folder found without segments may be one a crash left between its mkdir and
     /// the sync of `log/` (so its entry may not be on disk): `log/` is synced before the first
     /// segment is made in it, as for a folder made now; and so for a floor's folder.

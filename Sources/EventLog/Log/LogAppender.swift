@@ -280,7 +280,7 @@ public final class LogAppender {
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
         try begin()
         do {
-            if mutations.count >= Self.parallelEncodeEventsMin && mutations.count <= options.frameEventsMax && Self.cores > 1 {
+            if mutations.count >= Self.parallelEncodeEventsMin && options.frameEventsMax >= Self.parallelEncodeEventsMin && Self.cores > 1 {
                 try addEncodingInParallel(mutations)
             } else {
                 var wall: UInt64 = 0
@@ -414,13 +414,16 @@ public final class LogAppender {
         encoder.add(m, origin: origin, seq: seq, hlc: hlc)
     }
 
-    /// Batches at least this large (and at most a frame's events) are encoded on every core.
+    /// Batches at least this large are encoded on every core, a frame's worth at a time (frames
+    /// of fewer events, and a batch's last run of fewer, are encoded one event at a time).
     static let parallelEncodeEventsMin = 256
 
-    /// `append`'s work for a batch that one frame holds by count: events are checked for
-    /// duplicates and stamped in order, then their records are encoded on every core at once.
-    /// A batch whose records reach the frame's byte limit is laid out again one event at a time,
-    /// so frames are cut exactly where `add` cuts them.
+    /// `append`'s work for a batch of at least `parallelEncodeEventsMin` events: they are checked
+    /// for duplicates and stamped in order, then cut into runs of a frame's events, and each run's
+    /// records are encoded on every core at once, the frame before it written first. A run whose
+    /// records reach the frame's byte limit, and what follows it, are laid out one event at a
+    /// time, as is a last run too small to share out, so frames are cut exactly where `add` cuts
+    /// them (a run that fits stays under both limits, as `add` would have kept it).
     private func addEncodingInParallel(_ mutations: [Mutation]) throws {
         precondition(encoder.count == 0, "a batch encoded at once starts a frame")
         let first = active.lastSeq.rawValue + 1
@@ -440,13 +443,20 @@ public final class LogAppender {
             hlcs.append(try stamp(id, seq: Seq(first + UInt64(picks.count)), wall: wall))
             picks.append(i)
         }
-        guard !picks.isEmpty else { return }
-        // The calling thread's run is longer by a share of the batch: waking a worker took
-        // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
-        // the worker about as long; 19/32 of the batch for it balances two cores).
-        if encoder.add(mutations, picks: picks, origin: origin, baseSeq: Seq(first), hlcs: hlcs, workers: Self.cores,
-                       callerLead: picks.count * 3 / 32, bytesLimit: frameRecordBytesLimit) { return }
-        for (k, i) in picks.enumerated() { try place(mutations[i], seq: Seq(first + UInt64(k)), hlc: hlcs[k]) }
+        var start = 0
+        while picks.count - start >= Self.parallelEncodeEventsMin {
+            let end = min(picks.count, start + options.frameEventsMax)
+            // The frame before this run is full (by count): written as `place` writes it.
+            if encoder.count > 0 { try writePending(continues: true) }
+            // The calling thread's run is longer by a share of the batch: waking a worker took
+            // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
+            // the worker about as long; 19/32 of the batch for it balances two cores).
+            guard encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
+                              hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
+                              bytesLimit: frameRecordBytesLimit) else { break }
+            start = end
+        }
+        for k in start..<picks.count { try place(mutations[picks[k]], seq: Seq(first + UInt64(k)), hlc: hlcs[k]) }
     }
 
     /// Writes the last frame, fsyncs, and makes the append visible.
