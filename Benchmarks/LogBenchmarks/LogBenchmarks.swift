@@ -61,6 +61,32 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("ratio to raw write+fsync, interleaved (%)"), Int(turns.raw / turns.subject * 100))
     }
 
+    // Batched append of several frames per call: 10,000 events, frames of 1,000, one fsync per
+    // call (an app's large batch, an import's chunk).
+    Benchmark("append batched 10000/call, 1000/frame", configuration: config(["events/s (K)", "raw write+fsync same bytes, events/s (K)", "ratio to raw write+fsync (%)"],
+                                                                               iterations: 5, warmup: 1)) { benchmark in
+        let events = 400_000, perCall = 10_000
+        let ms = Workload.mutations(events)
+        let dir = Scratch()
+        let store = try Store.create(at: dir.path + "/s")
+        let appender = try LogAppender(store: store)
+        let batches = stride(from: 0, to: events, by: perCall).map { Array(ms[$0..<$0 + perCall]) }
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        for batch in batches {
+            _ = try appender.append(batch)
+        }
+        benchmark.stopMeasurement()
+        let subject = Clock.now() - t0
+        try appender.close()
+        let logBytes = try store.status().logBytes
+        // Baseline: raw write + fsync of the same bytes, one write and one fsync per call.
+        let raw = try RawDisk.writeAndSync(totalBytes: logBytes, writes: batches.count, in: dir.path)
+        benchmark.measurement(metric("events/s (K)"), Int(Double(events) / subject / 1000))
+        benchmark.measurement(metric("raw write+fsync same bytes, events/s (K)"), Int(Double(events) / raw / 1000))
+        benchmark.measurement(metric("ratio to raw write+fsync (%)"), Int(raw / subject * 100))
+    }
+
     // Single-event durable appends from 64 concurrent callers (group commit) vs one fsync per event.
     Benchmark("append single events, 64 concurrent callers", configuration: config(["events/s", "one append+fsync per event, events/s", "raw 200-byte write+fsync per event, events/s", "ratio to one fsync per event (x100)", "ratio to raw fsync per event (x100)"], iterations: 5, warmup: 1)) { benchmark in
         let perCaller = 250
