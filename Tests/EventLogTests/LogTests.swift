@@ -194,6 +194,7 @@ import Testing
         var ms = sampleMutations(2_700, seed: 31)
         for i in stride(from: 0, to: ms.count, by: 7) { ms[i].eventID = UUID() }
         ms[2_100].eventID = ms[14].eventID  // repeats one two frames earlier
+        let head = Array(ms[..<3])           // appended first: the batch's first repeats an id in the log
         // Large notes in the second frame's run: it passes a limit the first run stays under.
         var big = ms
         for i in 1_500..<1_540 {
@@ -205,10 +206,15 @@ import Testing
         narrow.frameEventsMax = 100
         var shared = AppendOptions()
         shared.frameEventsMax = 300
-        for (n, (options, batch)) in [(AppendOptions(), ms), (bytesCut, big), (narrow, ms), (shared, ms)].enumerated() {
+        // Frames of 1,000; cut by bytes in the second run; too narrow to share out; of 300; and
+        // a last run too short to share out after two full ones (placed one at a time, its first
+        // event writes the frame built on every core before it).
+        let cases = [(AppendOptions(), ms), (bytesCut, big), (narrow, ms), (shared, ms), (AppendOptions(), Array(ms[..<2_103]))]
+        for (n, (options, batch)) in cases.enumerated() {
             func frames(_ name: String, atOnce: Bool) throws -> ([[UInt8]], AppendResult) {
                 let store = try Store.create(at: dir.path + "/\(name)\(n)", signingKey: key)
                 let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+                _ = try a.append(head)
                 let result: AppendResult
                 if atOnce {
                     result = try a.append(batch)
@@ -230,38 +236,64 @@ import Testing
             }
             let (parallel, r1) = try frames("parallel", atOnce: true)
             let (serial, r2) = try frames("serial", atOnce: false)
-            #expect(r1 == r2 && r1.duplicateCount == 1 && r1.appended == 2_699, "\(n)")
+            #expect(r1 == r2 && r1.duplicateCount == 2 && r1.appended == batch.count - 2, "\(n)")
             #expect(parallel.count == serial.count, "\(n)")
             for (p, q) in zip(parallel, serial) {
                 let hp = try p.withUnsafeBytes { try FrameHeader.decode($0) }, hq = try q.withUnsafeBytes { try FrameHeader.decode($0) }
                 #expect(hp.baseSeq == hq.baseSeq && hp.count == hq.count && hp.rawBytes == hq.rawBytes, "\(n)")
-                #expect(hp.firstHLC == hq.firstHLC && hp.lastHLC == hq.lastHLC && hp.continues == hq.continues)
+                #expect(hp.firstHLC == hq.firstHLC && hp.lastHLC == hq.lastHLC && hp.continues == hq.continues, "\(n)")
                 let ep = try p.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hp) }
                 let eq = try q.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hq) }
                 #expect(ep == eq, "\(n)")
             }
-            let counts = try parallel.map { p in Int(try p.withUnsafeBytes { try FrameHeader.decode($0) }.count) }
+            // The first frame is the head's, the same in both; the batch's follow.
+            #expect(parallel.first == serial.first)
+            let batchFrames = Array(parallel.dropFirst()), serialFrames = Array(serial.dropFirst())
+            let counts = try batchFrames.map { p in Int(try p.withUnsafeBytes { try FrameHeader.decode($0) }.count) }
             switch n {
             case 0:
-                // Frames of 1,000, 1,000 and 699, each made of one block per core's run.
-                #expect(counts == [1_000, 1_000, 699])
-                #expect(parallel.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 3))
-                #expect(serial.map(lz4BlockCount) == [1, 1, 1])
+                // Frames of 1,000, 1,000 and 698, each made of one block per core's run.
+                #expect(counts == [1_000, 1_000, 698])
+                #expect(batchFrames.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 3))
+                #expect(serialFrames.map(lz4BlockCount) == [1, 1, 1])
             case 1:
                 // The first run on every core; from the second on, one event at a time (linked
                 // blocks, as one at a time makes them), cut by bytes as well as by count.
                 #expect(counts.first == 1_000 && counts.count > 3, "\(counts)")
-                #expect(lz4BlockCount(parallel[0]) == LogAppender.cores && lz4BlockCount(serial[0]) == 1)
-                #expect(parallel.map(lz4BlockCount).dropFirst() == serial.map(lz4BlockCount).dropFirst())
-                #expect(parallel.map(\.count).dropFirst() == serial.map(\.count).dropFirst())
+                #expect(lz4BlockCount(batchFrames[0]) == LogAppender.cores && lz4BlockCount(serialFrames[0]) == 1)
+                #expect(batchFrames.map(lz4BlockCount).dropFirst() == serialFrames.map(lz4BlockCount).dropFirst())
+                #expect(batchFrames.map(\.count).dropFirst() == serialFrames.map(\.count).dropFirst())
             case 2:
                 #expect(counts.count == 27 && parallel == serial)
+            case 3:
+                // Nine frames, the last (298 events) still large enough to share out.
+                #expect(counts == [Int](repeating: 300, count: 8) + [298])
+                #expect(batchFrames.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 9))
             default:
-                // Nine frames, the last (299 events) still large enough to share out.
-                #expect(counts == [Int](repeating: 300, count: 8) + [299])
-                #expect(parallel.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 9))
+                // The last 101 events one at a time, after two frames made on every core.
+                #expect(counts == [1_000, 1_000, 101])
+                #expect(batchFrames.map(lz4BlockCount) == [LogAppender.cores, LogAppender.cores, 1])
             }
         }
+    }
+
+    /// A frame holds 1 to 65,536 events: a writer asked for frames outside that is refused at
+    /// open, with what was asked and what is allowed, instead of trapping at the append that
+    /// would reach the bound.
+    @Test func framesOutsideWhatAFrameHoldsAreRefusedAtOpen() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        for bad in [0, -1, FrameHeader.eventsMax + 1] {
+            var options = AppendOptions()
+            options.frameEventsMax = bad
+            let error = #expect(throws: LogError.self) { try LogAppender(store: store, options: options) }
+            #expect(error?.kind == .invalidInput && error?.message.contains("\(bad)") == true, "\(String(describing: error))")
+        }
+        var widest = AppendOptions()
+        widest.frameEventsMax = FrameHeader.eventsMax
+        let a = try LogAppender(store: store, options: widest)
+        #expect(try a.append(sampleMutations(300)).appended == 300)
+        try a.close()
     }
 
     /// An origin's folder found without segments may be one a crash left between its mkdir and

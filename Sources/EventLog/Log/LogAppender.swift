@@ -184,6 +184,12 @@ public final class LogAppender {
     }
 
     private init(store: Store, wallClock: any WallClock, options: AppendOptions, peer: Bool) throws {
+        // A frame holds 1 to 65,536 events (its header's count): any other bound would trap the
+        // first append that reached it.
+        guard (1...FrameHeader.eventsMax).contains(options.frameEventsMax) else {
+            throw LogError(.invalidInput, "open", "AppendOptions.frameEventsMax is \(options.frameEventsMax); a frame holds 1 to \(FrameHeader.eventsMax) events",
+                           file: store.path, hint: "nothing was opened; set frameEventsMax within that range (the default is 1000)")
+        }
         self.store = store
         self.options = options
         lock = try StoreLock(storePath: store.path)
@@ -426,6 +432,7 @@ public final class LogAppender {
     /// them (a run that fits stays under both limits, as `add` would have kept it).
     private func addEncodingInParallel(_ mutations: [Mutation]) throws {
         precondition(encoder.count == 0, "a batch encoded at once starts a frame")
+        precondition(options.frameEventsMax >= Self.parallelEncodeEventsMin, "frames too small to share out are encoded one event at a time")
         let first = active.lastSeq.rawValue + 1
         var picks: [Int] = [], hlcs: [HLC] = []
         picks.reserveCapacity(mutations.count)
