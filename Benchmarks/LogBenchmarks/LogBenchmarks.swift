@@ -30,27 +30,8 @@ let benchmarks: @Sendable () -> Void = {
     // Batched append: 1,000 events per frame; encode + compress + checksum + write + one fsync per frame.
     Benchmark("append batched 1000/frame", configuration: config(["events/s (K)", "raw write+fsync same bytes, events/s (K)", "ratio to raw write+fsync (%)",
                                                                   "ratio to raw write+fsync, interleaved (%)"], iterations: 5, warmup: 1)) { benchmark in
-        let events = 400_000
-        let ms = Workload.mutations(events)
         let dir = Scratch()
-        let store = try Store.create(at: dir.path + "/s")
-        let appender = try LogAppender(store: store)
-        // The batches are made before the clock starts: copying them is the caller's work.
-        let batches = stride(from: 0, to: events, by: 1000).map { Array(ms[$0..<$0 + 1000]) }
-        let t0 = Clock.now()
-        benchmark.startMeasurement()
-        for batch in batches {
-            _ = try appender.append(batch)
-        }
-        benchmark.stopMeasurement()
-        let subject = Clock.now() - t0
-        try appender.close()
-        let logBytes = try store.status().logBytes
-        // Baseline: raw write + fsync of the same bytes in the same number of writes.
-        let raw = try RawDisk.writeAndSync(totalBytes: logBytes, writes: events / 1000, in: dir.path)
-        benchmark.measurement(metric("events/s (K)"), Int(Double(events) / subject / 1000))
-        benchmark.measurement(metric("raw write+fsync same bytes, events/s (K)"), Int(Double(events) / raw / 1000))
-        benchmark.measurement(metric("ratio to raw write+fsync (%)"), Int(raw / subject * 100))
+        let (batches, logBytes) = try BatchedAppend.run(events: 400_000, perCall: 1000, in: dir, benchmark)
         // The same ratio with the two taken in turns, frame by frame (an append of 1,000 into a
         // second store, then a raw write+fsync of a frame's bytes): the disk's speed drifts from
         // second to second on this VM, and in turns both meet the same disk.
@@ -65,26 +46,7 @@ let benchmarks: @Sendable () -> Void = {
     // call (an app's large batch, an import's chunk).
     Benchmark("append batched 10000/call, 1000/frame", configuration: config(["events/s (K)", "raw write+fsync same bytes, events/s (K)", "ratio to raw write+fsync (%)"],
                                                                                iterations: 5, warmup: 1)) { benchmark in
-        let events = 400_000, perCall = 10_000
-        let ms = Workload.mutations(events)
-        let dir = Scratch()
-        let store = try Store.create(at: dir.path + "/s")
-        let appender = try LogAppender(store: store)
-        let batches = stride(from: 0, to: events, by: perCall).map { Array(ms[$0..<$0 + perCall]) }
-        let t0 = Clock.now()
-        benchmark.startMeasurement()
-        for batch in batches {
-            _ = try appender.append(batch)
-        }
-        benchmark.stopMeasurement()
-        let subject = Clock.now() - t0
-        try appender.close()
-        let logBytes = try store.status().logBytes
-        // Baseline: raw write + fsync of the same bytes, one write and one fsync per call.
-        let raw = try RawDisk.writeAndSync(totalBytes: logBytes, writes: batches.count, in: dir.path)
-        benchmark.measurement(metric("events/s (K)"), Int(Double(events) / subject / 1000))
-        benchmark.measurement(metric("raw write+fsync same bytes, events/s (K)"), Int(Double(events) / raw / 1000))
-        benchmark.measurement(metric("ratio to raw write+fsync (%)"), Int(raw / subject * 100))
+        _ = try BatchedAppend.run(events: 400_000, perCall: 10_000, in: Scratch(), benchmark)
     }
 
     // Single-event durable appends from 64 concurrent callers (group commit) vs one fsync per event.
@@ -327,6 +289,33 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(metric("open 1M events (us)"), Int(a * 1e6))
         benchmark.measurement(metric("open 10M events (us)"), Int(b * 1e6))
         benchmark.measurement(metric("10M / 1M open time (x100)"), Int(b / a * 100))
+    }
+}
+
+enum BatchedAppend {
+    /// Appends `events` of the workload into a new store in `dir`, `perCall` a call (the batches
+    /// are made before the clock starts: copying them is the caller's work), and reports the
+    /// events a second beside a raw write + fsync of the same bytes in as many writes as calls.
+    /// Returns the batches and the log's bytes.
+    static func run(events: Int, perCall: Int, in dir: Scratch, _ benchmark: Benchmark) throws -> (batches: [[Mutation]], logBytes: Int) {
+        let ms = Workload.mutations(events)
+        let store = try Store.create(at: dir.path + "/s")
+        let appender = try LogAppender(store: store)
+        let batches = stride(from: 0, to: events, by: perCall).map { Array(ms[$0..<min(events, $0 + perCall)]) }
+        let t0 = Clock.now()
+        benchmark.startMeasurement()
+        for batch in batches {
+            _ = try appender.append(batch)
+        }
+        benchmark.stopMeasurement()
+        let subject = Clock.now() - t0
+        try appender.close()
+        let logBytes = try store.status().logBytes
+        let raw = try RawDisk.writeAndSync(totalBytes: logBytes, writes: batches.count, in: dir.path)
+        benchmark.measurement(metric("events/s (K)"), Int(Double(events) / subject / 1000))
+        benchmark.measurement(metric("raw write+fsync same bytes, events/s (K)"), Int(Double(events) / raw / 1000))
+        benchmark.measurement(metric("ratio to raw write+fsync (%)"), Int(raw / subject * 100))
+        return (batches, logBytes)
     }
 }
 

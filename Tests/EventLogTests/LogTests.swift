@@ -139,27 +139,8 @@ import Testing
         var smallFrames = AppendOptions()
         smallFrames.frameRawBytesMax = 20_000
         for (n, options) in [AppendOptions(), smallFrames].enumerated() {
-            func frames(_ name: String, atOnce: Bool) throws -> ([[UInt8]], [AppendResult]) {
-                let store = try Store.create(at: dir.path + "/\(name)\(n)", signingKey: key)
-                let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
-                var results = [try a.append(head)]
-                if atOnce {
-                    results.append(try a.append(ms))
-                } else {
-                    try a.begin()
-                    for m in ms { try a.add(m) }
-                    results.append(try a.commit())
-                }
-                try a.close()
-                var out: [[UInt8]] = []
-                try LogReader(store: store).forEachFrame(origin: store.replicaID) { _, bytes in
-                    out.append(Array(bytes))
-                    return true
-                }
-                return (out, results)
-            }
-            let (parallel, r1) = try frames("parallel", atOnce: true)
-            let (serial, r2) = try frames("serial", atOnce: false)
+            let (parallel, r1) = try headAndBatch(at: dir.path + "/parallel\(n)", key: key, options: options, head: head, batch: ms, atOnce: true)
+            let (serial, r2) = try headAndBatch(at: dir.path + "/serial\(n)", key: key, options: options, head: head, batch: ms, atOnce: false)
             #expect(parallel.count == serial.count)
             for (p, q) in zip(parallel, serial) {
                 let hp = try p.withUnsafeBytes { try FrameHeader.decode($0) }, hq = try q.withUnsafeBytes { try FrameHeader.decode($0) }
@@ -211,32 +192,9 @@ import Testing
         // event writes the frame built on every core before it).
         let cases = [(AppendOptions(), ms), (bytesCut, big), (narrow, ms), (shared, ms), (AppendOptions(), Array(ms[..<2_103]))]
         for (n, (options, batch)) in cases.enumerated() {
-            func frames(_ name: String, atOnce: Bool) throws -> ([[UInt8]], AppendResult) {
-                let store = try Store.create(at: dir.path + "/\(name)\(n)", signingKey: key)
-                let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
-                _ = try a.append(head)
-                let result: AppendResult
-                if atOnce {
-                    result = try a.append(batch)
-                } else {
-                    try a.begin()
-                    for m in batch { try a.add(m) }
-                    result = try a.commit()
-                }
-                try a.close()
-                // Each log checks whole: CRCs, signatures and its own hash chain (the links differ
-                // between the two from the first frame whose blocks differ).
-                #expect(try Verifier(store: store).run().isClean)
-                var out: [[UInt8]] = []
-                try LogReader(store: store).forEachFrame(origin: store.replicaID) { _, bytes in
-                    out.append(Array(bytes))
-                    return true
-                }
-                return (out, result)
-            }
-            let (parallel, r1) = try frames("parallel", atOnce: true)
-            let (serial, r2) = try frames("serial", atOnce: false)
-            #expect(r1 == r2 && r1.duplicateCount == 2 && r1.appended == batch.count - 2, "\(n)")
+            let (parallel, r1) = try headAndBatch(at: dir.path + "/parallel\(n)", key: key, options: options, head: head, batch: batch, atOnce: true)
+            let (serial, r2) = try headAndBatch(at: dir.path + "/serial\(n)", key: key, options: options, head: head, batch: batch, atOnce: false)
+            #expect(r1 == r2 && r1[1].duplicateCount == 2 && r1[1].appended == batch.count - 2, "\(n)")
             #expect(parallel.count == serial.count, "\(n)")
             for (p, q) in zip(parallel, serial) {
                 let hp = try p.withUnsafeBytes { try FrameHeader.decode($0) }, hq = try q.withUnsafeBytes { try FrameHeader.decode($0) }
@@ -606,6 +564,31 @@ import Testing
         _ = FileManager.default.createFile(atPath: dir.path + "/store/store.json", contents: Data("{\"format_version\":99,\"replica_id\":\"x\"}".utf8))
         #expect(throws: LogError.self) { try Store.open(at: dir.path + "/store") }
     }
+}
+
+/// Appends `head`, then `batch` (at once, or one event at a time between `begin` and `commit`),
+/// into a new store at `path` signed with `key`; checks the log whole (CRCs, signatures, its hash
+/// chain) and returns its frames and the two appends' results.
+func headAndBatch(at path: String, key: ReplicaKey, options: AppendOptions, head: [Mutation], batch: [Mutation],
+                  atOnce: Bool) throws -> ([[UInt8]], [AppendResult]) {
+    let store = try Store.create(at: path, signingKey: key)
+    let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+    var results = [try a.append(head)]
+    if atOnce {
+        results.append(try a.append(batch))
+    } else {
+        try a.begin()
+        for m in batch { try a.add(m) }
+        results.append(try a.commit())
+    }
+    try a.close()
+    #expect(try Verifier(store: store).run().isClean)
+    var out: [[UInt8]] = []
+    try LogReader(store: store).forEachFrame(origin: store.replicaID) { _, bytes in
+        out.append(Array(bytes))
+        return true
+    }
+    return (out, results)
 }
 
 func frameHeaders(_ store: Store) -> [FrameHeader] {
