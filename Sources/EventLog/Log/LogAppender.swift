@@ -412,12 +412,17 @@ public final class LogAppender {
 
     /// Adds the stamped event to the frame being built, writing that frame first when it is full.
     private func place(_ m: Mutation, seq: Seq, hlc: HLC) throws {
-        // The frame is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
-        // (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
+        try writeFrameIfFull()
+        encoder.add(m, origin: origin, seq: seq, hlc: hlc)
+    }
+
+    /// Writes the frame being built if it is full: the one place a frame is cut before the next
+    /// event. It is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
+    /// (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
+    private func writeFrameIfFull() throws {
         if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= frameRecordBytesLimit) {
             try writePending(continues: true)
         }
-        encoder.add(m, origin: origin, seq: seq, hlc: hlc)
     }
 
     /// Batches at least this large are encoded on every core, a frame's worth at a time (frames
@@ -453,8 +458,8 @@ public final class LogAppender {
         var start = 0
         while picks.count - start >= Self.parallelEncodeEventsMin {
             let end = min(picks.count, start + options.frameEventsMax)
-            // The frame before this run is full (by count): written as `place` writes it.
-            if encoder.count > 0 { try writePending(continues: true) }
+            // The frame before this run (full by count) is written, as `place` would write it.
+            try writeFrameIfFull()
             // The calling thread's run is longer by a share of the batch: waking a worker took
             // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
             // the worker about as long; 19/32 of the batch for it balances two cores).
