@@ -35,6 +35,28 @@ public enum Workload {
         return out
     }
 
+    /// `ms` with a `notes` field of words added to each, of a length drawn from `bytes` (seeded:
+    /// the same notes every run).
+    public static func withNotes(_ ms: [Mutation], bytes: ClosedRange<Int>) -> [Mutation] {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(truncatingIfNeeded: state >> 33)
+        }
+        let words = SampleWorkload.words
+        return ms.map { m in
+            var m = m
+            let length = bytes.lowerBound + next() % (bytes.count)
+            var note = ""
+            note.reserveCapacity(length + 16)
+            while note.utf8.count < length { note += words[next() % words.count] + " " }
+            m.fields.removeAll { $0.name == "notes" }
+            m.fields.append(Field("notes", .text(note)))
+            m.fields.sort(by: Field.inNameOrder)
+            return m
+        }
+    }
+
     /// A store holding `events` sample events in frames of 1,000, built on first use.
     public static func store(events: Int) throws -> Store {
         // Named by the workload's version: a store built by an older workload (no links) is not reused.

@@ -49,6 +49,13 @@ let benchmarks: @Sendable () -> Void = {
         _ = try BatchedAppend.run(events: 400_000, perCall: 10_000, in: Scratch(), benchmark)
     }
 
+    // The same with every event carrying a note of 1 to 3 KB of words: frames are cut by bytes
+    // (about 500 events to a frame of 1 MiB of records), not by count.
+    Benchmark("append batched 10000/call, notes of 1-3 KB", configuration: config(["events/s (K)", "raw write+fsync same bytes, events/s (K)", "ratio to raw write+fsync (%)"],
+                                                                                 iterations: 5, warmup: 1)) { benchmark in
+        _ = try BatchedAppend.run(Workload.withNotes(Workload.mutations(100_000), bytes: 1_000...3_000), perCall: 10_000, in: Scratch(), benchmark)
+    }
+
     // Single-event durable appends from 64 concurrent callers (group commit) vs one fsync per event.
     Benchmark("append single events, 64 concurrent callers", configuration: config(["events/s", "one append+fsync per event, events/s", "raw 200-byte write+fsync per event, events/s", "ratio to one fsync per event (x100)", "ratio to raw fsync per event (x100)"], iterations: 5, warmup: 1)) { benchmark in
         let perCaller = 250
@@ -298,7 +305,12 @@ enum BatchedAppend {
     /// events a second beside a raw write + fsync of the same bytes in as many writes as calls.
     /// Returns the batches and the log's bytes.
     static func run(events: Int, perCall: Int, in dir: Scratch, _ benchmark: Benchmark) throws -> (batches: [[Mutation]], logBytes: Int) {
-        let ms = Workload.mutations(events)
+        try run(Workload.mutations(events), perCall: perCall, in: dir, benchmark)
+    }
+
+    /// As `run(events:…)`, of the mutations `ms`.
+    static func run(_ ms: [Mutation], perCall: Int, in dir: Scratch, _ benchmark: Benchmark) throws -> (batches: [[Mutation]], logBytes: Int) {
+        let events = ms.count
         let store = try Store.create(at: dir.path + "/s")
         let appender = try LogAppender(store: store)
         let batches = stride(from: 0, to: events, by: perCall).map { Array(ms[$0..<min(events, $0 + perCall)]) }
