@@ -123,12 +123,74 @@ import Testing
         }
     }
 
+    /// A run cut by bytes (`addUpToLimit`) takes the events one at a time would put in the frame:
+    /// up to and including the first whose record brings the records to the limit, wherever the
+    /// runs split; its records are byte for byte theirs, and it reads back as the same events.
+    @Test func aRunCutByBytesEndsWhereOneAtATimeCutsTheFrame() throws {
+        let origin = ReplicaID(rawValue: UUID())
+        var ms = sampleMutations(600, seed: 23)
+        for i in stride(from: 5, to: ms.count, by: 9) {
+            ms[i].fields = [Field("notes", .text(String(repeating: "w\(i % 7) ", count: 40 + i % 300)))]
+        }
+        let hlcs = ms.indices.map { HLC(wallMillis: 9_000 + UInt64($0), counter: 0) }
+        // Where each record ends, one event at a time.
+        var ends: [Int] = []
+        let probe = FrameEncoder()
+        for (k, m) in ms.enumerated() {
+            probe.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k])
+            ends.append(probe.recordBytes)
+        }
+        // Limits met in the first run, in the second, on a record's last byte, past them all.
+        let limits = [ends[40], ends[40] + 1, ends[400] - 1, ends[599], ends[599] + 1, 1]
+        for limit in limits {
+            let cut = ends.firstIndex { $0 >= limit }.map { $0 + 1 } ?? ms.count
+            let oneByOne = FrameEncoder()
+            for k in 0..<cut { oneByOne.add(ms[k], origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+            let expected = oneByOne.finish(continues: false, previousHash: .zero)
+            let eh = try expected.withUnsafeBytes { try FrameHeader.decode($0) }
+            let events = try expected.withUnsafeBytes { try FrameDecoder().events(of: $0, header: eh) }
+            for workers in [1, 2, 3] {
+                let e = FrameEncoder()
+                let taken = e.addUpToLimit(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs,
+                                           workers: workers, bytesLimit: limit)
+                #expect(taken == cut, "limit \(limit), \(workers) workers")
+                #expect(e.count == cut && e.recordBytes == ends[cut - 1], "limit \(limit), \(workers) workers")
+                let frame = e.finish(continues: false, previousHash: .zero)
+                let h = try frame.withUnsafeBytes { try FrameHeader.decode($0) }
+                #expect(h.count == eh.count && h.rawBytes == eh.rawBytes && h.firstHLC == eh.firstHLC && h.lastHLC == eh.lastHLC)
+                let read = try frame.withUnsafeBytes { try FrameDecoder().events(of: $0, header: h) }
+                #expect(read == events, "limit \(limit), \(workers) workers")
+            }
+        }
+    }
+
+    /// What sizes a run cut by bytes is a lower bound of each record's bytes: never more than
+    /// `encode` writes, for every kind of value, name, id, actor and clock, and not far below it.
+    @Test func aRecordsSizeIsNeverLessThanItsLowerBound() {
+        var ms = sampleMutations(2_000, seed: 24)
+        let uuidText = UUID().uuidString.lowercased()
+        ms.append(Mutation(entity: .item, op: .update, entityID: UUID(), fields: [
+            Field("a_name_of_no_code", .text("")), Field("notes", .text(uuidText)), Field("title", .text(uuidText.uppercased())),
+            Field("sort_order", .integer(.min)), Field("latitude", .real(-0.0)), Field("status", .null), Field("is_pinned", .boolean(true)),
+            Field("#200", .integer(Int64.max)), Field("#5", .integer(-1)), Field("note", .text(String(repeating: "é", count: 18))),
+        ], eventID: UUID(), base: HLC(rawValue: .max), actor: String(repeating: "a", count: 300)))
+        ms.append(Mutation(entity: .tag, op: .delete, entityID: UUID(), actor: ""))
+        for (k, m) in ms.enumerated() {
+            var w = ByteWriter()
+            EventCodec.encode(m, hlcDelta: UInt64(k) << 40, into: &w)
+            let bound = withUnsafePointer(to: m) { EventCodec.recordBytesAtLeast($0) }
+            #expect(bound <= w.count, "mutation \(k): bound \(bound), record \(w.count)")
+            // And close to it: runs sized by it are not much longer than the frame takes.
+            #expect(w.count - bound <= 24, "mutation \(k): bound \(bound), record \(w.count)")
+        }
+    }
+
     /// A batch that one frame holds has its records encoded, and compressed, on every core at
     /// once. Its frames hold exactly the records of the same events added one at a time: the same
     /// duplicates skipped (from the log and within the batch), the same seqs and clock values;
     /// only the payload's LZ4 blocks differ (independent, one run per core, instead of linked).
-    /// A batch whose records pass the frame's byte limit is cut where one-at-a-time cuts it, and
-    /// is then byte for byte the same.
+    /// A batch whose records pass the frame's byte limit is cut where one-at-a-time cuts it, its
+    /// runs then sized by bytes and still made on every core.
     @Test func aBatchEncodedOnEveryCoreMakesTheFramesOfOneAtATime() throws {
         let dir = TempDir()
         let key = ReplicaKey.generate()
@@ -145,18 +207,22 @@ import Testing
             for (p, q) in zip(parallel, serial) {
                 let hp = try p.withUnsafeBytes { try FrameHeader.decode($0) }, hq = try q.withUnsafeBytes { try FrameHeader.decode($0) }
                 #expect(hp.baseSeq == hq.baseSeq && hp.count == hq.count && hp.rawBytes == hq.rawBytes)
-                #expect(hp.firstHLC == hq.firstHLC && hp.lastHLC == hq.lastHLC && hp.previousHash == hq.previousHash && hp.continues == hq.continues)
+                #expect(hp.firstHLC == hq.firstHLC && hp.lastHLC == hq.lastHLC && hp.continues == hq.continues)
                 let ep = try p.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hp) }
                 let eq = try q.withUnsafeBytes { try FrameDecoder().events(of: $0, header: hq) }
                 #expect(ep == eq)
             }
+            #expect(parallel[0] == serial[0])
             if n == 0 {
-                #expect(parallel[0] == serial[0])
                 // The batch's frame: one LZ4 block per core's run, where one at a time makes one block.
                 #expect(lz4BlockCount(parallel[1]) == LogAppender.cores)
                 #expect(lz4BlockCount(serial[1]) == 1)
             } else {
-                #expect(parallel == serial)
+                // Cut by bytes (about 280 events a frame): the runs sized to reach the limit are
+                // made on every core, cut where one at a time cuts them; the rest, under the limit
+                // and too few to share out, one event at a time.
+                #expect(parallel.dropFirst().map(lz4BlockCount) == [LogAppender.cores, LogAppender.cores, 1])
+                #expect(serial.dropFirst().map(lz4BlockCount) == [1, 1, 1])
             }
             #expect(r1 == r2)
             #expect(r1[1].duplicateCount == 2 && r1[1].appended == 898)
@@ -167,8 +233,9 @@ import Testing
     /// A batch of several frames is encoded on every core a frame's worth at a time. Its frames
     /// hold exactly the records of the same events added one at a time, cut at the same places:
     /// the same duplicates skipped (within the batch, frames apart), seqs and clock values; a run
-    /// whose records pass the frame's byte limit, and the rest after it, go one at a time; so do
-    /// frames too small to share out (then byte for byte the same).
+    /// whose records pass the frame's byte limit is made again by bytes, and so are the runs after
+    /// it until a frame the limit does not cut; frames too small to share out go one at a time
+    /// (then byte for byte the same).
     @Test func aBatchOfSeveralFramesIsEncodedOnEveryCoreFrameByFrame() throws {
         let dir = TempDir()
         let key = ReplicaKey.generate()
@@ -182,7 +249,7 @@ import Testing
             big[i] = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("notes", .text(String(repeating: "n\(i % 10)", count: 10_000)))])
         }
         var bytesCut = AppendOptions()
-        bytesCut.frameRawBytesMax = 400_000
+        bytesCut.frameRawBytesMax = 200_000
         var narrow = AppendOptions()
         narrow.frameEventsMax = 100
         var shared = AppendOptions()
@@ -215,12 +282,15 @@ import Testing
                 #expect(batchFrames.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 3))
                 #expect(serialFrames.map(lz4BlockCount) == [1, 1, 1])
             case 1:
-                // The first run on every core; from the second on, one event at a time (linked
-                // blocks, as one at a time makes them), cut by bytes as well as by count.
-                #expect(counts.first == 1_000 && counts.count > 3, "\(counts)")
-                #expect(lz4BlockCount(batchFrames[0]) == LogAppender.cores && lz4BlockCount(serialFrames[0]) == 1)
-                #expect(batchFrames.map(lz4BlockCount).dropFirst() == serialFrames.map(lz4BlockCount).dropFirst())
-                #expect(batchFrames.map(\.count).dropFirst() == serialFrames.map(\.count).dropFirst())
+                // The first run by count fits; the second passes the limit, so runs are then
+                // sized to reach it (508 events, then ten large ones at a time), each made on
+                // every core and cut where one at a time cuts it; after the large records a frame
+                // of 1,000 is not cut by bytes, and runs go back to counts; the last 160 one at a time.
+                #expect(counts == [1_000, 508, 10, 10, 10, 1_000, 160])
+                let raw = try batchFrames.map { p in Int(try p.withUnsafeBytes { try FrameHeader.decode($0) }.rawBytes) }
+                #expect(raw[1...4].allSatisfy { $0 >= 200_000 } && raw[5] < 200_000, "\(raw)")
+                #expect(batchFrames.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 6) + [1])
+                #expect(serialFrames.map(lz4BlockCount) == [Int](repeating: 1, count: 7))
             case 2:
                 #expect(counts.count == 27 && parallel == serial)
             case 3:
@@ -232,6 +302,29 @@ import Testing
                 #expect(counts == [1_000, 1_000, 101])
                 #expect(batchFrames.map(lz4BlockCount) == [LogAppender.cores, LogAppender.cores, 1])
             }
+        }
+    }
+
+    /// A batch of fewer events than a run shares out, but whose records are large, is made on
+    /// every core too: the same frame, event for event, as one at a time makes.
+    @Test func aFewLargeEventsAreEncodedOnEveryCore() throws {
+        let dir = TempDir()
+        let key = ReplicaKey.generate()
+        let notes = sampleMutations(120, seed: 33).enumerated().map { k, m in
+            Mutation(entity: m.entity, op: m.op, entityID: m.entityID,
+                     fields: m.fields + [Field("notes", .text(String(repeating: "note \(k) ", count: 100)))])
+        }
+        let head = sampleMutations(2, seed: 34)
+        for (batch, shared) in [(notes, true), (Array(notes.prefix(40)), false)] {
+            let (parallel, r1) = try headAndBatch(at: dir.path + "/p\(batch.count)", key: key, options: AppendOptions(), head: head, batch: batch, atOnce: true)
+            let (serial, r2) = try headAndBatch(at: dir.path + "/s\(batch.count)", key: key, options: AppendOptions(), head: head, batch: batch, atOnce: false)
+            #expect(r1 == r2 && parallel.count == 2 && serial.count == 2)
+            let hp = try parallel[1].withUnsafeBytes { try FrameHeader.decode($0) }, hq = try serial[1].withUnsafeBytes { try FrameHeader.decode($0) }
+            #expect(hp.count == UInt32(batch.count) && hp.rawBytes == hq.rawBytes)
+            #expect(try parallel[1].withUnsafeBytes { try FrameDecoder().events(of: $0, header: hp) }
+                    == serial[1].withUnsafeBytes { try FrameDecoder().events(of: $0, header: hq) })
+            // 120 records of about 1 KB pass the 64 KiB worth sharing out; 40 do not.
+            #expect(lz4BlockCount(parallel[1]) == (shared ? LogAppender.cores : 1), "\(batch.count) events")
         }
     }
 

@@ -111,6 +111,39 @@ enum EventCodec {
         }
     }
 
+    /// At least the bytes `encode` writes for the record of the mutation `m` points to, its
+    /// length prefix included: what sizes the runs of a batch whose frames are cut by bytes
+    /// (`LogAppender`), before their records are encoded and cut exactly.
+    static func recordBytesAtLeast(_ m: UnsafePointer<Mutation>) -> Int {
+        // Length, version, flags, entity, op, hlc delta, entity id, field count.
+        var n = 1 + 4 + 1 + 16 + 1
+        if m.pointee.eventID != nil { n += 16 }
+        if let base = m.pointee.base { n += varintBytes(base.rawValue) }
+        if let actor = m.pointee.actor { n += 1 + actor.utf8.count }
+        let table = FieldTable.shared
+        m.pointee.fields.withUnsafeBufferPointer { fs in
+            for i in fs.indices {
+                n += 2  // the name's code (or 0 and the name), the value's tag
+                // A name without a code (nor one kept for a newer build's) is written out.
+                if table.code(fs[i].name) == 0 && fs[i].name.utf8.first != UInt8(ascii: "#") { n += 1 + fs[i].name.utf8.count }
+                switch fs[i].value {
+                case .null, .boolean: break
+                case .integer(let v): n += varintBytes(zigzag(v))
+                case .real: n += 8
+                case .text(let s):
+                    // A canonical UUID is written as its 16 bytes, other text as its length and bytes.
+                    let c = s.utf8.count
+                    n += c == 36 && canonicalUUID(s) != nil ? 16 : 1 + c
+                }
+            }
+        }
+        return n
+    }
+
+    /// The bytes of `v` as a varint.
+    @inline(__always)
+    static func varintBytes(_ v: UInt64) -> Int { v == 0 ? 1 : (64 - v.leadingZeroBitCount + 6) / 7 }
+
     /// The most bytes `encodeValue` writes for `v` (its tag included).
     @inline(__always)
     static func valueBound(_ v: FieldValue) -> Int {

@@ -215,22 +215,10 @@ final class FrameEncoder {
     ///   `bytesLimit` per worker to find out); the caller then adds them one at a time.
     func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int, callerLead: Int = 0,
              bytesLimit: Int) -> Bool {
-        precondition(count == 0 && !picks.isEmpty && picks.count == hlcs.count && picks.count <= FrameHeader.eventsMax,
-                     "a frame built at once starts empty and has one clock value per event")
-        // The picks are read through a pointer below: each must be an index of `ms`.
-        precondition(picks.allSatisfy { $0 >= 0 && $0 < ms.count }, "a frame's picks are indices of its mutations")
+        let runs = shareOut(ms, picks: picks, hlcs: hlcs, workers: workers, callerLead: callerLead)
         let first = hlcs[0]
         let n = picks.count
-        let runs = max(1, min(workers, n))
-        while parts.count < runs { parts.append(ByteWriter(capacity: 1 << 16)) }
-        while blockWriters.count < runs { blockWriters.append(LZ4BlockWriter()) }
         nonisolated(unsafe) let writers = blockWriters
-        // Where each run starts: equal shares, but the first run (usually the calling thread's,
-        // which starts at once while the others wait for a worker to wake) is `callerLead` events
-        // longer, at most half a share more, so that every run keeps events; the last is shorter.
-        let lead = max(0, min(callerLead, n / runs / 2))
-        runStarts.removeAll(keepingCapacity: true)
-        for w in 0...runs { runStarts.append(w == 0 ? 0 : w == runs ? n : n * w / runs + lead) }
         let starts = runStarts
         // The mutations are read in place, through a pointer to each (`EventCodec.encode(_:…)`
         // taking an `UnsafePointer`): `ms[i]`, a buffer's subscript or a pointer's `pointee`
@@ -272,6 +260,99 @@ final class FrameEncoder {
         lastHLC = hlcs[n - 1]
         count = n
         return true
+    }
+
+    /// Checks a batch's picks and clock values for `add(_:picks:…)` and `addUpToLimit`, readies
+    /// a record buffer and an LZ4 block per run, and sets `runStarts`; returns the runs' count.
+    private func shareOut(_ ms: [Mutation], picks: [Int], hlcs: [HLC], workers: Int, callerLead: Int) -> Int {
+        precondition(count == 0 && !picks.isEmpty && picks.count == hlcs.count && picks.count <= FrameHeader.eventsMax,
+                     "a frame built at once starts empty and has one clock value per event")
+        // The picks are read through a pointer: each must be an index of `ms`.
+        precondition(picks.allSatisfy { $0 >= 0 && $0 < ms.count }, "a frame's picks are indices of its mutations")
+        let n = picks.count
+        let runs = max(1, min(workers, n))
+        while parts.count < runs { parts.append(ByteWriter(capacity: 1 << 16)) }
+        while blockWriters.count < runs { blockWriters.append(LZ4BlockWriter()) }
+        while recordEnds.count < runs { recordEnds.append([]) }
+        // Where each run starts: equal shares, but the first run (usually the calling thread's,
+        // which starts at once while the others wait for a worker to wake) is `callerLead` events
+        // longer, at most half a share more, so that every run keeps events; the last is shorter.
+        let lead = max(0, min(callerLead, n / runs / 2))
+        runStarts.removeAll(keepingCapacity: true)
+        for w in 0...runs { runStarts.append(w == 0 ? 0 : w == runs ? n : n * w / runs + lead) }
+        return runs
+    }
+
+    /// Per-run offsets where each record of `addUpToLimit`'s runs ends, kept for their capacity.
+    private var recordEnds: [[Int]] = []
+
+    /// Adds the first of `ms[picks]` as the events of an empty frame, as `add(_:picks:…)` does,
+    /// for a batch whose records are expected to reach `bytesLimit`: the frame takes the events
+    /// up to and including the first whose record brings its records to `bytesLimit`, exactly
+    /// where adding them one at a time cuts a frame, and those after it are left out. Every run
+    /// is encoded on its own thread, each noting where its records end; the frame is then cut,
+    /// and the runs it keeps are compressed, each on its own thread (the records of events left
+    /// out are dropped: the caller adds them to the next frame).
+    /// - Returns: how many of `picks` the frame holds (all of them when their records stay
+    ///   under the limit; the frame is then not full by bytes).
+    func addUpToLimit(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int,
+                      bytesLimit: Int) -> Int {
+        let runs = shareOut(ms, picks: picks, hlcs: hlcs, workers: workers, callerLead: 0)
+        let first = hlcs[0]
+        let starts = runStarts
+        ms.withUnsafeBufferPointer { mutations in
+            nonisolated(unsafe) let mutations = mutations.baseAddress
+            parts.withUnsafeMutableBufferPointer { buffer in
+                recordEnds.withUnsafeMutableBufferPointer { ends in
+                    nonisolated(unsafe) let out = buffer, ends = ends
+                    DispatchQueue.concurrentPerform(iterations: runs) { w in
+                        // Moved to this thread's stack while written, as in `add(_:picks:…)`.
+                        var mine = ByteWriter(), myEnds: [Int] = []
+                        swap(&mine, &out[w])
+                        swap(&myEnds, &ends[w])
+                        defer {
+                            swap(&mine, &out[w])
+                            swap(&myEnds, &ends[w])
+                        }
+                        mine.removeAll()
+                        myEnds.removeAll(keepingCapacity: true)
+                        for k in starts[w]..<starts[w + 1] {
+                            precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
+                            EventCodec.encode(mutations! + picks[k], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &mine)
+                            myEnds.append(mine.count)
+                        }
+                    }
+                }
+            }
+        }
+        // Where one at a time would cut: after the first record that brings the total to the limit.
+        var taken = picks.count, kept = runs, total = 0
+        cut: for w in 0..<runs {
+            for (i, end) in recordEnds[w].enumerated() where total + end >= bytesLimit {
+                parts[w].bytes.removeSubrange(end...)
+                taken = starts[w] + i + 1
+                kept = w + 1
+                break cut
+            }
+            total += parts[w].count
+        }
+        nonisolated(unsafe) let writers = blockWriters
+        parts.withUnsafeBufferPointer { buffer in
+            nonisolated(unsafe) let records = buffer
+            DispatchQueue.concurrentPerform(iterations: kept) { w in
+                writers[w].reset()
+                records[w].bytes.withUnsafeBytes { writers[w].append($0) }
+            }
+        }
+        records.removeAll()
+        blockRuns = kept
+        runBytes = parts[..<kept].reduce(0, { $0 + $1.count })
+        self.origin = origin
+        self.baseSeq = baseSeq
+        firstHLC = first
+        lastHLC = hlcs[taken - 1]
+        count = taken
+        return taken
     }
 
     /// Empties the frame's records, those of a batch's runs included.

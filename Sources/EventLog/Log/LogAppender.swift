@@ -286,7 +286,8 @@ public final class LogAppender {
     public func append(_ mutations: [Mutation]) throws -> AppendResult {
         try begin()
         do {
-            if mutations.count >= Self.parallelEncodeEventsMin && options.frameEventsMax >= Self.parallelEncodeEventsMin && Self.cores > 1 {
+            if options.frameEventsMax >= Self.parallelEncodeEventsMin && Self.cores > 1
+                && (mutations.count >= Self.parallelEncodeEventsMin || mutations.count > 1 && Self.recordBytesAtLeast(mutations) >= Self.parallelEncodeBytesMin) {
                 try addEncodingInParallel(mutations)
             } else {
                 var wall: UInt64 = 0
@@ -429,12 +430,37 @@ public final class LogAppender {
     /// of fewer events, and a batch's last run of fewer, are encoded one event at a time).
     static let parallelEncodeEventsMin = 256
 
-    /// `append`'s work for a batch of at least `parallelEncodeEventsMin` events: they are checked
-    /// for duplicates and stamped in order, then cut into runs of a frame's events, and each run's
-    /// records are encoded on every core at once, the frame before it written first. A run whose
-    /// records reach the frame's byte limit, and what follows it, are laid out one event at a
-    /// time, as is a last run too small to share out, so frames are cut exactly where `add` cuts
-    /// them (a run that fits stays under both limits, as `add` would have kept it).
+    /// So are batches (and runs) of fewer events whose records take at least this many bytes.
+    static let parallelEncodeBytesMin = 64 << 10
+
+    /// At least the bytes of the records of `ms` (their length prefixes included).
+    static func recordBytesAtLeast(_ ms: [Mutation]) -> Int {
+        ms.withUnsafeBufferPointer { p in p.indices.reduce(0) { $0 + EventCodec.recordBytesAtLeast(p.baseAddress! + $1) } }
+    }
+
+    /// How many of `ms[picks[start..<end]]`, from `start`, have records sure to take `limit`
+    /// bytes or more together (by `recordBytesAtLeast`), and those records' bytes at least: all
+    /// of them (`end - start`) when they may stay under it.
+    static func eventsReaching(_ limit: Int, _ ms: [Mutation], picks: [Int], _ start: Int, _ end: Int) -> (count: Int, bytes: Int) {
+        ms.withUnsafeBufferPointer { p in
+            var bytes = 0
+            for k in start..<end {
+                bytes += EventCodec.recordBytesAtLeast(p.baseAddress! + picks[k])
+                if bytes >= limit { return (k + 1 - start, bytes) }
+            }
+            return (end - start, bytes)
+        }
+    }
+
+    /// `append`'s work for a batch of at least `parallelEncodeEventsMin` events (or of
+    /// `parallelEncodeBytesMin` bytes of records): they are checked for duplicates and stamped in
+    /// order, then cut into runs of a frame's events, and each run's records are encoded on every
+    /// core at once, the frame before it written first. Frames are cut exactly where `add` cuts
+    /// them: a run that fits stays under both limits, as `add` would have kept it. Once a run's
+    /// records reach the frame's byte limit, runs are cut by bytes: each is as many events as
+    /// surely reach the limit (by `recordBytesAtLeast`), encoded on every core, then cut after
+    /// the record that reaches it; it goes back to runs by count after a frame the limit did
+    /// not cut. A last run too small to share out is laid out one event at a time.
     private func addEncodingInParallel(_ mutations: [Mutation]) throws {
         precondition(encoder.count == 0, "a batch encoded at once starts a frame")
         precondition(options.frameEventsMax >= Self.parallelEncodeEventsMin, "frames too small to share out are encoded one event at a time")
@@ -456,17 +482,36 @@ public final class LogAppender {
             picks.append(i)
         }
         var start = 0
-        while picks.count - start >= Self.parallelEncodeEventsMin {
-            let end = min(picks.count, start + options.frameEventsMax)
-            // The frame before this run (full by count) is written, as `place` would write it.
+        var byBytes = false
+        let limit = frameRecordBytesLimit
+        while start < picks.count {
+            // The frame before this run (full by count or by bytes) is written, as `place` would;
+            // one that is not full takes the rest one event at a time.
             try writeFrameIfFull()
+            guard encoder.count == 0 else { break }
+            var end = min(picks.count, start + options.frameEventsMax)
+            if byBytes {
+                // The events sure to reach the limit, else the frame's count of them.
+                let (count, bytes) = Self.eventsReaching(limit, mutations, picks: picks, start, end)
+                guard count >= Self.parallelEncodeEventsMin || bytes >= Self.parallelEncodeBytesMin else { break }
+                end = start + count
+                start += encoder.addUpToLimit(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
+                                              hlcs: Array(hlcs[start..<end]), workers: Self.cores, bytesLimit: limit)
+                byBytes = encoder.recordBytes >= limit
+                continue
+            }
+            guard end - start >= Self.parallelEncodeEventsMin
+                || Self.eventsReaching(Self.parallelEncodeBytesMin, mutations, picks: picks, start, end).bytes >= Self.parallelEncodeBytesMin else { break }
             // The calling thread's run is longer by a share of the batch: waking a worker took
             // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
             // the worker about as long; 19/32 of the batch for it balances two cores).
-            guard encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
-                              hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
-                              bytesLimit: frameRecordBytesLimit) else { break }
-            start = end
+            if encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
+                           hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
+                           bytesLimit: limit) {
+                start = end
+            } else {
+                byBytes = true  // the same run again, cut by bytes
+            }
         }
         for k in start..<picks.count { try place(mutations[picks[k]], seq: Seq(first + UInt64(k)), hlc: hlcs[k]) }
     }
