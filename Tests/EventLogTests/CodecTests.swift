@@ -113,6 +113,21 @@ import Testing
         #expect(EventCodec.knownCode("kind") != EventCodec.knownCode("name") && EventCodec.knownCode("note") == 25)
     }
 
+    /// A name kept for a newer build's field code (`#40`) is written back as that code; any other
+    /// name that starts with `#` (leading zeros, a sign, a known code's number, past 255) is
+    /// written out as text, so every name reads back exactly as it was written.
+    @Test func everyFieldNameReadsBackAsWritten() throws {
+        let names = ["#40", "#255", "#040", "#+40", "#0", "#5", "#256", "#-1", "#", "#40 ", "#4O"]
+        let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: names.map { Field($0, .integer(1)) })
+        let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m)
+        let frame = FrameEncoder().encode([e][...], continues: false, previousHash: .zero)
+        let h = try frame.withUnsafeBytes { try FrameHeader.decode($0) }
+        let read = try frame.withUnsafeBytes { try FrameDecoder().events(of: $0, header: h) }
+        #expect(read.first?.fields.map(\.name) == m.fields.map(\.name))
+        #expect(EventCodec.unknownCode("#40") == 40 && EventCodec.unknownCode("#255") == 255)
+        for other in names.dropFirst(2) { #expect(EventCodec.unknownCode(other) == 0, "\(other)") }
+    }
+
     @Test func encodingIsDeterministic() {
         let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("z", .integer(1)), Field("a", .text("x")), Field("title", .null)])
         let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m)

@@ -125,7 +125,8 @@ import Testing
 
     /// A run cut by bytes (`addUpToLimit`) takes the events one at a time would put in the frame:
     /// up to and including the first whose record brings the records to the limit, wherever the
-    /// runs split; its records are byte for byte theirs, and it reads back as the same events.
+    /// runs split (in the first run or a later one); its records take as many bytes as theirs,
+    /// and it reads back as the same events.
     @Test func aRunCutByBytesEndsWhereOneAtATimeCutsTheFrame() throws {
         let origin = ReplicaID(rawValue: UUID())
         var ms = sampleMutations(600, seed: 23)
@@ -172,7 +173,8 @@ import Testing
         ms.append(Mutation(entity: .item, op: .update, entityID: UUID(), fields: [
             Field("a_name_of_no_code", .text("")), Field("notes", .text(uuidText)), Field("title", .text(uuidText.uppercased())),
             Field("sort_order", .integer(.min)), Field("latitude", .real(-0.0)), Field("status", .null), Field("is_pinned", .boolean(true)),
-            Field("#200", .integer(Int64.max)), Field("#5", .integer(-1)), Field("note", .text(String(repeating: "é", count: 18))),
+            Field("#200", .integer(Int64.max)), Field("#5", .integer(-1)), Field("#040", .null),
+            Field("#" + String(repeating: "x", count: 5_000), .boolean(false)), Field("note", .text(String(repeating: "é", count: 18))),
         ], eventID: UUID(), base: HLC(rawValue: .max), actor: String(repeating: "a", count: 300)))
         ms.append(Mutation(entity: .tag, op: .delete, entityID: UUID(), actor: ""))
         for (k, m) in ms.enumerated() {
@@ -235,7 +237,7 @@ import Testing
     /// the same duplicates skipped (within the batch, frames apart), seqs and clock values; a run
     /// whose records pass the frame's byte limit is made again by bytes, and so are the runs after
     /// it until a frame the limit does not cut; frames too small to share out go one at a time
-    /// (then byte for byte the same).
+    /// (then byte for byte the same), and the frames after them are shared out again.
     @Test func aBatchOfSeveralFramesIsEncodedOnEveryCoreFrameByFrame() throws {
         let dir = TempDir()
         let key = ReplicaKey.generate()
@@ -257,7 +259,20 @@ import Testing
         // Frames of 1,000; cut by bytes in the second run; too narrow to share out; of 300; and
         // a last run too short to share out after two full ones (placed one at a time, its first
         // event writes the frame built on every core before it).
-        let cases = [(AppendOptions(), ms), (bytesCut, big), (narrow, ms), (shared, ms), (AppendOptions(), Array(ms[..<2_103]))]
+        // Small frames cut by bytes (a 15,000-byte limit): 100 events with notes of 1 KB, about
+        // 15 to a frame, then events of a few dozen bytes, about 500 to a frame, among them one
+        // whose record alone passes the limit.
+        var tiny = AppendOptions()
+        tiny.frameRawBytesMax = 15_000
+        var mixed = ms
+        for i in mixed.indices {
+            let m = mixed[i]
+            mixed[i] = i < 100
+                ? Mutation(entity: .item, op: .update, entityID: m.entityID, fields: [Field("notes", .text(String(repeating: "n\(i % 10) ", count: 340)))], eventID: m.eventID)
+                : Mutation(entity: .tag, op: .delete, entityID: m.entityID, eventID: m.eventID)
+        }
+        mixed[1_200].fields = [Field("notes", .text(String(repeating: "huge ", count: 8_000)))]
+        let cases = [(AppendOptions(), ms), (bytesCut, big), (narrow, ms), (shared, ms), (AppendOptions(), Array(ms[..<2_103])), (tiny, mixed)]
         for (n, (options, batch)) in cases.enumerated() {
             let (parallel, r1) = try headAndBatch(at: dir.path + "/parallel\(n)", key: key, options: options, head: head, batch: batch, atOnce: true)
             let (serial, r2) = try headAndBatch(at: dir.path + "/serial\(n)", key: key, options: options, head: head, batch: batch, atOnce: false)
@@ -297,10 +312,22 @@ import Testing
                 // Nine frames, the last (298 events) still large enough to share out.
                 #expect(counts == [Int](repeating: 300, count: 8) + [298])
                 #expect(batchFrames.map(lz4BlockCount) == [Int](repeating: LogAppender.cores, count: 9))
-            default:
+            case 4:
                 // The last 101 events one at a time, after two frames made on every core.
                 #expect(counts == [1_000, 1_000, 101])
                 #expect(batchFrames.map(lz4BlockCount) == [LogAppender.cores, LogAppender.cores, 1])
+            default:
+                // Frames of 15 notes, too few events and bytes to share out, one event at a time,
+                // and so the frame where the notes give way to small events; then frames of the
+                // small events made on every core, cut where one at a time cuts them, among them
+                // one that ends with the record that alone passes the limit (the batch's 1,201st,
+                // seq 1,203 after the head's three and a repeat skipped); the last (346 events)
+                // still large enough to share out.
+                #expect(counts == [Int](repeating: 15, count: 6) + [225, 576, 309, 576, 576, 346])
+                #expect(batchFrames.map(lz4BlockCount) == [Int](repeating: 1, count: 7) + [Int](repeating: LogAppender.cores, count: 5))
+                #expect(serialFrames.map(lz4BlockCount) == [Int](repeating: 1, count: 12))
+                let huge = try batchFrames[8].withUnsafeBytes { try FrameHeader.decode($0) }
+                #expect(huge.rawBytes > 40_000 && huge.lastSeq.rawValue == 1_203, "\(huge.rawBytes) bytes to seq \(huge.lastSeq)")
             }
         }
     }

@@ -24,9 +24,11 @@ enum EventCodec {
     /// may use: names start with a lowercase letter), written back as the same code.
     static func unknownCodeName(_ code: Int) -> String { "#\(code)" }
 
-    /// The code an `unknownCodeName` stands for, or 0.
+    /// The code an `unknownCodeName` stands for, or 0: only a name written exactly as
+    /// `unknownCodeName` writes it (`#40`, not `#040` or `#+40`, which would read back as `#40`).
     static func unknownCode(_ name: String) -> Int {
-        guard name.utf8.first == UInt8(ascii: "#"), let n = Int(name.dropFirst()), n >= knownFieldNames.count, n <= 255 else { return 0 }
+        guard name.utf8.first == UInt8(ascii: "#"), let n = Int(name.dropFirst()), n >= knownFieldNames.count, n <= 255,
+              unknownCodeName(n) == name else { return 0 }
         return n
     }
     /// The one-byte code of a known field name, or 0.
@@ -125,7 +127,7 @@ enum EventCodec {
             for i in fs.indices {
                 n += 2  // the name's code (or 0 and the name), the value's tag
                 // A name without a code (nor one kept for a newer build's) is written out.
-                if table.code(fs[i].name) == 0 && fs[i].name.utf8.first != UInt8(ascii: "#") { n += 1 + fs[i].name.utf8.count }
+                if table.code(fs[i].name) == 0 && unknownCode(fs[i].name) == 0 { n += 1 + fs[i].name.utf8.count }
                 switch fs[i].value {
                 case .null, .boolean: break
                 case .integer(let v): n += varintBytes(zigzag(v))

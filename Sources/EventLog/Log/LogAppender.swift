@@ -287,7 +287,7 @@ public final class LogAppender {
         try begin()
         do {
             if options.frameEventsMax >= Self.parallelEncodeEventsMin && Self.cores > 1
-                && (mutations.count >= Self.parallelEncodeEventsMin || mutations.count > 1 && Self.recordBytesAtLeast(mutations) >= Self.parallelEncodeBytesMin) {
+                && (mutations.count >= Self.parallelEncodeEventsMin || mutations.count > 1 && Self.recordsReach(Self.parallelEncodeBytesMin, mutations)) {
                 try addEncodingInParallel(mutations)
             } else {
                 var wall: UInt64 = 0
@@ -421,10 +421,13 @@ public final class LogAppender {
     /// event. It is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
     /// (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
     private func writeFrameIfFull() throws {
-        if encoder.count > 0 && (encoder.count >= options.frameEventsMax || encoder.recordBytes >= frameRecordBytesLimit) {
+        if encoder.count > 0 && frameIsFull {
             try writePending(continues: true)
         }
     }
+
+    /// Whether the frame being built holds `frameEventsMax` events or `frameRawBytesMax` bytes.
+    private var frameIsFull: Bool { encoder.count >= options.frameEventsMax || encoder.recordBytes >= frameRecordBytesLimit }
 
     /// Batches at least this large are encoded on every core, a frame's worth at a time (frames
     /// of fewer events, and a batch's last run of fewer, are encoded one event at a time).
@@ -433,9 +436,9 @@ public final class LogAppender {
     /// So are batches (and runs) of fewer events whose records take at least this many bytes.
     static let parallelEncodeBytesMin = 64 << 10
 
-    /// At least the bytes of the records of `ms` (their length prefixes included).
-    static func recordBytesAtLeast(_ ms: [Mutation]) -> Int {
-        ms.withUnsafeBufferPointer { p in p.indices.reduce(0) { $0 + EventCodec.recordBytesAtLeast(p.baseAddress! + $1) } }
+    /// Whether the records of `ms` surely take `limit` bytes or more together.
+    static func recordsReach(_ limit: Int, _ ms: [Mutation]) -> Bool {
+        eventsReaching(limit, ms, picks: Array(ms.indices), 0, ms.count).bytes >= limit
     }
 
     /// How many of `ms[picks[start..<end]]`, from `start`, have records sure to take `limit`
@@ -460,7 +463,9 @@ public final class LogAppender {
     /// records reach the frame's byte limit, runs are cut by bytes: each is as many events as
     /// surely reach the limit (by `recordBytesAtLeast`), encoded on every core, then cut after
     /// the record that reaches it; it goes back to runs by count after a frame the limit did
-    /// not cut. A last run too small to share out is laid out one event at a time.
+    /// not cut. A run too small to share out (of fewer than `parallelEncodeEventsMin` events and
+    /// `parallelEncodeBytesMin` bytes: the last, or a small frame cut by bytes) is laid out one
+    /// event at a time.
     private func addEncodingInParallel(_ mutations: [Mutation]) throws {
         precondition(encoder.count == 0, "a batch encoded at once starts a frame")
         precondition(options.frameEventsMax >= Self.parallelEncodeEventsMin, "frames too small to share out are encoded one event at a time")
@@ -485,23 +490,35 @@ public final class LogAppender {
         var byBytes = false
         let limit = frameRecordBytesLimit
         while start < picks.count {
-            // The frame before this run (full by count or by bytes) is written, as `place` would;
-            // one that is not full takes the rest one event at a time.
+            // The frame before this run (full by count or by bytes) is written, as `place` would.
             try writeFrameIfFull()
-            guard encoder.count == 0 else { break }
             var end = min(picks.count, start + options.frameEventsMax)
-            if byBytes {
-                // The events sure to reach the limit, else the frame's count of them.
+            // Shared out from an empty frame: a frame's count of events, or, cut by bytes, the
+            // events sure to reach the limit; either if it is many events or many bytes.
+            var shared = encoder.count == 0
+            if shared && byBytes {
                 let (count, bytes) = Self.eventsReaching(limit, mutations, picks: picks, start, end)
-                guard count >= Self.parallelEncodeEventsMin || bytes >= Self.parallelEncodeBytesMin else { break }
                 end = start + count
+                shared = count >= Self.parallelEncodeEventsMin || bytes >= Self.parallelEncodeBytesMin
+            } else if shared {
+                shared = end - start >= Self.parallelEncodeEventsMin
+                    || Self.eventsReaching(Self.parallelEncodeBytesMin, mutations, picks: picks, start, end).bytes >= Self.parallelEncodeBytesMin
+            }
+            guard shared else {
+                // Too little to share out (a last run, a small frame cut by bytes), or a frame
+                // begun and not full: one event at a time, until the frame is full.
+                repeat {
+                    try place(mutations[picks[start]], seq: Seq(first + UInt64(start)), hlc: hlcs[start])
+                    start += 1
+                } while start < picks.count && !frameIsFull
+                continue
+            }
+            if byBytes {
                 start += encoder.addUpToLimit(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
                                               hlcs: Array(hlcs[start..<end]), workers: Self.cores, bytesLimit: limit)
                 byBytes = encoder.recordBytes >= limit
                 continue
             }
-            guard end - start >= Self.parallelEncodeEventsMin
-                || Self.eventsReaching(Self.parallelEncodeBytesMin, mutations, picks: picks, start, end).bytes >= Self.parallelEncodeBytesMin else { break }
             // The calling thread's run is longer by a share of the batch: waking a worker took
             // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
             // the worker about as long; 19/32 of the batch for it balances two cores).
@@ -513,7 +530,6 @@ public final class LogAppender {
                 byBytes = true  // the same run again, cut by bytes
             }
         }
-        for k in start..<picks.count { try place(mutations[picks[k]], seq: Seq(first + UInt64(k)), hlc: hlcs[k]) }
     }
 
     /// Writes the last frame, fsyncs, and makes the append visible.
