@@ -249,17 +249,22 @@ final class FrameEncoder {
                 }
             }
         }
-        let total = parts[..<runs].reduce(0, { $0 + $1.count })
-        guard total < bytesLimit else { return false }
+        guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit else { return false }
+        holdRuns(runs, origin: origin, baseSeq: baseSeq, hlcs: hlcs, count: n)
+        return true
+    }
+
+    /// Makes the frame the first `runs` runs' records and blocks: `count` events from `baseSeq`,
+    /// stamped `hlcs[..<count]`.
+    private func holdRuns(_ runs: Int, origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], count: Int) {
         records.removeAll()
         blockRuns = runs
-        runBytes = total
+        runBytes = parts[..<runs].reduce(0, { $0 + $1.count })
         self.origin = origin
         self.baseSeq = baseSeq
-        firstHLC = first
-        lastHLC = hlcs[n - 1]
-        count = n
-        return true
+        firstHLC = hlcs[0]
+        lastHLC = hlcs[count - 1]
+        self.count = count
     }
 
     /// Checks a batch's picks and clock values for `add(_:picks:…)` and `addUpToLimit`, readies
@@ -344,14 +349,7 @@ final class FrameEncoder {
                 records[w].bytes.withUnsafeBytes { writers[w].append($0) }
             }
         }
-        records.removeAll()
-        blockRuns = kept
-        runBytes = parts[..<kept].reduce(0, { $0 + $1.count })
-        self.origin = origin
-        self.baseSeq = baseSeq
-        firstHLC = first
-        lastHLC = hlcs[taken - 1]
-        count = taken
+        holdRuns(kept, origin: origin, baseSeq: baseSeq, hlcs: hlcs, count: taken)
         return taken
     }
 
