@@ -124,6 +124,13 @@ import Testing
         let h = try frame.withUnsafeBytes { try FrameHeader.decode($0) }
         let read = try frame.withUnsafeBytes { try FrameDecoder().events(of: $0, header: h) }
         #expect(read.first?.fields.map(\.name) == m.fields.map(\.name))
+        // "#40" is written as its one-byte code, "#040" as text: a zero code, its length, 4 bytes.
+        func recordBytes(_ name: String) -> Int {
+            var w = ByteWriter()
+            EventCodec.encode(Mutation(entity: .item, op: .update, entityID: m.entityID, fields: [Field(name, .null)]), hlcDelta: 0, into: &w)
+            return w.count
+        }
+        #expect(recordBytes("#040") - recordBytes("#40") == 5 && recordBytes("#40") == recordBytes("title"))
         #expect(EventCodec.unknownCode("#40") == 40 && EventCodec.unknownCode("#255") == 255)
         for other in names.dropFirst(2) { #expect(EventCodec.unknownCode(other) == 0, "\(other)") }
     }

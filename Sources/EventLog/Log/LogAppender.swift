@@ -438,7 +438,14 @@ public final class LogAppender {
 
     /// Whether the records of `ms` surely take `limit` bytes or more together.
     static func recordsReach(_ limit: Int, _ ms: [Mutation]) -> Bool {
-        eventsReaching(limit, ms, picks: Array(ms.indices), 0, ms.count).bytes >= limit
+        ms.withUnsafeBufferPointer { p in
+            var bytes = 0
+            for k in p.indices {
+                bytes += EventCodec.recordBytesAtLeast(p.baseAddress! + k)
+                if bytes >= limit { return true }
+            }
+            return false
+        }
     }
 
     /// How many of `ms[picks[start..<end]]`, from `start`, have records sure to take `limit`
