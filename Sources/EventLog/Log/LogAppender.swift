@@ -438,27 +438,27 @@ public final class LogAppender {
 
     /// Whether the records of `ms` surely take `limit` bytes or more together.
     static func recordsReach(_ limit: Int, _ ms: [Mutation]) -> Bool {
-        ms.withUnsafeBufferPointer { p in
-            var bytes = 0
-            for k in p.indices {
-                bytes += EventCodec.recordBytesAtLeast(p.baseAddress! + k)
-                if bytes >= limit { return true }
-            }
-            return false
-        }
+        eventsReaching(limit, ms, at: ms.indices).bytes >= limit
     }
 
     /// How many of `ms[picks[start..<end]]`, from `start`, have records sure to take `limit`
     /// bytes or more together (by `recordBytesAtLeast`), and those records' bytes at least: all
     /// of them (`end - start`) when they may stay under it.
     static func eventsReaching(_ limit: Int, _ ms: [Mutation], picks: [Int], _ start: Int, _ end: Int) -> (count: Int, bytes: Int) {
+        eventsReaching(limit, ms, at: picks[start..<end])
+    }
+
+    /// How many of the mutations of `ms` at `indices`, in order, have records sure to take
+    /// `limit` bytes or more together, and their bytes at least (walked in place, no copy).
+    private static func eventsReaching(_ limit: Int, _ ms: [Mutation], at indices: some Collection<Int>) -> (count: Int, bytes: Int) {
         ms.withUnsafeBufferPointer { p in
-            var bytes = 0
-            for k in start..<end {
-                bytes += EventCodec.recordBytesAtLeast(p.baseAddress! + picks[k])
-                if bytes >= limit { return (k + 1 - start, bytes) }
+            var bytes = 0, count = 0
+            for i in indices {
+                bytes += EventCodec.recordBytesAtLeast(p.baseAddress! + i)
+                count += 1
+                if bytes >= limit { break }
             }
-            return (end - start, bytes)
+            return (count, bytes)
         }
     }
 
