@@ -51,6 +51,11 @@ public enum FieldRules {
 
     /// Checks a field against its rule; returns a message naming what is wrong, or nil.
     public static func check(_ name: String, _ value: FieldValue) -> String? {
+        check(name, code: FieldCodes.code(name), value)
+    }
+
+    /// `check(_:_:)` of a field whose name's code (`FieldCodes.code(name)`) is known already.
+    static func check(_ name: String, code: Int, _ value: FieldValue) -> String? {
         if case .text(let s) = value {
             if s.utf8.count > textBytesMax { return "text of \(s.utf8.count) bytes exceeds the limit of \(textBytesMax)" }
             // SQLite keeps such text whole, but its readers (and GRDB's) end a string at the NUL:
@@ -59,7 +64,6 @@ public enum FieldRules {
                 return "text contains a NUL character (U+0000) at byte \(at); text read back would end there"
             }
         }
-        let code = FieldCodes.code(name)
         // Fields added after format version 1 have no one-byte code: looked up by name.
         guard let (kind, nullable) = code != 0 ? kindsByCode[code] : known[name] else { return nil }
         if case .null = value { return nullable ? nil : "must not be null (expected \(kind.expected))" }
@@ -89,8 +93,13 @@ public enum FieldRules {
     /// lowercase, so Swift's uppercase `uuidString` finds the same rows).
     @inline(__always)
     public static func normalized(_ name: String, _ value: FieldValue) -> FieldValue {
+        normalized(code: FieldCodes.code(name), value)
+    }
+
+    /// `normalized(_:_:)` of a field whose name's code (`FieldCodes.code(name)`) is known already.
+    @inline(__always)
+    static func normalized(code: Int, _ value: FieldValue) -> FieldValue {
         guard case .text(let s) = value, s.utf8.count == 36 else { return value }
-        let code = FieldCodes.code(name)
         guard code != 0, let (kind, _) = kindsByCode[code], kind == .uuid else { return value }
         return lowercasingUUID(value)
     }
@@ -107,7 +116,7 @@ public enum FieldRules {
 
     /// `normalized` over a mutation's fields.
     public static func normalize(_ m: inout Mutation) {
-        for i in m.fields.indices { m.fields[i].value = normalized(m.fields[i].name, m.fields[i].value) }
+        for i in m.fields.indices { m.fields[i].value = normalized(code: Int(m.fields[i].knownCode), m.fields[i].value) }
     }
 
     static func describe(_ v: FieldValue) -> String {

@@ -425,6 +425,7 @@ private struct JSONScanner {
     mutating func fieldsObject() throws(InputError) -> [Field] {
         try expect(0x7B, "'{' for fields")
         var out: [Field] = []
+        let names = FieldCodes.names
         if peek() == 0x7D {
             i += 1
             return out
@@ -433,17 +434,23 @@ private struct JSONScanner {
             skipSpace()
             let nameAt = i
             let nb = try stringBytes(field: nil)
-            let name = withBytes(nb) { String(decoding: $0, as: UTF8.self) }
-            guard withBytes(nb, { FieldRules.isValidName($0) }) else {
+            // A known name (most are) is found by its bytes and taken from the table of names,
+            // its code kept: neither made into a string nor looked up again.
+            let code = withBytes(nb, FieldCodes.code)
+            let name = code != 0 ? names[code] : withBytes(nb) { String(decoding: $0, as: UTF8.self) }
+            guard code != 0 || withBytes(nb, { FieldRules.isValidName($0) }) else {
                 throw fail("field name \"\(name.prefix(70))\" must be a lowercase letter followed by lowercase letters, digits or _ (at most \(FieldRules.nameBytesMax) bytes)", at: nameAt)
             }
             try expect(0x3A, "':'")
             skipSpace()
             let valueAt = i
             let value = try scalar(field: name)
-            if let problem = FieldRules.check(name, value) { throw fail(problem, field: name, at: valueAt) }
-            if out.contains(where: { $0.name == name }) { throw fail("field appears twice", field: name, at: nameAt) }
-            out.append(Field(name, FieldRules.normalized(name, value)))
+            if let problem = FieldRules.check(name, code: code, value) { throw fail(problem, field: name, at: valueAt) }
+            if out.contains(where: { code != 0 ? $0.knownCode == code : $0.name == name }) {
+                throw fail("field appears twice", field: name, at: nameAt)
+            }
+            let normalized = FieldRules.normalized(code: code, value)
+            out.append(code != 0 ? Field(knownCode: code, names: names, normalized) : Field(name, normalized))
             guard out.count <= FieldRules.fieldsMax else { throw fail("more than \(FieldRules.fieldsMax) fields", at: nameAt) }
             guard let c = peek() else { throw fail("fields object is not closed, line ends") }
             i += 1

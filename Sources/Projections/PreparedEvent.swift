@@ -52,7 +52,7 @@ struct FieldLayout: @unchecked Sendable {
         let itemTag = e.entity == .itemTag
         var pairFields = false
         for f in e.fields {
-            let code = FieldCodes.code(f.name)
+            let code = Int(f.knownCode)
             let column = code != 0 ? columnByCode[codeBase + code] : (columnIndex[t][f.name] ?? -1)
             let pair = itemTag && (f.name == "item_id" || f.name == "tag_id")
             pairFields = pairFields || pair

@@ -140,6 +140,21 @@ import Testing
         #expect(m.entity == .item && m.op == .update && m.entityID.uuidString.lowercased() == id && m.eventID == m.entityID && m.base == HLC(rawValue: 7) && m.actor == "ann")
     }
 
+    /// A field name reads as itself however it is spelled: a known one escaped is that known
+    /// field (its code kept, its rule applied, a repeat refused); an unknown one is kept by name.
+    @Test func readsEveryFieldNameHoweverSpelledInJSON() throws {
+        let m = try MutationParser.parse(#"{"entity":"item","op":"update","id":"\#(id)","fields":{"ti\u0074le":"t","parent\u005fid":"\#(id.uppercased())","my_own":1}}"#)
+        #expect(m.fields == [Field("my_own", .integer(1)), Field("parent_id", .text(id)), Field("title", .text("t"))])
+        #expect(m.fields.map(\.knownCode) == [0, UInt8(FieldCodes.code("parent_id")), UInt8(FieldCodes.code("title"))])
+        for line in [#"{"entity":"item","op":"update","id":"\#(id)","fields":{"title":"a","ti\u0074le":"b"}}"#,
+                     #"{"entity":"item","op":"update","id":"\#(id)","fields":{"mine":"a","min\u0065":"b"}}"#] {
+            #expect(throws: InputError.self) { try MutationParser.parse(line) }
+        }
+        let wrongKind = Result { try MutationParser.parse(#"{"entity":"item","op":"update","id":"\#(id)","fields":{"sort_ord\u0065r":"x"}}"#) }
+        guard case .failure(let e as InputError) = wrongKind else { Issue.record("a text sort_order was taken in"); return }
+        #expect(e.field == "sort_order" && e.message.contains("expected a number"))
+    }
+
     @Test func refusesOversizedText() {
         let big = String(repeating: "a", count: FieldRules.textBytesMax + 1)
         #expect(throws: InputError.self) {

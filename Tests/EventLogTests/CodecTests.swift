@@ -135,6 +135,53 @@ import Testing
         for other in names.dropFirst(2) { #expect(EventCodec.unknownCode(other) == 0, "\(other)") }
     }
 
+    /// A field keeps its name's code (what encoding, checks and projections use instead of a
+    /// lookup by name): set when it is made, from its name or from a code read back, and again
+    /// when it is renamed.
+    @Test func aFieldsCodeFollowsItsName() {
+        for (code, name) in FieldCodes.names.enumerated().dropFirst() {
+            #expect(Field(name, .null).knownCode == code, "\(name)")
+            #expect(Field(knownCode: code, names: FieldCodes.names, .null) == Field(name, .null), "\(name)")
+        }
+        var f = Field("title", .integer(1))
+        f.name = "zz_custom"
+        #expect(f.knownCode == 0 && f == Field("zz_custom", .integer(1)))
+        f.name = "notes"
+        #expect(f.knownCode == FieldCodes.code("notes") && f == Field("notes", .integer(1)))
+        for other in ["", "#40", "Title", "title ", "titl", "titles"] { #expect(Field(other, .null).knownCode == 0, "\(other)") }
+    }
+
+    /// A known name written out as text (a zero code, then the name: no encoder of this build
+    /// writes one so, another's may) reads back as the field written by code, and encodes by code.
+    @Test func aKnownNameWrittenOutReadsBackAsTheFieldWrittenByCode() throws {
+        let id = UUID()
+        var w = ByteWriter()
+        EventCodec.encode(Mutation(entity: .item, op: .update, entityID: id, fields: [Field("titlz", .text("a"))]), hlcDelta: 0, into: &w)
+        var bytes = w.bytes
+        let at = try #require(bytes.indices.first { Array(bytes[$0..<min($0 + 5, bytes.count)]) == Array("titlz".utf8) })
+        bytes[at + 4] = UInt8(ascii: "e")
+        let e = try bytes.withUnsafeBytes { p in
+            var r = ByteReader(p)
+            return try EventCodec.decode(&r, origin: fixedReplica, seq: Seq(1), firstHLC: HLC(wallMillis: 5, counter: 1))
+        }
+        #expect(e.fields == [Field("title", .text("a"))] && e.fields[0].knownCode == FieldCodes.code("title"))
+        var again = ByteWriter(), byCode = ByteWriter()
+        EventCodec.encode(e, firstHLC: e.hlc, into: &again)
+        EventCodec.encode(Mutation(entity: .item, op: .update, entityID: id, fields: [Field("title", .text("a"))]), hlcDelta: 0, into: &byCode)
+        #expect(again.bytes == byCode.bytes && again.count == bytes.count - 6)
+    }
+
+    /// Fields sort by name byte by byte whether they compare by their codes' ranks (two known
+    /// names) or by their bytes (any other pair).
+    @Test func knownNamesSortAsTheirBytesDo() {
+        let names = FieldCodes.names.dropFirst() + ["a", "zz", "title_x", "tit", "notes2", "#40", "n"]
+        for a in names {
+            for b in names {
+                #expect(Field.inNameOrder(Field(a, .null), Field(b, .null)) == a.utf8.lexicographicallyPrecedes(b.utf8), "\(a) \(b)")
+            }
+        }
+    }
+
     @Test func encodingIsDeterministic() {
         let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("z", .integer(1)), Field("a", .text("x")), Field("title", .null)])
         let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m)

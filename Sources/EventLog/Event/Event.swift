@@ -80,17 +80,35 @@ public enum FieldValue: Sendable, Equatable, Hashable {
 
 /// One changed field of an event.
 public struct Field: Sendable, Equatable, Hashable {
-    public var name: String
+    public var name: String {
+        didSet { knownCode = UInt8(truncatingIfNeeded: FieldCodes.code(name)) }
+    }
     public var value: FieldValue
+    /// The one-byte code of `name` when it is a known field name (`FieldCodes`), else 0: found
+    /// once, when the field is made or renamed, since every encoding, check and projection of
+    /// the field asks for it (a lookup by name compares bytes each time).
+    package private(set) var knownCode: UInt8
+
     public init(_ name: String, _ value: FieldValue) {
         self.name = name
         self.value = value
+        knownCode = UInt8(truncatingIfNeeded: FieldCodes.code(name))
+    }
+
+    /// The field of the known name with code `code` (1 ..< `FieldCodes.names.count`).
+    @inline(__always)
+    package init(knownCode code: Int, names: [String], _ value: FieldValue) {
+        name = names[code]
+        self.value = value
+        knownCode = UInt8(truncatingIfNeeded: code)
     }
 
     /// The order fields are kept in: by name, byte by byte (UTF-8, shorter first on a tie),
-    /// compared in place (every event's fields are sorted on the way in).
+    /// compared in place (every event's fields are sorted on the way in). Two known names
+    /// compare by their rank in that order, found once (`FieldTable`).
     @inline(__always)
     public static func inNameOrder(_ a: Field, _ b: Field) -> Bool {
+        if a.knownCode != 0 && b.knownCode != 0 { return FieldCodes.precedes(Int(a.knownCode), Int(b.knownCode)) }
         var x = a.name, y = b.name
         return x.withUTF8 { p in
             y.withUTF8 { q in

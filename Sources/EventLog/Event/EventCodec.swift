@@ -82,7 +82,6 @@ enum EventCodec {
         fields.withUnsafeBufferPointer { buffer in
             let fs = buffer.baseAddress
             for i in 0..<buffer.count { bound += 10 + 10 + fs![i].name.utf8.count + 1 + valueBound(fs![i].value) }
-            let table = FieldTable.shared
             out.writeRecord(bound: bound) { c in
                 c.u8(schemaVersion)
                 var flags: UInt8 = 0
@@ -99,7 +98,7 @@ enum EventCodec {
                 if let actor { c.text(actor) }
                 c.varint(UInt64(buffer.count))
                 for i in 0..<buffer.count {
-                    var code = table.code(fs![i].name)
+                    var code = Int(fs![i].knownCode)
                     if code == 0 && fs![i].name.utf8.first == UInt8(ascii: "#") { code = unknownCode(fs![i].name) }
                     if code != 0 {
                         c.varint(UInt64(code))
@@ -122,12 +121,11 @@ enum EventCodec {
         if m.pointee.eventID != nil { n += 16 }
         if let base = m.pointee.base { n += varintBytes(base.rawValue) }
         if let actor = m.pointee.actor { n += 1 + actor.utf8.count }
-        let table = FieldTable.shared
         m.pointee.fields.withUnsafeBufferPointer { fs in
             for i in fs.indices {
                 n += 2  // the name's code (or 0 and the name), the value's tag
                 // A name without a code (nor one kept for a newer build's) is written out.
-                if table.code(fs[i].name) == 0 && unknownCode(fs[i].name) == 0 { n += 1 + fs[i].name.utf8.count }
+                if fs[i].knownCode == 0 && unknownCode(fs[i].name) == 0 { n += 1 + fs[i].name.utf8.count }
                 switch fs[i].value {
                 case .null, .boolean: break
                 case .integer(let v): n += varintBytes(zigzag(v))
@@ -233,14 +231,12 @@ enum EventCodec {
         let names = knownFieldNames  // one lazy-global check per record, not two per field
         for _ in 0..<count {
             let code = try rr.small("field code", atMost: 255)
-            let name: String
-            if code == 0 {
-                name = try decodeText(&rr, count: try rr.length("field name length"))
-            } else if code < names.count {
-                name = names[code]
-            } else {
-                name = unknownCodeName(code)  // a newer build's field: kept
+            if code > 0 && code < names.count {
+                fields.append(Field(knownCode: code, names: names, try decodeValue(&rr)))
+                continue
             }
+            // Written out, or a newer build's field (kept).
+            let name = code == 0 ? try decodeText(&rr, count: try rr.length("field name length")) : unknownCodeName(code)
             fields.append(Field(name, try decodeValue(&rr)))
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
@@ -337,6 +333,18 @@ package enum FieldCodes {
     /// The code of a field name, or 0 when it has none. Fast (no hashing).
     @inline(__always)
     public static func code(_ name: String) -> Int { EventCodec.knownCode(name) }
+
+    /// The code of the field name spelled by `bytes`, or 0 when it has none.
+    @inline(__always)
+    package static func code(_ bytes: UnsafeRawBufferPointer) -> Int {
+        FieldTable.shared.code(bytes.assumingMemoryBound(to: UInt8.self))
+    }
+
+    /// Whether the known name of code `a` comes before that of `b` in `Field.inNameOrder`.
+    @inline(__always)
+    package static func precedes(_ a: Int, _ b: Int) -> Bool {
+        FieldTable.shared.rank.withUnsafeBufferPointer { $0[a] < $0[b] }
+    }
 }
 
 /// Known field names' codes, found by (name length, first letter) so that finding a name's code
@@ -351,6 +359,8 @@ struct FieldTable: Sendable {
     let candidates: [UInt8]
     let nameBytes: [UInt8]
     let nameStarts: [Int]
+    /// Each code's place among the known names in byte order (`Field.inNameOrder`).
+    let rank: [UInt8]
 
     init(names: [String]) {
         func slot(_ name: String) -> Int {
@@ -367,6 +377,11 @@ struct FieldTable: Sendable {
         candidates = byCode.map { UInt8($0) }
         nameBytes = names.flatMap { Array($0.utf8) }
         nameStarts = names.reduce(into: [0]) { $0.append($0.last! + $1.utf8.count) }
+        var rank = [UInt8](repeating: 0, count: names.count)
+        for (place, code) in names.indices.sorted(by: { names[$0].utf8.lexicographicallyPrecedes(names[$1].utf8) }).enumerated() {
+            rank[code] = UInt8(place)
+        }
+        self.rank = rank
     }
 
     /// The code of a known field name, or 0.
