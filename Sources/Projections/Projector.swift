@@ -818,7 +818,9 @@ final class Projector {
         }
         guard places.count >= Self.pipelinedRows else {
             var batch = RowBatch(rows: places.count)
-            for place in places { batch.add(rows.values[place], id: rows.key(at: place).id) }
+            rows.values.withUnsafeBufferPointer { values in
+                for place in places { batch.add(values.baseAddress! + place, id: rows.key(at: place).id) }
+            }
             try write(batch)
             return
         }
@@ -828,14 +830,19 @@ final class Projector {
         defer { shared.rows = RowTable() }
         let per = Self.rowsPerBatch
         try Handoff<RowBatch>.run(name: "logbook.rows", depth: 4, produce: { hand, _ in
-            var start = 0
-            while start < places.count {
-                var batch = RowBatch(rows: per)
-                for place in places[start..<min(places.count, start + per)] {
-                    batch.add(shared.rows.values[place], id: shared.rows.key(at: place).id)
+            let table = shared.rows
+            // Each row is read in place, through a pointer (`RowBatch.add`).
+            table.values.withUnsafeBufferPointer { values in
+                guard let rows = values.baseAddress else { return }
+                var start = 0
+                while start < places.count {
+                    var batch = RowBatch(rows: per)
+                    for place in places[start..<min(places.count, start + per)] {
+                        batch.add(rows + place, id: table.key(at: place).id)
+                    }
+                    guard hand(batch) else { return }
+                    start += per
                 }
-                guard hand(batch) else { return }
-                start += per
             }
         }, consume: write)
     }

@@ -38,29 +38,34 @@ struct RowBatch: Sendable {
 
     /// Lays out `row`: for an INSERT, id, the columns, version, created_at, modified_at,
     /// deleted_at, _clocks; for an UPDATE, the same without the id, then the id.
-    mutating func add(_ row: borrowing RowState, id: UUID) {
-        if !row.existsInDatabase { addID(id) }
-        for c in row.cells.indices {
-            switch row.cells[c].value {
-            case nil, .null?: values.append(.null)
-            case .integer(let n)?: values.append(.integer(n))
-            case .real(let d)?: values.append(.real(d))
-            case .boolean(let b)?: values.append(.integer(b ? 1 : 0))
-            case .text(let t)?:
-                let start = arena.count
-                arena.append(contentsOf: t.utf8)
-                values.append(.text(start: start, count: arena.count - start))
+    /// The row is read in place, through the pointer: a `RowState` passed by value (or as the
+    /// pointer's `pointee`) is copied, each of its texts retained and then released.
+    mutating func add(_ row: UnsafePointer<RowState>, id: UUID) {
+        if !row.pointee.existsInDatabase { addID(id) }
+        row.pointee.cells.withUnsafeBufferPointer { cells in
+            guard let cell = cells.baseAddress else { return }
+            for c in cells.indices {
+                switch cell[c].value {
+                case nil, .null?: values.append(.null)
+                case .integer(let n)?: values.append(.integer(n))
+                case .real(let d)?: values.append(.real(d))
+                case .boolean(let b)?: values.append(.integer(b ? 1 : 0))
+                case .text(let t)?:
+                    let start = arena.count
+                    arena.append(contentsOf: t.utf8)
+                    values.append(.text(start: start, count: arena.count - start))
+                }
             }
         }
-        values.append(.integer(Int64(bitPattern: row.version)))
-        addTime(row.createdHLC)
-        addTime(row.version)
-        addTime(row.deletedHLC)
+        values.append(.integer(Int64(bitPattern: row.pointee.version)))
+        addTime(row.pointee.createdHLC)
+        addTime(row.pointee.version)
+        addTime(row.pointee.deletedHLC)
         let start = arena.count
-        row.encodeClocks(appendingTo: &arena)
+        row.pointee.encodeClocks(appendingTo: &arena)
         values.append(.blob(start: start, count: arena.count - start))
-        if row.existsInDatabase { addID(id) }
-        rows.append(RowInfo(update: row.existsInDatabase, id: id, end: values.count))
+        if row.pointee.existsInDatabase { addID(id) }
+        rows.append(RowInfo(update: row.pointee.existsInDatabase, id: id, end: values.count))
     }
 
     private mutating func addID(_ id: UUID) {
