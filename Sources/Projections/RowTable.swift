@@ -186,6 +186,27 @@ struct RowTable {
         values.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
     }
 
+    /// Starts fetching the row and key at `slot` (an occupied one), without waiting.
+    @inline(__always)
+    func prefetch(slot i: Int) {
+        keys.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
+        values.withUnsafeBufferPointer { rows in
+            logbook_prefetch(rows.baseAddress! + i)
+            logbook_prefetch(UnsafeRawPointer(rows.baseAddress! + i) + (MemoryLayout<RowState>.size - 1))
+        }
+    }
+
+    /// Starts fetching the cells and stamps of the row at `slot` (best after `prefetch(slot:)`
+    /// had time to bring the row in), as `prefetchRow` does.
+    @inline(__always)
+    func prefetchStorage(slot i: Int) {
+        values.withUnsafeBufferPointer { rows in
+            let row = UnsafeRawPointer(rows.baseAddress! + i)
+            logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.cellsOffset, as: UInt.self)))
+            logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.stampsOffset, as: UInt.self)))
+        }
+    }
+
     private static let cellsOffset = MemoryLayout<RowState>.offset(of: \RowState.cells) ?? 0
     private static let stampsOffset = MemoryLayout<RowState>.offset(of: \RowState.stamps) ?? 0
 
