@@ -450,7 +450,7 @@ private struct JSONScanner {
                 throw fail("field appears twice", field: name, at: nameAt)
             }
             let normalized = FieldRules.normalized(code: code, value)
-            out.append(code != 0 ? Field(knownCode: code, names: names, normalized) : Field(name, normalized))
+            out.append(code != 0 ? Field(knownCode: code, normalized) : Field(name, normalized))
             guard out.count <= FieldRules.fieldsMax else { throw fail("more than \(FieldRules.fieldsMax) fields", at: nameAt) }
             guard let c = peek() else { throw fail("fields object is not closed, line ends") }
             i += 1

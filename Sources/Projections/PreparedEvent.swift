@@ -19,6 +19,9 @@ struct FieldLayout: @unchecked Sendable {
     let kindStart: [Int]
     /// Per table: the columns of item_tag's pair (item_id, tag_id), when it has both.
     let pairColumns: [(item: Int, tag: Int)?]
+    /// The codes of the pair's field names (both known names: format version 1).
+    static let itemIDCode = FieldCodes.code("item_id")
+    static let tagIDCode = FieldCodes.code("tag_id")
 
     init(schema: ProjectionSchema) {
         var tableByEntity = [Int](repeating: -1, count: 256)
@@ -54,7 +57,7 @@ struct FieldLayout: @unchecked Sendable {
         for f in e.fields {
             let code = Int(f.knownCode)
             let column = code != 0 ? columnByCode[codeBase + code] : (columnIndex[t][f.name] ?? -1)
-            let pair = itemTag && (f.name == "item_id" || f.name == "tag_id")
+            let pair = itemTag && (code == FieldLayout.itemIDCode || code == FieldLayout.tagIDCode)
             pairFields = pairFields || pair
             guard column >= 0 else { continue }  // not a column of this schema: stays in the log
             var value = f.value

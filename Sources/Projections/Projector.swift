@@ -819,7 +819,10 @@ final class Projector {
         guard places.count >= Self.pipelinedRows else {
             var batch = RowBatch(rows: places.count)
             rows.values.withUnsafeBufferPointer { values in
-                for place in places { batch.add(values.baseAddress! + place, id: rows.key(at: place).id) }
+                for place in places {
+                    let id = rows.key(at: place).id  // checks the place is in the table
+                    batch.add(values.baseAddress! + place, id: id)
+                }
             }
             try write(batch)
             return
@@ -833,7 +836,7 @@ final class Projector {
             let table = shared.rows
             // Each row is read in place, through a pointer (`RowBatch.add`).
             table.values.withUnsafeBufferPointer { values in
-                guard let rows = values.baseAddress else { return }
+                guard let rows = values.baseAddress else { return precondition(places.isEmpty, "rows to write in an empty table") }
                 var start = 0
                 while start < places.count {
                     var batch = RowBatch(rows: per)
@@ -843,7 +846,9 @@ final class Projector {
                         // row first, then (once it is in) its cells and stamps.
                         if k + Self.layoutRowsAhead < places.count { table.prefetch(slot: places[k + Self.layoutRowsAhead]) }
                         if k + Self.layoutStorageAhead < places.count { table.prefetchStorage(slot: places[k + Self.layoutStorageAhead]) }
-                        batch.add(rows + places[k], id: table.key(at: places[k]).id)
+                        // `key(at:)` checks the place is in the table before the row is read.
+                        let id = table.key(at: places[k]).id
+                        batch.add(rows + places[k], id: id)
                     }
                     guard hand(batch) else { return }
                     start += per

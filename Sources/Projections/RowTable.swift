@@ -201,6 +201,8 @@ struct RowTable {
     @inline(__always)
     func prefetchStorage(slot i: Int) {
         values.withUnsafeBufferPointer { rows in
+            // A real read of the row's bytes (unlike the prefetches): only within the table.
+            guard rows.indices.contains(i) else { return }
             let row = UnsafeRawPointer(rows.baseAddress! + i)
             logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.cellsOffset, as: UInt.self)))
             logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.stampsOffset, as: UInt.self)))

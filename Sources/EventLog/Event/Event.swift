@@ -81,7 +81,7 @@ public enum FieldValue: Sendable, Equatable, Hashable {
 /// One changed field of an event.
 public struct Field: Sendable, Equatable, Hashable {
     public var name: String {
-        didSet { knownCode = UInt8(truncatingIfNeeded: FieldCodes.code(name)) }
+        didSet { knownCode = UInt8(FieldCodes.code(name)) }
     }
     public var value: FieldValue
     /// The one-byte code of `name` when it is a known field name (`FieldCodes`), else 0: found
@@ -92,15 +92,17 @@ public struct Field: Sendable, Equatable, Hashable {
     public init(_ name: String, _ value: FieldValue) {
         self.name = name
         self.value = value
-        knownCode = UInt8(truncatingIfNeeded: FieldCodes.code(name))
+        knownCode = UInt8(FieldCodes.code(name))
     }
 
-    /// The field of the known name with code `code` (1 ..< `FieldCodes.names.count`).
+    /// The field of the known name with code `code` (1 ..< `FieldCodes.names.count`; any other
+    /// code traps).
     @inline(__always)
-    package init(knownCode code: Int, names: [String], _ value: FieldValue) {
-        name = names[code]
+    package init(knownCode code: Int, _ value: FieldValue) {
+        precondition(code > 0, "field code 0 names no field")
+        name = EventCodec.knownFieldNames[code]
         self.value = value
-        knownCode = UInt8(truncatingIfNeeded: code)
+        knownCode = UInt8(code)
     }
 
     /// The order fields are kept in: by name, byte by byte (UTF-8, shorter first on a tie),

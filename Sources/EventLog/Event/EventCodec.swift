@@ -228,11 +228,11 @@ enum EventCodec {
         let count = try rr.length("field count")
         var fields: [Field] = []
         fields.reserveCapacity(count)
-        let names = knownFieldNames  // one lazy-global check per record, not two per field
+        let names = knownFieldNames  // the bound of the known codes, read once per record
         for _ in 0..<count {
             let code = try rr.small("field code", atMost: 255)
             if code > 0 && code < names.count {
-                fields.append(Field(knownCode: code, names: names, try decodeValue(&rr)))
+                fields.append(Field(knownCode: code, try decodeValue(&rr)))
                 continue
             }
             // Written out, or a newer build's field (kept).
@@ -337,13 +337,14 @@ package enum FieldCodes {
     /// The code of the field name spelled by `bytes`, or 0 when it has none.
     @inline(__always)
     package static func code(_ bytes: UnsafeRawBufferPointer) -> Int {
-        FieldTable.shared.code(bytes.assumingMemoryBound(to: UInt8.self))
+        bytes.withMemoryRebound(to: UInt8.self) { FieldTable.shared.code($0) }
     }
 
     /// Whether the known name of code `a` comes before that of `b` in `Field.inNameOrder`.
     @inline(__always)
     package static func precedes(_ a: Int, _ b: Int) -> Bool {
-        FieldTable.shared.rank.withUnsafeBufferPointer { $0[a] < $0[b] }
+        let rank = FieldTable.shared.rank
+        return rank[a] < rank[b]
     }
 }
 
