@@ -197,7 +197,9 @@ struct RowTable {
     }
 
     /// Starts fetching the cells and stamps of the row at `slot` (best after `prefetch(slot:)`
-    /// had time to bring the row in), as `prefetchRow` does.
+    /// had time to bring the row in). The arrays' storage is found by reading the row's bytes,
+    /// not the arrays (which would count a reference, a write to the very memory being fetched);
+    /// a prefetch of any address is harmless, so this is a hint whatever the layout.
     @inline(__always)
     func prefetchStorage(slot i: Int) {
         values.withUnsafeBufferPointer { rows in
@@ -213,16 +215,10 @@ struct RowTable {
     private static let stampsOffset = MemoryLayout<RowState>.offset(of: \RowState.stamps) ?? 0
 
     /// Starts fetching the cells and stamps of `key`'s row, if the table holds it (best after
-    /// `prefetch(hash:)` had time to bring the slot in). The arrays' storage is found by reading
-    /// the row's bytes, not the arrays (which would count a reference, a write to the very memory
-    /// being fetched); a prefetch of any address is harmless, so this is a hint whatever the layout.
+    /// `prefetch(hash:)` had time to bring the slot in): `prefetchStorage(slot:)` of its slot.
     @inline(__always)
     func prefetchRow(_ key: Key, hash: Int) {
         guard let i = slot(of: key, hash: hash) else { return }
-        values.withUnsafeBufferPointer { rows in
-            let row = UnsafeRawPointer(rows.baseAddress! + i)
-            logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.cellsOffset, as: UInt.self)))
-            logbook_prefetch(UnsafeRawPointer(bitPattern: row.loadUnaligned(fromByteOffset: RowTable.stampsOffset, as: UInt.self)))
-        }
+        prefetchStorage(slot: i)
     }
 }
