@@ -818,12 +818,7 @@ final class Projector {
         }
         guard places.count >= Self.pipelinedRows else {
             var batch = RowBatch(rows: places.count)
-            rows.values.withUnsafeBufferPointer { values in
-                for place in places {
-                    let id = rows.key(at: place).id  // checks the place is in the table
-                    batch.add(values.baseAddress! + place, id: id)
-                }
-            }
+            Self.layOut(rows, places, places.indices, into: &batch)
             try write(batch)
             return
         }
@@ -834,27 +829,31 @@ final class Projector {
         let per = Self.rowsPerBatch
         try Handoff<RowBatch>.run(name: "logbook.rows", depth: 4, produce: { hand, _ in
             let table = shared.rows
-            // Each row is read in place, through a pointer (`RowBatch.add`).
-            table.values.withUnsafeBufferPointer { values in
-                guard let rows = values.baseAddress else { return precondition(places.isEmpty, "rows to write in an empty table") }
-                var start = 0
-                while start < places.count {
-                    var batch = RowBatch(rows: per)
-                    for k in start..<min(places.count, start + per) {
-                        // Rows in key order lie anywhere in the table, and reading each one waited on
-                        // memory (most of laying them out): the rows ahead are fetched meanwhile, a
-                        // row first, then (once it is in) its cells and stamps.
-                        if k + Self.layoutRowsAhead < places.count { table.prefetch(slot: places[k + Self.layoutRowsAhead]) }
-                        if k + Self.layoutStorageAhead < places.count { table.prefetchStorage(slot: places[k + Self.layoutStorageAhead]) }
-                        // `key(at:)` checks the place is in the table before the row is read.
-                        let id = table.key(at: places[k]).id
-                        batch.add(rows + places[k], id: id)
-                    }
-                    guard hand(batch) else { return }
-                    start += per
-                }
+            var start = 0
+            while start < places.count {
+                var batch = RowBatch(rows: per)
+                Self.layOut(table, places, start..<min(places.count, start + per), into: &batch)
+                guard hand(batch) else { return }
+                start += per
             }
         }, consume: write)
+    }
+
+    /// Lays out the rows of `table` at `places[range]` into `batch`, in that order, each read in
+    /// place, through a pointer (`RowBatch.add`). Rows in key order lie anywhere in the table,
+    /// and reading each one waited on memory (most of laying them out): the rows ahead are
+    /// fetched meanwhile, a row first, then (once it is in) its cells and stamps.
+    private static func layOut(_ table: RowTable, _ places: [Int], _ range: Range<Int>, into batch: inout RowBatch) {
+        table.values.withUnsafeBufferPointer { values in
+            guard let rows = values.baseAddress else { return precondition(range.isEmpty, "rows to write in an empty table") }
+            for k in range {
+                if k + layoutRowsAhead < places.count { table.prefetch(slot: places[k + layoutRowsAhead]) }
+                if k + layoutStorageAhead < places.count { table.prefetchStorage(slot: places[k + layoutStorageAhead]) }
+                // `key(at:)` checks the place is in the table before the row is read.
+                let id = table.key(at: places[k]).id
+                batch.add(rows + places[k], id: id)
+            }
+        }
     }
 
     /// From this many rows of a table, a flush lays rows out on a second thread.

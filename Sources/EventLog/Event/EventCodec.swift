@@ -337,7 +337,7 @@ package enum FieldCodes {
     /// The code of the field name spelled by `bytes`, or 0 when it has none.
     @inline(__always)
     package static func code(_ bytes: UnsafeRawBufferPointer) -> Int {
-        bytes.withMemoryRebound(to: UInt8.self) { FieldTable.shared.code($0) }
+        bytes.withMemoryRebound(to: UInt8.self, EventCodec.knownCode)
     }
 
     /// Whether the known name of code `a` comes before that of `b` in `Field.inNameOrder`.
