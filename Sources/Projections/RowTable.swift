@@ -176,10 +176,15 @@ struct RowTable {
     }
 
     // MARK: Fetching ahead
+    //
+    // `prefetch(hash:)` and `prefetchRow(_:hash:)` are `mutating` though they change nothing: the
+    // merge calls them on a class's stored table, and a non-mutating call there copied the table
+    // (a retain and a release of each of its three arrays, twice an event: a tenth of the merging
+    // thread's time), where a mutating one works on it in place.
 
     /// Starts fetching the home slot of `hash` (its hash, key and row), without waiting.
     @inline(__always)
-    func prefetch(hash: Int) {
+    mutating func prefetch(hash: Int) {
         let i = hash & mask
         hashes.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
         keys.withUnsafeBufferPointer { logbook_prefetch($0.baseAddress! + i) }
@@ -217,7 +222,7 @@ struct RowTable {
     /// Starts fetching the cells and stamps of `key`'s row, if the table holds it (best after
     /// `prefetch(hash:)` had time to bring the slot in): `prefetchStorage(slot:)` of its slot.
     @inline(__always)
-    func prefetchRow(_ key: Key, hash: Int) {
+    mutating func prefetchRow(_ key: Key, hash: Int) {
         guard let i = slot(of: key, hash: hash) else { return }
         prefetchStorage(slot: i)
     }
