@@ -416,10 +416,9 @@ private struct JSONScanner {
             throw InputError(line: line, column: nil, field: "id", message: entity == .itemTag ? "missing key \"id\" (or fields item_id and tag_id)" : "missing key \"id\"")
         }
         // Most lines name their fields in order already (or name one): checked, not sorted.
-        if !Field.areInNameOrder(fs) { fs.sort(by: Field.inNameOrder) }
-        var m = Mutation(entity: entity, op: op, entityID: entityID, eventID: eventID, base: base, actor: actor)
-        m.fields = fs
-        return m
+        Field.sortInNameOrder(&fs)
+        // In order already: the initializer only checks it.
+        return Mutation(entity: entity, op: op, entityID: entityID, fields: fs, eventID: eventID, base: base, actor: actor)
     }
 
     mutating func fieldsObject() throws(InputError) -> [Field] {

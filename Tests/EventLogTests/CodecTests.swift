@@ -182,6 +182,29 @@ import Testing
         }
     }
 
+    /// Sorting fields in place (moving them, comparing known names by code) orders them as the
+    /// standard library's stable sort by `inNameOrder` does: known and unknown names mixed, a name
+    /// repeated (kept in input order), and lists already in order.
+    @Test func fieldsSortedInPlaceAsAStableSortOrdersThem() {
+        let names = ["title", "status", "parent_id", "sort_order", "notes", "tag_id", "item_id", "a", "zz", "title_x", "tit", "#40", "n"]
+        var state: UInt64 = 0x2545_F491_4F6C_DD1D
+        func next() -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int(truncatingIfNeeded: state >> 33)
+        }
+        for round in 0..<2_000 {
+            let count = next() % 9
+            var fields = (0..<count).map { k in Field(names[next() % names.count], .integer(Int64(k))) }
+            if round % 4 == 0 { fields = fields.sorted(by: Field.inNameOrder) }
+            let expected = fields.sorted(by: Field.inNameOrder)
+            var sorted = fields
+            Field.sortInNameOrder(&sorted)
+            #expect(sorted == expected, "from \(fields.map(\.name))")
+            #expect(Field.areInNameOrder(sorted))
+            #expect(Field.areInNameOrder(fields) == (fields == expected))
+        }
+    }
+
     @Test func encodingIsDeterministic() {
         let m = Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("z", .integer(1)), Field("a", .text("x")), Field("title", .null)])
         let e = Event(origin: fixedReplica, seq: Seq(1), hlc: HLC(wallMillis: 5, counter: 1), mutation: m)

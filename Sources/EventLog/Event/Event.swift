@@ -126,9 +126,39 @@ public struct Field: Sendable, Equatable, Hashable {
     public static func areInNameOrder(_ fields: [Field]) -> Bool {
         fields.withUnsafeBufferPointer { fs in
             guard fs.count > 1 else { return true }
-            for k in 1..<fs.count where inNameOrder(fs[k], fs[k - 1]) { return false }
+            for k in 1..<fs.count where precedes(fs, k, k - 1) { return false }
             return true
         }
+    }
+
+    /// Sorts `fields` into `inNameOrder`, keeping the order of equal names (as `sort(by:)` does).
+    /// Fields are moved, never copied: an event's few fields are sorted in place by insertion,
+    /// where `sort(by: inNameOrder)` copied each field it moved and each it compared (a count of
+    /// references up and down on its name and value every time).
+    public static func sortInNameOrder(_ fields: inout [Field]) {
+        guard !areInNameOrder(fields) else { return }
+        fields.withUnsafeMutableBufferPointer { fs in
+            for i in 1..<fs.count {
+                var j = i
+                while j > 0 && precedes(fs, j, j - 1) {
+                    fs.swapAt(j, j - 1)
+                    j -= 1
+                }
+            }
+        }
+    }
+
+    /// `inNameOrder(fs[a], fs[b])`, reading two known names' codes in place (no field copied).
+    @inline(__always)
+    private static func precedes(_ fs: UnsafeBufferPointer<Field>, _ a: Int, _ b: Int) -> Bool {
+        let x = fs[a].knownCode, y = fs[b].knownCode
+        if x != 0 && y != 0 { return FieldCodes.precedes(Int(x), Int(y)) }
+        return inNameOrder(fs[a], fs[b])
+    }
+
+    @inline(__always)
+    private static func precedes(_ fs: UnsafeMutableBufferPointer<Field>, _ a: Int, _ b: Int) -> Bool {
+        precedes(UnsafeBufferPointer(fs), a, b)
     }
 }
 
@@ -150,7 +180,9 @@ public struct Mutation: Sendable, Equatable {
         self.entity = entity
         self.op = op
         self.entityID = entityID
-        self.fields = fields.sorted(by: Field.inNameOrder)
+        var fields = fields
+        Field.sortInNameOrder(&fields)
+        self.fields = fields
         self.eventID = eventID
         self.base = base
         self.actor = actor

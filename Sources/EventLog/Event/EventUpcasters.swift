@@ -56,7 +56,7 @@ public enum EventUpcasters {
                 moved = true
             }
         }
-        if moved { e.fields.sort(by: Field.inNameOrder) }
+        if moved { Field.sortInNameOrder(&e.fields) }
     }
 
     /// A priority or importance as version 2 holds it (an integer), from what version 1 let apps
