@@ -14,7 +14,9 @@ package final class LineReader {
     // Unchecked: a reader is used by one thread; `body` and `willWait`, called within `next`,
     // only read `lineNumber` and `bytesRead`, never while they change. The checks at each
     // access were a hundredth of a bulk append's time.
-    @exclusivity(unchecked) private var buffer: [UInt8]
+    /// Allocated once, freed with the reader: an array here was counted up and down around each
+    /// use (twice a line), the reader being a class whose property `body` might reach.
+    private let buffer: UnsafeMutableRawBufferPointer
     @exclusivity(unchecked) private var start = 0
     @exclusivity(unchecked) private var end = 0
     @exclusivity(unchecked) private var eof = false
@@ -31,8 +33,11 @@ package final class LineReader {
         self.fd = fd
         self.name = name
         self.lineBytesMax = lineBytesMax
-        buffer = [UInt8](repeating: 0, count: max(1 << 20, lineBytesMax * 2))
+        buffer = .allocate(byteCount: max(1 << 20, lineBytesMax * 2), alignment: 16)
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
     }
+
+    deinit { buffer.deallocate() }
 
     /// Calls `body` with the next line (without its newline or a trailing CR); returns false at end of input.
     /// - Parameter willWait: called when a read would wait (a pipe with nothing to read yet; only
@@ -40,16 +45,14 @@ package final class LineReader {
     ///   them on, so a bad line among them is not kept waiting on input that may not come.
     public func next(willWait: () -> Void = {}, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Bool {
         while true {
-            if let nl = buffer.withUnsafeBytes({ p -> Int? in
-                guard end > start, let base = p.baseAddress else { return nil }
-                guard let hit = memchr(base + start, 0x0A, end - start) else { return nil }
-                return base.distance(to: UnsafeRawPointer(hit))
-            }) {
+            let base = UnsafeRawPointer(buffer.baseAddress!)
+            if end > start, let hit = memchr(base + start, 0x0A, end - start) {
+                let nl = base.distance(to: UnsafeRawPointer(hit))
                 lineNumber += 1
                 var lineEnd = nl
                 if lineEnd > start && buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
                 if lineEnd - start > lineBytesMax { throw tooLong() }
-                try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<lineEnd])) }
+                try body(UnsafeRawBufferPointer(rebasing: buffer[start..<lineEnd]))
                 start = nl + 1
                 return true
             }
@@ -62,21 +65,19 @@ package final class LineReader {
                 lineNumber += 1
                 var lineEnd = end
                 if buffer[lineEnd - 1] == 0x0D { lineEnd -= 1 }
-                try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[start..<lineEnd])) }
+                try body(UnsafeRawBufferPointer(rebasing: buffer[start..<lineEnd]))
                 start = end
                 return true
             }
             if start > 0 {
-                buffer.withUnsafeMutableBytes { p in
-                    if end > start { memmove(p.baseAddress!, p.baseAddress! + start, end - start) }
-                }
+                if end > start { memmove(buffer.baseAddress!, buffer.baseAddress! + start, end - start) }
                 end -= start
                 start = 0
             }
             if let stopped {
                 guard try waitReadable(unless: stopped, willWait: willWait) else { return false }
             }
-            let n = buffer.withUnsafeMutableBytes { p in read(fd, p.baseAddress! + end, p.count - end) }
+            let n = read(fd, buffer.baseAddress! + end, buffer.count - end)
             if n < 0 {
                 if errno == EINTR { continue }
                 throw LogError.io("read input", "read failed", file: name, offset: bytesRead, errno: errno)
