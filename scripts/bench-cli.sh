@@ -41,6 +41,40 @@ print(f"  ratio projected / sqlite3: {sq/ep:.2f}x (target >= 0.60)")
 print(f"  log bytes / input bytes: {log/size:.3f}    (target <= 0.333)")
 PY
 
+# The same two ratios from runs taken in turns: each round runs evctl, then sqlite3 on the same
+# input, and the ratio is that round's. The machine's speed drifts by a third from one minute to
+# the next; the best of 3 above can pair an evctl run from a slow minute with a sqlite3 run from a
+# quick one, while a round's two runs meet the same minute. Median and spread over the rounds.
+PAIRS=${PAIRS:-5}
+once() {  # wall seconds of one run of a command, after a setup
+  local setup=$1; shift
+  eval "$setup"
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" > /dev/null
+  t1=$(date +%s.%N)
+  python3 -c "print($t1 - $t0)"
+}
+ROUNDS=""
+for _ in $(seq 1 "$PAIRS"); do
+  NP=$(once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --no-project --store "$WORK/store" "$WORK/in.ndjson")
+  PR=$(once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --store "$WORK/store" "$WORK/in.ndjson")
+  SQR=$(once "rm -f '$WORK/import.db'" sqlite3 "$WORK/import.db" -cmd ".mode tabs" "CREATE TABLE t(line TEXT);" ".import $WORK/in.ndjson t")
+  ROUNDS="$ROUNDS $NP,$PR,$SQR"
+done
+python3 - "$PAIRS" $ROUNDS <<'PY'
+import sys, statistics
+rounds = [tuple(map(float, r.split(","))) for r in sys.argv[2:]]
+def show(name, k, target):
+    ratios = sorted(r[2] / r[k] for r in rounds)
+    print(f"  {name}: median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}-{ratios[-1]:.2f}x (target >= {target:.2f})")
+print(f"in turns, {len(rounds)} rounds of evctl --no-project, evctl (projected), sqlite3 .import")
+print("  sqlite3 .import: " + ", ".join(f"{r[2]:.3f}" for r in rounds) + " s")
+print("  evctl (projected): " + ", ".join(f"{r[1]:.3f}" for r in rounds) + " s")
+show("ratio evctl / sqlite3, per round", 0, 1.0)
+show("ratio projected / sqlite3, per round", 1, 0.6)
+PY
+
 # `evctl sync URL` as a command (process start, store open, HTTP, close), against `evctl serve`
 # on loopback: nothing new, and one event appended on the client before each sync (not timed).
 # Beside it, `evctl cursor` (a process that opens the store and reads its cursor) as the floor.
