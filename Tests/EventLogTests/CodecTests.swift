@@ -193,7 +193,8 @@ import Testing
             return Int(truncatingIfNeeded: state >> 33)
         }
         for round in 0..<2_000 {
-            let count = next() % 9
+            // Up to 8 fields, and now and then up to 80: past `insertionSortMax`, the library's sort.
+            let count = round % 50 == 0 ? next() % 81 : next() % 9
             var fields = (0..<count).map { k in Field(names[next() % names.count], .integer(Int64(k))) }
             if round % 4 == 0 { fields = fields.sorted(by: Field.inNameOrder) }
             let expected = fields.sorted(by: Field.inNameOrder)
@@ -203,6 +204,20 @@ import Testing
             #expect(Field.areInNameOrder(sorted))
             #expect(Field.areInNameOrder(fields) == (fields == expected))
         }
+    }
+
+    /// A peer's event may hold any number of fields, in any order, and is sorted again each time
+    /// it is read (an upcast): 50,000 fields, one known name then one that sorts before it, half
+    /// each, come out in order, the repeated names in the order they came (insertion would take
+    /// about 6 x 10^8 swaps here).
+    @Test func manyFieldsOutOfOrderAreSortedStably() {
+        let n = 50_000
+        var fields = (0..<n).map { k in Field(k < n / 2 ? "title" : "notes", .integer(Int64(k))) }
+        Field.sortInNameOrder(&fields)
+        #expect(fields.count == n)
+        #expect(fields.prefix(n / 2).allSatisfy { $0.name == "notes" })
+        #expect(fields.suffix(n / 2).allSatisfy { $0.name == "title" })
+        #expect(fields.map { $0.value } == (n / 2..<n).map { FieldValue.integer(Int64($0)) } + (0..<n / 2).map { FieldValue.integer(Int64($0)) })
     }
 
     @Test func encodingIsDeterministic() {

@@ -134,9 +134,12 @@ public struct Field: Sendable, Equatable, Hashable {
     /// Sorts `fields` into `inNameOrder`, keeping the order of equal names (as `sort(by:)` does).
     /// Fields are moved, never copied: an event's few fields are sorted in place by insertion,
     /// where `sort(by: inNameOrder)` copied each field it moved and each it compared (a count of
-    /// references up and down on its name and value every time).
+    /// references up and down on its name and value every time). Many fields (a peer's event may
+    /// hold any number, and is read again at every rebuild) go to the library's sort, whose time
+    /// grows as n log n where insertion's grows as the square.
     public static func sortInNameOrder(_ fields: inout [Field]) {
         guard !areInNameOrder(fields) else { return }
+        guard fields.count <= insertionSortMax else { return fields.sort(by: inNameOrder) }
         fields.withUnsafeMutableBufferPointer { fs in
             for i in 1..<fs.count {
                 var j = i
@@ -147,6 +150,9 @@ public struct Field: Sendable, Equatable, Hashable {
             }
         }
     }
+
+    /// The most fields sorted by insertion (a line holds at most 64; most hold a handful).
+    static let insertionSortMax = 32
 
     /// `inNameOrder(fs[a], fs[b])`, reading two known names' codes in place (no field copied).
     @inline(__always)
