@@ -11,12 +11,13 @@ package final class LineReader {
     private let fd: Int32
     private let name: String
     private let lineBytesMax: Int
+    /// Allocated once, freed with the reader: an array here was counted up and down around each
+    /// use (twice a line), the reader being a class whose property `body` might reach. At least
+    /// twice `lineBytesMax`, so a read always has room once a line's start is moved to the front.
+    private let buffer: UnsafeMutableRawBufferPointer
     // Unchecked: a reader is used by one thread; `body` and `willWait`, called within `next`,
     // only read `lineNumber` and `bytesRead`, never while they change. The checks at each
     // access were a hundredth of a bulk append's time.
-    /// Allocated once, freed with the reader: an array here was counted up and down around each
-    /// use (twice a line), the reader being a class whose property `body` might reach.
-    private let buffer: UnsafeMutableRawBufferPointer
     @exclusivity(unchecked) private var start = 0
     @exclusivity(unchecked) private var end = 0
     @exclusivity(unchecked) private var eof = false
@@ -56,7 +57,9 @@ package final class LineReader {
                 start = nl + 1
                 return true
             }
-            if end - start > lineBytesMax {
+            // What is held of the line so far, less a CR it ends in: a line of `lineBytesMax`
+            // bytes and its CRLF, cut by a read between the two, is not too long.
+            if end - start - (end > start && buffer[end - 1] == 0x0D ? 1 : 0) > lineBytesMax {
                 lineNumber += 1
                 throw tooLong()
             }

@@ -46,9 +46,40 @@ import Testing
         let reader = LineReader(fd: fd, name: path, lineBytesMax: 8_000)
         let lines = try readAll(reader)
         #expect(lines.count == expected.count)
-        #expect(lines == expected)
+        let firstDifference = zip(lines, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset
+        #expect(firstDifference == nil, "line \((firstDifference ?? 0) + 1) differs")
         #expect(reader.lineNumber == expected.count)
         #expect(reader.bytesRead == bytes.count)
+        // The end stays the end.
+        #expect(try !reader.next { _ in Issue.record("a line after the end") })
+    }
+
+    /// A line of exactly the bound and its CRLF, where a read ends between the CR and the LF (the
+    /// first read fills the 1 MiB buffer), is read; so is such a line ending the input with its
+    /// CR alone.
+    @Test func aLineAtTheBoundWhoseCRLFAReadSplitsIsRead() throws {
+        let bound = 1_000, bufferBytes = 1 << 20
+        var bytes: [UInt8] = []
+        var expected: [[UInt8]] = []
+        // Lines up to where the long line must start for its CR to be the buffer's last byte.
+        let longStart = bufferBytes - (bound + 1)
+        while bytes.count < longStart {
+            let n = min(99, longStart - bytes.count - 1)
+            let line = [UInt8](repeating: 0x6C, count: n)
+            expected.append(line)
+            bytes += line + [0x0A]
+        }
+        #expect(bytes.count == longStart)
+        let long = [UInt8](repeating: 0x61, count: bound)
+        expected += [long, Array("after".utf8), long]
+        bytes += long + [0x0D, 0x0A] + Array("after\n".utf8) + long + [0x0D]
+        let (fd, path) = try file(bytes)
+        defer { close(fd); unlink(path) }
+        let reader = LineReader(fd: fd, name: path, lineBytesMax: bound)
+        let lines = try readAll(reader)
+        #expect(lines.count == expected.count)
+        #expect(lines.suffix(3) == expected.suffix(3))
+        #expect(zip(lines, expected).allSatisfy { $0 == $1 })
     }
 
     @Test func aLineAtTheBoundIsReadAndOneOverItIsRefusedWithItsNumber() throws {
