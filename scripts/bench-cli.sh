@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 EVCTL=.build/release/evctl
 LINES=${LINES_COUNT:-500000}
+# Rounds of the ratios taken in turns (below), at least 1.
+PAIRS=${PAIRS:-5}
+[ "$PAIRS" -ge 1 ] || { echo "PAIRS must be at least 1" >&2; exit 1; }
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 $EVCTL sample --count "$LINES" --seed 1 > "$WORK/in.ndjson"
@@ -18,7 +21,7 @@ best() {  # best wall time in seconds of a command run 3 times, with a setup bef
     eval "$setup"
     local t0 t1
     t0=$(date +%s.%N)
-    "$@" > /dev/null
+    "$@" > /dev/null || { echo "failed: $*" >&2; exit 1; }
     t1=$(date +%s.%N)
     best=$(python3 -c "print(min($best, $t1 - $t0))")
   done
@@ -41,34 +44,41 @@ print(f"  ratio projected / sqlite3: {sq/ep:.2f}x (target >= 0.60)")
 print(f"  log bytes / input bytes: {log/size:.3f}    (target <= 0.333)")
 PY
 
-# The same two ratios from runs taken in turns: each round runs evctl, then sqlite3 on the same
-# input, and the ratio is that round's. The machine's speed drifts by a third from one minute to
-# the next; the best of 3 above can pair an evctl run from a slow minute with a sqlite3 run from a
-# quick one, while a round's two runs meet the same minute. Median and spread over the rounds.
-PAIRS=${PAIRS:-5}
+# The same two ratios from runs taken in turns: each round runs evctl --no-project, evctl
+# (projected) and sqlite3 on the same input, the order turned by one each round, and each ratio
+# is that round's. The machine's speed drifts by a third from one minute to the next; the best of
+# 3 above can pair an evctl run from a slow minute with a sqlite3 run from a quick one, while a
+# round's runs meet the same minute. Median and spread over the rounds (PAIRS, at least 1).
 once() {  # wall seconds of one run of a command, after a setup
   local setup=$1; shift
   eval "$setup"
   local t0 t1
   t0=$(date +%s.%N)
-  "$@" > /dev/null
+  "$@" > /dev/null || { echo "failed: $*" >&2; exit 1; }
   t1=$(date +%s.%N)
   python3 -c "print($t1 - $t0)"
 }
+run_np() { once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --no-project --store "$WORK/store" "$WORK/in.ndjson"; }
+run_pr() { once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --store "$WORK/store" "$WORK/in.ndjson"; }
+run_sq() { once "rm -f '$WORK/import.db'" sqlite3 "$WORK/import.db" -cmd ".mode tabs" "CREATE TABLE t(line TEXT);" ".import $WORK/in.ndjson t"; }
 ROUNDS=""
-for _ in $(seq 1 "$PAIRS"); do
-  NP=$(once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --no-project --store "$WORK/store" "$WORK/in.ndjson")
-  PR=$(once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --store "$WORK/store" "$WORK/in.ndjson")
-  SQR=$(once "rm -f '$WORK/import.db'" sqlite3 "$WORK/import.db" -cmd ".mode tabs" "CREATE TABLE t(line TEXT);" ".import $WORK/in.ndjson t")
+for r in $(seq 0 $((PAIRS - 1))); do
+  for k in 0 1 2; do
+    case $(( (r + k) % 3 )) in
+      0) NP=$(run_np) ;;
+      1) PR=$(run_pr) ;;
+      2) SQR=$(run_sq) ;;
+    esac
+  done
   ROUNDS="$ROUNDS $NP,$PR,$SQR"
 done
-python3 - "$PAIRS" $ROUNDS <<'PY'
+python3 - $ROUNDS <<'PY'
 import sys, statistics
-rounds = [tuple(map(float, r.split(","))) for r in sys.argv[2:]]
+rounds = [tuple(map(float, r.split(","))) for r in sys.argv[1:]]
 def show(name, k, target):
     ratios = sorted(r[2] / r[k] for r in rounds)
     print(f"  {name}: median {statistics.median(ratios):.2f}x, {ratios[0]:.2f}-{ratios[-1]:.2f}x (target >= {target:.2f})")
-print(f"in turns, {len(rounds)} rounds of evctl --no-project, evctl (projected), sqlite3 .import")
+print(f"in turns, {len(rounds)} rounds of evctl --no-project, evctl (projected), sqlite3 .import (order turned each round)")
 print("  sqlite3 .import: " + ", ".join(f"{r[2]:.3f}" for r in rounds) + " s")
 print("  evctl (projected): " + ", ".join(f"{r[1]:.3f}" for r in rounds) + " s")
 show("ratio evctl / sqlite3, per round", 0, 1.0)
