@@ -14,16 +14,21 @@ trap 'rm -rf "$WORK"' EXIT
 $EVCTL sample --count "$LINES" --seed 1 > "$WORK/in.ndjson"
 BYTES=$(stat -c %s "$WORK/in.ndjson")
 
-best() {  # best wall time in seconds of a command run 3 times, with a setup before each run
+once() {  # wall seconds of one run of a command, after a setup; a failed run ends the script
   local setup=$1; shift
-  local best=999999
+  eval "$setup"
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" > /dev/null || { echo "failed: $*" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  python3 -c "print($t1 - $t0)"
+}
+
+best() {  # best wall time in seconds of a command run 3 times, with a setup before each run
+  local best=999999 t
   for _ in 1 2 3; do
-    eval "$setup"
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$@" > /dev/null || { echo "failed: $*" >&2; exit 1; }
-    t1=$(date +%s.%N)
-    best=$(python3 -c "print(min($best, $t1 - $t0))")
+    t=$(once "$@") || exit 1
+    best=$(python3 -c "print(min($best, $t))")
   done
   echo "$best"
 }
@@ -49,15 +54,6 @@ PY
 # is that round's. The machine's speed drifts by a third from one minute to the next; the best of
 # 3 above can pair an evctl run from a slow minute with a sqlite3 run from a quick one, while a
 # round's runs meet the same minute. Median and spread over the rounds (PAIRS, at least 1).
-once() {  # wall seconds of one run of a command, after a setup
-  local setup=$1; shift
-  eval "$setup"
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$@" > /dev/null || { echo "failed: $*" >&2; exit 1; }
-  t1=$(date +%s.%N)
-  python3 -c "print($t1 - $t0)"
-}
 run_np() { once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --no-project --store "$WORK/store" "$WORK/in.ndjson"; }
 run_pr() { once "rm -rf '$WORK/store'; $EVCTL init --store '$WORK/store' > /dev/null" $EVCTL append --store "$WORK/store" "$WORK/in.ndjson"; }
 run_sq() { once "rm -f '$WORK/import.db'" sqlite3 "$WORK/import.db" -cmd ".mode tabs" "CREATE TABLE t(line TEXT);" ".import $WORK/in.ndjson t"; }
