@@ -415,10 +415,12 @@ private struct JSONScanner {
         guard let entityID else {
             throw InputError(line: line, column: nil, field: "id", message: entity == .itemTag ? "missing key \"id\" (or fields item_id and tag_id)" : "missing key \"id\"")
         }
-        // Most lines name their fields in order already (or name one): checked, not sorted.
+        // Most lines name their fields in order already (or name one): checked, not sorted. Set
+        // after the initializer, which would check the order a second time.
         Field.sortInNameOrder(&fs)
-        // In order already: the initializer only checks it.
-        return Mutation(entity: entity, op: op, entityID: entityID, fields: fs, eventID: eventID, base: base, actor: actor)
+        var m = Mutation(entity: entity, op: op, entityID: entityID, eventID: eventID, base: base, actor: actor)
+        m.fields = fs
+        return m
     }
 
     mutating func fieldsObject() throws(InputError) -> [Field] {
