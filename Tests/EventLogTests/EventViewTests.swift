@@ -98,6 +98,35 @@ import Testing
         #expect(decodedCalls == 30)
     }
 
+    /// Each event is lent to the body out of its batch and put back after the call: what the
+    /// body keeps is whole after the read, whether it ends, stops or the body throws (on the
+    /// first event, mid-frame, at a frame's end), and the same events read again are unchanged.
+    @Test(arguments: [false, true]) func eventsTheBodyKeepsOutliveTheRead(pipelined: Bool) throws {
+        let dir = TempDir()
+        let store = try makeLog(dir)
+        let reader = LogReader(store: store)
+        let all = try reader.events(origin: store.replicaID)
+        #expect(all.count == 401 && all.contains { $0.actor != nil })
+        struct Enough: Error {}
+        for end in [1, 3, 7, 14, 150, 401] {
+            for throwing in [false, true] {
+                var kept: [Event] = []
+                do {
+                    try reader.forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { e in
+                        kept.append(e)
+                        if kept.count == end && throwing { throw Enough() }
+                        return kept.count < end
+                    }
+                    #expect(!throwing)
+                } catch is Enough {
+                    #expect(throwing)
+                }
+                #expect(kept == Array(all.prefix(end)))
+                #expect(try reader.events(origin: store.replicaID) == all)
+            }
+        }
+    }
+
     /// Damage in a sealed segment: the events before it are handed out, then the error names the
     /// file and offset, exactly as the decoding reader does.
     @Test(arguments: [false, true]) func damageStopsTheReadWhereTheDecodingReaderStops(pipelined: Bool) throws {
