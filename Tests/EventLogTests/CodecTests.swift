@@ -53,6 +53,36 @@ import Testing
         }
     }
 
+    /// An actor is absent, empty or a text, three different things (the record's actor flag):
+    /// kept apart through setting, comparing, moving a mutation into an event and a round trip.
+    @Test func anEmptyActorIsNotAnAbsentOne() throws {
+        let id = UUID()
+        var absent = Mutation(entity: .tag, op: .update, entityID: id)
+        var empty = Mutation(entity: .tag, op: .update, entityID: id, actor: "")
+        let named = Mutation(entity: .tag, op: .update, entityID: id, actor: "ana")
+        #expect(absent.actor == nil && empty.actor == "" && named.actor == "ana")
+        #expect(absent != empty && empty != named && absent != named)
+        // Set to nil and back: equal to one made so.
+        empty.actor = nil
+        #expect(empty == absent)
+        absent.actor = "ana"
+        #expect(absent == named)
+        absent.actor = ""
+        #expect(absent == Mutation(entity: .tag, op: .update, entityID: id, actor: ""))
+        let hlc = HLC(wallMillis: 1_767_225_600_000, counter: 0)
+        let events = [nil, "", "ana"].enumerated().map { k, actor in
+            Event(origin: fixedReplica, seq: Seq(UInt64(k + 1)), hlc: HLC(rawValue: hlc.rawValue + UInt64(k)),
+                  mutation: Mutation(entity: .tag, op: .update, entityID: id, actor: actor))
+        }
+        #expect(events.map(\.actor) == [nil, "", "ana"])
+        let back = try roundTrip(events)
+        #expect(back == events)
+        #expect(back.map(\.actor) == [nil, "", "ana"])
+        var e = back[1]
+        e.actor = nil
+        #expect(e.actor == nil && e != back[1])
+    }
+
     /// A record is written in place after a one-byte length that is fixed afterwards: at every
     /// body length around the varint's steps (1, 2 and 3 bytes), the record is the canonical varint
     /// of its body's length followed by the body, and records after it in the buffer are whole.

@@ -180,7 +180,15 @@ public struct Mutation: Sendable, Equatable {
     /// The entity version (hlc of its latest event) the author had seen.
     public var base: HLC?
     /// User id, for multi-user hubs.
-    public var actor: String?
+    public var actor: String? {
+        get { hasActor ? actorText : nil }
+        set { actorText = newValue ?? ""; hasActor = newValue != nil }
+    }
+    // The actor is kept as a text and a flag, not as `String?`: a struct this size holding an
+    // optional string is copied by every initializer (a retain and release of its fields and
+    // actor per event, read or appended; Swift 6.3's code, 2026-11-29). Set through `actor`.
+    fileprivate var actorText: String
+    fileprivate var hasActor: Bool
 
     public init(entity: Entity, op: Op, entityID: UUID, fields: [Field] = [], eventID: UUID? = nil, base: HLC? = nil, actor: String? = nil) {
         self.entity = entity
@@ -191,7 +199,8 @@ public struct Mutation: Sendable, Equatable {
         self.fields = fields
         self.eventID = eventID
         self.base = base
-        self.actor = actor
+        self.actorText = actor ?? ""
+        self.hasActor = actor != nil
     }
 }
 
@@ -216,7 +225,14 @@ public struct Event: Sendable, Equatable {
     public var op: Op
     public var fields: [Field]
     public var base: HLC?
-    public var actor: String?
+    /// User id, for multi-user hubs.
+    public var actor: String? {
+        get { hasActor ? actorText : nil }
+        set { actorText = newValue ?? ""; hasActor = newValue != nil }
+    }
+    // Kept as a text and a flag, as `Mutation`'s is: see there.
+    fileprivate var actorText: String
+    fileprivate var hasActor: Bool
     /// The schema version of the event's shape: the current one for every event written in an
     /// older version (the reader upcasts it), the written one for an event of a newer version.
     public var schemaVersion: UInt8
@@ -235,7 +251,8 @@ public struct Event: Sendable, Equatable {
         self.op = m.op
         self.fields = m.fields
         self.base = m.base
-        self.actor = m.actor
+        self.actorText = m.actorText
+        self.hasActor = m.hasActor
         self.schemaVersion = schemaVersion
         self.explicitEventID = m.eventID
     }
@@ -250,7 +267,8 @@ public struct Event: Sendable, Equatable {
         self.op = op
         self.fields = fields
         self.base = base
-        self.actor = actor
+        self.actorText = actor ?? ""
+        self.hasActor = actor != nil
         self.explicitEventID = explicitEventID
         self.schemaVersion = schemaVersion
     }

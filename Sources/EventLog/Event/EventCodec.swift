@@ -215,7 +215,6 @@ enum EventCodec {
     /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame.
     static func decode(_ r: inout ByteReader, origin: ReplicaID, seq: Seq, firstHLC: HLC) throws -> Event {
         var rr = try record(&r)
-        defer { r.offset = rr.end }
         let (version, flags, entity, op, hlc) = try head(&rr, firstHLC: firstHLC)
         let entityID = try rr.uuid()
         let explicit = flags & Flag.explicitEventID != 0
@@ -240,10 +239,12 @@ enum EventCodec {
             fields.append(Field(name, try decodeValue(&rr)))
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        var e = Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: fields,
-                      base: base, actor: actor, explicitEventID: eventID, schemaVersion: version)
+        r.offset = rr.end
+        // The fields and actor are moved into the event, not copied.
+        var e = Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: consume fields,
+                      base: base, actor: consume actor, explicitEventID: eventID, schemaVersion: version)
         if version < Event.currentSchemaVersion { EventUpcasters.upcast(&e) }
-        return consume e
+        return e
     }
 
     /// What skimming a record learns of it: its fixed start, and where its entity id is.
