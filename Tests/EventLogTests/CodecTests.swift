@@ -375,6 +375,41 @@ import Testing
         }
     }
 
+    /// A field takes two bytes at least: a record whose field count its bytes cannot hold is
+    /// refused at the count, before room is made for the fields, by `decode` and `skim` alike.
+    @Test func aFieldCountTheRecordCannotHoldIsRefusedAtTheCount() throws {
+        var out = ByteWriter()
+        let m = Mutation(entity: .tag, op: .update, entityID: UUID(), fields: [Field("name", .text("x"))])
+        EventCodec.encode(m, hlcDelta: 0, into: &out)
+        // Length, version, flags, entity, op, hlc delta (one byte), entity id, then the count.
+        let countAt = 1 + 4 + 1 + 16
+        #expect(out.bytes[countAt] == 1 && out.bytes.count == countAt + 5)
+        func verdicts(_ count: UInt8) -> (decoded: Result<Event, any Error>, skimmed: Result<Void, any Error>) {
+            var bytes = out.bytes
+            bytes[countAt] = count
+            return bytes.withUnsafeBytes { p in
+                var a = ByteReader(p), b = ByteReader(p)
+                return (Result { try EventCodec.decode(&a, origin: fixedReplica, seq: Seq(1), firstHLC: HLC(rawValue: 1)) },
+                        Result { _ = try EventCodec.skim(&b, firstHLC: HLC(rawValue: 1)) })
+            }
+        }
+        #expect(try verdicts(1).decoded.get().fields == m.fields)
+        // Four bytes follow the count: two fields at most.
+        for count: UInt8 in [3, 4, 100, 127] {
+            let (decoded, skimmed) = verdicts(count)
+            // Past the bytes left, the count is refused as any length is.
+            let message = count <= 4 ? "field count \(count) exceeds what the 4 bytes left can hold" : "field count \(count) exceeds the 4 bytes left"
+            for error in [decoded.error, skimmed.error] {
+                let e = try #require(error as? ByteReaderError)
+                #expect(e.offset == countAt && e.message == message, "\(e)")
+            }
+        }
+        // Two fields fit the count's bound; the second is then missing.
+        let (decoded, skimmed) = verdicts(2)
+        #expect((decoded.error as? ByteReaderError).map { !$0.message.hasPrefix("field count") } == true)
+        #expect(decoded.error as? ByteReaderError == skimmed.error as? ByteReaderError)
+    }
+
     /// Receiving checks records with `skim` (nothing built) where reading uses `decode`: on any
     /// bytes both must agree, pass or fail, and agree on the hlc and the explicit event id.
     @Test(arguments: [UInt64(1), 2, 3])
@@ -428,5 +463,13 @@ import Testing
         }
         // Both outcomes were exercised.
         #expect(agreedFailures > 1_000 && agreedPasses > 100)
+    }
+}
+
+extension Result {
+    /// The failure, if it is one.
+    var error: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
     }
 }

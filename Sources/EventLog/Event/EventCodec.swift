@@ -224,7 +224,14 @@ enum EventCodec {
         if flags & Flag.actor != 0 {
             actor = try decodeText(&rr, count: try rr.length("actor length"))
         }
+        let countAt = rr.offset
         let count = try rr.length("field count")
+        // A field takes two bytes at least (its code and its value's tag): a count the record
+        // cannot hold is refused before room is made for it (room for up to 40 bytes for each
+        // byte of the record).
+        guard count <= rr.remaining / 2 else {
+            throw ByteReaderError(offset: countAt, message: "field count \(count) exceeds what the \(rr.remaining) bytes left can hold")
+        }
         var fields: [Field] = []
         fields.reserveCapacity(count)
         let names = knownFieldNames  // the bound of the known codes, read once per record
@@ -273,7 +280,11 @@ enum EventCodec {
         if flags & Flag.actor != 0 {
             try skimText(&rr, count: try rr.length("actor length"))
         }
+        let countAt = rr.offset
         let count = try rr.length("field count")
+        guard count <= rr.remaining / 2 else {  // as `decode` refuses it
+            throw ByteReaderError(offset: countAt, message: "field count \(count) exceeds what the \(rr.remaining) bytes left can hold")
+        }
         for _ in 0..<count {
             let code = try rr.small("field code", atMost: 255)
             if code == 0 {
