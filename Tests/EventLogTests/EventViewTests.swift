@@ -108,21 +108,25 @@ import Testing
         let all = try reader.events(origin: store.replicaID)
         #expect(all.count == 401 && all.contains { $0.actor != nil })
         struct Enough: Error {}
-        for end in [1, 3, 7, 14, 150, 401] {
-            for throwing in [false, true] {
-                var kept: [Event] = []
-                do {
-                    try reader.forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { e in
-                        kept.append(e)
-                        if kept.count == end && throwing { throw Enough() }
-                        return kept.count < end
+        // From the first event, and from inside a frame (the events before it are not lent).
+        for from in [1, 5, 60] {
+            let wanted = all.filter { $0.seq.rawValue >= from }
+            for end in [1, 3, 7, 14, 150, wanted.count] {
+                for throwing in [false, true] {
+                    var kept: [Event] = []
+                    do {
+                        try reader.forEachEvent(origin: store.replicaID, from: Seq(UInt64(from)), pipelined: pipelined) { e in
+                            kept.append(e)
+                            if kept.count == end && throwing { throw Enough() }
+                            return kept.count < end
+                        }
+                        #expect(!throwing)
+                    } catch is Enough {
+                        #expect(throwing)
                     }
-                    #expect(!throwing)
-                } catch is Enough {
-                    #expect(throwing)
+                    #expect(kept == Array(wanted.prefix(end)))
+                    #expect(try reader.events(origin: store.replicaID) == all)
                 }
-                #expect(kept == Array(all.prefix(end)))
-                #expect(try reader.events(origin: store.replicaID) == all)
             }
         }
     }

@@ -172,6 +172,9 @@ public struct Field: Sendable, Equatable, Hashable {
 public struct Mutation: Sendable, Equatable {
     public var entity: Entity
     public var op: Op
+    /// Whether the mutation has an actor (`actor`): kept beside the entity and op, in what would
+    /// be padding (after the actor's text, it made the struct a word longer).
+    fileprivate var hasActor: Bool
     public var entityID: UUID
     /// Changed fields, sorted by name, names unique (see `normalized`).
     public var fields: [Field]
@@ -184,11 +187,11 @@ public struct Mutation: Sendable, Equatable {
         get { hasActor ? actorText : nil }
         set { actorText = newValue ?? ""; hasActor = newValue != nil }
     }
-    // The actor is kept as a text and a flag, not as `String?`: a struct this size holding an
-    // optional string is copied by every initializer (a retain and release of its fields and
-    // actor per event, read or appended; Swift 6.3's code, 2026-11-29). Set through `actor`.
+    // The actor is kept as a text and a flag (`hasActor`), not as `String?`: a struct this size
+    // holding an optional string is copied by every initializer (a retain and release of its
+    // fields and actor per event, read or appended; Swift 6.3's code, 2026-11-29). Set through
+    // `actor`.
     fileprivate var actorText: String
-    fileprivate var hasActor: Bool
 
     public init(entity: Entity, op: Op, entityID: UUID, fields: [Field] = [], eventID: UUID? = nil, base: HLC? = nil, actor: String? = nil) {
         self.entity = entity

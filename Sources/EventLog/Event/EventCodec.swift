@@ -212,7 +212,9 @@ enum EventCodec {
         return (version, flags, entity, op, HLC(rawValue: hlcRaw))
     }
 
-    /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame.
+    /// Decodes the record at `r.offset`; `seq` and `origin` come from the frame. On an error,
+    /// `r.offset` is left just past the record's length (`skim` moves it to the record's end):
+    /// a record that does not decode ends its frame.
     static func decode(_ r: inout ByteReader, origin: ReplicaID, seq: Seq, firstHLC: HLC) throws -> Event {
         var rr = try record(&r)
         let (version, flags, entity, op, hlc) = try head(&rr, firstHLC: firstHLC)

@@ -412,11 +412,11 @@ private final class CheckBatch<T: Sendable>: @unchecked Sendable {
         let placeholder = Result<T, FrameDecodeError>.failure(.invalid("being handed out"))
         var taken = placeholder
         swap(&taken, &checked[i])
-        guard case .success(var made) = taken else {
+        if case .failure(let error) = taken {
             checked[i] = taken
-            guard case .failure(let error) = taken else { return true }
             return try failure(error)
         }
+        guard case .success(var made) = taken else { preconditionFailure("a result is a success or a failure") }
         taken = placeholder  // `made` holds the only reference: `success` may change it in place
         defer { checked[i] = .success(made) }
         return try success(&made)
