@@ -226,14 +226,7 @@ enum EventCodec {
         if flags & Flag.actor != 0 {
             actor = try decodeText(&rr, count: try rr.length("actor length"))
         }
-        let countAt = rr.offset
-        let count = try rr.length("field count")
-        // A field takes two bytes at least (its code and its value's tag): a count the record
-        // cannot hold is refused before room is made for it (room for up to 40 bytes for each
-        // byte of the record).
-        guard count <= rr.remaining / 2 else {
-            throw ByteReaderError(offset: countAt, message: "field count \(count) exceeds what the \(rr.remaining) bytes left can hold")
-        }
+        let count = try fieldCount(&rr)
         var fields: [Field] = []
         fields.reserveCapacity(count)
         let names = knownFieldNames  // the bound of the known codes, read once per record
@@ -254,6 +247,19 @@ enum EventCodec {
                       base: base, actor: consume actor, explicitEventID: eventID, schemaVersion: version)
         if version < Event.currentSchemaVersion { EventUpcasters.upcast(&e) }
         return e
+    }
+
+    /// Reads a record's field count (`decode` and `skim` alike). A field takes two bytes at least
+    /// (its code and its value's tag): a count the record cannot hold is refused at the count,
+    /// before room is made for it (room for up to 40 bytes for each byte of the record).
+    @inline(__always)
+    static func fieldCount(_ rr: inout ByteReader) throws -> Int {
+        let countAt = rr.offset
+        let count = try rr.length("field count")
+        guard count <= rr.remaining / 2 else {
+            throw ByteReaderError(offset: countAt, message: "field count \(count) exceeds what the \(rr.remaining) bytes left can hold")
+        }
+        return count
     }
 
     /// What skimming a record learns of it: its fixed start, and where its entity id is.
@@ -282,11 +288,7 @@ enum EventCodec {
         if flags & Flag.actor != 0 {
             try skimText(&rr, count: try rr.length("actor length"))
         }
-        let countAt = rr.offset
-        let count = try rr.length("field count")
-        guard count <= rr.remaining / 2 else {  // as `decode` refuses it
-            throw ByteReaderError(offset: countAt, message: "field count \(count) exceeds what the \(rr.remaining) bytes left can hold")
-        }
+        let count = try fieldCount(&rr)
         for _ in 0..<count {
             let code = try rr.small("field code", atMost: 255)
             if code == 0 {
