@@ -201,6 +201,31 @@ import Testing
         #expect(again.bytes == byCode.bytes && again.count == bytes.count - 6)
     }
 
+    /// A UUID read from bytes (loaded whole where its layout allows) is the UUID of those bytes
+    /// in their order, at any offset (aligned or not), and a short read is refused.
+    @Test func aUUIDReadsAsItsBytesAtAnyOffset() throws {
+        // The layout the whole load relies on (else the reader takes `UUID(uuid:)`).
+        #expect(MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self))
+        let bytes: [UInt8] = (0..<40).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        for at in 0...(bytes.count - 16) {
+            let u = try bytes.withUnsafeBytes { p in
+                var r = ByteReader(p, offset: at)
+                let u = try r.uuid()
+                #expect(r.offset == at + 16)
+                return u
+            }
+            let expected = UUID(uuid: (bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3], bytes[at + 4], bytes[at + 5],
+                                       bytes[at + 6], bytes[at + 7], bytes[at + 8], bytes[at + 9], bytes[at + 10], bytes[at + 11],
+                                       bytes[at + 12], bytes[at + 13], bytes[at + 14], bytes[at + 15]))
+            #expect(u == expected)
+            #expect(withUnsafeBytes(of: u.uuid) { Array($0) } == Array(bytes[at..<at + 16]))
+        }
+        bytes.withUnsafeBytes { p in
+            var r = ByteReader(p, offset: bytes.count - 15)
+            #expect(throws: ByteReaderError.self) { try r.uuid() }
+        }
+    }
+
     /// Fields sort by name byte by byte whether they compare by their codes' ranks (two known
     /// names) or by their bytes (any other pair).
     @Test func knownNamesSortAsTheirBytesDo() {

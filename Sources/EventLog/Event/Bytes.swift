@@ -180,6 +180,13 @@ struct ByteReader {
     @inline(__always) mutating func uuid() throws -> UUID {
         try need(16)
         defer { offset += 16 }
+        // A UUID holds its 16 bytes and nothing else (size 16, alignment 1, both known when
+        // compiled): it is loaded whole. `UUID(uuid:)` is not inlined across modules, and its
+        // 16 one-byte arguments were loaded and passed one by one, for each id of each event
+        // read (2026-11-29). Another layout takes the initializer.
+        if MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self) {
+            return base.loadUnaligned(fromByteOffset: offset, as: UUID.self)
+        }
         return UUID(uuid: base.loadUnaligned(fromByteOffset: offset, as: uuid_t.self))
     }
 
