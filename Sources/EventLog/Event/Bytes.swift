@@ -180,14 +180,7 @@ struct ByteReader {
     @inline(__always) mutating func uuid() throws -> UUID {
         try need(16)
         defer { offset += 16 }
-        // A UUID holds its 16 bytes and nothing else (size 16, alignment 1, both known when
-        // compiled): it is loaded whole. `UUID(uuid:)` is not inlined across modules, and its
-        // 16 one-byte arguments were loaded and passed one by one, for each id of each event
-        // read (2026-11-29). Another layout takes the initializer.
-        if MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self) {
-            return base.loadUnaligned(fromByteOffset: offset, as: UUID.self)
-        }
-        return UUID(uuid: base.loadUnaligned(fromByteOffset: offset, as: uuid_t.self))
+        return UUID.load(from: base, at: offset)
     }
 
     @inline(__always) mutating func bytes(_ n: Int) throws -> UnsafeRawBufferPointer {
@@ -291,5 +284,20 @@ struct RawCursor {
                 raw(u)
             }
         }
+    }
+}
+
+extension UUID {
+    /// The UUID of the 16 bytes at `offset` in `p` (the caller has checked they are there).
+    /// A UUID holds its 16 bytes and nothing else (size 16, alignment 1, plain data: known when
+    /// compiled), so it is loaded whole: `UUID(uuid:)` is not inlined across modules, and its 16
+    /// one-byte arguments were loaded and passed one by one, for each id of each event read
+    /// (2026-11-29). Another layout takes the initializer.
+    @inline(__always)
+    static func load(from p: UnsafeRawBufferPointer, at offset: Int) -> UUID {
+        if MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self) {
+            return p.loadUnaligned(fromByteOffset: offset, as: UUID.self)
+        }
+        return UUID(uuid: p.loadUnaligned(fromByteOffset: offset, as: uuid_t.self))
     }
 }

@@ -68,7 +68,7 @@ public struct EventView: Sendable {
     }
 
     private func uuid(at offset: Int) -> UUID {
-        records.bytes.withUnsafeBytes { UUID(uuid: $0.loadUnaligned(fromByteOffset: offset, as: uuid_t.self)) }
+        records.bytes.withUnsafeBytes { UUID.load(from: $0, at: offset) }
     }
 }
 
