@@ -205,7 +205,7 @@ import Testing
     /// in their order, at any offset (aligned or not), and a short read is refused.
     @Test func aUUIDReadsAsItsBytesAtAnyOffset() throws {
         // The layout the whole load relies on (else the reader takes `UUID(uuid:)`).
-        #expect(MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self))
+        #expect(UUID.loadsWhole)
         let bytes: [UInt8] = (0..<40).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
         for at in 0...(bytes.count - 16) {
             let u = try bytes.withUnsafeBytes { p in

@@ -295,9 +295,11 @@ extension UUID {
     /// (2026-11-29). Another layout takes the initializer.
     @inline(__always)
     static func load(from p: UnsafeRawBufferPointer, at offset: Int) -> UUID {
-        if MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self) {
-            return p.loadUnaligned(fromByteOffset: offset, as: UUID.self)
-        }
+        if loadsWhole { return p.loadUnaligned(fromByteOffset: offset, as: UUID.self) }
         return UUID(uuid: p.loadUnaligned(fromByteOffset: offset, as: uuid_t.self))
     }
+
+    /// Whether `load` reads a UUID whole: its layout is its 16 bytes alone.
+    @inline(__always)
+    static var loadsWhole: Bool { MemoryLayout<UUID>.size == 16 && MemoryLayout<UUID>.alignment == 1 && _isPOD(UUID.self) }
 }
