@@ -226,6 +226,71 @@ import Testing
         }
     }
 
+    /// UUID text is written as Foundation writes it (lowercased), for every byte value at every
+    /// place; read back whole; and read as a plain reading digit by digit would, whatever byte
+    /// stands at whatever place (uppercase refused only when asked).
+    @Test func uuidTextWritesAndReadsAsADigitByDigitReadingDoes() {
+        var ids: [UUID] = [UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))]
+        for v in 0...255 {
+            for at in 0..<16 {
+                var t: uuid_t = (0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC, 0xDE, 0xF0, 0x0F, 0xED, 0xCB, 0xA9, 0x87, 0x65, 0x43, 0x21)
+                withUnsafeMutableBytes(of: &t) { $0[at] = UInt8(v) }
+                ids.append(UUID(uuid: t))
+            }
+        }
+        for _ in 0..<200 { ids.append(UUID()) }
+        for u in ids {
+            let text = UUIDText.format(u)
+            #expect(text == u.uuidString.lowercased())
+            #expect(withUnsafeBytes(of: u.uuid) { UUIDText.format(bytes: $0) } == text)
+            var bytes: [UInt8] = []
+            UUIDText.append(u, to: &bytes)
+            #expect(bytes == Array(text.utf8))
+            #expect(UUIDText.parse(text) == u)
+            #expect(UUIDText.parse(u.uuidString) == u)
+            #expect(Array(text.utf8).withUnsafeBytes { UUIDText.parse($0, lowercaseOnly: true) } == u)
+            #expect(Array(u.uuidString.utf8).withUnsafeBytes { UUIDText.parse($0, lowercaseOnly: true) } == (u.uuidString == text ? u : nil))
+        }
+        // The reading it must agree with: a dash at 8, 13, 18, 23 and a hex digit everywhere else.
+        func plain(_ b: [UInt8], lowercaseOnly: Bool) -> UUID? {
+            guard b.count == 36 else { return nil }
+            var out: [UInt8] = []
+            var digits: [UInt8] = []
+            for (i, c) in b.enumerated() {
+                if [8, 13, 18, 23].contains(i) {
+                    guard c == 0x2D else { return nil }
+                    continue
+                }
+                switch c {
+                case 0x30...0x39: digits.append(c - 0x30)
+                case 0x61...0x66: digits.append(c - 0x61 + 10)
+                case 0x41...0x46 where !lowercaseOnly: digits.append(c - 0x41 + 10)
+                default: return nil
+                }
+            }
+            for k in stride(from: 0, to: 32, by: 2) { out.append(digits[k] << 4 | digits[k + 1]) }
+            return UUID(uuid: (out[0], out[1], out[2], out[3], out[4], out[5], out[6], out[7],
+                               out[8], out[9], out[10], out[11], out[12], out[13], out[14], out[15]))
+        }
+        let base = Array("0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0".utf8)
+        for at in 0..<36 {
+            for v in 0...255 {
+                var b = base
+                b[at] = UInt8(v)
+                for lower in [false, true] {
+                    let got = b.withUnsafeBytes { UUIDText.parse($0, lowercaseOnly: lower) }
+                    #expect(got == plain(b, lowercaseOnly: lower), "byte \(v) at \(at), lowercase only \(lower)")
+                }
+            }
+        }
+        // Any other length is refused, in place or from a slice.
+        for n in [0, 35, 37] {
+            let b = Array(repeating: UInt8(0x30), count: n)
+            #expect(b.withUnsafeBytes { UUIDText.parse($0) } == nil)
+            #expect(UUIDText.parse(b[...]) == nil)
+        }
+    }
+
     /// Fields sort by name byte by byte whether they compare by their codes' ranks (two known
     /// names) or by their bytes (any other pair).
     @Test func knownNamesSortAsTheirBytesDo() {
