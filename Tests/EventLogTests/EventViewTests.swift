@@ -98,9 +98,10 @@ import Testing
         #expect(decodedCalls == 30)
     }
 
-    /// Each event is lent to the body out of its batch and put back after the call: what the
-    /// body keeps is whole after the read, whether it ends, stops or the body throws (on the
-    /// first event, mid-frame, at a frame's end), and the same events read again are unchanged.
+    /// Each event is lent to the body as a copy of its bytes, its references left to the batch
+    /// that frees them: what the body keeps is whole after the read, whether it ends, stops or
+    /// the body throws (on the first event, mid-frame, at a frame's end), and the same events
+    /// read again are unchanged.
     @Test(arguments: [false, true]) func eventsTheBodyKeepsOutliveTheRead(pipelined: Bool) throws {
         let dir = TempDir()
         let store = try makeLog(dir)

@@ -91,24 +91,34 @@ public struct LogReader: Sendable {
                            }) { (events: inout [Event]) in try Self.handOut(&events, from: from, body) }
     }
 
-    /// Calls `body` with each event of `events` from seq `from` on, until it returns false. Each
-    /// event is moved out of the batch for the call and back after it: iterating the batch (or
-    /// passing an element of its buffer) copied each event, a retain and a release of its fields
-    /// and actor, about a quarter of the reading thread's time (2026-11-29). `events` is left as
-    /// it was, to be freed by the thread that made it.
+    /// Calls `body` with each event of `events` from seq `from` on, until it returns false.
+    ///
+    /// Each event is lent to the call as a copy of its bytes in a slot of this thread's; the batch
+    /// is only read. Its events keep their references, which the batch alone releases, once, on
+    /// the thread that made it (`CheckBatch.handBack`). `body` borrows the event, so the slot's
+    /// bytes are the same after the call, and the slot is let go without being deinitialized.
+    /// This needs an `Event` to move as its bytes (no weak reference, no member whose address
+    /// matters), as arrays, strings and UUIDs do.
+    /// - Passing an element of the batch's buffer copied the event: a retain and a release of its
+    ///   fields and actor, about a quarter of the reading thread's time (2026-11-29).
+    /// - Moving it out and back wrote each event into the batch, memory the worker that decoded
+    ///   it had just written: each line went to this core and back (2-4% of the read's rate).
     @inline(__always)
     private static func handOut(_ events: inout [Event], from: Seq, _ body: (Event) throws -> Bool) throws -> Bool {
-        try events.withUnsafeMutableBufferPointer { p in
+        try events.withUnsafeBufferPointer { p in
             guard let base = p.baseAddress else { return true }
-            for i in 0..<p.count where base[i].seq >= from {
-                let slot = base + i
-                let e = slot.move()
-                let more: Bool
-                do { more = try body(e) } catch { slot.initialize(to: consume e); throw error }
-                slot.initialize(to: consume e)
-                if !more { return false }
+            return try withUnsafeTemporaryAllocation(of: Event.self, capacity: 1) { scratch in
+                let slot = scratch.baseAddress!
+                for i in 0..<p.count where base[i].seq >= from {
+                    UnsafeMutableRawPointer(slot).copyMemory(from: base + i, byteCount: MemoryLayout<Event>.size)
+                    let e = slot.move()
+                    let more: Bool
+                    do { more = try body(e) } catch { slot.initialize(to: consume e); throw error }
+                    slot.initialize(to: consume e)
+                    if !more { return false }
+                }
+                return true
             }
-            return true
         }
     }
 
