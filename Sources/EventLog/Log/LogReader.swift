@@ -97,9 +97,9 @@ public struct LogReader: Sendable {
     /// is only read. Its events keep their references, which the batch alone releases, once, on
     /// the thread that made it (`CheckBatch.handBack`). `body` borrows the event, so the slot's
     /// bytes are the same after the call, and the slot is let go without being deinitialized.
-    /// This needs an `Event` to move as its bytes (no weak reference, no member whose address
-    /// matters), as arrays, strings and UUIDs do (`lendsAsBytes`); were it not to, each event
-    /// would be moved out and back instead.
+    /// This needs an `Event` to move as its bytes (nothing whose address matters), as arrays,
+    /// strings and UUIDs do (`lendsAsBytes`); were it not to, each event would be moved out and
+    /// back instead.
     /// - Passing an element of the batch's buffer copied the event: a retain and a release of its
     ///   fields and actor, about a quarter of the reading thread's time (2026-11-29).
     /// - Moving it out and back wrote each event into the batch, memory the worker that decoded
@@ -125,7 +125,10 @@ public struct LogReader: Sendable {
             return try withUnsafeTemporaryAllocation(of: Event.self, capacity: 1) { scratch in
                 let slot = scratch.baseAddress!
                 for i in 0..<p.count where base[i].seq >= from {
-                    UnsafeMutableRawPointer(slot).copyMemory(from: base + i, byteCount: MemoryLayout<Event>.size)
+                    // A byte copy of a value that is not trivial, knowingly: the copy owns nothing
+                    // (it is never deinitialized); the batch keeps the references. A whole stride:
+                    // the batch's slots and the scratch hold one each.
+                    UnsafeMutableRawPointer(slot).copyMemory(from: base + i, byteCount: MemoryLayout<Event>.stride)
                     let e = slot.move()
                     let more: Bool
                     do { more = try body(e) } catch { slot.initialize(to: consume e); throw error }
@@ -517,5 +520,6 @@ private final class ReadDecoder {
 
 /// Where batches are checked beside their readers: one serial queue (given a thread of its own).
 /// Readers running at once share it, and each checks its own frames too, so none waits on another
-/// for long; one warm thread measured faster than one per core taken in turn.
-private let checkQueue = DispatchQueue(label: "logbook.read.check")
+/// for long; one warm thread measured faster than one per core taken in turn. (Internal for
+/// tests, which wait on it for what a read hands back to be freed.)
+let checkQueue = DispatchQueue(label: "logbook.read.check")
