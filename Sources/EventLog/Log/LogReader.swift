@@ -106,16 +106,20 @@ public struct LogReader: Sendable {
     ///   it had just written: each line went to this core and back (2-4% of the read's rate).
     @inline(__always)
     private static func handOut(_ events: inout [Event], from: Seq, _ body: (Event) throws -> Bool) throws -> Bool {
+        // Calls `body` with the event at `slot`, moved out for the call and put back after it.
+        @inline(__always)
+        func lend(_ slot: UnsafeMutablePointer<Event>) throws -> Bool {
+            let e = slot.move()
+            let more: Bool
+            do { more = try body(e) } catch { slot.initialize(to: consume e); throw error }
+            slot.initialize(to: consume e)
+            return more
+        }
         guard lendsAsBytes else {
             return try events.withUnsafeMutableBufferPointer { p in
                 guard let base = p.baseAddress else { return true }
                 for i in 0..<p.count where base[i].seq >= from {
-                    let slot = base + i
-                    let e = slot.move()
-                    let more: Bool
-                    do { more = try body(e) } catch { slot.initialize(to: consume e); throw error }
-                    slot.initialize(to: consume e)
-                    if !more { return false }
+                    if try !lend(base + i) { return false }
                 }
                 return true
             }
@@ -129,11 +133,7 @@ public struct LogReader: Sendable {
                     // (it is never deinitialized); the batch keeps the references. A whole stride:
                     // the batch's slots and the scratch hold one each.
                     UnsafeMutableRawPointer(slot).copyMemory(from: base + i, byteCount: MemoryLayout<Event>.stride)
-                    let e = slot.move()
-                    let more: Bool
-                    do { more = try body(e) } catch { slot.initialize(to: consume e); throw error }
-                    slot.initialize(to: consume e)
-                    if !more { return false }
+                    if try !lend(slot) { return false }
                 }
                 return true
             }
