@@ -100,11 +100,12 @@ import Testing
     }
 
     /// Each event is lent to the body as a copy of its bytes, its references left to the batch
-    /// that frees them: what the body keeps is whole after the read, whether it ends, stops or
-    /// the body throws (on the first event, mid-frame, at a frame's end), and the same events
-    /// read again are unchanged.
-    @Test(arguments: [false, true]) func eventsTheBodyKeepsOutliveTheRead(pipelined: Bool) throws {
-        // The lending this checks is the one taken (an event moves as its bytes).
+    /// that frees them (or, `asBytes` false, moved out of the batch and back, the way taken were
+    /// an `Event` not to move as its bytes): what the body keeps is whole after the read, whether
+    /// it ends, stops or the body throws (on the first event, mid-frame, at a frame's end), and
+    /// the same events read again are unchanged.
+    @Test(arguments: [false, true], [false, true]) func eventsTheBodyKeepsOutliveTheRead(pipelined: Bool, asBytes: Bool) throws {
+        // The lending a read takes by default is the byte copy (an event moves as its bytes).
         #expect(LogReader.lendsAsBytes)
         let dir = TempDir()
         let store = try makeLog(dir)
@@ -119,7 +120,7 @@ import Testing
                 for throwing in [false, true] {
                     var kept: [Event] = []
                     do {
-                        try reader.forEachEvent(origin: store.replicaID, from: Seq(UInt64(from)), pipelined: pipelined) { e in
+                        try reader.forEachEvent(origin: store.replicaID, from: Seq(UInt64(from)), pipelined: pipelined, lendingAsBytes: asBytes) { e in
                             kept.append(e)
                             if kept.count == end && throwing { throw Enough() }
                             return kept.count < end
@@ -138,12 +139,12 @@ import Testing
     /// What a read lends leaves no reference behind and takes none away: once its batches are
     /// freed (the worker's queue drained), each field array a body kept is held by the body alone
     /// (made unique without a copy), and every kept event reads as it did.
-    @Test(arguments: [false, true]) func aReadLeavesTheEventsItLendsHeldOnlyByTheBody(pipelined: Bool) throws {
+    @Test(arguments: [false, true], [false, true]) func aReadLeavesTheEventsItLendsHeldOnlyByTheBody(pipelined: Bool, asBytes: Bool) throws {
         let dir = TempDir()
         let store = try makeLog(dir)
         let reader = LogReader(store: store)
         var kept: [Event] = []
-        try reader.forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { kept.append($0); return true }
+        try reader.forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined, lendingAsBytes: asBytes) { kept.append($0); return true }
         checkQueue.sync {}
         #expect(kept.count == 401)
         #expect(kept.contains { ($0.actor?.utf8.count ?? 0) > 15 })

@@ -83,12 +83,16 @@ public struct LogReader: Sendable {
     }
 
     /// As `forEachEvent`; `pipelined` false decodes every frame on the calling thread (one core).
-    package func forEachEvent(origin: ReplicaID, from: Seq, pipelined: Bool, _ body: (Event) throws -> Bool) throws {
-        guard pipelined else { return try forEachEventInTurn(origin: origin, from: from, body) }
+    /// `lendingAsBytes` false lends each event by moving it out of its batch and back, the way
+    /// taken were an `Event` not to move as its bytes (`handOut`; tests take it on purpose).
+    package func forEachEvent(origin: ReplicaID, from: Seq, pipelined: Bool, lendingAsBytes: Bool = lendsAsBytes,
+                              _ body: (Event) throws -> Bool) throws {
+        let asBytes = lendingAsBytes && Self.lendsAsBytes
+        guard pipelined else { return try forEachEventInTurn(origin: origin, from: from, asBytes: asBytes, body) }
         try forEachChecked(origin: origin, from: from, pipelined: pipelined,
                            check: { (d: FrameDecoder, p: UnsafeRawBufferPointer, h: FrameHeader) throws(FrameDecodeError) -> [Event] in
                                try d.events(of: p, header: h)
-                           }) { (events: inout [Event]) in try Self.handOut(&events, from: from, body) }
+                           }) { (events: inout [Event]) in try Self.handOut(&events, from: from, asBytes: asBytes, body) }
     }
 
     /// Calls `body` with each event of `events` from seq `from` on, until it returns false.
@@ -98,14 +102,14 @@ public struct LogReader: Sendable {
     /// the thread that made it (`CheckBatch.handBack`). `body` borrows the event, so the slot's
     /// bytes are the same after the call, and the slot is let go without being deinitialized.
     /// This needs an `Event` to move as its bytes (nothing whose address matters), as arrays,
-    /// strings and UUIDs do (`lendsAsBytes`); were it not to, each event would be moved out and
-    /// back instead.
+    /// strings and UUIDs do (`lendsAsBytes`); were it not to (or with `asBytes` false), each event
+    /// is moved out of the batch for the call and back after it.
     /// - Passing an element of the batch's buffer copied the event: a retain and a release of its
     ///   fields and actor, about a quarter of the reading thread's time (2026-11-29).
     /// - Moving it out and back wrote each event into the batch, memory the worker that decoded
     ///   it had just written: each line went to this core and back (2-4% of the read's rate).
     @inline(__always)
-    private static func handOut(_ events: inout [Event], from: Seq, _ body: (Event) throws -> Bool) throws -> Bool {
+    private static func handOut(_ events: inout [Event], from: Seq, asBytes: Bool, _ body: (Event) throws -> Bool) throws -> Bool {
         // Calls `body` with the event at `slot`, moved out for the call and put back after it.
         @inline(__always)
         func lend(_ slot: UnsafeMutablePointer<Event>) throws -> Bool {
@@ -115,7 +119,7 @@ public struct LogReader: Sendable {
             slot.initialize(to: consume e)
             return more
         }
-        guard lendsAsBytes else {
+        guard asBytes else {
             return try events.withUnsafeMutableBufferPointer { p in
                 guard let base = p.baseAddress else { return true }
                 for i in 0..<p.count where base[i].seq >= from {
@@ -146,7 +150,7 @@ public struct LogReader: Sendable {
     /// `forEachEvent` on this thread alone: each frame decoded straight from the bytes read, into
     /// one batch kept for the whole read (no copy of the frame, no new batch per frame), and its
     /// events handed out once all of them decoded, as `forEachChecked` hands out a frame's.
-    private func forEachEventInTurn(origin: ReplicaID, from: Seq, _ body: (Event) throws -> Bool) throws {
+    private func forEachEventInTurn(origin: ReplicaID, from: Seq, asBytes: Bool, _ body: (Event) throws -> Bool) throws {
         let decoder = ReadDecoder(keysOf: store)
         var events: [Event] = []
         // An error of `body` or of a record ends the read at once (not as damage the scan found).
@@ -160,7 +164,7 @@ public struct LogReader: Sendable {
                 do { return try Self.readsOn(after: error, header: h) } catch { handOutError = error; return false }
             }
             do {
-                if try !Self.handOut(&events, from: from, body) { return false }
+                if try !Self.handOut(&events, from: from, asBytes: asBytes, body) { return false }
             } catch {
                 handOutError = error
                 return false
