@@ -550,12 +550,18 @@ final class FrameDecoder {
                                         flags: k.flags, entity: k.entity, op: k.op))
             return k.hlc
         }
-        // The payload the records were read from, kept for the views: the decoder's buffer
-        // (shared; its next frame is decompressed into a new one if views still hold it), or a
-        // copy of the frame's.
-        let records = header.codec == .raw && !header.sealed
-            ? FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])))
-            : header.codec == .raw ? FrameRecords(opened) : FrameRecords(raw)
+        // The payload the records were read from, kept for the views: the decoder's buffer, or a
+        // copy of the frame's. The decoder lets its buffer go to the views (its next frame is
+        // decompressed into a new one, never zeroed first: `LZ4Codec.decompress`).
+        let records: FrameRecords
+        if header.codec == .raw && !header.sealed {
+            records = FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])))
+        } else if header.codec == .raw {
+            records = FrameRecords(opened)
+        } else {
+            records = FrameRecords(raw)
+            raw = []
+        }
         return FrameViews(header: header, records: records, spans: spans)
     }
 

@@ -78,36 +78,59 @@ final class LZ4Codec {
         if let declared = Self.contentSize(input), declared != 0, declared != UInt64(expected) {
             throw .malformed("the LZ4 frame holds \(declared) bytes, the frame header says \(expected)")
         }
-        // Room kept from earlier frames only while it is at most twice what this one needs: a
-        // buffer still shared (with views of an earlier frame) is copied at its whole capacity,
-        // and one large frame must not size every later copy.
-        output.removeAll(keepingCapacity: output.capacity <= 2 * expected)
-        output.reserveCapacity(expected)
-        // Zeros copied in blocks (a copy per block, in any build), overwritten below.
-        while output.count < expected { output.append(contentsOf: Self.zeros.prefix(expected - output.count)) }
+        // The bytes are written by liblz4, never zeroed first (zeroing a frame's worth cost the
+        // reading worker about a tenth of its time, 2026-11-30): a buffer kept from the last frame
+        // is cut or grown to this one's size (its old bytes overwritten below), and a new one is
+        // made uninitialized. Room is kept only while it is at most twice what this frame needs;
+        // one large frame must not size every later buffer. A buffer still shared (a caller that
+        // kept it, as `FrameDecoder.views` does) must be let go first (`output = []`): cutting it
+        // would copy it.
+        let failure: LZ4DecodeError?
+        if !output.isEmpty && output.capacity >= expected && output.capacity <= 2 * expected {
+            if output.count > expected {
+                output.removeLast(output.count - expected)
+            } else if output.count < expected {
+                output.append(contentsOf: Self.zeros.prefix(expected - output.count))
+            }
+            failure = output.withUnsafeMutableBytes { out in decompressFrame(input, expected: expected, into: out) }
+        } else {
+            var made: LZ4DecodeError?
+            // Room for frames up to an eighth larger, which then reuse it.
+            let room = expected + expected / 8
+            output = [UInt8](unsafeUninitializedCapacity: room) { buffer, initialized in
+                made = decompressFrame(input, expected: expected, into: UnsafeMutableRawBufferPointer(rebasing: UnsafeMutableRawBufferPointer(buffer)[..<expected]))
+                // What liblz4 wrote is the whole frame only when it succeeded.
+                initialized = made == nil ? expected : 0
+            }
+            failure = made
+        }
+        if let failure { throw failure }
+    }
+
+    /// Decompresses the LZ4 frame `input` into `out` (exactly `expected` bytes); nil when every
+    /// byte of `out` was written by it, else what is wrong.
+    private func decompressFrame(_ input: UnsafeRawBufferPointer, expected: Int, into out: UnsafeMutableRawBufferPointer) -> LZ4DecodeError? {
+        precondition(out.count == expected, "an LZ4 frame is decompressed into room of its size")
         LZ4F_resetDecompressionContext(dctx)
         var produced = 0
         var consumed = 0
         var opts = LZ4F_decompressOptions_t()
         opts.stableDst = 1
-        let failure: LZ4DecodeError? = output.withUnsafeMutableBytes { out -> LZ4DecodeError? in
-            guard let src = input.baseAddress else { return .malformed("empty payload") }
-            while true {
-                var dstSize = expected - produced
-                var srcSize = input.count - consumed
-                let r = LZ4F_decompress(dctx, out.baseAddress.map { $0 + produced }, &dstSize, src + consumed, &srcSize, &opts)
-                if LZ4F_isError(r) != 0 { return .malformed(String(cString: LZ4F_getErrorName(r))) }
-                produced += dstSize
-                consumed += srcSize
-                if r == 0 { break }
-                if srcSize == 0 && dstSize == 0 { return .malformed("payload ends before the LZ4 frame does") }
-                if consumed >= input.count { return .malformed("payload ends before the LZ4 frame does") }
-            }
-            if consumed != input.count { return .malformed("\(input.count - consumed) bytes follow the LZ4 frame") }
-            if produced != expected { return .malformed("decoded \(produced) bytes, header says \(expected)") }
-            return nil
+        guard let src = input.baseAddress else { return .malformed("empty payload") }
+        while true {
+            var dstSize = expected - produced
+            var srcSize = input.count - consumed
+            let r = LZ4F_decompress(dctx, out.baseAddress.map { $0 + produced }, &dstSize, src + consumed, &srcSize, &opts)
+            if LZ4F_isError(r) != 0 { return .malformed(String(cString: LZ4F_getErrorName(r))) }
+            produced += dstSize
+            consumed += srcSize
+            if r == 0 { break }
+            if srcSize == 0 && dstSize == 0 { return .malformed("payload ends before the LZ4 frame does") }
+            if consumed >= input.count { return .malformed("payload ends before the LZ4 frame does") }
         }
-        if let failure { throw failure }
+        if consumed != input.count { return .malformed("\(input.count - consumed) bytes follow the LZ4 frame") }
+        if produced != expected { return .malformed("decoded \(produced) bytes, header says \(expected)") }
+        return nil
     }
 }
 
