@@ -80,6 +80,33 @@ import Testing
         #expect(throws: ByteReaderError.self) { try r.varint() }
     }
 
+    /// `varint()` reads one and two bytes in place and leaves the rest to `varintSlow`: on every
+    /// two bytes (and a third after them), with the reader ending after one, two or three of
+    /// them, it reads what `varintSlow` reads, or refuses what it refuses at the same offset, and
+    /// stops where it stops.
+    @Test func varintsReadInPlaceAsByteByByte() {
+        var bytes: [UInt8] = [0, 0, 0]
+        for third in [UInt8(0x00), 0x01, 0x7F, 0x80] {
+            bytes[2] = third
+            for a in 0...255 {
+                for b in 0...255 {
+                    bytes[0] = UInt8(a)
+                    bytes[1] = UInt8(b)
+                    bytes.withUnsafeBytes { p in
+                        for end in 1...3 {
+                            var fast = ByteReader(p, end: end), slow = ByteReader(p, end: end)
+                            let x = Result { try fast.varint() }.mapError { $0 as! ByteReaderError }
+                            let y = Result { try slow.varintSlow() }.mapError { $0 as! ByteReaderError }
+                            if x != y || (x.isSuccess && fast.offset != slow.offset) {
+                                Issue.record("bytes \(bytes.prefix(end)): \(x) at \(fast.offset), byte by byte \(y) at \(slow.offset)")
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     @Test func seqRangesPastTheLargestSeqAreRefused() {
         for (base, count) in [(UInt64.max, UInt32(1)), (Seq.max.rawValue, 2), (Seq.max.rawValue + 1, 1)] {
             let message = decodeError(Self.frame(records: Self.record(), baseSeq: base, count: count))
@@ -147,4 +174,8 @@ import Testing
         let report = try verifier.run()
         #expect(report.problems.contains { $0.message.contains("ms ahead of this machine's") && $0.message.contains("seq 1…1") })
     }
+}
+
+private extension Result {
+    var isSuccess: Bool { if case .success = self { true } else { false } }
 }

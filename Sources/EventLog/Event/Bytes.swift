@@ -128,11 +128,20 @@ struct ByteReader {
     /// zero group (0x80 0x00 is not another spelling of 0), so every value has exactly one encoding.
     @inline(__always) mutating func varint() throws -> UInt64 {
         // One byte, the common case (codes, counts, short lengths): canonical by construction.
+        // Two, the next most common (a record's length, most clock deltas): canonical when the
+        // second is not 0 (a trailing zero group, refused by `varintSlow`).
         if offset < end {
             let b = base[offset]
             if b < 0x80 {
                 offset += 1
                 return UInt64(b)
+            }
+            if offset + 1 < end {
+                let c = base[offset + 1]
+                if c < 0x80 && c != 0 {
+                    offset += 2
+                    return UInt64(b & 0x7F) | UInt64(c) << 7
+                }
             }
         }
         return try varintSlow()
