@@ -34,10 +34,14 @@ import Testing
 
     /// Sizes that take every way: a first frame into an empty buffer, smaller ones (the buffer
     /// cut), a larger one within its room (grown), one past twice the room's need (a new buffer),
-    /// one much smaller (room past twice its need: a new buffer), and the same size twice.
-    static let sizes = [100_000, 60_000, 55_000, 66_000, 140_000, 150_000, 1, 70_000, 70_000, 300_000, 5_000]
+    /// one much smaller (room past twice its need: a new buffer), the same size twice, and a
+    /// buffer cut, then grown within its room by more than the block of zeros it is grown from.
+    static let sizes = [100_000, 60_000, 55_000, 66_000, 140_000, 150_000, 1, 70_000, 70_000, 300_000, 5_000,
+                        2_000_000, 1_150_000, 2_240_000]
 
     @Test func everyFrameReadsAsItsBytesWhateverTheBufferHeld() throws {
+        // The last step grows a kept buffer by more than one block of zeros.
+        #expect(2_240_000 - 1_150_000 > LZ4Codec.zeros.count && 2_000_000 * 9 / 8 >= 2_240_000)
         let codec = LZ4Codec()
         var out: [UInt8] = []
         for (k, n) in Self.sizes.enumerated() {

@@ -89,8 +89,9 @@ final class LZ4Codec {
         if !output.isEmpty && output.capacity >= expected && output.capacity <= 2 * expected {
             if output.count > expected {
                 output.removeLast(output.count - expected)
-            } else if output.count < expected {
-                output.append(contentsOf: Self.zeros.prefix(expected - output.count))
+            } else {
+                // Zeros in blocks of at most `zeros.count`: the gap may be larger.
+                while output.count < expected { output.append(contentsOf: Self.zeros.prefix(expected - output.count)) }
             }
             failure = output.withUnsafeMutableBytes { out in decompressFrame(input, expected: expected, into: out) }
         } else {
