@@ -70,8 +70,9 @@ import Testing
         let first = Self.plain(80_000, seed: 1), second = Self.plain(78_000, seed: 2), third = Self.plain(200, seed: 3)
         var out: [UInt8] = []
         try Self.frame(first, codec).withUnsafeBytes { try codec.decompress($0, expected: first.count, into: &out) }
-        // Into the kept buffer, and into a new one: cut short, with bytes after it, and damaged
-        // inside a block. Each is an error, and the next frame decodes as if none had come.
+        // Into the kept buffer, and into a new one: cut short and with bytes after it (errors),
+        // and damaged inside a block (an error, or other bytes). The next frame decodes as if
+        // none had come.
         for start in [[UInt8](), out] {
             var damaged = Self.frame(second, codec)
             damaged[damaged.count / 2] ^= 0xFF
