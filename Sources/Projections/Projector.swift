@@ -675,7 +675,7 @@ final class Projector {
             try db.cachedStatement(sql: """
                 UPDATE conflicts SET resolved_by = ? WHERE entity = ? AND entity_id = ? AND field = ? AND resolved_by IS NULL
                 AND winner_hlc <= ? AND loser_hlc <= ? AND winner_event_id <> ? AND loser_event_id <> ?
-                """).execute(arguments: [by, table.entity.name, key.id.lowercasedString, table.columns[c], Int64(base), Int64(base), by, by])
+                """).execute(arguments: [by, table.entity.name, key.id.lowercasedString, table.columns[c], Int64(clamping: base), Int64(clamping: base), by, by])
         }
         resolutions.removeAll()
         if !occurrenceChecks.isEmpty { try checkOccurrences(db: db) }
@@ -902,7 +902,7 @@ final class Projector {
             """).execute(arguments: [
                 c.entity.name, c.id.lowercasedString, c.field, Self.json(c.winnerValue), Self.json(c.loserValue),
                 eventID(c.winner).lowercasedString, eventID(c.loser).lowercasedString,
-                origin(c.winner).description, origin(c.loser).description, Int64(c.winner.hlc), Int64(c.loser.hlc),
+                origin(c.winner).description, origin(c.loser).description, Int64(clamping: c.winner.hlc), Int64(clamping: c.loser.hlc),
                 ISOTime.string(millis: max(c.winner.hlc, c.loser.hlc) >> 16),
             ])
     }
@@ -921,7 +921,7 @@ final class Projector {
         occurrenceChecks.removeAll()
         for k in keys {
             let pairs = try Row.fetchAll(db.cachedStatement(sql: """
-                SELECT e.id, e.kind, e._clocks, c.id, c._clocks, max(e.version, c.version), e.version, c.version FROM recurrence_exceptions e
+                SELECT e.id, e.kind, e._clocks, c.id, c._clocks, e.version, c.version FROM recurrence_exceptions e
                 JOIN completion_history c ON c.item_id = e.item_id AND c.original_occurrence_date = e.original_occurrence_date
                 WHERE e.item_id = ? AND e.original_occurrence_date = ? AND e.deleted_at IS NULL AND c.deleted_at IS NULL
                 """), arguments: [k[0], k[1]])
@@ -931,11 +931,12 @@ final class Projector {
                 let eClocks: Data = p[2]
                 let completionID: String = p[3]
                 let cClocks: Data = p[4]
-                let version: Int64 = p[5]
-                let eVersion: Int64 = p[6]
-                let cVersion: Int64 = p[7]
-                let loser = Self.latestEventID(eClocks, UInt64(bitPattern: eVersion), self)
-                let winner = Self.latestEventID(cClocks, UInt64(bitPattern: cVersion), self)
+                // Versions are clocks kept as their bits (a peer's may be past Int64.max): compared
+                // as clocks here, not as SQLite's signed integers.
+                let eVersion = UInt64(bitPattern: p[5] as Int64)
+                let cVersion = UInt64(bitPattern: p[6] as Int64)
+                let loser = Self.latestEventID(eClocks, eVersion, self)
+                let winner = Self.latestEventID(cClocks, cVersion, self)
                 try db.cachedStatement(sql: """
                     INSERT INTO sync_anomalies (kind, entity, entity_id, item_id, original_occurrence_date, attempted_op, event_id,
                       other_event_id, correlation_id, detected_at, details)
@@ -943,7 +944,7 @@ final class Projector {
                     ON CONFLICT(kind, entity_id, other_event_id) DO UPDATE SET event_id = excluded.event_id, attempted_op = excluded.attempted_op
                     """).execute(arguments: [
                         exceptionID, k[0], k[1], kind ?? "exception", loser, completionID, loser,
-                        ISOTime.string(millis: UInt64(version) >> 16),
+                        ISOTime.string(millis: max(eVersion, cVersion) >> 16),
                         "completion \(completionID) (event \(winner)) wins over \(kind ?? "exception") \(exceptionID) of occurrence \(k[1])",
                     ])
             }

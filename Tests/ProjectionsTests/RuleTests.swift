@@ -290,6 +290,57 @@ import Testing
         _ = store
     }
 
+    /// A peer's event may carry any 64-bit base and clock: the log keeps it as written, and the
+    /// projection records and resolves conflicts with them, clamped to what SQLite's integers
+    /// hold, instead of trapping on the conversion (which stopped every replica that projected
+    /// the event, at every start). Applied live and in a rebuild.
+    @Test func aBaseOrClockPastInt64MaxIsClampedNotATrap() throws {
+        let dir = TempDir()
+        let (store, p) = try makeProjection(dir)
+        var f = EventFactory()
+        let create = f.make(originA, hlc: hlc(1), .item, .create, item, [Field("title", text("x"))])
+        let a = f.make(originA, hlc: hlc(3), .item, .update, item, [Field("title", text("a"))], base: hlc(1))
+        let b = f.make(originB, hlc: hlc(4), .item, .update, item, [Field("title", text("b"))], base: hlc(1))
+        // Concurrent with both (it saw neither) and past Int64.max: a conflict with a clock SQLite
+        // cannot hold as is.
+        let far = f.make(originC, hlc: UInt64.max - 7, .item, .update, item, [Field("title", text("far"))], base: hlc(1))
+        let resolve = f.make(originA, hlc: hlc(5), .item, .update, item, [Field("title", text("seen all"))], base: UInt64.max)
+        try p.apply([create, a, b])
+        #expect(try p.conflicts().count == 1)
+        try p.apply([far])
+        let open = try p.conflicts()
+        #expect(open.count == 2)
+        let hlcs = try p.database.read { db in try Int64.fetchAll(db, sql: "SELECT winner_hlc FROM conflicts ORDER BY winner_hlc") }
+        #expect(hlcs.last == Int64.max, "a clock past Int64.max is kept as Int64.max")
+        try p.apply([resolve])
+        // A base past Int64.max has seen every clock: both conflicts are resolved. `far`, later
+        // and blind to `resolve`, conflicts with it in turn.
+        func check(_ p: Projection) throws {
+            let all = try p.conflicts(includeResolved: true)
+            #expect(all.count == 3)
+            #expect(all.filter { $0.resolvedBy == resolve.eventID.lowercasedString }.count == 2)
+            let open = try p.conflicts()
+            #expect(open.count == 1 && open.first?.loserEventID == resolve.eventID.lowercasedString)
+        }
+        try check(p)
+        let reference = try makeProjection(dir, name: "ref").1
+        try reference.applyFresh([create, a, b, far, resolve])
+        try check(reference)
+
+        // The same for rows' versions: an exception and a completion written at such clocks
+        // (the anomaly is dated by the later).
+        let date = "2026-03-01"
+        let completion = f.make(originA, hlc: UInt64.max - 5, .completion, .create, FieldRules.occurrenceID(.completion, item: item, originalDate: date),
+                                [Field("item_id", text(item.lowercasedString)), Field("original_occurrence_date", text(date))])
+        let skip = f.make(originB, hlc: UInt64.max - 3, .recurrenceException, .create,
+                          FieldRules.occurrenceID(.recurrenceException, item: item, originalDate: date),
+                          [Field("item_id", text(item.lowercasedString)), Field("original_occurrence_date", text(date)), Field("kind", text("skip"))])
+        try p.apply([completion, skip])
+        let anomaly = try #require(try p.anomalies().first { $0.kind == "completion_wins" })
+        #expect(anomaly.eventID == skip.eventID.lowercasedString)
+        _ = store
+    }
+
     @Test func orphanChildBeforeParentAndLinkBeforeTag() throws {
         let dir = TempDir()
         let (_, p) = try makeProjection(dir)
