@@ -43,6 +43,30 @@ public enum FieldRules {
     public static let nameBytesMax = 64
     /// Actor ids at most this many bytes.
     public static let actorBytesMax = 256
+    /// One mutation's field names, texts and actor together at most this many bytes: what keeps
+    /// its record in the log within the 1 MiB an event may take (docs/FORMAT.md, "Event
+    /// record"), the 2 KiB left being room for the record's own bytes (ids, clock, codes,
+    /// lengths and numbers of up to 64 fields).
+    public static let eventBytesMax = (1 << 20) - (2 << 10)
+
+    /// The bytes `eventBytesMax` bounds: field names and texts, and the actor.
+    public static func eventBytes(_ m: Mutation) -> Int {
+        var n = m.actor?.utf8.count ?? 0
+        for f in m.fields { n += valueBytes(f.name, f.value) }
+        return n
+    }
+
+    /// A field's share of `eventBytes`: its name's bytes, and its text's.
+    @inline(__always)
+    static func valueBytes(_ name: String, _ value: FieldValue) -> Int {
+        if case .text(let s) = value { return name.utf8.count + s.utf8.count }
+        return name.utf8.count
+    }
+
+    /// The message for a mutation whose `eventBytes` is `bytes`.
+    static func eventTooLarge(_ bytes: Int) -> String {
+        "the event's field names, texts and actor take \(bytes) bytes, more than the \(eventBytesMax) an event may hold (its record in the log takes at most 1 MiB)"
+    }
 
     /// Known fields: (kind, whether null is allowed), from `DomainSchema`.
     public static let known: [String: (FieldKind, Bool)] = DomainSchema.fieldRules.mapValues { ($0.kind, $0.nullable) }
@@ -187,6 +211,8 @@ extension FieldRules {
         if let a = m.actor, a.isEmpty || a.utf8.count > actorBytesMax {
             throw fail("actor must be 1 to \(actorBytesMax) bytes", field: "actor")
         }
+        let bytes = eventBytes(m)
+        guard bytes <= eventBytesMax else { throw fail(eventTooLarge(bytes)) }
         guard m.entity.isKnown else { throw fail("unknown entity code \(m.entity.rawValue)", field: "entity") }
         guard m.op.isKnown else { throw fail("unknown op code \(m.op.rawValue)", field: "op") }
         if m.entity == .link, m.op == .create, let missing = missingLinkEnd(m.fields) {

@@ -59,6 +59,8 @@ private struct JSONScanner {
     let bytes: UnsafeRawBufferPointer
     let line: Int
     var i = 0
+    /// The fields' names and texts, and the actor, in bytes so far (`FieldRules.eventBytesMax`).
+    var eventBytes = 0
 
     init(bytes: UnsafeRawBufferPointer, line: Int) {
         self.bytes = bytes
@@ -365,6 +367,8 @@ private struct JSONScanner {
                         guard !a.isEmpty, a.utf8.count <= FieldRules.actorBytesMax else {
                             throw fail("actor must be 1 to \(FieldRules.actorBytesMax) bytes", field: keyName, at: valueAt)
                         }
+                        eventBytes += a.utf8.count
+                        guard eventBytes <= FieldRules.eventBytesMax else { throw fail(FieldRules.eventTooLarge(eventBytes), field: keyName, at: valueAt) }
                         actor = a
                     }
                 case .fields: fields = try fieldsObject()
@@ -450,6 +454,8 @@ private struct JSONScanner {
             if out.contains(where: { code != 0 ? $0.knownCode == code : $0.name == name }) {
                 throw fail("field appears twice", field: name, at: nameAt)
             }
+            eventBytes += FieldRules.valueBytes(name, value)
+            guard eventBytes <= FieldRules.eventBytesMax else { throw fail(FieldRules.eventTooLarge(eventBytes), field: name, at: valueAt) }
             let normalized = FieldRules.normalized(code: code, value)
             out.append(code != 0 ? Field(knownCode: code, normalized) : Field(name, normalized))
             guard out.count <= FieldRules.fieldsMax else { throw fail("more than \(FieldRules.fieldsMax) fields", at: nameAt) }

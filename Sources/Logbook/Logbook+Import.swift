@@ -159,7 +159,7 @@ extension Logbook {
         // 3. The import's origin: its frames, built the same way every time, received like a peer's.
         let builder = OriginFrameBuilder(origin: origin)
         importer.pending.sort { $0.millis != $1.millis ? $0.millis < $1.millis : $0.order < $1.order }
-        for p in importer.pending { builder.add(p.mutation, at: HLC(wallMillis: p.millis, counter: 0)) }
+        for p in importer.pending { try builder.add(p.mutation, at: HLC(wallMillis: p.millis, counter: 0)) }
         var pending: [LegacyImporter.Pending] = []
         swap(&pending, &importer.pending)
         FreeAside.release(consume pending)

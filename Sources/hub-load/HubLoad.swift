@@ -231,7 +231,8 @@ final class Run: @unchecked Sendable {
             let line = #"{"entity":"item","op":"create","id":"\#(UUID().uuidString.lowercased())","fields":{"title":"load \#(r) \#(i)"},"actor":"\#(user)"}"#
             guard var m = try? MutationParser.parse(line, lineNumber: 1) else { continue }
             m.actor = user
-            b.add(m, at: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0))
+            // A title of a few bytes: far under the 1 MiB a record may take.
+            guard (try? b.add(m, at: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0))) != nil else { continue }
         }
         let frames = b.finish()
         let fresh = Array(frames[lock.withLock { sent[r] }...])

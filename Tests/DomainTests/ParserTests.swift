@@ -162,6 +162,29 @@ import Testing
         }
     }
 
+    /// An event's texts together are bounded (`FieldRules.eventBytesMax`), so that its record
+    /// fits the 1 MiB an event may take in the log: four texts of the most a text may hold pass
+    /// it, refused by the parser, naming the field that crosses the bound, and by the check of
+    /// built mutations; an event of exactly the bound is taken.
+    @Test func refusesAnEventWhoseTextsTogetherPassTheBound() throws {
+        let big = String(repeating: "a", count: FieldRules.textBytesMax)
+        let four = (0..<4).map { #""n\#($0)":"\#(big)""# }.joined(separator: ",")
+        let refused = Result { try MutationParser.parse(#"{"entity":"item","op":"create","id":"\#(id)","fields":{\#(four)}}"#) }
+        guard case .failure(let e as InputError) = refused else { Issue.record("four texts of 256 KiB were taken in"); return }
+        #expect(e.field == "n3" && e.message.contains("more than the \(FieldRules.eventBytesMax)"))
+        let built = Mutation(entity: .item, op: .create, entityID: UUID(), fields: (0..<4).map { Field("n\($0)", .text(big)) })
+        #expect(throws: InputError.self) { try FieldRules.validate(built, position: 3) }
+        // At the bound, taken; a byte past it, refused (the log takes the largest such event:
+        // `RecordSizeTests`).
+        var fits = Mutation(entity: .item, op: .create, entityID: UUID(), fields: (0..<4).map { Field("n\($0)", .text(big)) })
+        let under = FieldRules.eventBytesMax - FieldRules.eventBytes(fits)
+        fits.fields[3] = Field("n3", .text(String(repeating: "a", count: FieldRules.textBytesMax + under)))
+        #expect(FieldRules.eventBytes(fits) == FieldRules.eventBytesMax)
+        try FieldRules.validate(fits, position: 1)
+        fits.actor = "u"
+        #expect(throws: InputError.self) { try FieldRules.validate(fits, position: 1) }
+    }
+
     /// Text read back from SQLite ends at a NUL, so a NUL would silently cut every later read:
     /// refused, naming the field and the byte, by the parser and by the check of built mutations.
     @Test func refusesTextWithANul() throws {

@@ -105,7 +105,7 @@ enum Fixtures {
         let origin = ReplicaID.shareLog(goldenShare, signingKey: goldenSigningKey.publicKey)
         let enc = FrameEncoder()
         for (i, m) in sampleMutations(5, seed: 2028).enumerated() {
-            enc.add(m, origin: origin, seq: Seq(UInt64(i + 1)), hlc: HLC(wallMillis: 1_767_225_600_000 + UInt64(i) * 250, counter: 0))
+            try! enc.add(m, origin: origin, seq: Seq(UInt64(i + 1)), hlc: HLC(wallMillis: 1_767_225_600_000 + UInt64(i) * 250, counter: 0))
         }
         let nonce = Array(SHA256.hash(data: Array("logbook golden frame nonce v1".utf8)).prefix(12))
         return enc.finish(continues: false, previousHash: .zero, signer: goldenSigningKey,
@@ -122,7 +122,7 @@ enum Fixtures {
         let ms = sampleMutations(301, seed: 2029)
         let hlcs = ms.indices.map { HLC(wallMillis: 1_767_225_600_000 + UInt64($0 / 4), counter: UInt16($0 % 4)) }
         let enc = FrameEncoder()
-        let built = enc.add(ms, picks: Array(ms.indices), origin: goldenSigningKey.replicaID, baseSeq: Seq(1), hlcs: hlcs,
+        let built = try! enc.add(ms, picks: Array(ms.indices), origin: goldenSigningKey.replicaID, baseSeq: Seq(1), hlcs: hlcs,
                             workers: goldenBlocksWorkers, bytesLimit: FrameHeader.payloadBytesMax)
         precondition(built, "the golden blocks frame fits a frame")
         return enc.finish(continues: false, previousHash: .zero, signer: goldenSigningKey)

@@ -58,8 +58,8 @@ import Testing
         for ms in [noise, tiny] {
             let hlcs = ms.indices.map { HLC(wallMillis: 1_000 + UInt64($0), counter: 0) }
             let atOnce = FrameEncoder(), oneByOne = FrameEncoder()
-            #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
-            for (k, m) in ms.enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+            #expect(try atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+            for (k, m) in ms.enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
             #expect(atOnce.recordBytes == oneByOne.recordBytes)
             let a = atOnce.finish(continues: false, previousHash: .zero), b = oneByOne.finish(continues: false, previousHash: .zero)
             #expect(a[5] == FrameHeader.Codec.raw.rawValue && a == b)
@@ -70,16 +70,16 @@ import Testing
         let ms = sampleMutations(300, seed: 12)
         let hlcs = ms.indices.map { HLC(wallMillis: 1_000 + UInt64($0), counter: 0) }
         let atOnce = FrameEncoder(), oneByOne = FrameEncoder()
-        #expect(atOnce.add(Array(ms.dropLast()), picks: Array(ms.indices.dropLast()), origin: origin, baseSeq: Seq(1), hlcs: Array(hlcs.dropLast()),
+        #expect(try atOnce.add(Array(ms.dropLast()), picks: Array(ms.indices.dropLast()), origin: origin, baseSeq: Seq(1), hlcs: Array(hlcs.dropLast()),
                            workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
-        atOnce.add(ms[299], origin: origin, seq: Seq(300), hlc: hlcs[299])
-        for (k, m) in ms.enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+        try atOnce.add(ms[299], origin: origin, seq: Seq(300), hlc: hlcs[299])
+        for (k, m) in ms.enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
         #expect(atOnce.finish(continues: false, previousHash: .zero) == oneByOne.finish(continues: false, previousHash: .zero))
         // A batch dropped unfinished leaves nothing in the next frame.
-        #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+        #expect(try atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
         atOnce.reset()
-        for (k, m) in ms.prefix(5).enumerated() { atOnce.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
-        for (k, m) in ms.prefix(5).enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+        for (k, m) in ms.prefix(5).enumerated() { try atOnce.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+        for (k, m) in ms.prefix(5).enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
         #expect(atOnce.finish(continues: false, previousHash: .zero) == oneByOne.finish(continues: false, previousHash: .zero))
     }
 
@@ -93,7 +93,7 @@ import Testing
             let ms = sampleMutations(1000, seed: 22)
             let hlcs = ms.indices.map { HLC(wallMillis: 5_000 + UInt64($0), counter: 0) }
             let e = FrameEncoder()
-            #expect(e.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 2,
+            #expect(try e.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 2,
                           callerLead: 1000 * 3 / 32, bytesLimit: FrameHeader.payloadBytesMax))
             #expect(e.runStarts == [0, 593, 1000])
         }
@@ -101,14 +101,14 @@ import Testing
             let ms = sampleMutations(count, seed: 21)
             let hlcs = ms.indices.map { HLC(wallMillis: 5_000 + UInt64($0), counter: 0) }
             let oneByOne = FrameEncoder()
-            for (k, m) in ms.enumerated() { oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+            for (k, m) in ms.enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
             let expected = oneByOne.recordBytes
             let single = oneByOne.finish(continues: false, previousHash: .zero)
             let singleHeader = try single.withUnsafeBytes { try FrameHeader.decode($0) }
             let events = try single.withUnsafeBytes { try FrameDecoder().events(of: $0, header: singleHeader) }
             for lead in [0, 1, count * 3 / 32, count, Int.max / 2] {
                 let atOnce = FrameEncoder()
-                #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: workers,
+                #expect(try atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: workers,
                                    callerLead: lead, bytesLimit: FrameHeader.payloadBytesMax))
                 #expect(atOnce.recordBytes == expected, "\(count) events, \(workers) workers, lead \(lead)")
                 // The first run is longer by the lead, at most half a share; the last one shorter.
@@ -138,7 +138,7 @@ import Testing
         var ends: [Int] = []
         let probe = FrameEncoder()
         for (k, m) in ms.enumerated() {
-            probe.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k])
+            try probe.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k])
             ends.append(probe.recordBytes)
         }
         // Limits met in the first run, in the second, on a record's last byte, past them all.
@@ -146,13 +146,13 @@ import Testing
         for limit in limits {
             let cut = ends.firstIndex { $0 >= limit }.map { $0 + 1 } ?? ms.count
             let oneByOne = FrameEncoder()
-            for k in 0..<cut { oneByOne.add(ms[k], origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
+            for k in 0..<cut { try oneByOne.add(ms[k], origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
             let expected = oneByOne.finish(continues: false, previousHash: .zero)
             let eh = try expected.withUnsafeBytes { try FrameHeader.decode($0) }
             let events = try expected.withUnsafeBytes { try FrameDecoder().events(of: $0, header: eh) }
             for workers in [1, 2, 3] {
                 let e = FrameEncoder()
-                let taken = e.addUpToLimit(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs,
+                let taken = try e.addUpToLimit(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs,
                                            workers: workers, bytesLimit: limit)
                 #expect(taken == cut, "limit \(limit), \(workers) workers")
                 #expect(e.count == cut && e.recordBytes == ends[cut - 1], "limit \(limit), \(workers) workers")

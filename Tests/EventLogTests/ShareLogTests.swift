@@ -226,7 +226,7 @@ import Testing
             ]),
         ]
         let enc = FrameEncoder()
-        for (i, m) in records.enumerated() { enc.add(m, origin: origin, seq: Seq(UInt64(i + 1)), hlc: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000) + UInt64(i), counter: 0)) }
+        for (i, m) in records.enumerated() { try enc.add(m, origin: origin, seq: Seq(UInt64(i + 1)), hlc: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000) + UInt64(i), counter: 0)) }
         let forged = enc.finish(continues: false, previousHash: .zero, signer: mallory,
                                 share: (ShareBlock(share: share, epoch: 0, nonce: [UInt8](repeating: 0, count: 12)), nil))
         let b = try bob.appender()
@@ -271,7 +271,7 @@ import Testing
         Self.fixCRC(&bad)
         // Frame 2: a good event after it.
         let enc = FrameEncoder()
-        enc.add(item("AFTERGARBAGE"), origin: origin, seq: Seq(2), hlc: HLC(rawValue: hlc.rawValue + 1))
+        try enc.add(item("AFTERGARBAGE"), origin: origin, seq: Seq(2), hlc: HLC(rawValue: hlc.rawValue + 1))
         let good = enc.finish(continues: false, previousHash: bad.withUnsafeBytes { FrameHash.of($0) }, signer: bob.key,
                               share: (ShareBlock(share: share, epoch: 1, nonce: [UInt8](repeating: 4, count: 12)), key))
         let a = try alice.appender()
@@ -334,7 +334,7 @@ import Testing
         let origin = ReplicaID.shareLog(share, signingKey: bob.key.publicKey)
         let tip = try LogReader(store: bob.store).tip(origin: origin)
         let enc = FrameEncoder()
-        enc.add(item("AFTERREMOVAL"), origin: origin, seq: tip.lastSeq.next, hlc: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000) + 1000, counter: 0))
+        try enc.add(item("AFTERREMOVAL"), origin: origin, seq: tip.lastSeq.next, hlc: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000) + 1000, counter: 0))
         let late = enc.finish(continues: false, previousHash: tip.lastHash, signer: bob.key,
                               share: (ShareBlock(share: share, epoch: 1, nonce: [UInt8](repeating: 9, count: 12)), key))
         let a2 = try alice.appender()

@@ -378,7 +378,7 @@ import Testing
         let key = ReplicaKey.generate()
         let builder = OriginFrameBuilder(signer: key)
         #expect(builder.origin == key.replicaID)
-        for i in 0..<5 { builder.add(item("built \(i)"), at: HLC(wallMillis: 1_767_225_600_000 + UInt64(i), counter: 0)) }
+        for i in 0..<5 { try builder.add(item("built \(i)"), at: HLC(wallMillis: 1_767_225_600_000 + UInt64(i), counter: 0)) }
         let frames = builder.finish()
         #expect(frames.allSatisfy { FrameHeader(parsing: $0)?.signed == true })
         #expect(try Self.refusal(frames, origin: key.replicaID) == nil)

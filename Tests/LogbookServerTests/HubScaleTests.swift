@@ -20,7 +20,7 @@ import Testing
         var frames: [[UInt8]] = []
         for i in 0..<appends {
             let line = #"{"entity":"item","op":"create","id":"\#(UUID().uuidString.lowercased())","fields":{"title":"\#(title) \#(i)"}}"#
-            b.add(try! MutationParser.parse(line, lineNumber: 1), at: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0))
+            try! b.add(try! MutationParser.parse(line, lineNumber: 1), at: HLC(wallMillis: UInt64(Date().timeIntervalSince1970 * 1000), counter: 0))
             frames = b.finish()
         }
         return (id, frames)

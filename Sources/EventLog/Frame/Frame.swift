@@ -152,6 +152,23 @@ enum FrameDecodeError: Error, Equatable {
     }
 }
 
+/// An event whose record, as written, takes more than `FrameEncoder.recordBytesMax`: the frame
+/// is left as it was before the event (`FrameEncoder.add`).
+struct RecordTooLarge: Error {
+    /// The event's seq, as it was to be written.
+    var seq: Seq
+    /// The bytes its record took (its length prefix included).
+    var bytes: Int
+
+    /// The error an append reports for it (`operation`: "append", "share append", …).
+    func logError(_ operation: String) -> LogError {
+        LogError(.invalidInput, operation,
+                 "an event's record may take at most 1 MiB (\(FrameEncoder.recordBytesMax) bytes); the event at seq \(seq.rawValue) takes \(bytes)",
+                 seqs: seq.rawValue...seq.rawValue,
+                 hint: "nothing was appended; keep large texts out of the log (a file beside it, named in a field) or split them across events")
+    }
+}
+
 /// Builds frames: encodes events, compresses, checksums. Reuses its buffers; not thread-safe.
 ///
 /// Its state is touched once per event, from one thread (the type is not `Sendable` and its owner
@@ -173,8 +190,16 @@ final class FrameEncoder {
     /// Bytes of records so far (exact, before compression).
     var recordBytes: Int { blockRuns > 0 ? runBytes : records.count }
 
+    /// The most bytes an event's record may take as written, its length prefix included
+    /// (docs/FORMAT.md, "Event record"). A frame is cut once its records reach the writer's
+    /// limit (at most `LogAppender.frameRecordBytesCap`), so the record that crosses it still
+    /// leaves the frame under `FrameHeader.payloadBytesMax`. Readers take any record a frame holds.
+    static let recordBytesMax = 1 << 20
+
     /// Adds the next event of the frame as a mutation with its position and clock.
-    func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC) {
+    /// - Throws: `RecordTooLarge` when its record takes more than `recordBytesMax`; the frame is
+    ///   then as it was before the call.
+    func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC) throws(RecordTooLarge) {
         if count == 0 {
             startFrame()
             self.origin = origin
@@ -186,9 +211,27 @@ final class FrameEncoder {
             joinRuns()  // the runs' blocks will no longer hold every record
         }
         precondition(count < FrameHeader.eventsMax, "frame event count out of range")
+        let before = records.count
         EventCodec.encode(m, hlcDelta: hlc.rawValue - firstHLC.rawValue, into: &records)
+        let bytes = records.count - before
+        guard bytes <= Self.recordBytesMax else {
+            records.bytes.removeSubrange(before...)
+            throw RecordTooLarge(seq: seq, bytes: bytes)
+        }
         lastHLC = hlc
         count += 1
+    }
+
+    /// Per run of `add(_:picks:…)` and `addUpToLimit`: the first of its events (an index of the
+    /// picks) whose record takes more than `recordBytesMax`, and its bytes; -1 for none.
+    private var oversized: [(pick: Int, bytes: Int)] = []
+
+    /// After a batch's runs are encoded: throws for the first event too large, leaving the frame
+    /// empty, as it was.
+    private func refuseOversized(runs: Int, baseSeq: Seq) throws(RecordTooLarge) {
+        guard let hit = oversized[..<runs].filter({ $0.pick >= 0 }).min(by: { $0.pick < $1.pick }) else { return }
+        reset()
+        throw RecordTooLarge(seq: Seq(baseSeq.rawValue + UInt64(hit.pick)), bytes: hit.bytes)
     }
 
     /// Where each run of the last `add(_:picks:…)` starts, and the end: the split it encoded.
@@ -213,8 +256,10 @@ final class FrameEncoder {
     /// - Returns: false, leaving the frame empty, when the records reach `bytesLimit` (a worker
     ///   stops once its own run reaches it, so a batch of large records costs at most about
     ///   `bytesLimit` per worker to find out); the caller then adds them one at a time.
+    /// - Throws: `RecordTooLarge` for the first event, in the runs encoded, whose record takes more
+    ///   than `recordBytesMax`; the frame is then left empty.
     func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int, callerLead: Int = 0,
-             bytesLimit: Int) -> Bool {
+             bytesLimit: Int) throws(RecordTooLarge) -> Bool {
         let runs = shareOut(ms, picks: picks, hlcs: hlcs, workers: workers, callerLead: callerLead)
         let first = hlcs[0]
         let n = picks.count
@@ -226,7 +271,8 @@ final class FrameEncoder {
         ms.withUnsafeBufferPointer { mutations in
             nonisolated(unsafe) let mutations = mutations.baseAddress
             parts.withUnsafeMutableBufferPointer { buffer in
-                nonisolated(unsafe) let out = buffer
+              oversized.withUnsafeMutableBufferPointer { over in
+                nonisolated(unsafe) let out = buffer, over = over
                 DispatchQueue.concurrentPerform(iterations: runs) { w in
                     // Each worker writes into a buffer moved out to its own stack while it
                     // encodes: the writers lie side by side in `parts` (16 bytes each, usually on
@@ -240,15 +286,22 @@ final class FrameEncoder {
                     for k in starts[w]..<starts[w + 1] {
                         precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
                         if mine.count >= bytesLimit { break }
+                        let before = mine.count
                         EventCodec.encode(mutations! + picks[k], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &mine)
+                        if mine.count - before > Self.recordBytesMax {
+                            over[w] = (k, mine.count - before)
+                            break
+                        }
                     }
                     // Each run is compressed by the thread that encoded it, while it is in that
                     // core's cache (`finish` joins the blocks into one LZ4 frame).
                     writers[w].reset()
-                    if mine.count < bytesLimit { mine.bytes.withUnsafeBytes { writers[w].append($0) } }
+                    if mine.count < bytesLimit && over[w].pick < 0 { mine.bytes.withUnsafeBytes { writers[w].append($0) } }
                 }
+              }
             }
         }
+        try refuseOversized(runs: runs, baseSeq: baseSeq)
         guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit else { return false }
         holdRuns(runs, origin: origin, baseSeq: baseSeq, hlcs: hlcs, count: n)
         return true
@@ -279,6 +332,8 @@ final class FrameEncoder {
         while parts.count < runs { parts.append(ByteWriter(capacity: 1 << 16)) }
         while blockWriters.count < runs { blockWriters.append(LZ4BlockWriter()) }
         while recordEnds.count < runs { recordEnds.append([]) }
+        while oversized.count < runs { oversized.append((-1, 0)) }
+        for w in 0..<runs { oversized[w] = (-1, 0) }
         // Where each run starts: equal shares, but the first run (usually the calling thread's,
         // which starts at once while the others wait for a worker to wake) is `callerLead` events
         // longer, at most half a share more, so that every run keeps events; the last is shorter.
@@ -300,8 +355,9 @@ final class FrameEncoder {
     /// out are dropped: the caller adds them to the next frame).
     /// - Returns: how many of `picks` the frame holds (all of them when their records stay
     ///   under the limit; the frame is then not full by bytes).
+    /// - Throws: `RecordTooLarge` as `add(_:picks:…)` does.
     func addUpToLimit(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int,
-                      bytesLimit: Int) -> Int {
+                      bytesLimit: Int) throws(RecordTooLarge) -> Int {
         let runs = shareOut(ms, picks: picks, hlcs: hlcs, workers: workers, callerLead: 0)
         let first = hlcs[0]
         let starts = runStarts
@@ -309,7 +365,8 @@ final class FrameEncoder {
             nonisolated(unsafe) let mutations = mutations.baseAddress
             parts.withUnsafeMutableBufferPointer { buffer in
                 recordEnds.withUnsafeMutableBufferPointer { ends in
-                    nonisolated(unsafe) let out = buffer, ends = ends
+                  oversized.withUnsafeMutableBufferPointer { over in
+                    nonisolated(unsafe) let out = buffer, ends = ends, over = over
                     DispatchQueue.concurrentPerform(iterations: runs) { w in
                         // Moved to this thread's stack while written, as in `add(_:picks:…)`.
                         var mine = ByteWriter(), myEnds: [Int] = []
@@ -323,13 +380,20 @@ final class FrameEncoder {
                         myEnds.removeAll(keepingCapacity: true)
                         for k in starts[w]..<starts[w + 1] {
                             precondition(k == 0 || hlcs[k] > hlcs[k - 1], "frame events must be in hlc order")
+                            let before = mine.count
                             EventCodec.encode(mutations! + picks[k], hlcDelta: hlcs[k].rawValue - first.rawValue, into: &mine)
+                            if mine.count - before > Self.recordBytesMax {
+                                over[w] = (k, mine.count - before)
+                                break
+                            }
                             myEnds.append(mine.count)
                         }
                     }
+                  }
                 }
             }
         }
+        try refuseOversized(runs: runs, baseSeq: baseSeq)
         // Where one at a time would cut: after the first record that brings the total to the limit.
         var taken = picks.count, kept = runs, total = 0
         cut: for w in 0..<runs {

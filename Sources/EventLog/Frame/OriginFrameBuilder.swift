@@ -54,10 +54,12 @@ package final class OriginFrameBuilder {
 
     /// Adds `m` at `hlc`, or just after the previous event when `hlc` is not later.
     /// - Returns: the clock the event carries.
+    /// - Throws: `LogError` when the event's record takes more than 1 MiB
+    ///   (`FrameEncoder.recordBytesMax`); the builder is then as it was before the call.
     @discardableResult
-    public func add(_ m: Mutation, at hlc: HLC) -> HLC {
+    public func add(_ m: Mutation, at hlc: HLC) throws -> HLC {
         let at = hlc > lastHLC ? hlc : HLC(rawValue: lastHLC.rawValue &+ 1)
-        encoder.add(m, origin: origin, seq: Seq(nextSeq), hlc: at)
+        do { try encoder.add(m, origin: origin, seq: Seq(nextSeq), hlc: at) } catch { throw error.logError("build") }
         nextSeq += 1
         lastHLC = at
         inFrame += 1

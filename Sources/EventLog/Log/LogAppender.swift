@@ -414,12 +414,13 @@ public final class LogAppender {
     /// Adds the stamped event to the frame being built, writing that frame first when it is full.
     private func place(_ m: Mutation, seq: Seq, hlc: HLC) throws {
         try writeFrameIfFull()
-        encoder.add(m, origin: origin, seq: seq, hlc: hlc)
+        do { try encoder.add(m, origin: origin, seq: seq, hlc: hlc) } catch { throw error.logError("append") }
     }
 
     /// Writes the frame being built if it is full: the one place a frame is cut before the next
     /// event. It is cut once it holds frameEventsMax events or frameRawBytesMax bytes of records
-    /// (a record is at most about 1 MiB, so a frame stays far below payloadBytesMax).
+    /// (a record is at most 1 MiB, `FrameEncoder.recordBytesMax`, so a frame stays below
+    /// payloadBytesMax).
     private func writeFrameIfFull() throws {
         if encoder.count > 0 && frameIsFull {
             try writePending(continues: true)
@@ -521,17 +522,23 @@ public final class LogAppender {
                 continue
             }
             if byBytes {
-                start += encoder.addUpToLimit(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
-                                              hlcs: Array(hlcs[start..<end]), workers: Self.cores, bytesLimit: limit)
+                do {
+                    start += try encoder.addUpToLimit(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
+                                                      hlcs: Array(hlcs[start..<end]), workers: Self.cores, bytesLimit: limit)
+                } catch { throw error.logError("append") }
                 byBytes = encoder.recordBytes >= limit
                 continue
             }
             // The calling thread's run is longer by a share of the batch: waking a worker took
             // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
             // the worker about as long; 19/32 of the batch for it balances two cores).
-            if encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
-                           hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
-                           bytesLimit: limit) {
+            let fits: Bool
+            do {
+                fits = try encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
+                                       hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
+                                       bytesLimit: limit)
+            } catch { throw error.logError("append") }
+            if fits {
                 start = end
             } else {
                 byBytes = true  // the same run again, cut by bytes
@@ -586,8 +593,8 @@ public final class LogAppender {
     }
 
     /// Records per frame at most whatever `frameRawBytesMax` says: a frame is cut once past it,
-    /// and the record that crosses it (at most about 1 MiB) and a signature block still leave the
-    /// frame under `FrameHeader.payloadBytesMax`.
+    /// and the record that crosses it (at most 1 MiB, `FrameEncoder.recordBytesMax`), a signature
+    /// block and a share's block and seal still leave the frame under `FrameHeader.payloadBytesMax`.
     static let frameRecordBytesCap = FrameHeader.payloadBytesMax - (2 << 20)
 
     /// Writes the frame built so far; the one that ends the append (`continues` false) is made

@@ -22,25 +22,28 @@ extension LogAppender {
         var previous = tip.lastHash
         var frames: [[UInt8]] = []
         let perFrame = max(1, options.frameEventsMax)
-        var i = 0
-        while i < mutations.count {
-            let end = min(mutations.count, i + perFrame)
-            for m in mutations[i..<end] {
-                seq += 1
-                var hlc: HLC
-                do { hlc = try clock.tick() } catch {
-                    encoder.reset()  // nothing of this frame is kept
-                    throw LogError(.invalidInput, op, error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
-                }
-                if hlc <= tip.lastHLC { hlc = HLC(rawValue: tip.lastHLC.rawValue &+ UInt64(seq - tip.lastSeq.rawValue)) }
-                encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc)
+        // Frames are cut as an append cuts them: by events, and by bytes of records (a share's
+        // events may be large: cut by events alone, twenty of 1 MB made a frame of 20 MB).
+        let bytesLimit = min(options.frameRawBytesMax, Self.frameRecordBytesCap)
+        for (i, m) in mutations.enumerated() {
+            seq += 1
+            var hlc: HLC
+            do { hlc = try clock.tick() } catch {
+                encoder.reset()  // nothing of this frame is kept
+                throw LogError(.invalidInput, op, error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
             }
+            if hlc <= tip.lastHLC { hlc = HLC(rawValue: tip.lastHLC.rawValue &+ UInt64(seq - tip.lastSeq.rawValue)) }
+            do { try encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc) } catch {
+                encoder.reset()  // nothing of this frame is kept, nor of those before it (not yet received)
+                throw error.logError(op)
+            }
+            let last = i == mutations.count - 1
+            guard last || encoder.count >= perFrame || encoder.recordBytes >= bytesLimit else { continue }
             let nonce = key == nil ? [UInt8](repeating: 0, count: 12) : ChaChaPoly.Nonce().withUnsafeBytes { Array($0) }
             let block = ShareBlock(share: share, epoch: key?.epoch ?? 0, nonce: nonce)
-            let frame = encoder.finish(continues: end < mutations.count, previousHash: previous, signer: signer, share: (block, key))
+            let frame = encoder.finish(continues: !last, previousHash: previous, signer: signer, share: (block, key))
             previous = frame.withUnsafeBytes { FrameHash.of($0) }
             frames.append(frame)
-            i = end
         }
         return try receive(frames)
     }
