@@ -169,12 +169,21 @@ public final class HTTPTransport: ReplicaTransport {
         guard let answer = Wire.decode(Wire.PushAnswer.self, from: body), let c = try? ReplicationCursor(token: answer.cursor) else {
             throw TransferFailure.permanent("\(base)v1/frames did not answer a push with a cursor", code: .invalidAnswer)
         }
+        return (Self.result(of: answer, for: page), c)
+    }
+
+    /// What a push's answer says the server took of `page`, each count kept to what the page held
+    /// (0 up to its frames, or its events): the server's word, not to be trusted past that (a
+    /// count of Int.max made the session's totals overflow on the next page).
+    static func result(of answer: Wire.PushAnswer, for page: FramePage) -> ReceiveResult {
+        let frames = page.frames.count
+        let events = page.frames.reduce(0) { $0 + (FrameHeader(parsing: $1).map { Int($0.count) } ?? 0) }
         var result = ReceiveResult()
-        result.frames = answer.frames
-        result.events = answer.events
-        result.alreadyHeld = answer.alreadyHeld
-        result.incomplete = answer.incomplete
-        return (result, c)
+        result.frames = min(max(0, answer.frames), frames)
+        result.events = min(max(0, answer.events), events)
+        result.alreadyHeld = min(max(0, answer.alreadyHeld), frames)
+        result.incomplete = min(max(0, answer.incomplete), frames)
+        return result
     }
 
     /// The largest snapshot accepted when the server does not say what it covers; otherwise

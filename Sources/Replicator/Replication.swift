@@ -190,12 +190,12 @@ public enum Replication {
     /// `summary` after `before` (a session that went on once more): counts added, the rest the later's.
     private static func adding(_ summary: TransferSummary, to before: TransferSummary) -> TransferSummary {
         var s = summary
-        s.pages += before.pages
-        s.frames += before.frames
-        s.events += before.events
-        s.bytes += before.bytes
-        s.alreadyHeld += before.alreadyHeld
-        s.retries += before.retries
+        s.pages = s.pages.addingClamped(before.pages)
+        s.frames = s.frames.addingClamped(before.frames)
+        s.events = s.events.addingClamped(before.events)
+        s.bytes = s.bytes.addingClamped(before.bytes)
+        s.alreadyHeld = s.alreadyHeld.addingClamped(before.alreadyHeld)
+        s.retries = s.retries.addingClamped(before.retries)
         s.bootstrapped = s.bootstrapped || before.bootstrapped
         return s
     }

@@ -127,7 +127,7 @@ package struct PullSession: Sendable {
     public mutating func received(_ page: FramePage.Decoded, bytes: Int) -> Action {
         precondition(phase == .requesting, "received without a request")
         summary.pages += 1
-        summary.bytes += bytes
+        summary.bytes = summary.bytes.addingClamped(bytes)
         cutOff = !page.complete
         more = page.more || !page.complete
         if let next = page.next { summary.peerCursor = next }
@@ -140,9 +140,9 @@ package struct PullSession: Sendable {
     /// The store took the frames of the last page; `cursor` is its cursor now.
     public mutating func applied(_ r: ReceiveResult, cursor now: ReplicationCursor) -> Action {
         precondition(phase == .applying, "applied without frames to apply")
-        summary.frames += r.frames
-        summary.events += r.events
-        summary.alreadyHeld += r.alreadyHeld
+        summary.frames = summary.frames.addingClamped(r.frames)
+        summary.events = summary.events.addingClamped(r.events)
+        summary.alreadyHeld = summary.alreadyHeld.addingClamped(r.alreadyHeld)
         let progressed = now != cursor
         cursor = now
         return afterApply(progressed: progressed)
@@ -261,11 +261,13 @@ package struct PushSession: Sendable {
     public mutating func sent(_ r: ReceiveResult, peer cursor: ReplicationCursor) -> Action {
         precondition(phase == .sending, "sent without send")
         let page = lastPage!
+        // Saturating: the counts are a peer's word (bounded by the transport, added here anyway
+        // so that no transport's count can trap a session).
         summary.pages += 1
-        summary.bytes += page.frameBytes
-        summary.frames += r.frames
-        summary.events += r.events
-        summary.alreadyHeld += r.alreadyHeld
+        summary.bytes = summary.bytes.addingClamped(page.frameBytes)
+        summary.frames = summary.frames.addingClamped(r.frames)
+        summary.events = summary.events.addingClamped(r.events)
+        summary.alreadyHeld = summary.alreadyHeld.addingClamped(r.alreadyHeld)
         let progressed = cursor != summary.peerCursor
         summary.peerCursor = cursor
         budget.reset()
@@ -302,5 +304,13 @@ package struct PushSession: Sendable {
         precondition(phase == .waiting, "resume without a wait")
         phase = .cursor
         return .requestCursor
+    }
+}
+
+extension Int {
+    /// `self + other`, held at `Int.max` (or `Int.min`) instead of trapping.
+    func addingClamped(_ other: Int) -> Int {
+        let (sum, overflow) = addingReportingOverflow(other)
+        return overflow ? (other > 0 ? .max : .min) : sum
     }
 }

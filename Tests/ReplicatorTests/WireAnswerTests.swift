@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import Testing
 @testable import Replicator
@@ -29,6 +30,35 @@ import Testing
         #expect(Wire.decode(Wire.CursorAnswer.self, from: Array(#"{"cursor":7}"#.utf8)) == nil)
         let failure = Wire.decode(Wire.FailureAnswer.self, from: Array(#"{"code":"gap","seqs":[-1,2],"origin":4}"#.utf8))
         #expect(failure == Wire.FailureAnswer(error: "", code: "gap", origin: nil, seqs: nil))
+    }
+
+    /// A push's answer counts what the server took of the page: a hostile server's counts are
+    /// kept to what the page held (0 up to its frames and events), so that a session adding them
+    /// page after page never overflows (a count of Int.max, then 1, trapped the client).
+    @Test func aPushAnswersCountsAreBoundedByThePageSent() throws {
+        let key = ReplicaKey.generate()
+        let builder = OriginFrameBuilder(signer: key)
+        for i in 0..<3 { try builder.add(Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("t\(i)"))]),
+                                         at: HLC(wallMillis: 1_767_225_600_000 + UInt64(i), counter: 0)) }
+        let page = FramePage(frames: builder.finish(), next: .empty, more: true)
+        #expect(page.frames.count == 1)
+        let lying = Wire.PushAnswer(frames: .max, events: .max, alreadyHeld: .min, incomplete: .max, cursor: "")
+        let r = HTTPTransport.result(of: lying, for: page)
+        #expect(r.frames == 1 && r.events == 3 && r.alreadyHeld == 0 && r.incomplete == 1)
+        let honest = HTTPTransport.result(of: Wire.PushAnswer(frames: 0, events: 0, alreadyHeld: 1, incomplete: 0, cursor: ""), for: page)
+        #expect(honest.frames == 0 && honest.alreadyHeld == 1)
+        // A session's totals saturate whatever a transport hands it.
+        var session = PushSession()
+        _ = session.start(known: .empty)
+        for k in 0..<3 {
+            _ = session.collected(page)
+            var big = ReceiveResult()
+            big.frames = .max
+            big.events = .max
+            big.alreadyHeld = .max
+            _ = session.sent(big, peer: ReplicationCursor([key.replicaID: Seq(UInt64(k + 1))]))
+        }
+        #expect(session.summary.frames == .max && session.summary.events == .max && session.summary.pages == 3)
     }
 
     /// A refusal's body becomes the failure's message, code and frames; a body that is not the
