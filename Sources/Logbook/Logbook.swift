@@ -138,7 +138,7 @@ package final class Logbook: @unchecked Sendable {
                 // read-only mount, a lock file that cannot be written): reads never need to write,
                 // so the projection is read as it is (how far behind, reported).
                 let projection = try Projection(readingIfNeeded: store)
-                let behind = try projection.lag().values.reduce(0, +)
+                let behind = Seq.total(try projection.lag().values)
                 return Logbook(store: store, access: access, options: options, projection: projection, writer: nil,
                                recovery: nil, behind: behind)
             }

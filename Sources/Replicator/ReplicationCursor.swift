@@ -74,9 +74,9 @@ public struct ReplicationCursor: Sendable, Hashable, CustomStringConvertible {
         return out
     }
 
-    /// Total events `source` holds past this cursor.
+    /// Total events `source` holds past this cursor (held at `UInt64.max`: `Seq.total`).
     public func lag(behind source: ReplicationCursor) -> UInt64 {
-        missing(from: source).values.reduce(0) { $0 + ($1.upperBound - $1.lowerBound + 1) }
+        Seq.total(missing(from: source).values.lazy.map { $0.upperBound - $0.lowerBound + 1 })
     }
 
     // MARK: Token

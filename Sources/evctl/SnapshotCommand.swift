@@ -19,9 +19,9 @@ struct SnapshotCommand: StoreCommand {
         let cursor = ReplicationCursor(info.anchors.mapValues(\.lastSeq))
         if options.json {
             print(try ReportJSON.string(SnapshotReport(file: out, bytes: info.bytes, cursor: cursor.token,
-                                                       events: cursor.entries.values.reduce(0) { $0 + $1.rawValue })))
+                                                       events: Seq.total(cursor.entries.values.lazy.map(\.rawValue)))))
         } else {
-            print("snapshot of \(cursor.entries.values.reduce(0) { $0 + $1.rawValue }) events (\(info.bytes) bytes) at \(cursor.token) written to \(out)")
+            print("snapshot of \(Seq.total(cursor.entries.values.lazy.map(\.rawValue))) events (\(info.bytes) bytes) at \(cursor.token) written to \(out)")
         }
     }
 }

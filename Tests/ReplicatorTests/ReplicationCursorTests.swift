@@ -1,11 +1,28 @@
 import Domain
-import EventLog
+@testable import EventLog
 @testable import LogbookServer
 import Foundation
 import Testing
 @testable import Replicator
 
 @Suite struct ReplicationCursorTests {
+    /// Totals over origins hold at `UInt64.max`: a peer's snapshot may set floors at `Seq.max` for
+    /// any number of origins, and three such logs made `lag`, a store's `totalEvents` (`evctl
+    /// status`, the inspector), `evctl snapshot` and a read-only `Logbook`'s lag overflow.
+    @Test func totalsOverOriginsAtTheLargestSeqSaturate() {
+        let far = (0..<3).map { _ in ReplicaID.random() }
+        let cursor = ReplicationCursor(Dictionary(uniqueKeysWithValues: far.map { ($0, Seq.max) }))
+        #expect(ReplicationCursor.empty.lag(behind: cursor) == .max)
+        #expect(ReplicationCursor([far[0]: Seq(5)]).lag(behind: ReplicationCursor([far[0]: Seq.max, far[1]: Seq(3)]))
+                == Seq.max.rawValue - 5 + 3)
+        #expect(Seq.total([Seq.max.rawValue, Seq.max.rawValue, 1]) == .max)
+        #expect(Seq.total([Seq.max.rawValue, Seq.max.rawValue]) == 2 * Seq.max.rawValue)
+        #expect(Seq.total([]) == 0)
+        let status = StoreStatus(replicaID: far[0], origins: far.map { StoreStatus.Origin(origin: $0, lastSeq: .max, lastHLC: .zero, segments: 0, bytes: 0) },
+                                 bytesOnDisk: 0)
+        #expect(status.totalEvents == .max)
+    }
+
     let a = ReplicaID("aaaaaaaa-0000-4000-8000-000000000001")!
     let b = ReplicaID("bbbbbbbb-0000-4000-8000-000000000002")!
     let c = ReplicaID("cccccccc-0000-4000-8000-000000000003")!

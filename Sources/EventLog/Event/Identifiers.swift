@@ -15,6 +15,19 @@ public struct Seq: RawRepresentable, Comparable, Hashable, Sendable, CustomStrin
     /// seqs by `Seq.max`, so this is never reached from valid input).
     public var next: Seq { Seq(rawValue == UInt64.max ? rawValue : rawValue + 1) }
     public var description: String { String(rawValue) }
+
+    /// The sum of `counts` (events of each origin, seqs), held at `UInt64.max` instead of
+    /// trapping: each may be up to `Seq.max`, and a peer's snapshot can set a floor there for any
+    /// number of origins, so three of them already pass what a `UInt64` holds.
+    public static func total<S: Sequence<UInt64>>(_ counts: S) -> UInt64 {
+        var total: UInt64 = 0
+        for c in counts {
+            let (sum, overflow) = total.addingReportingOverflow(c)
+            if overflow { return .max }
+            total = sum
+        }
+        return total
+    }
 }
 
 /// The identity of a replica; every event a replica authors carries it as `origin`.

@@ -11,8 +11,9 @@ public struct StoreStatus: Sendable {
     }
     public var replicaID: ReplicaID
     public var origins: [Origin]
-    /// Events held across all origins.
-    public var totalEvents: UInt64 { origins.reduce(0) { $0 + $1.lastSeq.rawValue } }
+    /// Events held across all origins (each origin's last seq, counting what a floor stands for;
+    /// held at `UInt64.max`).
+    public var totalEvents: UInt64 { Seq.total(origins.lazy.map { $0.lastSeq.rawValue }) }
     public var segments: Int { origins.reduce(0) { $0 + $1.segments } }
     /// Bytes of segment files up to their last committed frame: the same whether a writer has
     /// the store open or not (the zero fill a writer keeps past its last frame while it is open,
