@@ -54,6 +54,38 @@ import Testing
         }
     }
 
+    /// After a bad frame in the newest segment, the reader looks for a good frame further on
+    /// (damage, when one is there; a torn tail, when none is). Each candidate header costs a read
+    /// and a checksum of all it claims, up to 16 MiB: a file of headers each claiming the rest of
+    /// it grew as the square of its size (4 MiB of them here: about 80 GB of checksums, 13 s; a
+    /// file of 1 GiB, days). The search is bounded by the file's size; past the bound, the file
+    /// reads as damage (reported, never cut), where before it read as a torn tail.
+    @Test func aFileOfCandidateHeadersIsSearchedInBoundedWork() throws {
+        let dir = TempDir()
+        let path = dir.path + "/crafted.seg"
+        let junk = [UInt8](repeating: 0xA5, count: 100)
+        let n = 40_000
+        let size = junk.count + n * FrameHeader.size
+        var bytes = junk
+        for k in 0..<n {
+            let pos = junk.count + k * FrameHeader.size
+            let claimed = min(FrameHeader.payloadBytesMax, size - pos - FrameHeader.size)
+            var h = FrameHeader(codec: .lz4Frame, continues: false, origin: Self.peer, baseSeq: Seq(1), count: 1, rawBytes: 64,
+                                firstHLC: HLC(wallMillis: Self.now, counter: 0), lastHLC: HLC(wallMillis: Self.now, counter: 0),
+                                storedBytes: UInt32(claimed), previousHash: .zero, crc: 0)
+            var w = ByteWriter()
+            h.encode(into: &w)
+            bytes += w.bytes
+        }
+        #expect(bytes.count == size)
+        try Data(bytes).write(to: URL(fileURLWithPath: path))
+        let file = try SegmentFile(path: path, op: "test")
+        #expect(try file.hasValidFrame(after: 0, origin: Self.peer), "too many candidates to check: taken as damage")
+        // A file of junk alone has none: a torn tail.
+        try Data(junk + [UInt8](repeating: 0, count: 4096)).write(to: URL(fileURLWithPath: path + ".2"))
+        #expect(try !SegmentFile(path: path + ".2", op: "test").hasValidFrame(after: 0, origin: Self.peer))
+    }
+
     @Test func hugeLengthsAndCountsAreErrorsNotTraps() throws {
         #expect(decodeError(Self.frame(records: Self.record())) == nil)  // the well-formed one decodes
         for v in Self.huge {

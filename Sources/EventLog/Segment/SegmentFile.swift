@@ -210,9 +210,14 @@ final class SegmentFile {
     }
 
     /// True when some offset after `offset` holds a frame of `origin` with a valid checksum:
-    /// damage followed by good data is corruption inside the log, not a torn tail.
+    /// damage followed by good data is corruption inside the log, not a torn tail. Also true when
+    /// the candidates (headers of `origin` whose frame would fit) claim more bytes to check than
+    /// `candidateBytesMax` allows: a crafted file of overlapping headers, each claiming up to
+    /// 16 MiB, would otherwise cost a read and a checksum of each (hours for a file of 1 GiB); it
+    /// is taken as damage, which is reported and never cut away.
     func hasValidFrame(after offset: Int, origin: ReplicaID) throws -> Bool {
         let magic = FrameHeader.magic
+        var budget = Self.candidateBytesMax(after: offset, size: size)
         var pos = offset + 1
         while pos + FrameHeader.size <= size {
             let avail = try ensure(pos, FrameHeader.size)
@@ -225,6 +230,8 @@ final class SegmentFile {
                     Result { () throws(FrameDecodeError) in try FrameHeader.decode(UnsafeRawBufferPointer(rebasing: p[s..<s + FrameHeader.size])) }
                 }
                 if case .success(let h) = r, h.origin == origin, pos + h.totalBytes <= size {
+                    budget -= h.totalBytes
+                    if budget < 0 { return true }
                     probe.nextSeq = h.baseSeq
                     // Read once (not again on failure, as `frame` does): a file full of such
                     // candidates must not cost a fresh read each.
@@ -234,6 +241,13 @@ final class SegmentFile {
             pos += 1
         }
         return false
+    }
+
+    /// The bytes `hasValidFrame` checks at most after `offset`: twice what is left of the file,
+    /// and 64 MiB more (a damaged tail followed by honest frames, or by nothing, checks each byte
+    /// at most about once; only headers laid over each other claim more).
+    static func candidateBytesMax(after offset: Int, size: Int) -> Int {
+        2 * max(0, size - offset) + (64 << 20)
     }
 }
 
