@@ -120,6 +120,29 @@ import Testing
         #expect(throws: LogError.self) { _ = try a.appendShared([item("three")], to: share) }
     }
 
+    /// A share's log whose tip is ahead of this replica's clock (a floor a snapshot set) is
+    /// continued after that tip, each event's clock after the one before: the first events were
+    /// moved past the tip, and the clock could then tick onto the clock already given to one of
+    /// them, which trapped in the frame encoder.
+    @Test func aSharesLogAheadOfTheClockIsContinuedInOrder() throws {
+        let dir = TempDir()
+        let alice = try Replica(dir.path + "/alice")
+        // A wall clock that stands still: each tick is the one before plus one.
+        let a = try LogAppender(store: alice.store, wallClock: ManualClock())
+        defer { try? a.close() }
+        let share = try a.createShare(name: "home")
+        let origin = ReplicaID.shareLog(share, signingKey: alice.key.publicKey)
+        // The clock's next tick lands on the floor's clock, the one after on the floor's plus one.
+        let floor = LogTip(lastSeq: Seq(5), lastHLC: HLC(rawValue: a.clock.last.rawValue + 1), lastHash: FrameHash(bytes: [UInt8](repeating: 7, count: 32)))
+        try alice.store.writeFloor(floor, origin: origin)
+        let r = try a.appendShared([item("one"), item("two"), item("three")], to: share)
+        #expect(r.events == 3)
+        var hlcs: [HLC] = []
+        try LogReader(store: alice.store).forEachFrame(origin: origin) { h, _ in hlcs += [h.firstHLC, h.lastHLC]; return true }
+        #expect(hlcs.first.map { $0 > floor.lastHLC } == true)
+        #expect(try LogReader(store: alice.store).tip(origin: origin).lastSeq == Seq(8))
+    }
+
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {
         let dir = TempDir()
         let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")

@@ -25,6 +25,10 @@ extension LogAppender {
         // Frames are cut as an append cuts them: by events, and by bytes of records (a share's
         // events may be large: cut by events alone, twenty of 1 MB made a frame of 20 MB).
         let bytesLimit = min(options.frameRawBytesMax, Self.frameRecordBytesCap)
+        // Each event's clock comes after the one before, the log's tip first: a tip ahead of
+        // this replica's clock (a floor a snapshot set) moves the first events past it, and the
+        // clock may then tick onto a value one of them took.
+        var last = tip.lastHLC
         for (i, m) in mutations.enumerated() {
             seq += 1
             var hlc: HLC
@@ -32,7 +36,15 @@ extension LogAppender {
                 encoder.reset()  // nothing of this frame is kept
                 throw LogError(.invalidInput, op, error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
             }
-            if hlc <= tip.lastHLC { hlc = HLC(rawValue: tip.lastHLC.rawValue &+ UInt64(seq - tip.lastSeq.rawValue)) }
+            if hlc <= last {
+                guard last.rawValue < UInt64.max else {
+                    encoder.reset()
+                    throw LogError(.invalidInput, op, "share log \(origin) ends at the largest clock value: no event can follow it",
+                                   hint: "nothing was appended; `evctl verify` lists far-future clocks")
+                }
+                hlc = HLC(rawValue: last.rawValue + 1)
+            }
+            last = hlc
             do { try encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc) } catch {
                 encoder.reset()  // nothing of this frame is kept, nor of those before it (not yet received)
                 throw error.logError(op)
