@@ -58,7 +58,7 @@ public enum FieldRules {
 
     /// A field's share of `eventBytes`: its name's bytes, and its text's.
     @inline(__always)
-    static func valueBytes(_ name: String, _ value: FieldValue) -> Int {
+    public static func valueBytes(_ name: String, _ value: FieldValue) -> Int {
         if case .text(let s) = value { return name.utf8.count + s.utf8.count }
         return name.utf8.count
     }

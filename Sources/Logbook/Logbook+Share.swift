@@ -163,7 +163,7 @@ extension Logbook {
                             id = newID(oldText)
                         }
                         renamed[old] = id
-                        creates.append(Mutation(entity: table.entity, op: .create, entityID: id, fields: fields.sorted { $0.name < $1.name }))
+                        creates += Self.withinBound(Mutation(entity: table.entity, op: .create, entityID: id, fields: fields.sorted { $0.name < $1.name }))
                         deletes.append(Mutation(entity: table.entity, op: .delete, entityID: old))
                     }
                 }
@@ -183,6 +183,31 @@ extension Logbook {
             if let source { _ = try append(mutations: deletes, toShare: source) } else { try append(mutations: deletes) }
             return renamed
         }
+    }
+
+    /// `m`, a row written anew, as events each within `FieldRules.eventBytesMax`: the row's
+    /// columns came from valid events, each within the bound, but together may pass it (seven
+    /// texts of an item, up to 256 KiB each). Then its fields are laid out in order into the
+    /// create and updates of the same entity after it, each as full as the bound allows; a
+    /// create's identity fields (an item tag's pair, an occurrence's item and day) are small, and
+    /// come first in a create of their entity's fields.
+    static func withinBound(_ m: Mutation) -> [Mutation] {
+        guard FieldRules.eventBytes(m) > FieldRules.eventBytesMax else { return [m] }
+        var out: [Mutation] = []
+        var current = Mutation(entity: m.entity, op: m.op, entityID: m.entityID, actor: m.actor)
+        var bytes = current.actor?.utf8.count ?? 0
+        for f in m.fields {
+            let n = FieldRules.valueBytes(f.name, f.value)
+            if bytes + n > FieldRules.eventBytesMax && !current.fields.isEmpty {
+                out.append(current)
+                current = Mutation(entity: m.entity, op: .update, entityID: m.entityID, actor: m.actor)
+                bytes = current.actor?.utf8.count ?? 0
+            }
+            current.fields.append(f)
+            bytes += n
+        }
+        out.append(current)
+        return out
     }
 
     /// The namespace of the ids a move derives (UUIDv5 of "<destination>:<old id>").

@@ -397,4 +397,27 @@ import Testing
         _ = try await alice.sync(with: Peer(t.bob))
         #expect(try await alice.reader.items().first { $0.id == newTickets }?.status == "booked")
     }
+    /// An item whose texts together pass what one event may hold (each text written in an event
+    /// of its own, each within the bound) still moves: its row is written anew as a create and
+    /// updates after it, each within the bound, and reads back whole in the share.
+    @Test func anItemWhoseTextsPassOneEventsBoundStillMoves() async throws {
+        let t = Three()
+        let alice = try await LogbookWriter.open(at: t.alice, creating: true)
+        defer { try? alice.close() }
+        let share = try await alice.write { try $0.createShare(name: "notes") }
+        let item = UUID()
+        @Sendable func big(_ c: Character) -> String { String(repeating: c, count: 250_000) }
+        try await alice.write {
+            try $0.append([Change.create(ItemValues(title: .set(big("t"))), id: item)])
+            try $0.append([Change.update(item, ItemValues(notes: .set(big("n"))))])
+            try $0.append([Change.update(item, ItemValues(status: .set(big("s"))))])
+            try $0.append([Change.update(item, ItemValues(itemType: .set(big("i"))))])
+            try $0.append([Change.update(item, ItemValues(locationName: .set(big("l"))))])
+        }
+        let renamed = try await alice.write { try $0.moveItem(item, toShare: share) }
+        let moved = try #require(renamed[item])
+        let row = try #require(try await alice.reader.items().first { $0.id == moved })
+        #expect(row.title == big("t") && row.notes == big("n") && row.status == big("s"))
+        #expect(row.itemType == big("i") && row.locationName == big("l"))
+    }
 }
