@@ -158,7 +158,7 @@ public enum Snapshot {
             return Info(replicaID: id, anchors: anchors, bytes: 0)
         }
         let bytes = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
-        let limit = bytesMax(events: info.anchors.values.reduce(0) { $0.addingReportingOverflow($1.lastSeq.rawValue).partialValue })
+        let limit = bytesMax(events: Seq.total(info.anchors.values.lazy.map(\.lastSeq.rawValue)))
         guard bytes <= limit else {
             throw ProjectionError.invalid("\(path): the snapshot is \(bytes) bytes, more than the \(limit) its \(info.anchors.count) origins' events can need; refused")
         }

@@ -208,7 +208,7 @@ public final class HTTPTransport: ReplicaTransport {
             guard let c = try? ReplicationCursor(token: claim) else {
                 throw TransferFailure.permanent("\(base)v1/snapshot announced a cursor that is not valid", code: .invalidAnswer)
             }
-            bytesMax = Snapshot.bytesMax(events: c.entries.values.reduce(0) { $0.addingReportingOverflow($1.rawValue).partialValue })
+            bytesMax = Snapshot.bytesMax(events: Seq.total(c.entries.values.lazy.map(\.rawValue)))
         }
         let length = response.headers.first(name: "Content-Length").flatMap { Int($0) }
         if let length, length > bytesMax {
