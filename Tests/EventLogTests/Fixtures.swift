@@ -122,7 +122,7 @@ enum Fixtures {
         let ms = sampleMutations(301, seed: 2029)
         let hlcs = ms.indices.map { HLC(wallMillis: 1_767_225_600_000 + UInt64($0 / 4), counter: UInt16($0 % 4)) }
         let enc = FrameEncoder()
-        let built = try! enc.add(ms, picks: Array(ms.indices), origin: goldenSigningKey.replicaID, baseSeq: Seq(1), hlcs: hlcs,
+        let built = enc.add(ms, picks: Array(ms.indices), origin: goldenSigningKey.replicaID, baseSeq: Seq(1), hlcs: hlcs,
                             workers: goldenBlocksWorkers, bytesLimit: FrameHeader.payloadBytesMax)
         precondition(built, "the golden blocks frame fits a frame")
         return enc.finish(continues: false, previousHash: .zero, signer: goldenSigningKey)

@@ -58,7 +58,7 @@ import Testing
         for ms in [noise, tiny] {
             let hlcs = ms.indices.map { HLC(wallMillis: 1_000 + UInt64($0), counter: 0) }
             let atOnce = FrameEncoder(), oneByOne = FrameEncoder()
-            #expect(try atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+            #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
             for (k, m) in ms.enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
             #expect(atOnce.recordBytes == oneByOne.recordBytes)
             let a = atOnce.finish(continues: false, previousHash: .zero), b = oneByOne.finish(continues: false, previousHash: .zero)
@@ -70,13 +70,13 @@ import Testing
         let ms = sampleMutations(300, seed: 12)
         let hlcs = ms.indices.map { HLC(wallMillis: 1_000 + UInt64($0), counter: 0) }
         let atOnce = FrameEncoder(), oneByOne = FrameEncoder()
-        #expect(try atOnce.add(Array(ms.dropLast()), picks: Array(ms.indices.dropLast()), origin: origin, baseSeq: Seq(1), hlcs: Array(hlcs.dropLast()),
+        #expect(atOnce.add(Array(ms.dropLast()), picks: Array(ms.indices.dropLast()), origin: origin, baseSeq: Seq(1), hlcs: Array(hlcs.dropLast()),
                            workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
         try atOnce.add(ms[299], origin: origin, seq: Seq(300), hlc: hlcs[299])
         for (k, m) in ms.enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
         #expect(atOnce.finish(continues: false, previousHash: .zero) == oneByOne.finish(continues: false, previousHash: .zero))
         // A batch dropped unfinished leaves nothing in the next frame.
-        #expect(try atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
+        #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 3, bytesLimit: FrameHeader.payloadBytesMax))
         atOnce.reset()
         for (k, m) in ms.prefix(5).enumerated() { try atOnce.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
         for (k, m) in ms.prefix(5).enumerated() { try oneByOne.add(m, origin: origin, seq: Seq(UInt64(k + 1)), hlc: hlcs[k]) }
@@ -93,7 +93,7 @@ import Testing
             let ms = sampleMutations(1000, seed: 22)
             let hlcs = ms.indices.map { HLC(wallMillis: 5_000 + UInt64($0), counter: 0) }
             let e = FrameEncoder()
-            #expect(try e.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 2,
+            #expect(e.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: 2,
                           callerLead: 1000 * 3 / 32, bytesLimit: FrameHeader.payloadBytesMax))
             #expect(e.runStarts == [0, 593, 1000])
         }
@@ -108,7 +108,7 @@ import Testing
             let events = try single.withUnsafeBytes { try FrameDecoder().events(of: $0, header: singleHeader) }
             for lead in [0, 1, count * 3 / 32, count, Int.max / 2] {
                 let atOnce = FrameEncoder()
-                #expect(try atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: workers,
+                #expect(atOnce.add(ms, picks: Array(ms.indices), origin: origin, baseSeq: Seq(1), hlcs: hlcs, workers: workers,
                                    callerLead: lead, bytesLimit: FrameHeader.payloadBytesMax))
                 #expect(atOnce.recordBytes == expected, "\(count) events, \(workers) workers, lead \(lead)")
                 // The first run is longer by the lead, at most half a share; the last one shorter.

@@ -33,34 +33,39 @@ import Testing
         let huge = large(64, bytes: 256 << 10)
         // Five of 256 KiB: a record over the limit that would still fit a frame alone.
         let over = large(5, bytes: 256 << 10)
-        let cases: [(String, [Mutation])] = [
-            ("alone", [huge]),
-            ("over the limit, fitting a frame", [over]),
-            ("after small ones", [item("a"), item("b"), over]),
+        // Each batch, and the place in it of the first event too large.
+        let cases: [(String, [Mutation], Int)] = [
+            ("alone", [huge], 0),
+            ("over the limit, fitting a frame", [over], 0),
+            ("after small ones", [item("a"), item("b"), over], 2),
             // Over `parallelEncodeEventsMin`: the batch is encoded on every core.
-            ("in a batch encoded on every core", (0..<300).map { item("p\($0)") } + [over] + (0..<10).map { item("q\($0)") }),
+            ("in a batch encoded on every core", (0..<300).map { item("p\($0)") } + [over] + (0..<10).map { item("q\($0)") } + [huge], 300),
             // A frame of records nearly full by bytes, then the large one.
-            ("after a frame nearly full", (0..<4).map { _ in large(1, bytes: 250_000) } + [huge]),
+            ("after a frame nearly full", (0..<4).map { _ in large(1, bytes: 250_000) } + [huge], 4),
+            // Large enough to be encoded on every core and cut by bytes (`addUpToLimit`), the
+            // event too large in the second frame's run.
+            ("in a batch cut by bytes", (0..<8).map { _ in large(1, bytes: 250_000) } + [over] + [large(1, bytes: 250_000)], 8),
         ]
-        for (name, batch) in cases {
+        for (name, batch, first) in cases {
             let tip = try reader.tip(origin: store.replicaID)
             do {
                 _ = try appender.append(batch)
                 Issue.record("\(name): appended")
             } catch let error as LogError {
                 #expect(error.message.contains("at most 1 MiB"), "\(name): \(error)")
-                #expect(error.seqs != nil, "\(name): the error names the event's seq")
+                let seq = tip.lastSeq.rawValue + UInt64(first) + 1
+                #expect(error.seqs == seq...seq, "\(name): the error names the first event too large")
             }
             try expectUnchanged(store, appender, tip: tip, "\(name)")
         }
-        // One at a time: refused at the commit (or when its frame fills), rolled back by the caller.
+        // One at a time: the add is refused, and the append can then only be rolled back: every
+        // later add and the commit say so (the commit rolls it back), and nothing is written.
         let tip = try reader.tip(origin: store.replicaID)
         try appender.begin()
-        try appender.add(item("x"))
-        #expect(throws: LogError.self) {
-            try appender.add(over)
-            _ = try appender.commit()
-        }
+        for k in 0..<1_500 { try appender.add(item("x\(k)")) }  // a frame written before the refusal
+        #expect(throws: LogError.self) { try appender.add(over) }
+        #expect(throws: LogError.self) { try appender.add(item("y")) }
+        #expect(throws: LogError.self) { _ = try appender.commit() }
         try appender.rollback()
         try expectUnchanged(store, appender, tip: tip, "one at a time")
         // At the limit's edge: a record just under it is taken, and reads back whole.
@@ -125,6 +130,44 @@ import Testing
             left -= name.utf8.count + text
         }
         return Mutation(entity: .item, op: .create, entityID: UUID(), fields: fields, eventID: UUID(), base: HLC(rawValue: .max), actor: actor)
+    }
+
+    /// Appends that go out together (group commit) fail alone: an event too large fails its own
+    /// caller's append, and every other caller's events are appended.
+    @Test func aRefusedAppendInAGroupFailsOnlyItsCaller() async throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let writer = try LogWriter(store: store)
+        let over = large(5, bytes: 256 << 10)
+        let outcomes = await withTaskGroup(of: (Int, Bool).self) { group in
+            for k in 0..<12 {
+                group.addTask {
+                    let batch = k == 5 ? [item("before"), over] : [item("w\(k)"), item("w\(k)b")]
+                    return (k, (try? await writer.append(batch)) != nil)
+                }
+            }
+            var out: [Int: Bool] = [:]
+            for await (k, ok) in group { out[k] = ok }
+            return out
+        }
+        try await writer.close()
+        #expect(outcomes.filter { !$0.value }.map(\.key) == [5])
+        #expect(try LogReader(store: store).tip(origin: store.replicaID).lastSeq == Seq(22))
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// A share's membership record may be as large as a frame alone: it names every member (a
+    /// removal wraps the new key to each), or every epoch so far (an addition), and the 1 MiB of
+    /// other events would one day refuse an admin every change. Its frames hold one record each.
+    @Test func aMembershipRecordMayTakeAFrameOfItsOwn() throws {
+        let m = large(12, bytes: 250_000)
+        let key = ReplicaKey.generate()
+        let e = FrameEncoder()
+        #expect(throws: RecordTooLarge.self) { try e.add(m, origin: key.replicaID, seq: Seq(1), hlc: HLC(rawValue: 1 << 16)) }
+        try e.add(m, origin: key.replicaID, seq: Seq(1), hlc: HLC(rawValue: 1 << 16), recordBytesMax: LogAppender.membershipRecordBytesMax)
+        let frame = e.finish(continues: false, previousHash: .zero, signer: key)
+        #expect(frame.count - FrameHeader.size <= FrameHeader.payloadBytesMax)
+        #expect(LogAppender.membershipRecordBytesMax + FrameSignature.blockBytes + ShareBlock.bytes + 64 <= FrameHeader.payloadBytesMax)
     }
 
     /// The builder of another origin's log (a legacy import's) refuses such an event too.

@@ -143,6 +143,36 @@ import Testing
         #expect(try LogReader(store: alice.store).tip(origin: origin).lastSeq == Seq(8))
     }
 
+    /// A share's membership records may each take nearly a frame (a removal wraps the new key to
+    /// every member): such a record is written, and a frame is finished before a record that
+    /// might not fit beside what it holds, even when frames are cut late by bytes.
+    @Test func largeMembershipRecordsEachFitAFrame() throws {
+        let dir = TempDir()
+        let alice = try Replica(dir.path + "/alice")
+        var options = AppendOptions()
+        options.frameRawBytesMax = 14 << 20
+        let a = try LogAppender(store: alice.store, options: options)
+        defer { try? a.close() }
+        let share = try a.createShare(name: "many")
+        let members = try #require(try ShareDirectory.shares(alice.store)[share]).membersOrigin
+        func record(_ bytes: Int) -> Mutation {
+            Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue,
+                     fields: (0..<(bytes / 200_000)).map { Field("pad.\($0)", .text(String(repeating: "p", count: 200_000))) })
+        }
+        let before = try LogReader(store: alice.store).tip(origin: members).lastSeq
+        _ = try a.writeShareFrames([record(400_000), record(9_000_000), record(9_000_000)], origin: members, share: share, key: nil,
+                                   signer: alice.key, op: "test", membership: true)
+        var raws: [Int] = []
+        try LogReader(store: alice.store).forEachFrame(origin: members, from: before.next) { h, _ in raws.append(Int(h.rawBytes)); return true }
+        #expect(raws.count == 2 && raws.allSatisfy { $0 <= LogAppender.membershipRecordBytesMax })
+        #expect(try LogReader(store: alice.store).tip(origin: members).lastSeq.rawValue == before.rawValue + 3)
+        // Past what a frame holds, even here: refused, nothing written.
+        #expect(throws: LogError.self) {
+            _ = try a.writeShareFrames([record(17_000_000)], origin: members, share: share, key: nil, signer: alice.key, op: "test", membership: true)
+        }
+        #expect(try LogReader(store: alice.store).tip(origin: members).lastSeq.rawValue == before.rawValue + 3)
+    }
+
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {
         let dir = TempDir()
         let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")

@@ -40,7 +40,7 @@ struct ByteWriter {
     }
 
     /// Room before a record's body for its length (a varint of at most 10 bytes).
-    private static let lengthRoom = 10
+    static let lengthRoom = 10
     /// Where `writeRecord` builds a record: grown, never shrunk, so it is zeroed only as it grows.
     private var scratch: [UInt8] = []
 

@@ -112,6 +112,14 @@ enum EventCodec {
         }
     }
 
+    /// At most the bytes `encode` writes for `m`'s record, its length prefix included: the room
+    /// `encode` makes for it.
+    static func recordBytesAtMost(_ m: Mutation) -> Int {
+        var bound = 4 + 10 + 16 + 16 + 10 + (m.actor.map { 10 + $0.utf8.count } ?? 0) + 10
+        for f in m.fields { bound += 10 + 10 + f.name.utf8.count + 1 + valueBound(f.value) }
+        return ByteWriter.lengthRoom + bound
+    }
+
     /// At least the bytes `encode` writes for the record of the mutation `m` points to, its
     /// length prefix included: what sizes the runs of a batch whose frames are cut by bytes
     /// (`LogAppender`), before their records are encoded and cut exactly.

@@ -159,13 +159,15 @@ struct RecordTooLarge: Error {
     var seq: Seq
     /// The bytes its record took (its length prefix included).
     var bytes: Int
+    /// The most it could take.
+    var limit = FrameEncoder.recordBytesMax
 
     /// The error an append reports for it (`operation`: "append", "share append", …).
-    func logError(_ operation: String) -> LogError {
-        LogError(.invalidInput, operation,
-                 "an event's record may take at most 1 MiB (\(FrameEncoder.recordBytesMax) bytes); the event at seq \(seq.rawValue) takes \(bytes)",
-                 seqs: seq.rawValue...seq.rawValue,
-                 hint: "nothing was appended; keep large texts out of the log (a file beside it, named in a field) or split them across events")
+    func logError(_ operation: String, hint: String = "nothing was appended") -> LogError {
+        let most = limit == FrameEncoder.recordBytesMax ? "1 MiB (\(limit) bytes)" : "\(limit) bytes"
+        return LogError(.invalidInput, operation, "an event's record may take at most \(most); the event at seq \(seq.rawValue) takes \(bytes)",
+                        seqs: seq.rawValue...seq.rawValue,
+                        hint: "\(hint); keep large texts out of the log (a file beside it, named in a field) or split them across events")
     }
 }
 
@@ -197,9 +199,9 @@ final class FrameEncoder {
     static let recordBytesMax = 1 << 20
 
     /// Adds the next event of the frame as a mutation with its position and clock.
-    /// - Throws: `RecordTooLarge` when its record takes more than `recordBytesMax`; the frame is
-    ///   then as it was before the call.
-    func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC) throws(RecordTooLarge) {
+    /// - Throws: `RecordTooLarge` when its record takes more than `recordBytesMax` (the type's,
+    ///   unless the caller's frames bound it otherwise); the frame is then as it was before the call.
+    func add(_ m: Mutation, origin: ReplicaID, seq: Seq, hlc: HLC, recordBytesMax: Int = FrameEncoder.recordBytesMax) throws(RecordTooLarge) {
         if count == 0 {
             startFrame()
             self.origin = origin
@@ -214,9 +216,9 @@ final class FrameEncoder {
         let before = records.count
         EventCodec.encode(m, hlcDelta: hlc.rawValue - firstHLC.rawValue, into: &records)
         let bytes = records.count - before
-        guard bytes <= Self.recordBytesMax else {
+        guard bytes <= recordBytesMax else {
             records.bytes.removeSubrange(before...)
-            throw RecordTooLarge(seq: seq, bytes: bytes)
+            throw RecordTooLarge(seq: seq, bytes: bytes, limit: recordBytesMax)
         }
         lastHLC = hlc
         count += 1
@@ -256,10 +258,11 @@ final class FrameEncoder {
     /// - Returns: false, leaving the frame empty, when the records reach `bytesLimit` (a worker
     ///   stops once its own run reaches it, so a batch of large records costs at most about
     ///   `bytesLimit` per worker to find out); the caller then adds them one at a time.
-    /// - Throws: `RecordTooLarge` for the first event, in the runs encoded, whose record takes more
-    ///   than `recordBytesMax`; the frame is then left empty.
+    ///   An event whose record takes more than `recordBytesMax` ends its run the same way: the
+    ///   frame is left empty, and `addUpToLimit`, which encodes every event of its runs, names
+    ///   the first such event.
     func add(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int, callerLead: Int = 0,
-             bytesLimit: Int) throws(RecordTooLarge) -> Bool {
+             bytesLimit: Int) -> Bool {
         let runs = shareOut(ms, picks: picks, hlcs: hlcs, workers: workers, callerLead: callerLead)
         let first = hlcs[0]
         let n = picks.count
@@ -301,8 +304,7 @@ final class FrameEncoder {
               }
             }
         }
-        try refuseOversized(runs: runs, baseSeq: baseSeq)
-        guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit else { return false }
+        guard parts[..<runs].reduce(0, { $0 + $1.count }) < bytesLimit, !oversized[..<runs].contains(where: { $0.pick >= 0 }) else { return false }
         holdRuns(runs, origin: origin, baseSeq: baseSeq, hlcs: hlcs, count: n)
         return true
     }

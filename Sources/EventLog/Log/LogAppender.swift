@@ -138,6 +138,10 @@ public final class LogAppender {
         /// Every duplicate of this append, for group commit's per-caller results.
         var dupLog: [AppendResult.Duplicate] = []
         var listAllDuplicates = false
+        /// Why an `add` of this append failed: after one, the append can only be rolled back (its
+        /// event was stamped, its id indexed, a frame before it perhaps written), so every later
+        /// `add` and the `commit` throw this, and `commit` rolls back.
+        var failed: LogError?
     }
     /// The append in progress; touched several times per event from the appender's one thread,
     /// so without the runtime's exclusivity bookkeeping.
@@ -367,11 +371,18 @@ public final class LogAppender {
     /// `add`, stamping the event from `wall` (a reading of `clock.wallNow()`).
     @discardableResult
     func add(_ m: Mutation, wall: UInt64) throws -> (seq: Seq, hlc: HLC)? {
-        guard try !skipsDuplicate(m.eventID) else { return nil }
-        let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
-        let hlc = try stamp(m.eventID, seq: seq, wall: wall)
-        try place(m, seq: seq, hlc: hlc)
-        return (seq, hlc)
+        if let failed = txn?.failed { throw failed }
+        do {
+            guard try !skipsDuplicate(m.eventID) else { return nil }
+            let seq = Seq(active.lastSeq.rawValue + UInt64(encoder.count) + 1)
+            let hlc = try stamp(m.eventID, seq: seq, wall: wall)
+            try place(m, seq: seq, hlc: hlc)
+            return (seq, hlc)
+        } catch {
+            txn?.failed = LogError(.invalidInput, "append", "an event of this append was refused or failed (\(error)); the append can only be rolled back",
+                                   hint: "nothing of it was committed: call rollback(), then append again without the event")
+            throw error
+        }
     }
 
     /// Counts the append's next input, whose event id is `eventID`; true (and recorded as a
@@ -532,16 +543,12 @@ public final class LogAppender {
             // The calling thread's run is longer by a share of the batch: waking a worker took
             // about a tenth of a millisecond here, a third of encoding a run of 500 (it waited for
             // the worker about as long; 19/32 of the batch for it balances two cores).
-            let fits: Bool
-            do {
-                fits = try encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
-                                       hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
-                                       bytesLimit: limit)
-            } catch { throw error.logError("append") }
-            if fits {
+            if encoder.add(mutations, picks: Array(picks[start..<end]), origin: origin, baseSeq: Seq(first + UInt64(start)),
+                           hlcs: Array(hlcs[start..<end]), workers: Self.cores, callerLead: (end - start) * 3 / 32,
+                           bytesLimit: limit) {
                 start = end
             } else {
-                byBytes = true  // the same run again, cut by bytes
+                byBytes = true  // the same run again, cut by bytes (which names an event too large)
             }
         }
     }
@@ -549,6 +556,10 @@ public final class LogAppender {
     /// Writes the last frame, fsyncs, and makes the append visible.
     public func commit() throws -> AppendResult {
         precondition(txn != nil, "commit without begin")
+        if let failed = txn!.failed {
+            try? rollback()
+            throw failed
+        }
         do {
             if encoder.count > 0 {
                 // The last frame is written and made durable together with those before it.

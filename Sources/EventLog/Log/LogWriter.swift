@@ -41,7 +41,9 @@ public actor LogWriter {
     }
 
     /// Appends `mutations` atomically; returns once they are durable.
-    /// - Throws: `LogError`; a failed group leaves the log unchanged and every caller in it gets the error.
+    /// - Throws: `LogError`; a failed group leaves the log unchanged and every caller in it gets the
+    ///   error, except for input refused (an event too large): the group's requests are then
+    ///   committed one by one, and only the caller whose events were refused gets the error.
     public func append(_ mutations: [Mutation]) async throws -> AppendResult {
         try await withCheckedThrowingContinuation { c in
             waiting.append(Request(mutations: mutations, continuation: c))
@@ -86,6 +88,15 @@ public actor LogWriter {
             switch results {
             case .success(let rs):
                 for (req, r) in zip(group, rs) { req.continuation.resume(returning: r) }
+            case .failure(let e as LogError) where e.isInvalidInput && group.count > 1:
+                // A caller's events were refused (an event too large, a clock that cannot move):
+                // each request is then committed on its own, so that only its caller hears of it.
+                for req in group {
+                    let one: Result<[AppendResult], any Error> = await withCheckedContinuation { c in
+                        io.async { c.resume(returning: Result { try Self.commitGroup(confined.appender, [req.mutations]) }) }
+                    }
+                    req.continuation.resume(with: one.map { $0[0] })
+                }
             case .failure(let e):
                 for req in group { req.continuation.resume(throwing: e) }
             }

@@ -15,20 +15,34 @@ extension LogAppender {
     }
 
     /// Builds frames of `origin` holding `mutations`, continuing its log, and receives them.
-    private func writeShareFrames(_ mutations: [Mutation], origin: ReplicaID, share: ShareID, key: ContentKey?, signer: ReplicaKey, op: String) throws -> ReceiveResult {
+    /// - Parameter membership: the records of a share's membership log, bounded by a frame alone
+    ///   (`membershipRecordBytesMax`): a record that wraps the share's key to every member, or
+    ///   every key so far to a new one, grows with the members and epochs (up to 65,536 of each,
+    ///   about 13.5 MB), and the 1 MiB an event may take elsewhere would one day refuse an admin
+    ///   every removal or addition. A frame is finished before a record that might not fit it.
+    func writeShareFrames(_ mutations: [Mutation], origin: ReplicaID, share: ShareID, key: ContentKey?, signer: ReplicaKey, op: String,
+                                  membership: Bool = false) throws -> ReceiveResult {
         precondition(!mutations.isEmpty, "a share append holds at least one mutation")
         let tip = try currentTip(origin)
         var seq = tip.lastSeq.rawValue
         var previous = tip.lastHash
         var frames: [[UInt8]] = []
         let perFrame = max(1, options.frameEventsMax)
+        let recordBytesMax = membership ? Self.membershipRecordBytesMax : FrameEncoder.recordBytesMax
         // Frames are cut as an append cuts them: by events, and by bytes of records (a share's
         // events may be large: cut by events alone, twenty of 1 MB made a frame of 20 MB).
         let bytesLimit = min(options.frameRawBytesMax, Self.frameRecordBytesCap)
         // Each event's clock comes after the one before, the log's tip first: a tip ahead of
         // this replica's clock (a floor a snapshot set) moves the first events past it, and the
         // clock may then tick onto a value one of them took.
-        var last = tip.lastHLC
+        var lastHLC = tip.lastHLC
+        func finishFrame(continues: Bool) {
+            let nonce = key == nil ? [UInt8](repeating: 0, count: 12) : ChaChaPoly.Nonce().withUnsafeBytes { Array($0) }
+            let block = ShareBlock(share: share, epoch: key?.epoch ?? 0, nonce: nonce)
+            let frame = encoder.finish(continues: continues, previousHash: previous, signer: signer, share: (block, key))
+            previous = frame.withUnsafeBytes { FrameHash.of($0) }
+            frames.append(frame)
+        }
         for (i, m) in mutations.enumerated() {
             seq += 1
             var hlc: HLC
@@ -36,26 +50,25 @@ extension LogAppender {
                 encoder.reset()  // nothing of this frame is kept
                 throw LogError(.invalidInput, op, error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
             }
-            if hlc <= last {
-                guard last.rawValue < UInt64.max else {
+            if hlc <= lastHLC {
+                guard lastHLC.rawValue < UInt64.max else {
                     encoder.reset()
                     throw LogError(.invalidInput, op, "share log \(origin) ends at the largest clock value: no event can follow it",
                                    hint: "nothing was appended; `evctl verify` lists far-future clocks")
                 }
-                hlc = HLC(rawValue: last.rawValue + 1)
+                hlc = HLC(rawValue: lastHLC.rawValue + 1)
             }
-            last = hlc
-            do { try encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc) } catch {
+            lastHLC = hlc
+            if membership && encoder.count > 0 && encoder.recordBytes + EventCodec.recordBytesAtMost(m) > recordBytesMax {
+                finishFrame(continues: true)
+            }
+            do { try encoder.add(m, origin: origin, seq: Seq(seq), hlc: hlc, recordBytesMax: recordBytesMax) } catch {
                 encoder.reset()  // nothing of this frame is kept, nor of those before it (not yet received)
                 throw error.logError(op)
             }
-            let last = i == mutations.count - 1
-            guard last || encoder.count >= perFrame || encoder.recordBytes >= bytesLimit else { continue }
-            let nonce = key == nil ? [UInt8](repeating: 0, count: 12) : ChaChaPoly.Nonce().withUnsafeBytes { Array($0) }
-            let block = ShareBlock(share: share, epoch: key?.epoch ?? 0, nonce: nonce)
-            let frame = encoder.finish(continues: !last, previousHash: previous, signer: signer, share: (block, key))
-            previous = frame.withUnsafeBytes { FrameHash.of($0) }
-            frames.append(frame)
+            let isLast = i == mutations.count - 1
+            guard isLast || encoder.count >= perFrame || encoder.recordBytes >= bytesLimit else { continue }
+            finishFrame(continues: !isLast)
         }
         return try receive(frames)
     }
@@ -95,10 +108,14 @@ extension LogAppender {
             Field("record", .text("add")), Field("member", .text(Hex.encode(card.encoded))),
             Field("wrap.1", .text(Hex.encode(try ShareCrypto.wrap(key, share: share, to: card)))),
         ])
-        _ = try writeShareFrames([create, add], origin: origin, share: share, key: nil, signer: signer, op: op)
+        _ = try writeShareFrames([create, add], origin: origin, share: share, key: nil, signer: signer, op: op, membership: true)
         try ShareDirectory.refresh(store, key: signer, membershipOrigins: [origin])
         return share
     }
+
+    /// The most bytes a record of a share's membership log, and the records of its frame
+    /// together, may take: a frame's payload, less room for the signature and share blocks.
+    static let membershipRecordBytesMax = FrameHeader.payloadBytesMax - (64 << 10)
 
     /// The admin's key, or an error when this replica is not `s`'s admin.
     private func adminSigner(_ s: ShareState, op: String) throws -> ReplicaKey {
@@ -124,7 +141,7 @@ extension LogAppender {
             fields.append(Field("wrap.\(epoch)", .text(Hex.encode(try ShareCrypto.wrap(ring.key(share, epoch: epoch)!, share: share, to: card)))))
         }
         _ = try writeShareFrames([Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue, fields: fields)],
-                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op)
+                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op, membership: true)
     }
 
     /// Removes `member` from `share` and rotates its content key: what members write from now on
@@ -141,7 +158,7 @@ extension LogAppender {
             fields.append(Field("wrap.\(id)", .text(Hex.encode(try ShareCrypto.wrap(key, share: share, to: card)))))
         }
         _ = try writeShareFrames([Mutation(entity: .shareRecord, op: .update, entityID: share.rawValue, fields: fields)],
-                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op)
+                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op, membership: true)
     }
 
     /// Deletes `share`: every member that syncs this destroys its keys. This replica must be the admin.
@@ -150,7 +167,7 @@ extension LogAppender {
         let s = try writableShare(share, op: op)
         let signer = try adminSigner(s, op: op)
         _ = try writeShareFrames([Mutation(entity: .shareRecord, op: .delete, entityID: share.rawValue, fields: [Field("record", .text("delete"))])],
-                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op)
+                                 origin: s.membersOrigin, share: share, key: nil, signer: signer, op: op, membership: true)
     }
 
     /// Appends `mutations` to this replica's log of `share`, sealed with the share's newest key
