@@ -17,6 +17,10 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var requestTimeoutMs = 300_000
     /// A connection on which nothing is read or written for this long is closed.
     public var idleTimeoutMs = 60_000
+    /// A connection whose client takes nothing of an answer for this long (what is written waits
+    /// past the socket's buffers) is closed: the answer's memory (a page's reserved slice, a
+    /// watch) would otherwise be held for as long as the client keeps the connection open.
+    public var writeStallTimeoutMs = 60_000
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
 
@@ -31,8 +35,9 @@ public struct ConnectionLimits: Sendable, Equatable {
     }
 }
 
-/// Closes a connection whose request head does not arrive within the header timeout, or
-/// whose request does not end within the request timeout. Sits after the HTTP codec.
+/// Closes a connection whose request head does not arrive within the header timeout, whose
+/// request does not end within the request timeout, or whose client reads nothing of an answer
+/// within the write stall timeout. Sits after the HTTP codec.
 final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart
@@ -41,11 +46,26 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     private let headerTimeout: TimeAmount
     private let requestTimeout: TimeAmount
+    private let writeStallTimeout: TimeAmount
     private var timer: Scheduled<Void>?
+    /// Armed while the channel cannot take more writes (the client is not reading).
+    private var stallTimer: Scheduled<Void>?
 
     init(_ limits: ConnectionLimits) {
         headerTimeout = .milliseconds(Int64(limits.headerTimeoutMs))
         requestTimeout = .milliseconds(Int64(limits.requestTimeoutMs))
+        writeStallTimeout = .milliseconds(Int64(limits.writeStallTimeoutMs))
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            stallTimer?.cancel()
+            stallTimer = nil
+        } else if stallTimer == nil {
+            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+            stallTimer = context.eventLoop.scheduleTask(in: writeStallTimeout) { loopBound.value.close(promise: nil) }
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     private func arm(_ context: ChannelHandlerContext, _ after: TimeAmount) {
@@ -82,12 +102,16 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     func channelInactive(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
+        stallTimer?.cancel()
+        stallTimer = nil
         context.fireChannelInactive()
     }
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
         timer = nil
+        stallTimer?.cancel()
+        stallTimer = nil
     }
 }
 

@@ -92,6 +92,60 @@ import Testing
         }
     }
 
+    /// A client that asks for a page and reads nothing of it is cut off once the page waits past
+    /// the socket's buffers for the write stall timeout, and what the page reserved of the memory
+    /// budget is given back: held for as long as the client kept the connection, a few such
+    /// clients spent the budget and every other page and push waited behind them.
+    @Test func aClientThatStopsReadingIsCutOffAndItsMemoryFreed() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let a = try LogAppender(store: s)
+        var rng = SystemRandomNumberGenerator()
+        // About 8 MB of log that does not compress: more than the socket buffers hold.
+        for _ in 0..<4 {
+            _ = try a.append((0..<500).map { _ in
+                Mutation(entity: .item, op: .create, entityID: UUID(),
+                         fields: [Field("notes", .text((0..<256).map { _ in String(format: "%016llx", rng.next() as UInt64) }.joined()))])
+            })
+        }
+        try a.close()
+        try await withServer(s, configure: { $0.limits.writeStallTimeoutMs = 300 }) { url in
+            let port = UInt16(url.split(separator: ":").last!)!
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var small: Int32 = 4096
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_port = port.bigEndian
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            #expect(rc == 0)
+            let get = "GET /v1/frames?page_version=2&max_bytes=16777216 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            _ = get.withCString { send(fd, $0, strlen($0), 0) }
+            func reserved() async throws -> Int? {
+                let (_, metrics) = try await Self.request(url + "/metrics", timeout: 60)
+                return metrics.split(separator: "\n").first { $0.hasPrefix("logbook_memory_reserved_bytes ") }.flatMap { Int($0.split(separator: " ")[1]) }
+            }
+            // The page is reserved while it is written, then given back once the stalled
+            // connection is closed (a generous deadline: the test process's threads are shared).
+            var freed = false
+            for _ in 0..<600 {
+                if try await reserved() == 0 { freed = true; break }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            #expect(freed)
+            // The connection was closed by the server: what the client reads ends.
+            var tv = timeval(tv_sec: 10, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var total = 0, n = 0
+            repeat { n = recv(fd, &buffer, buffer.count, 0); total += max(0, n) } while n > 0
+            #expect(n == 0 || errno == ECONNRESET, "recv \(n), errno \(errno)")
+            #expect(total < 8_000_000, "the client read \(total) bytes: the page was not cut off")
+        }
+    }
+
     /// Many clients asking for big pages, or pushing big pages, at once: the server holds at most
     /// its memory budget (the rest wait their turn), and every one of them is answered in full.
     @Test func concurrentBigRequestsStayWithinTheMemoryBudget() async throws {
