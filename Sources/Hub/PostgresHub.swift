@@ -335,7 +335,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
         let scope = try scope(of: principal)
         let logger = self.logger, interval = watchInterval, watchers = self.watchers
-        return AsyncStream { continuation in
+        // Only the newest cursor matters: a watcher that does not read holds one, not every move.
+        return AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
             let wakeup = watchers.add(readers: scope.readers)
             let task = Task {
                 var last: ReplicationCursor?

@@ -192,7 +192,8 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         let all = w.changes()
         guard let scope = readable(by: principal) else { return all }
-        return AsyncStream { continuation in
+        // Only the newest cursor matters: a watcher that does not read holds one, not every move.
+        return AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
             let task = Task {
                 var last: ReplicationCursor?
                 for await c in all {

@@ -156,15 +156,23 @@ public enum ReplicaServer {
                 var headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
                 headers[.contentEncoding] = "identity"
                 return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                    let (lines, feed) = AsyncStream.makeStream(of: String.self)
+                    // What is due to be written: the newest cursor and a ping at most, rung in by a
+                    // bell that holds one ring. A client that does not read holds these, not a line
+                    // per move of the cursor (an unbounded stream of them grew without end).
+                    let due = WatchLines()
+                    let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
                     let forward = Task {
-                        for await c in cursors { feed.yield("event: cursor\ndata: \(c.token)\n\n") }
-                        feed.finish()
+                        for await c in cursors {
+                            due.cursor("event: cursor\ndata: \(c.token)\n\n")
+                            ring.yield()
+                        }
+                        ring.finish()
                     }
                     let ping = Task {
                         while !Task.isCancelled {
                             try? await Task.sleep(nanoseconds: 15_000_000_000)
-                            feed.yield(": ping\n\n")
+                            due.ping()
+                            ring.yield()
                         }
                     }
                     defer {
@@ -174,9 +182,11 @@ public enum ReplicaServer {
                     try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
                     // A server shutting down ends the stream (clients reconnect elsewhere or later).
                     try await withGracefulShutdownHandler {
-                        for await line in lines { try await writer.write(ByteBuffer(string: line)) }
+                        for await _ in bell {
+                            for line in due.take() { try await writer.write(ByteBuffer(string: line)) }
+                        }
                     } onGracefulShutdown: {
-                        feed.finish()
+                        ring.finish()
                     }
                     try await writer.finish(nil)
                 })
@@ -334,6 +344,26 @@ public enum ReplicaServer {
                 metrics.request(status: 500)
                 throw error
             }
+        }
+    }
+}
+
+/// The lines a watch stream has yet to write: the newest cursor event and a ping, each held once
+/// (a newer cursor replaces an older one not yet written).
+final class WatchLines: @unchecked Sendable {
+    // Unchecked: every field is read and written under `lock`.
+    private let lock = NSLock()
+    private var cursorLine: String?
+    private var pingDue = false
+
+    func cursor(_ line: String) { lock.withLock { cursorLine = line } }
+    func ping() { lock.withLock { pingDue = true } }
+
+    /// What is due, cursor first, and nothing after it until more is put.
+    func take() -> [String] {
+        lock.withLock {
+            defer { cursorLine = nil; pingDue = false }
+            return [cursorLine, pingDue ? ": ping\n\n" : nil].compactMap { $0 }
         }
     }
 }
