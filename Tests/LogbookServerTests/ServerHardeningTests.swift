@@ -92,6 +92,17 @@ import Testing
         }
     }
 
+    /// What a watch stream has yet to write holds the newest cursor and one ping, however many
+    /// moves come while the client reads nothing (each move was a line kept until written).
+    @Test func aWatchHoldsTheNewestCursorNotEveryMove() {
+        let due = WatchLines()
+        for k in 0..<10_000 { due.cursor("event: cursor\ndata: \(k)\n\n") }
+        due.ping()
+        due.ping()
+        #expect(due.take() == ["event: cursor\ndata: 9999\n\n", ": ping\n\n"])
+        #expect(due.take().isEmpty)
+    }
+
     /// A client that asks for a page and reads nothing of it is cut off once the page waits past
     /// the socket's buffers for the write stall timeout, and what the page reserved of the memory
     /// budget is given back: held for as long as the client kept the connection, a few such
