@@ -408,7 +408,8 @@ final class OwnersFile: @unchecked Sendable {
         // The file and its WAL (a claim is committed to the WAL first).
         let now = [path, path + "-wal"].flatMap { p -> [Int] in
             let attrs = try? FileManager.default.attributesOfItem(atPath: p)
-            return [attrs?[.size] as? Int ?? -1, Int(((attrs?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0) * 1e6)]
+            // The time as whole milliseconds, held (a file's time may be any `Double`).
+            return [attrs?[.size] as? Int ?? -1, Int(clamping: ISOTime.millis((attrs?[.modificationDate] as? Date) ?? Date(timeIntervalSince1970: 0)))]
         }
         return lock.withLock {
             if stamp == nil || stamp! != now {

@@ -63,8 +63,8 @@ extension Logbook {
 
         // 2. Rows to events.
         let fileTime = ((try? FileManager.default.attributesOfItem(atPath: path)[.modificationDate] as? Date) ?? nil)
-            .map { UInt64(max(0, $0.timeIntervalSince1970) * 1000) } ?? UInt64(Date().timeIntervalSince1970 * 1000)
-        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+            .map(ISOTime.millis) ?? ISOTime.millis(Date())
+        let now = ISOTime.millis(Date())
         let origin = ReplicaID(rawValue: UUIDv5.make(namespace: LegacyImporter.idNamespace, name: Array("\(LegacyImporter.mappingVersion):\(sha)".utf8)))
         var importer = LegacyImporter(format: format, fileTimeMillis: min(fileTime, now), nowMillis: now, report: LegacyImportReport(
             file: path, format: format.rawValue, sha256: sha, bytes: bytes, backup: backup, origin: origin.description, events: 0,

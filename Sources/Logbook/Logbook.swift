@@ -458,7 +458,7 @@ package final class Logbook: @unchecked Sendable {
     @discardableResult
     package func purge(deletedBefore date: Date) throws -> [String: Int] {
         let w = try requireWriter("purge")
-        let cutoff = ISOTime.string(millis: UInt64(max(0, date.timeIntervalSince1970) * 1000))
+        let cutoff = ISOTime.string(millis: ISOTime.millis(date))
         return try w.exclusive { try w.projection.purge(deletedBefore: cutoff) }
     }
 
@@ -515,8 +515,8 @@ package final class Logbook: @unchecked Sendable {
     package func forEachEvent(_ filter: EventFilter = EventFilter(), _ body: (Event) throws -> Bool) throws {
         RegionRecorder.readsOutsideTheProjection()
         let origins = try filter.origin.map { [$0] } ?? store.origins()
-        let sinceMs = filter.since.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
-        let untilMs = filter.until.map { UInt64(max(0, $0.timeIntervalSince1970 * 1000)) }
+        let sinceMs = filter.since.map(ISOTime.millis)
+        let untilMs = filter.until.map(ISOTime.millis)
         let reader = LogReader(store: store)
         var going = true
         for o in origins where going {

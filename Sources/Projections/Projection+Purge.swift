@@ -65,7 +65,7 @@ extension Projection {
     @discardableResult
     public func purgeByRetention(now: Date = Date()) throws -> [String: Int] {
         guard let days = try retainDays(), days > 0 else { return [:] }
-        let cutoff = UInt64(max(0, now.timeIntervalSince1970 - Double(days) * 86_400) * 1000)
+        let cutoff = ISOTime.millis(now.addingTimeInterval(-Double(days) * 86_400))
         return try purge(deletedBefore: ISOTime.string(millis: cutoff))
     }
 }

@@ -29,10 +29,11 @@ struct VerifyCommand: StoreCommand {
         if options.json {
             print(try ReportJSON.string(VerifyReportJSON(ok: ok, report: report, projection: deep ? .init(ok: deepProblem == nil, difference: deepProblem) : nil)))
         } else {
-            for p in report.problems { print("problem: \(p)") }
-            for n in report.notes { print("note: \(n)") }
+            for p in report.problems { print("problem: \(Terminal.safe(p.description))") }
+            for n in report.notes { print("note: \(Terminal.safe(n))") }
             if deep {
-                if let d = deepProblem { print("problem: projection differs from a rebuild: \(d)") } else if report.isClean { print("projection: identical to a rebuild from the log") }
+                // The difference quotes rows' values (a peer's text): shown safe, as every text is.
+                if let d = deepProblem { print("problem: projection differs from a rebuild: \(Terminal.safe(d))") } else if report.isClean { print("projection: identical to a rebuild from the log") }
             }
             print("\(ok ? "ok" : "FAILED"): \(report.origins) origins, \(report.segments) segments, \(report.frames) frames (\(report.signedFrames) signed\(report.sealedUnopened > 0 ? ", \(report.sealedUnopened) sealed for shares this replica is not in" : "")), \(report.events) events, \(report.bytes) bytes checked; \(problemCount) problem\(problemCount == 1 ? "" : "s")")
         }

@@ -5,6 +5,21 @@ import Testing
 /// `ISOTime.parse` is the one ISO 8601 reader: timestamp fields, command-line times and the
 /// pages' filters all go through it.
 @Suite struct ISOTimeParseTests {
+    /// A date from outside (a legacy file's modification time, a caller's bound) is any `Double`:
+    /// turned into milliseconds, it is held to 0 and `UInt64.max` (a file dated 10^17 s trapped a
+    /// legacy import before its time was clamped).
+    @Test func millisOfAnyDateAreHeld() {
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: 1_767_225_600.25)) == 1_767_225_600_250)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: -5)) == 0)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: 1e17)) == .max)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: .infinity)) == .max)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: -.infinity)) == 0)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: .nan)) == 0)
+        #expect(ISOTime.millis(Date.distantFuture) > ISOTime.millis(Date()))
+        // What is made of them still reads.
+        #expect(!ISOTime.string(millis: ISOTime.millis(Date(timeIntervalSince1970: 1e17))).isEmpty)
+    }
+
     @Test(arguments: [
         ("1970-01-01", Int64(0)),
         ("2026-01-31", Int64(1_769_817_600_000)),
