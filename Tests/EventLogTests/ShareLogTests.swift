@@ -173,6 +173,25 @@ import Testing
         #expect(try LogReader(store: alice.store).tip(origin: members).lastSeq.rawValue == before.rawValue + 3)
     }
 
+    /// A membership log's skipped records are described up to a bound and counted past it (a
+    /// log of many junk records held a message for each).
+    @Test func skippedMembershipRecordsAreListedUpToABound() throws {
+        let admin = ReplicaKey.generate()
+        let nonce = [UInt8](repeating: 9, count: 16)
+        let share = ShareID.derived(creator: admin.publicKey, nonce: nonce)
+        let origin = ReplicaID.shareMembers(share, signingKey: admin.publicKey)
+        func event(_ seq: UInt64, _ fields: [Field], op: Op = .update) -> Event {
+            Event(origin: origin, seq: Seq(seq), hlc: HLC(rawValue: seq << 16),
+                  mutation: Mutation(entity: .shareRecord, op: op, entityID: share.rawValue, fields: fields))
+        }
+        var events = [event(1, [Field("record", .text("create")), Field("nonce", .text(Hex.encode(nonce))),
+                                Field("admin", .text(Hex.encode(admin.publicKey)))], op: .create)]
+        events += (2...1_001).map { event(UInt64($0), [Field("record", .text("junk"))]) }
+        let state = try #require(ShareDirectory.state(share: share, origin: origin, events: events))
+        #expect(state.problems.count == ShareState.problemsMax)
+        #expect(state.problemsNotListed == 1_000 - ShareState.problemsMax)
+    }
+
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {
         let dir = TempDir()
         let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")

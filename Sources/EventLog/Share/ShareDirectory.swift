@@ -20,8 +20,12 @@ public struct ShareState: Sendable, Equatable {
     /// Whether the share was deleted: its keys are destroyed on every member that syncs it.
     public internal(set) var deleted = false
     /// Records that were skipped, each naming its seq and why (a record is never taken on
-    /// trust, and one bad record does not stop the ones after it).
+    /// trust, and one bad record does not stop the ones after it): the first `problemsMax`.
     public internal(set) var problems: [String] = []
+    /// Skipped records past the first `problemsMax` (counted, not described: a log of a million
+    /// junk records would otherwise hold a million messages).
+    public internal(set) var problemsNotListed = 0
+    public static let problemsMax = 100
     /// Content keys sealed to each member, by epoch.
     var wrapped: [ReplicaID: [UInt32: [UInt8]]] = [:]
 
@@ -165,15 +169,26 @@ public enum ShareDirectory {
     }
 
     private static func apply(_ e: Event, to s: inout ShareState) {
-        func skip(_ why: String) { s.problems.append("seq \(e.seq): \(why)") }
+        func skip(_ why: String) {
+            if s.problems.count < ShareState.problemsMax { s.problems.append("seq \(e.seq): \(why)") } else { s.problemsNotListed += 1 }
+        }
+        // The wraps, found by name once: an addition names every epoch so far and a removal every
+        // member, up to 65,536 each, and a search of the fields for each was quadratic.
+        // As `text(e, name)` reads them: the first field of the name, if it is a text.
+        func texts() -> [String: String] {
+            var first: [String: FieldValue] = [:]
+            for f in e.fields where first[f.name] == nil { first[f.name] = f.value }
+            return first.compactMapValues { if case .text(let t) = $0 { t } else { nil } }
+        }
         guard e.entity == .shareRecord, e.entityID == s.share.rawValue else { return skip("not a record of this share") }
         guard !s.deleted else { return skip("a record after the share's deletion") }
         switch text(e, "record") {
         case "add":
             guard let card = text(e, "member").flatMap(Hex.decode).flatMap(MemberCard.init(bytes:)) else { return skip("add: no valid member card") }
             var keys: [UInt32: [UInt8]] = [:]
+            let wraps = texts()
             for epoch in 1...s.epoch {
-                guard let w = text(e, "wrap.\(epoch)").flatMap(Hex.decode) else { return skip("add: no key of epoch \(epoch) for \(card.replicaID)") }
+                guard let w = wraps["wrap.\(epoch)"].flatMap(Hex.decode) else { return skip("add: no key of epoch \(epoch) for \(card.replicaID)") }
                 keys[epoch] = w
             }
             s.members[card.replicaID] = card
@@ -184,8 +199,9 @@ public enum ShareDirectory {
             guard id != s.adminID else { return skip("remove: the admin cannot be removed") }
             guard let next = integer(e, "epoch"), next == Int64(s.epoch) + 1 else { return skip("remove: the new epoch is not \(s.epoch + 1)") }
             var keys: [ReplicaID: [UInt8]] = [:]
+            let wraps = texts()
             for m in s.members.keys where m != id {
-                guard let w = text(e, "wrap.\(m)").flatMap(Hex.decode) else { return skip("remove: no new key for member \(m)") }
+                guard let w = wraps["wrap.\(m)"].flatMap(Hex.decode) else { return skip("remove: no new key for member \(m)") }
                 keys[m] = w
             }
             s.members[id] = nil
