@@ -256,8 +256,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     }
                     var after = Int64(since[origin].rawValue)
                     let through = Int64(held[origin].rawValue)
+                    // Rows are fetched in batches that start small and double (to 512): a page
+                    // found full partway through a batch drops the rest of it, so a first batch
+                    // of 512 frames (each up to 16 MiB) read for a page of one byte was a lever
+                    // for any client; now what is dropped is at most about what was taken.
+                    var batchSize = 8
                     while after < through {
-                        let batch = min(512, limits.maxFrames - frames.count + 1)
+                        let batch = min(batchSize, limits.maxFrames - frames.count + 1)
+                        batchSize = min(512, batchSize * 2)
                         let rows = try await conn.query("""
                             SELECT last_seq, frame FROM logbook_frames
                             WHERE origin = \(origin.rawValue) AND last_seq > \(after) AND last_seq <= \(through)
