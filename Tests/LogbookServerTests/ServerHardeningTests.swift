@@ -120,7 +120,8 @@ import Testing
             })
         }
         try a.close()
-        try await withServer(s, configure: { $0.limits.writeStallTimeoutMs = 300 }) { url in
+        // A stall of 2 s: long enough that the page is seen held before it is cut off.
+        try await withServer(s, configure: { $0.limits.writeStallTimeoutMs = 2_000 }) { url in
             let port = UInt16(url.split(separator: ":").last!)!
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(fd) }
@@ -139,15 +140,20 @@ import Testing
                 return metrics.split(separator: "\n").first { $0.hasPrefix("logbook_memory_reserved_bytes ") }.flatMap { Int($0.split(separator: " ")[1]) }
             }
             // The page is reserved while it is written, then given back once the stalled
-            // connection is closed (a generous deadline: the test process's threads are shared).
-            var freed = false
+            // connection is closed (generous deadlines: the test process's threads are shared).
+            var held = false, freed = false
             for _ in 0..<600 {
+                if let r = try await reserved(), r > 0 { held = true; break }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            #expect(held, "the page was never seen held")
+            for _ in 0..<1_200 where held {
                 if try await reserved() == 0 { freed = true; break }
                 try await Task.sleep(nanoseconds: 50_000_000)
             }
             #expect(freed)
             // The connection was closed by the server: what the client reads ends.
-            var tv = timeval(tv_sec: 10, tv_usec: 0)
+            var tv = timeval(tv_sec: 30, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             var total = 0, n = 0
