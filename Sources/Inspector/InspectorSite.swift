@@ -408,8 +408,9 @@ final class OwnersFile: @unchecked Sendable {
         // The file and its WAL (a claim is committed to the WAL first).
         let now = [path, path + "-wal"].flatMap { p -> [Int] in
             let attrs = try? FileManager.default.attributesOfItem(atPath: p)
-            // The time as whole milliseconds, held (a file's time may be any `Double`).
-            return [attrs?[.size] as? Int ?? -1, Int(clamping: ISOTime.millis((attrs?[.modificationDate] as? Date) ?? Date(timeIntervalSince1970: 0)))]
+            // The time in microseconds, held (a file's time may be any `Double`).
+            let us = ((attrs?[.modificationDate] as? Date)?.timeIntervalSince1970 ?? 0) * 1e6
+            return [attrs?[.size] as? Int ?? -1, us.isNaN ? 0 : us >= 0x1p62 ? 1 << 62 : us <= -0x1p62 ? -(1 << 62) : Int(us)]
         }
         return lock.withLock {
             if stamp == nil || stamp! != now {

@@ -18,8 +18,10 @@ public struct ShareInfo: Sendable, Equatable {
     public let holdsKey: Bool
     /// Whether the share was deleted (its keys are destroyed here).
     public let deleted: Bool
-    /// Membership records that were skipped, and why.
+    /// Membership records that were skipped, and why (the first `ShareState.problemsMax`).
     public let problems: [String]
+    /// Skipped records past those listed.
+    public let problemsNotListed: Int
 }
 
 extension Logbook {
@@ -28,7 +30,8 @@ extension Logbook {
         let ring = try ShareKeyring.of(store)
         return try ShareDirectory.shares(store).values.sorted { $0.share < $1.share }.map { s in
             ShareInfo(id: s.share, name: s.name, admin: s.adminID, members: s.members.keys.sorted(), epoch: s.epoch,
-                      holdsKey: ring.key(s.share, epoch: s.epoch) != nil, deleted: s.deleted || ring.isDeleted(s.share), problems: s.problems)
+                      holdsKey: ring.key(s.share, epoch: s.epoch) != nil, deleted: s.deleted || ring.isDeleted(s.share), problems: s.problems,
+                      problemsNotListed: s.problemsNotListed)
         }
     }
 

@@ -18,8 +18,9 @@ public struct ConnectionLimits: Sendable, Equatable {
     /// A connection on which nothing is read or written for this long is closed.
     public var idleTimeoutMs = 60_000
     /// A connection whose client takes nothing of an answer for this long (what is written waits
-    /// past the socket's buffers) is closed: the answer's memory (a page's reserved slice, a
-    /// watch) would otherwise be held for as long as the client keeps the connection open.
+    /// past the socket's buffers, and none of it leaves) is closed: the answer's memory (a page's
+    /// reserved slice, a watch) would otherwise be held for as long as the client keeps the
+    /// connection open. A client that reads, however slowly, is not cut off.
     public var writeStallTimeoutMs = 60_000
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
@@ -50,6 +51,9 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     private var timer: Scheduled<Void>?
     /// Armed while the channel cannot take more writes (the client is not reading).
     private var stallTimer: Scheduled<Void>?
+    /// Bytes of answers' bodies written to the channel so far: less what still waits in it, what
+    /// the socket has taken.
+    private var bodyBytesWritten = 0
 
     init(_ limits: ConnectionLimits) {
         headerTimeout = .milliseconds(Int64(limits.headerTimeoutMs))
@@ -62,10 +66,34 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
             stallTimer?.cancel()
             stallTimer = nil
         } else if stallTimer == nil {
-            let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
-            stallTimer = context.eventLoop.scheduleTask(in: writeStallTimeout) { loopBound.value.close(promise: nil) }
+            armStall(context)
         }
         context.fireChannelWritabilityChanged()
+    }
+
+    /// Closes the connection unless some of what waits to be written leaves within the write
+    /// stall timeout; each time some does, waits again. (Writability alone would cut off a slow
+    /// reader: one buffer of a large frame takes longer than the timeout to drain at a few
+    /// hundred KB/s, and the channel stays unwritable until it has.)
+    private func armStall(_ context: ChannelHandlerContext) {
+        let sentBefore = sent(context.channel)
+        let bound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        stallTimer = context.eventLoop.scheduleTask(in: writeStallTimeout) {
+            let (handler, context) = bound.value
+            if let before = sentBefore, let now = handler.sent(context.channel), now > before, context.channel.isActive {
+                handler.armStall(context)  // it is being read: wait again
+            } else {
+                handler.stallTimer = nil
+                context.close(promise: nil)
+            }
+        }
+    }
+
+    /// What the socket has taken of the bodies written (give or take their framing), or nil
+    /// where the channel does not say what it holds.
+    private func sent(_ channel: any Channel) -> Int? {
+        guard let waiting = try? channel.syncOptions?.getOption(ChannelOptions.bufferedWritableBytes) else { return nil }
+        return bodyBytesWritten - waiting
     }
 
     private func arm(_ context: ChannelHandlerContext, _ after: TimeAmount) {
@@ -95,7 +123,11 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { arm(context, headerTimeout) }  // waiting for the next request
+        switch unwrapOutboundIn(data) {
+        case .end: arm(context, headerTimeout)  // waiting for the next request
+        case .body(let b): bodyBytesWritten += b.readableBytes
+        case .head: break
+        }
         context.write(data, promise: promise)
     }
 

@@ -95,7 +95,8 @@ struct ShareList: StoreCommand {
         if options.json {
             Reports.print(shares.map { s in
                 ShareReport(id: s.id.description, name: s.name, admin: s.admin.description, members: s.members.map(\.description),
-                            epoch: Int(s.epoch), holdsKey: s.holdsKey, deleted: s.deleted, problems: s.problems)
+                            epoch: Int(s.epoch), holdsKey: s.holdsKey, deleted: s.deleted, problems: s.problems,
+                            problemsNotListed: s.problemsNotListed)
             })
             return
         }
@@ -106,6 +107,8 @@ struct ShareList: StoreCommand {
             print("  admin    \(s.admin)")
             for m in s.members { print("  member   \(m)") }
             for p in s.problems.prefix(10) { print("  skipped  \(printable(p, limit: 200))") }
+            let unshown = s.problems.count - min(10, s.problems.count) + s.problemsNotListed
+            if unshown > 0 { print("  skipped  … and \(unshown) more records") }
         }
     }
 }
@@ -119,6 +122,8 @@ struct ShareReport: Encodable {
     var holdsKey: Bool
     var deleted: Bool
     var problems: [String]
+    /// Skipped records past those listed in `problems`.
+    var problemsNotListed: Int
 }
 
 struct ShareAppend: StoreCommand {

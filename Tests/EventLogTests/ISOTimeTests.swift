@@ -6,13 +6,16 @@ import Testing
 /// pages' filters all go through it.
 @Suite struct ISOTimeParseTests {
     /// A date from outside (a legacy file's modification time, a caller's bound) is any `Double`:
-    /// turned into milliseconds, it is held to 0 and `UInt64.max` (a file dated 10^17 s trapped a
-    /// legacy import before its time was clamped).
+    /// turned into milliseconds, it is held to 0 and the end of year 9999, the last time written
+    /// as it is (a file dated 10^17 s trapped a legacy import; a purge bound of year 10500 was
+    /// written as year 0500).
     @Test func millisOfAnyDateAreHeld() {
         #expect(ISOTime.millis(Date(timeIntervalSince1970: 1_767_225_600.25)) == 1_767_225_600_250)
         #expect(ISOTime.millis(Date(timeIntervalSince1970: -5)) == 0)
-        #expect(ISOTime.millis(Date(timeIntervalSince1970: 1e17)) == .max)
-        #expect(ISOTime.millis(Date(timeIntervalSince1970: .infinity)) == .max)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: 1e17)) == ISOTime.millisMax)
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: .infinity)) == ISOTime.millisMax)
+        #expect(ISOTime.string(millis: ISOTime.millisMax) == "9999-12-31T23:59:59.999Z")
+        #expect(ISOTime.millis(Date(timeIntervalSince1970: 253_402_300_799)) == 253_402_300_799_000)
         #expect(ISOTime.millis(Date(timeIntervalSince1970: -.infinity)) == 0)
         #expect(ISOTime.millis(Date(timeIntervalSince1970: .nan)) == 0)
         #expect(ISOTime.millis(Date.distantFuture) > ISOTime.millis(Date()))

@@ -109,17 +109,7 @@ import Testing
     /// clients spent the budget and every other page and push waited behind them.
     @Test func aClientThatStopsReadingIsCutOffAndItsMemoryFreed() async throws {
         let dir = Dir()
-        let s = try Store.create(at: dir.path + "/s")
-        let a = try LogAppender(store: s)
-        var rng = SystemRandomNumberGenerator()
-        // About 8 MB of log that does not compress: more than the socket buffers hold.
-        for _ in 0..<4 {
-            _ = try a.append((0..<500).map { _ in
-                Mutation(entity: .item, op: .create, entityID: UUID(),
-                         fields: [Field("notes", .text((0..<256).map { _ in String(format: "%016llx", rng.next() as UInt64) }.joined()))])
-            })
-        }
-        try a.close()
+        let s = try Self.incompressibleStore(dir.path + "/s")
         // A stall of 2 s: long enough that the page is seen held before it is cut off.
         try await withServer(s, configure: { $0.limits.writeStallTimeoutMs = 2_000 }) { url in
             let port = UInt16(url.split(separator: ":").last!)!
@@ -161,6 +151,61 @@ import Testing
             #expect(n == 0 || errno == ECONNRESET, "recv \(n), errno \(errno)")
             #expect(total < 8_000_000, "the client read \(total) bytes: the page was not cut off")
         }
+    }
+
+    /// A client that reads, however slowly, is not cut off by the write stall timeout, though the
+    /// channel stays unwritable for many times as long while what waits for it drains.
+    @Test func aSlowReaderIsServedWhole() async throws {
+        let dir = Dir()
+        let s = try Self.incompressibleStore(dir.path + "/s")
+        let pageBytes = try FramePage.collect(from: s, since: .empty, limits: PageLimits(maxBytes: 32 << 20, maxFrames: 1000)).frameBytes
+        try await withServer(s, configure: { $0.limits.writeStallTimeoutMs = 2_000 }) { url in
+            let fd = try Self.openSocket(url)
+            defer { close(fd) }
+            let get = "GET /v1/frames?page_version=2&max_bytes=33554432 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+            _ = get.withCString { send(fd, $0, strlen($0), 0) }
+            var tv = timeval(tv_sec: 30, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            // At most 16 KB every 10 ms: the 8 MB page takes about five seconds, more than two
+            // stall timeouts, while the server's buffers stay full.
+            var buffer = [UInt8](repeating: 0, count: 16 << 10)
+            var total = 0, n = 0
+            repeat {
+                n = recv(fd, &buffer, buffer.count, 0)
+                total += max(0, n)
+                try await Task.sleep(nanoseconds: 10_000_000)
+            } while n > 0
+            #expect(n == 0, "recv \(n), errno \(errno)")
+            #expect(total > pageBytes, "the client read \(total) bytes of a page of \(pageBytes): cut off")
+        }
+    }
+
+    /// A store of about 8 MB of log that does not compress: more than a socket's buffers hold.
+    static func incompressibleStore(_ path: String) throws -> Store {
+        let s = try Store.create(at: path)
+        let a = try LogAppender(store: s)
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<4 {
+            _ = try a.append((0..<500).map { _ in
+                Mutation(entity: .item, op: .create, entityID: UUID(),
+                         fields: [Field("notes", .text((0..<256).map { _ in String(format: "%016llx", rng.next() as UInt64) }.joined()))])
+            })
+        }
+        try a.close()
+        return s
+    }
+
+    /// A socket connected to the server at `url` (on loopback).
+    static func openSocket(_ url: String) throws -> Int32 {
+        let port = UInt16(url.split(separator: ":").last!)!
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(rc == 0)
+        return fd
     }
 
     /// Many clients asking for big pages, or pushing big pages, at once: the server holds at most

@@ -3,14 +3,18 @@ import Foundation
 /// ISO 8601 UTC text for wall-clock milliseconds (`2026-01-31T09:05:00.123Z`), without Foundation's
 /// formatter (which costs microseconds per call). Stateless; safe from any thread.
 public enum ISOTime {
-    /// Milliseconds since the Unix epoch of `date`, held to 0 before it and to `UInt64.max` far
-    /// after it (a date from outside, such as a file's modification time or a caller's bound,
-    /// may be any `Double`: converting it as it is traps past `UInt64.max`, or on NaN).
+    /// Milliseconds since the Unix epoch of `date`, held to 0 before it and to `millisMax`
+    /// (the last of year 9999, the last `string(millis:)` writes as it is) after it: a date from
+    /// outside, such as a file's modification time or a caller's bound, may be any `Double`, and
+    /// converting it as it is trapped past `UInt64.max`, or on NaN.
     public static func millis(_ date: Date) -> UInt64 {
         let ms = date.timeIntervalSince1970 * 1000
         guard !ms.isNaN, ms > 0 else { return 0 }
-        return ms < 0x1p64 ? UInt64(ms) : .max
+        return ms < Double(millisMax) ? UInt64(ms) : millisMax
     }
+
+    /// 9999-12-31T23:59:59.999Z.
+    public static let millisMax: UInt64 = 253_402_300_799_999
 
     /// Formats milliseconds since the Unix epoch; without `fraction`, to whole seconds (`…:00Z`).
     public static func string(millis: UInt64, fraction: Bool = true) -> String {

@@ -379,7 +379,9 @@ public final class LogAppender {
             try place(m, seq: seq, hlc: hlc)
             return (seq, hlc)
         } catch {
-            txn?.failed = LogError(.invalidInput, "append", "an event of this append was refused or failed (\(error)); the append can only be rolled back",
+            // Of the kind of what failed: refused input stays the caller's fault, a failed write not.
+            txn?.failed = LogError((error as? LogError)?.kind ?? .io, "append",
+                                   "an event of this append was refused or failed (\(error)); the append can only be rolled back",
                                    hint: "nothing of it was committed: call rollback(), then append again without the event")
             throw error
         }

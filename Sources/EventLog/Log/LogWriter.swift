@@ -133,7 +133,10 @@ public actor LogWriter {
             }
             _ = try appender.commit()
         } catch {
-            try? appender.rollback()
+            // A rollback that fails leaves frames of the group behind: its error, not the one
+            // that caused it, so that no request is retried on top of them (only refused input,
+            // rolled back, is retried one request at a time).
+            try appender.rollback()
             throw error
         }
         return perRequest
