@@ -65,17 +65,10 @@ import Testing
             $0.limits.headerTimeoutMs = 300
             $0.limits.connectionsMax = 4
         }) { url in
-            let port = UInt16(url.split(separator: ":").last!)!
             var sockets: [Int32] = []
             defer { for fd in sockets { close(fd) } }
             for i in 0..<12 {
-                let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-                var addr = sockaddr_in()
-                addr.sin_family = sa_family_t(AF_INET)
-                addr.sin_port = port.bigEndian
-                addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-                let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-                #expect(rc == 0)
+                let fd = try Self.openSocket(url)
                 if i % 2 == 0 { _ = "GET /healthz HTTP/1.1\r\nHo".withCString { send(fd, $0, 25, 0) } }  // half a header, then silence
                 sockets.append(fd)
             }
@@ -112,17 +105,8 @@ import Testing
         let s = try Self.incompressibleStore(dir.path + "/s")
         // A stall of 2 s: long enough that the page is seen held before it is cut off.
         try await withServer(s, configure: { $0.limits.writeStallTimeoutMs = 2_000 }) { url in
-            let port = UInt16(url.split(separator: ":").last!)!
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let fd = try Self.openSocket(url, receiveBuffer: 4096)
             defer { close(fd) }
-            var small: Int32 = 4096
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_port = port.bigEndian
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
-            #expect(rc == 0)
             let get = "GET /v1/frames?page_version=2&max_bytes=16777216 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
             _ = get.withCString { send(fd, $0, strlen($0), 0) }
             func reserved() async throws -> Int? {
@@ -195,10 +179,12 @@ import Testing
         return s
     }
 
-    /// A socket connected to the server at `url` (on loopback).
-    static func openSocket(_ url: String) throws -> Int32 {
+    /// A socket connected to the server at `url` (on loopback), with a receive buffer of
+    /// `receiveBuffer` bytes if given (set before connecting, so that the window is small).
+    static func openSocket(_ url: String, receiveBuffer: Int32? = nil) throws -> Int32 {
         let port = UInt16(url.split(separator: ":").last!)!
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian
