@@ -163,11 +163,11 @@ struct RecordTooLarge: Error {
     var limit = FrameEncoder.recordBytesMax
 
     /// The error an append reports for it (`operation`: "append", "share append", …).
-    func logError(_ operation: String, hint: String = "nothing was appended") -> LogError {
+    func logError(_ operation: String) -> LogError {
         let most = limit == FrameEncoder.recordBytesMax ? "1 MiB (\(limit) bytes)" : "\(limit) bytes"
         return LogError(.invalidInput, operation, "an event's record may take at most \(most); the event at seq \(seq.rawValue) takes \(bytes)",
                         seqs: seq.rawValue...seq.rawValue,
-                        hint: "\(hint); keep large texts out of the log (a file beside it, named in a field) or split them across events")
+                        hint: "nothing was appended; keep large texts out of the log (a file beside it, named in a field) or split them across events")
     }
 }
 
@@ -357,7 +357,9 @@ final class FrameEncoder {
     /// out are dropped: the caller adds them to the next frame).
     /// - Returns: how many of `picks` the frame holds (all of them when their records stay
     ///   under the limit; the frame is then not full by bytes).
-    /// - Throws: `RecordTooLarge` as `add(_:picks:…)` does.
+    /// - Throws: `RecordTooLarge` for the first of its events whose record takes more than
+    ///   `recordBytesMax` (every event of its runs is encoded, so it is the first of them); the
+    ///   frame is then left empty.
     func addUpToLimit(_ ms: [Mutation], picks: [Int], origin: ReplicaID, baseSeq: Seq, hlcs: [HLC], workers: Int,
                       bytesLimit: Int) throws(RecordTooLarge) -> Int {
         let runs = shareOut(ms, picks: picks, hlcs: hlcs, workers: workers, callerLead: 0)
