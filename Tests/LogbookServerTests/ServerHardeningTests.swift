@@ -151,15 +151,21 @@ import Testing
             var tv = timeval(tv_sec: 30, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             // At most 16 KB every 10 ms: the 8 MB page takes about five seconds, more than two
-            // stall timeouts, while the server's buffers stay full.
-            var buffer = [UInt8](repeating: 0, count: 16 << 10)
-            var total = 0, n = 0
-            repeat {
-                n = recv(fd, &buffer, buffer.count, 0)
-                total += max(0, n)
-                try await Task.sleep(nanoseconds: 10_000_000)
-            } while n > 0
-            #expect(n == 0, "recv \(n), errno \(errno)")
+            // stall timeouts, while the server's buffers stay full. Read on a thread of its own:
+            // on the shared cooperative threads, other suites' work paused the reader for seconds.
+            let (total, n, err): (Int, Int, Int32) = await withCheckedContinuation { c in
+                Thread {
+                    var buffer = [UInt8](repeating: 0, count: 16 << 10)
+                    var total = 0, n = 0
+                    repeat {
+                        n = recv(fd, &buffer, buffer.count, 0)
+                        total += max(0, n)
+                        usleep(10_000)
+                    } while n > 0
+                    c.resume(returning: (total, n, errno))
+                }.start()
+            }
+            #expect(n == 0, "recv \(n), errno \(err)")
             #expect(total > pageBytes, "the client read \(total) bytes of a page of \(pageBytes): cut off")
         }
     }
