@@ -460,20 +460,31 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
     }
 
-    /// Frames of another user's origin that this store already holds durably change nothing:
+    /// Frames of another user's share log that this store already holds durably change nothing:
     /// they are left out of a scoped principal's push rather than refused. A replica pushes
     /// what it holds that the server's cursor for it does not show, and a user's cursor stops
     /// showing a share's logs once its replica is removed from the share: refusing would stop
-    /// that replica's pushes for good.
+    /// that replica's pushes for good. Only a share's log (this store's frames of it carry a
+    /// share block): another user's own origin is refused as ever, else a frame header of it
+    /// made up by the pusher got that origin's durable seq back in the answer's cursor.
     private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) {
         guard let user = principal.user else { return (push.frames, push.origins, []) }
-        let owners = self.owners, index = self.index
+        let owners = self.owners, index = self.index, store = self.store
         guard push.origins.contains(where: { o in owners.owner(of: o).map { $0 != user } ?? false }) else { return (push.frames, push.origins, []) }
         return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) in
             try index.refresh()
+            var isShareLog: [ReplicaID: Bool] = [:]
+            let reader = LogReader(store: store)
+            func shareLog(_ o: ReplicaID) -> Bool {
+                if let known = isShareLog[o] { return known }
+                var shared = false
+                try? reader.forEachFrame(origin: o) { h, _ in shared = h.shared; return false }
+                isShareLog[o] = shared
+                return shared
+            }
             let kept = push.frames.filter { f in
                 guard let h = FrameHeader(parsing: f), let owner = owners.owner(of: h.origin), owner != user else { return true }
-                return !(index[h.origin].map { h.lastSeq <= $0.durable } ?? false)
+                return !(index[h.origin].map { h.lastSeq <= $0.durable } ?? false) || !shareLog(h.origin)
             }
             let origins = Set(kept.compactMap { FrameHeader(parsing: $0)?.origin })
             return (kept, push.origins.filter(origins.contains), Set(push.origins).subtracting(origins))

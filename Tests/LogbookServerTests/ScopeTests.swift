@@ -183,6 +183,13 @@ import Testing
             #expect(code == 403 && text.contains("belongs to another user") && text.contains("\"code\":\"forbidden\""))
             #expect(!text.contains("alice\""))  // the owner is not named
             #expect(try hub.cursor() == before)
+            // Frames of another user's origin the server holds already: refused as well, not left
+            // out as held (only a share's log is), so the answer's cursor tells nothing of how
+            // far that origin goes here.
+            let heldAlice = try FramePage.collect(from: alice1, since: .empty, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1))
+            (code, text) = try await push(heldAlice, to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("belongs to another user"), "\(code) \(text)")
+            #expect(try hub.cursor() == before)
             // Events whose actor is not the principal's user, or that have none: 403, nothing written, nothing claimed.
             let imposter = try Store.create(at: dir.path + "/imposter")
             try edit(imposter, 3, seed: 8, actor: "bob")
