@@ -245,6 +245,20 @@ import Testing
         }
     }
 
+    /// A number that is not a number (a NaN, any of its bit patterns: a peer's frame may carry
+    /// one, though no input does) reads the same decoded and as a view. The fuzz oracle compared
+    /// the two with `==`, under which a NaN differs from itself, and stopped on such a frame.
+    @Test func aNaNReadsTheSameDecodedAndAsAView() throws {
+        for bits: UInt64 in [0x7FF8_0000_0000_0000, 0xFFF0_0000_0000_0001, 0x7FF0_0000_0000_0000] {
+            let le = withUnsafeBytes(of: bits.littleEndian) { Array($0) }
+            let frame = HostileInputTests.frame(records: HostileInputTests.record(tail: [1, 1, 4] + le))
+            #expect(frame.withUnsafeBytes { FrameInspector.crossCheck($0) })
+            let event = try frame.withUnsafeBytes { try FrameInspector.events(in: $0).1.first }
+            guard case .real(let d)? = event?.fields.first?.value else { Issue.record("no real"); continue }
+            #expect(d.bitPattern == bits)
+        }
+    }
+
     /// A frame whose checksum is right but one of whose records is not (a faulty or hostile
     /// author) is refused whole, with the verdict decoding gives: none of its events is handed out.
     @Test func aFrameWithOneBadRecordGivesNoViews() throws {
