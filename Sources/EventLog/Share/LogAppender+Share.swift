@@ -21,7 +21,7 @@ extension LogAppender {
     ///   about 13.5 MB), and the 1 MiB an event may take elsewhere would one day refuse an admin
     ///   every removal or addition. A frame is finished before a record that might not fit it.
     func writeShareFrames(_ mutations: [Mutation], origin: ReplicaID, share: ShareID, key: ContentKey?, signer: ReplicaKey, op: String,
-                                  membership: Bool = false) throws -> ReceiveResult {
+                          membership: Bool = false) throws -> ReceiveResult {
         precondition(!mutations.isEmpty, "a share append holds at least one mutation")
         let tip = try currentTip(origin)
         var seq = tip.lastSeq.rawValue
@@ -43,19 +43,17 @@ extension LogAppender {
             previous = frame.withUnsafeBytes { FrameHash.of($0) }
             frames.append(frame)
         }
+        // A clock that cannot move: nothing of this frame is kept.
+        func clockStuck(_ message: String) -> LogError {
+            encoder.reset()
+            return LogError(.invalidInput, op, message, hint: "nothing was appended; `evctl verify` lists far-future clocks")
+        }
         for (i, m) in mutations.enumerated() {
             seq += 1
             var hlc: HLC
-            do { hlc = try clock.tick() } catch {
-                encoder.reset()  // nothing of this frame is kept
-                throw LogError(.invalidInput, op, error.description, hint: "nothing was appended; `evctl verify` lists far-future clocks")
-            }
+            do { hlc = try clock.tick() } catch { throw clockStuck(error.description) }
             if hlc <= lastHLC {
-                guard lastHLC.rawValue < UInt64.max else {
-                    encoder.reset()
-                    throw LogError(.invalidInput, op, "share log \(origin) ends at the largest clock value: no event can follow it",
-                                   hint: "nothing was appended; `evctl verify` lists far-future clocks")
-                }
+                guard lastHLC.rawValue < UInt64.max else { throw clockStuck("share log \(origin) ends at the largest clock value: no event can follow it") }
                 hlc = HLC(rawValue: lastHLC.rawValue + 1)
             }
             lastHLC = hlc
