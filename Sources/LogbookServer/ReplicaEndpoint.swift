@@ -109,14 +109,14 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// their replicas is a member of, as owners and memberships stand when it is asked.
     public func readable(by principal: AccessPolicy.Principal) -> (@Sendable (ReplicaID) -> Bool)? {
         guard let users = principal.readableUsers else { return nil }
-        let owners = self.owners, shares = self.shares
-        return { o in (owners.owner(of: o).map(users.contains) ?? false) || shares.isReadable(o, by: users, owners: owners) }
+        let owners = self.owners, shares = self.shares, index = self.index
+        return { o in (owners.owner(of: o).map(users.contains) ?? false) || shares.isReadable(o, by: users, owners: owners, holds: index.holds) }
     }
 
     /// The origins `principal` may read, found from the owners' record and the shares' membership
     /// (nil: every origin).
     func readableOrigins(_ principal: AccessPolicy.Principal) -> Set<ReplicaID>? {
-        principal.readableUsers.map { owners.origins(of: $0).union(shares.origins(readableBy: $0, owners: owners)) }
+        principal.readableUsers.map { owners.origins(of: $0).union(shares.origins(readableBy: $0, owners: owners, holds: index.holds)) }
     }
 
     /// The durable cursor as `principal` may see it, from the index (call `index.refresh()` first).

@@ -65,21 +65,34 @@ final class ShareAccess: @unchecked Sendable {
     }
 
     /// Origins of the shares a replica owned by `users` is a member of.
-    func origins(readableBy users: Set<String>, owners: OriginOwners) -> Set<ReplicaID> {
-        lock.withLock {
-            var out = Set<ReplicaID>()
-            for (s, m) in members where m.contains(where: { owners.owner(of: $0).map(users.contains) ?? false }) {
-                out.formUnion(origins[s] ?? [])
-            }
-            return out
+    /// - Parameter holds: whether this store holds frames of a replica's own log durably. A
+    ///   member counts only then: its frames are signed by its key and were verified on receipt,
+    ///   so its owner's claim stands. A claim alone does not (a scoped user's first push claims
+    ///   its origins before its frames are checked, and a refused push's claim is taken back: in
+    ///   between, or were taking it back to fail, a claim of another user's member replica would
+    ///   otherwise open the share's logs to the claimant).
+    func origins(readableBy users: Set<String>, owners: OriginOwners, holds: (ReplicaID) -> Bool) -> Set<ReplicaID> {
+        let (members, origins) = lock.withLock { (self.members, self.origins) }
+        var out = Set<ReplicaID>()
+        for (s, m) in members where m.contains(where: { Self.grants($0, to: users, owners: owners, holds: holds) }) {
+            out.formUnion(origins[s] ?? [])
         }
+        return out
     }
 
-    /// Whether `origin` is a log of a share a replica owned by `users` is a member of.
-    func isReadable(_ origin: ReplicaID, by users: Set<String>, owners: OriginOwners) -> Bool {
-        lock.withLock {
-            guard case .some(.some(let k)) = classified[origin], let m = members[k.share] else { return false }
-            return m.contains { owners.owner(of: $0).map(users.contains) ?? false }
+    /// Whether `origin` is a log of a share a replica owned by `users` is a member of (a member
+    /// counting as in `origins(readableBy:owners:holds:)`).
+    func isReadable(_ origin: ReplicaID, by users: Set<String>, owners: OriginOwners, holds: (ReplicaID) -> Bool) -> Bool {
+        let members: Set<ReplicaID>? = lock.withLock {
+            guard case .some(.some(let k)) = classified[origin] else { return nil }
+            return self.members[k.share]
         }
+        return members?.contains { Self.grants($0, to: users, owners: owners, holds: holds) } ?? false
+    }
+
+    /// Whether member replica `member` opens its share to `users`: one of them owns it, and its
+    /// frames are held here (not a claim alone).
+    private static func grants(_ member: ReplicaID, to users: Set<String>, owners: OriginOwners, holds: (ReplicaID) -> Bool) -> Bool {
+        (owners.owner(of: member).map(users.contains) ?? false) && holds(member)
     }
 }

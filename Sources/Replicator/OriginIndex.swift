@@ -137,6 +137,9 @@ package final class OriginIndex: @unchecked Sendable {
     /// The entry of `origin` (nil: the store holds nothing of it).
     package subscript(origin: ReplicaID) -> Entry? { lock.withLock { entries[origin] } }
 
+    /// Whether a frame of `origin` is durable here, as far as the index knows.
+    package func holds(_ origin: ReplicaID) -> Bool { self[origin].map { $0.durable.rawValue > 0 } ?? false }
+
     /// The durable cursor of every origin, or of those `including` accepts.
     package func cursor(including: ((ReplicaID) -> Bool)? = nil) -> ReplicationCursor {
         lock.withLock {

@@ -304,6 +304,61 @@ import Testing
         }
     }
 
+    /// A claim alone does not make a user a share's member. A scoped user's first push claims
+    /// its origins before its frames are checked, and a refused push's claim is taken back: in
+    /// between (or for good, were taking it back to fail), a claim of another user's member
+    /// replica the server holds nothing of opened the share's logs to the claimant. The state of
+    /// that window is made here directly: carol's user owns bob's member replica, whose frames
+    /// the hub has never received (and which carol, without bob's key, cannot sign).
+    @Test func aClaimOfAMemberReplicaWithoutItsFramesOpensNoShare() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let alice = try Store.create(at: dir.path + "/alice")
+        let bob = try Store.create(at: dir.path + "/bob")
+        let carol = try Store.create(at: dir.path + "/carol")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let bobKey = try #require(try bob.signingKey())
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "team")
+        try a.addMember(bobKey.memberCard, to: share)
+        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("SHAREDTITLE"))])], to: share)
+        try a.close()
+        try edit(bob, 2, seed: 5, actor: "bob")
+        try edit(carol, 2, seed: 6, actor: "carol")
+        func sync(_ url: String, _ token: String, _ store: Store) async throws {
+            let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+            do {
+                _ = try await Replication.push(from: store, to: t)
+                _ = try await Replication.pull(from: t, store: store, lockWait: 5)
+            } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+        }
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await sync(url, "alice-token-0123456789a", alice)
+            try await sync(url, "carol-token-0123456789a", carol)
+        }
+        #expect(Set(try origins(carol)) == [carol.replicaID])
+        // Carol's user holds a claim of bob's replica, and the hub no frame of it.
+        #expect(try OriginOwners(store: hub).claim([bob.replicaID], user: "carol", principal: "carol").new == [bob.replicaID])
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            let (status, body, _) = try await fetch(url + "/v1/frames?since=&page_version=2", token: "carol-token-0123456789a")
+            let shown = try Set(FramePage.decode(body).frames.compactMap { FrameHeader(parsing: $0)?.origin })
+            #expect(status == 200 && shown == [carol.replicaID], "carol was served \(shown)")
+            let (_, answer, _) = try await fetch(url + "/v1/cursor", token: "carol-token-0123456789a")
+            let cursor = try ReplicationCursor(token: JSONDecoder().decode(Wire.CursorAnswer.self, from: Data(answer)).cursor)
+            #expect(Set(cursor.origins) == [carol.replicaID], "carol's cursor shows \(cursor.origins)")
+        }
+    }
+
     @Test func aRefusedPushClaimsNothing() async throws {
         let dir = Dir()
         let hub = try Store.create(at: dir.path + "/hub")
