@@ -299,7 +299,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                              peer: String?) async throws -> (page: OutgoingPage, cursor: ReplicationCursor, reservation: MemoryBudget.Reservation) {
         let (since, limits) = try PageRequest.check(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames, pageMax: pageMax)
         let scope = try scope(of: principal)
-        let reservation = try await memory.reserve(OutgoingPage.bytesBound(limits))
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(limits), holder: memoryHolder(principal))
         do {
             let (page, held) = try await readPage(scope, since: since, limits: limits, framesOnly: false)
             reservation.shrink(to: page.frameBytes + 4 * page.frames + (1 << 16))
@@ -319,7 +319,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let holder = try await db("reading the cursor") { try await transaction(scope) { try await Self.cursor($0, scope, logger: logger) } }
         var slice = limits
         slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
-        let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice), holder: memoryHolder(principal))
         return StreamedPage(since: since, limits: limits, reservation: reservation, holder: holder, slice: { from, sliceLimits in
             try await self.readPage(scope, since: from, limits: sliceLimits, framesOnly: true).0
         }, finished: { at, frames, bytes in

@@ -24,6 +24,10 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var writeStallTimeoutMs = 60_000
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
+    /// Watch streams (`GET /v1/watch`) one principal keeps open at once, with tokens; one more is
+    /// answered 429. A watch holds its connection for as long as the client likes: without a
+    /// bound per principal, one token's streams could take every connection the server allows.
+    public var watchesPerPrincipalMax = 16
 
     public init() {}
 
@@ -33,6 +37,79 @@ public struct ConnectionLimits: Sendable, Equatable {
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 256 }
         let soft = Int(clamping: limit.rlim_cur)
         return max(8, min(1024, soft / 2 - 32))
+    }
+}
+
+/// How many long-lived requests (watch streams) each principal holds, bounded per principal.
+/// Safe to use from any thread.
+final class PrincipalSlots: @unchecked Sendable {
+    let max: Int
+    private let lock = Lock()
+    /// Per principal, its slots held and what asks each whether its client is still there.
+    private var held: [String: [UInt64: (@Sendable () -> Void)?]] = [:]
+    private var nextID: UInt64 = 0
+
+    init(max: Int) { self.max = max }
+
+    /// One slot of `name`'s, given back when the slot is let go; nil when `name` holds `max`.
+    func take(_ name: String) -> Slot? {
+        let id: UInt64? = lock.withLock {
+            guard (held[name]?.count ?? 0) < max else { return nil }
+            nextID += 1
+            held[name, default: [:]][nextID] = .some(nil)
+            return nextID
+        }
+        return id.map { Slot(self, name, $0) }
+    }
+
+    /// `take`; when `name` holds `max`, first asks each of its slots whether its client is still
+    /// there (`Slot.probe`) and waits up to `wait` seconds for those gone to give theirs back.
+    /// A server learns that a client went away only when it next writes to it, which an idle
+    /// watch does once per ping: without asking, a client that reconnects found its old
+    /// streams' slots held for up to a ping's interval.
+    func take(_ name: String, probing wait: Double) async -> Slot? {
+        if let s = take(name) { return s }
+        let probes: [@Sendable () -> Void] = lock.withLock { (held[name] ?? [:]).values.compactMap { $0 } }
+        for p in probes { p() }
+        let deadline = Date().addingTimeInterval(wait)
+        while Date() < deadline {
+            try? await Task.sleep(nanoseconds: 20_000_000)
+            if let s = take(name) { return s }
+        }
+        return nil
+    }
+
+    /// Slots `name` holds now.
+    func count(_ name: String) -> Int { lock.withLock { held[name]?.count ?? 0 } }
+
+    fileprivate func setProbe(_ name: String, _ id: UInt64, _ probe: @escaping @Sendable () -> Void) {
+        lock.withLock {
+            if held[name]?[id] != nil { held[name]?[id] = .some(probe) }
+        }
+    }
+
+    fileprivate func give(_ name: String, _ id: UInt64) {
+        lock.withLock {
+            held[name]?[id] = nil
+            if held[name]?.isEmpty == true { held[name] = nil }
+        }
+    }
+
+    /// A slot held until it is let go (whatever ends the request: its stream, an error, a
+    /// response never sent).
+    final class Slot: Sendable {
+        private let owner: PrincipalSlots
+        private let name: String
+        private let id: UInt64
+        fileprivate init(_ owner: PrincipalSlots, _ name: String, _ id: UInt64) {
+            self.owner = owner
+            self.name = name
+            self.id = id
+        }
+        /// What writes to the slot's client at once (a watch's ping), so that a client gone
+        /// away ends its request and gives the slot back.
+        func probe(_ write: @escaping @Sendable () -> Void) { owner.setProbe(name, id, write) }
+        deinit { owner.give(name, id) }
     }
 }
 

@@ -39,6 +39,13 @@ public protocol ReplicaBackend: AnyObject, Sendable {
 extension ReplicaBackend {
     public var policy: AccessPolicy { policies.current }
 
+    /// Whose share of `memory` a request of `principal` takes (`MemoryBudget.holderBytesMax`):
+    /// the principal's, by name; nil without tokens, where every request is this machine's
+    /// programs' and one principal stands for them all.
+    public func memoryHolder(_ principal: AccessPolicy.Principal) -> String? {
+        policy.isOpen ? nil : principal.name
+    }
+
     /// The principal behind an `Authorization` header, or a 401.
     public func authenticate(_ authorization: String?) throws(EndpointError) -> AccessPolicy.Principal {
         switch policy.authenticate(authorization: authorization) {

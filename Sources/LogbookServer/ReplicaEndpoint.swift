@@ -153,7 +153,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         let (since, clamped) = try pageRequest(principal: principal, since: token, maxBytes: maxBytes, maxFrames: maxFrames)
         let from = since
         let page: OutgoingPage, mine: ReplicationCursor
-        let reservation = try await memory.reserve(OutgoingPage.bytesBound(clamped))
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(clamped), holder: memoryHolder(principal))
         do {
             (page, mine) = try await run(on: reads) { () throws -> (OutgoingPage, ReplicationCursor) in
                 try self.index.refresh()
@@ -233,7 +233,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         var slice = limits
         slice.maxBytes = min(limits.maxBytes, OutgoingPage.chunkBytes)
-        let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice))
+        let reservation = try await memory.reserve(OutgoingPage.bytesBound(slice), holder: memoryHolder(principal))
         let name = principal.name, user = principal.user
         return StreamedPage(since: since, limits: limits, reservation: reservation, holder: holder, slice: { from, sliceLimits in
             try await self.run(on: self.reads) {

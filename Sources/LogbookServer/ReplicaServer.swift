@@ -98,6 +98,16 @@ public enum ReplicaServer {
         try configuration.validate()
         let policies = endpoint.policies
         let router = Router()
+        let watches = PrincipalSlots(max: configuration.limits.watchesPerPrincipalMax)
+        /// A watch slot of `p`'s (none is needed without tokens: every client is this machine's).
+        @Sendable func watchSlot(_ p: AccessPolicy.Principal) async throws(EndpointError) -> PrincipalSlots.Slot? {
+            guard !endpoint.policy.isOpen else { return nil }
+            guard let slot = await watches.take(p.name, probing: 1) else {
+                throw EndpointError(429, "principal \"\(p.name)\" has \(watches.max) watch streams open, the most one principal may hold; close one (or give each replica a token of its own)",
+                                    retryAfter: 5)
+            }
+            return slot
+        }
         router.add(middleware: Counting(metrics: endpoint.metrics))
         if configuration.policy.isOpen { router.add(middleware: LoopbackOnlyMiddleware()) }
         router.get("healthz") { _, _ in Response(status: .ok, headers: [.contentType: "text/plain"], body: .init(byteBuffer: ByteBuffer(string: "ok\n"))) }
@@ -152,6 +162,8 @@ public enum ReplicaServer {
         router.get("v1/watch") { request, _ in
             try await answer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
+                // Held until the stream ends (or the answer is dropped unsent).
+                let slot = try await watchSlot(p)
                 let cursors = try endpoint.watch(principal: p)
                 var headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
                 headers[.contentEncoding] = "identity"
@@ -161,6 +173,10 @@ public enum ReplicaServer {
                     // per move of the cursor (an unbounded stream of them grew without end).
                     let due = WatchLines()
                     let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+                    slot?.probe {
+                        due.ping()
+                        ring.yield()
+                    }
                     let forward = Task {
                         for await c in cursors {
                             due.cursor("event: cursor\ndata: \(c.token)\n\n")
@@ -189,6 +205,7 @@ public enum ReplicaServer {
                         ring.finish()
                     }
                     try await writer.finish(nil)
+                    withExtendedLifetime(slot) {}
                 })
             }
         }
@@ -220,7 +237,7 @@ public enum ReplicaServer {
                 }
                 // Reserved before a byte is read: the body, and the frames decoded from it.
                 let declared = request.headers[.contentLength].flatMap { Int($0) }
-                let reservation = try await endpoint.memory.reserve(2 * (declared ?? endpoint.pushBytesMax))
+                let reservation = try await endpoint.memory.reserve(2 * (declared ?? endpoint.pushBytesMax), holder: endpoint.memoryHolder(p))
                 defer { reservation.release() }
                 var body: [UInt8] = []
                 if let declared { body.reserveCapacity(declared) }

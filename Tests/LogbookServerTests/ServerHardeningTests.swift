@@ -313,6 +313,152 @@ import Testing
         #expect(huge.held == 100)
     }
 
+    /// One holder holds at most its share: its request past it waits for its own to end and is
+    /// overtaken by other holders' meanwhile; a holder holding nothing takes any request; among
+    /// requests within their share, the first come is not overtaken.
+    @Test func oneHolderHoldsAtMostItsShareOfTheBudget() async throws {
+        let budget = MemoryBudget(bytesMax: 100)
+        #expect(budget.holderBytesMax == 25)
+        let a1 = try await budget.reserve(20, holder: "a")
+        let a2 = Task { try await budget.reserve(10, holder: "a") }  // 30 > 25: waits
+        while budget.waiting < 1 { await Task.yield() }
+        let b = try await budget.reserve(25, holder: "b")           // overtakes a's waiter
+        let c = try await budget.reserve(50, holder: "c")           // more than a share, holding nothing: taken
+        #expect(budget.usage.reserved == 95)
+        #expect(budget.held(by: "a") == 20 && budget.held(by: "b") == 25 && budget.held(by: "c") == 50)
+        #expect(budget.waiting == 1)
+        a1.release()                                               // a holds nothing: its waiter goes
+        let a2r = try await a2.value
+        #expect(budget.held(by: "a") == 10 && a2r.held == 10)
+        // First come, first served among requests within their share: d's 20 does not fit
+        // (85 held) and e's 5 would, but waits behind it.
+        let d = Task { try await budget.reserve(20, holder: "d") }
+        while budget.waiting < 1 { await Task.yield() }
+        let e = Task { try await budget.reserve(5, holder: "e") }
+        while budget.waiting < 2 { await Task.yield() }
+        #expect(budget.held(by: "e") == 0)
+        b.release()
+        let dr = try await d.value, er = try await e.value
+        #expect(dr.held == 20 && er.held == 5 && budget.usage.reserved == 85)
+        for r in [a2r, c, dr, er] { r.release() }
+        #expect(budget.usage.reserved == 0 && budget.held(by: "a") == 0)
+    }
+
+    /// A pushed body that trickles in holds what it reserved for the request timeout. One token's
+    /// pushes doing so held the whole budget, and every other principal's pages and pushes waited
+    /// behind them; now a token holds at most its share, and the others are served meanwhile.
+    @Test func oneTokensTricklingPushesLeaveTheOthersServed() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        try Workload.edit(s, 50, seed: 1, actor: nil)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"slow","token":"slow-token-0123456789abc","push":"*","pull":true},
+                           {"name":"fine","token":"fine-token-0123456789abc","push":"*","pull":true}]}
+            """.utf8))
+        let pushMax = 8 << 20
+        try await withServer(s, configure: {
+            $0.policy = policy
+            $0.pushBytesMax = pushMax
+            $0.pageMax = PageLimits(maxBytes: 1 << 20, maxFrames: 1000)
+            $0.memoryBytesMax = 8 * pushMax  // four pushes' reservations (a page's bound is less than two)
+        }) { url in
+            // Four pushes of the slow token, each declaring the largest body and sending 10 bytes.
+            var fds: [Int32] = []
+            defer { for fd in fds { close(fd) } }
+            for _ in 0..<4 {
+                let fd = try Self.openSocket(url)
+                fds.append(fd)
+                let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer slow-token-0123456789abc\r\n"
+                    + "Content-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: \(pushMax)\r\n\r\n0123456789"
+                _ = head.withCString { send(fd, $0, strlen($0), 0) }
+            }
+            // Give the server time to take all four heads (each then reserves, or waits).
+            try await Task.sleep(nanoseconds: 500_000_000)
+            let t = try HTTPTransport(url: url, token: "fine-token-0123456789abc")
+            let answered = try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    _ = try await t.page(since: .empty, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1000))
+                    return true
+                }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: 20_000_000_000)
+                    return false
+                }
+                defer { group.cancelAll() }
+                return try await group.next() ?? false
+            }
+            await t.shutdown()
+            #expect(answered, "the other principal's page waited behind the trickling pushes")
+        }
+    }
+
+    /// A watch stream holds its connection for as long as its client likes: one token may keep
+    /// `watchesPerPrincipalMax` open, and one more is answered 429 while other tokens are served.
+    /// Before, one token's streams could take every connection the server allows.
+    @Test func oneTokenKeepsABoundedNumberOfWatchesOpen() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"many","token":"many-token-0123456789abc","push":"*","pull":true},
+                           {"name":"other","token":"other-token-0123456789ab","push":"*","pull":true}]}
+            """.utf8))
+        try await withServer(s, configure: {
+            $0.policy = policy
+            $0.limits.watchesPerPrincipalMax = 3
+        }) { url in
+            /// Opens a watch on a socket of its own; the status line of its answer.
+            func watch(_ token: String) throws -> (Int32, String) {
+                let fd = try Self.openSocket(url)
+                let get = "GET /v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
+                _ = get.withCString { send(fd, $0, strlen($0), 0) }
+                var tv = timeval(tv_sec: 30, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = recv(fd, &buffer, buffer.count, 0)
+                let text = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
+                return (fd, String(text.prefix { $0 != "\r" }))
+            }
+            var fds: [Int32] = []
+            defer { for fd in fds { close(fd) } }
+            for _ in 0..<3 {
+                let (fd, status) = try watch("many-token-0123456789abc")
+                fds.append(fd)
+                #expect(status.contains(" 200"), "\(status)")
+            }
+            let (refused, status) = try watch("many-token-0123456789abc")
+            fds.append(refused)
+            #expect(status.contains(" 429"), "\(status)")
+            let (fd, other) = try watch("other-token-0123456789ab")
+            fds.append(fd)
+            #expect(other.contains(" 200"), "\(other)")
+            // A client that goes away gives its slot back, found at once: the server asks the
+            // token's streams whether their clients are there (a ping) before refusing, rather
+            // than learning it at the next ping, 15 s later.
+            close(fds.removeFirst())
+            let start = Date()
+            var again = ""
+            while Date().timeIntervalSince(start) < 40 {
+                let (fd, status) = try watch("many-token-0123456789abc")
+                fds.append(fd)
+                again = status
+                if status.contains(" 200") { break }
+                try await Task.sleep(nanoseconds: 100_000_000)
+            }
+            #expect(again.contains(" 200"), "\(again)")
+        }
+    }
+
+    @Test func watchSlotsAreGivenBackWhenLetGo() {
+        let slots = PrincipalSlots(max: 2)
+        var a: PrincipalSlots.Slot? = slots.take("p")
+        let b = slots.take("p")
+        #expect(a != nil && b != nil && slots.take("p") == nil && slots.take("q") != nil)
+        a = nil
+        #expect(slots.count("p") == 1)
+        #expect(slots.take("p") != nil)
+        _ = b
+    }
+
     @Test func tlsBelow1Point2IsRefused() async throws {
         let dir = Dir()
         let cert = dir.path + "/cert.pem", key = dir.path + "/key.pem"
