@@ -38,6 +38,9 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     /// Whether the hub holds any share's members: until it does, transactions skip looking up
     /// the readers' shares (a lookup per transaction cost a quarter of the throughput).
     let sharesSeen = SharesSeen()
+    /// The membership logs as this node last read them (committed): a log that grows is read
+    /// from there on, not again from its start.
+    let membershipFolds = MembershipFolds()
     /// The users whose origins pushes through this node moved, notified in batches.
     let notifier: Notifier
     private var listening: Task<Void, Never>?
@@ -377,9 +380,9 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         let origins = Set(pushed)
         let scope = try scope(of: principal)
         guard let user = scope.writer else { throw EndpointError(403, "principal \"\(principal.name)\" may not push to this server") }
-        let logger = self.logger, drift = clockDriftMaxMs, name = principal.name, seen = sharesSeen
-        let (answer, wake) = try await db("receiving frames") {
-            try await transaction(scope) { conn -> (PushAnswer, [String]) in
+        let logger = self.logger, drift = clockDriftMaxMs, name = principal.name, seen = sharesSeen, folds = membershipFolds
+        let (answer, wake, read) = try await db("receiving frames") {
+            try await transaction(scope) { conn -> (PushAnswer, [String], [ReplicaID: ShareDirectory.Fold]) in
                 // Each origin claimed (the first push of an origin makes it its user's) and locked,
                 // in one order on every node, so concurrent pushes queue instead of deadlocking.
                 // No conflict target: two nodes claiming a new origin at once conflict on both of
@@ -488,11 +491,14 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         WHERE origin = \(origin.rawValue)
                         """, logger: logger)
                 }
-                let wake = try await Self.noteShares(conn, frames: frames, accepted: checked.accepted.map(\.index), committed: committed, seen: seen, logger: logger)
+                let (wake, read) = try await Self.noteShares(conn, frames: frames, accepted: checked.accepted.map(\.index), committed: committed, seen: seen,
+                                                             folds: folds, logger: logger)
                 let cursor = try await Self.cursor(conn, scope, logger: logger).merged(with: ReplicationCursor(foreignShareLogs))
-                return (PushAnswer(result: result, cursor: cursor), wake)
+                return (PushAnswer(result: result, cursor: cursor), wake, read)
             }
         }
+        // Kept once committed: a transaction rolled back leaves the folds as they were.
+        folds.keep(read)
         // Every node listening wakes its watch streams of this user (after the commit, batched),
         // and of the users of the members of the shares whose logs moved.
         if !answer.result.tips.isEmpty { notifier.moved(user) }
@@ -516,18 +522,21 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
 
     /// Keeps the share tables in step with frames just written (docs/SHARING.md, "Hubs"): which
     /// origins are a share's logs and how far each is committed, and, when a membership log grew,
-    /// the share's members, from the whole committed log as verified (a log whose first record
-    /// does not prove the share changes nothing).
-    /// - Returns: the users of the members of the shares whose logs moved, to wake.
+    /// the share's members, from the committed log as verified (a log whose first record does not
+    /// prove the share changes nothing). A membership log is read from where `folds` left it
+    /// (its records are a fold in seq order), so a log's life is not quadratic in its records.
+    /// - Returns: the users of the members of the shares whose logs moved, to wake; and the
+    ///   membership logs as read, to keep once the transaction commits.
     static func noteShares(_ conn: PostgresConnection, frames: [[UInt8]], accepted: [Int], committed: [ReplicaID: Int64], seen: SharesSeen,
-                           logger: Logger) async throws -> [String] {
+                           folds: MembershipFolds, logger: Logger) async throws -> ([String], [ReplicaID: ShareDirectory.Fold]) {
+        var read: [ReplicaID: ShareDirectory.Fold] = [:]
         var noted = false
         var shareOf: [ReplicaID: (share: ShareID, membership: Bool)] = [:]
         for i in accepted {
             guard let h = FrameHeader(parsing: frames[i]) else { continue }
             if h.shared, let share = FrameInspector.share(of: frames[i]) { shareOf[h.origin] = (share, !h.sealed) }
         }
-        guard !shareOf.isEmpty else { return [] }
+        guard !shareOf.isEmpty else { return ([], [:]) }
         for (origin, s) in shareOf.sorted(by: { $0.key < $1.key }) {
             let through = committed[origin] ?? 0
             try await conn.query("""
@@ -535,8 +544,11 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 ON CONFLICT (origin) DO UPDATE SET committed_seq = GREATEST(logbook_share_logs.committed_seq, excluded.committed_seq)
                 """, logger: logger)
             guard s.membership else { continue }
+            // Where this node last read the log, unless it read past what this transaction sees.
+            let known = folds[origin].flatMap { $0.through.rawValue <= UInt64(max(0, through)) ? $0 : nil }
+            let after = Int64(clamping: known?.through.rawValue ?? 0)
             var events: [Event] = []
-            let rows = try await conn.query("SELECT frame FROM logbook_frames WHERE origin = \(origin.rawValue) AND last_seq <= \(through) ORDER BY first_seq", logger: logger)
+            let rows = try await conn.query("SELECT frame FROM logbook_frames WHERE origin = \(origin.rawValue) AND first_seq > \(after) AND last_seq <= \(through) ORDER BY first_seq", logger: logger)
             var whole = true
             for try await frame in rows.decode(ByteBuffer.self) {
                 guard whole, let (_, e) = try? frame.withUnsafeReadableBytes({ try FrameInspector.eventsUnlessSealed(in: $0) }) else {
@@ -545,7 +557,9 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 }
                 events += e
             }
-            guard whole, let state = ShareDirectory.state(share: s.share, origin: origin, events: events) else { continue }
+            guard whole, let fold = ShareDirectory.state(share: s.share, origin: origin, continuing: known, events: events) else { continue }
+            read[origin] = fold
+            let state = fold.state
             try await conn.query("DELETE FROM logbook_share_members WHERE share = \(s.share.rawValue)", logger: logger)
             noted = true
             for m in state.members.keys.sorted() {
@@ -559,7 +573,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
             SELECT DISTINCT r.owner FROM logbook_share_members m JOIN logbook_replica_users r ON r.replica = m.replica WHERE m.share = ANY(\(shares))
             """, logger: logger)
         for try await u in rows.decode(String.self) { users.append(u) }
-        return users
+        return (users, read)
     }
 
     static func wallNow() -> UInt64 {
@@ -597,6 +611,23 @@ final class SharesSeen: @unchecked Sendable {
             }
         }
         return lock.withLock { seen }
+    }
+}
+
+/// The membership logs as a node last read them in a committed transaction
+/// (`PostgresHub.noteShares`). Safe to use from any thread.
+final class MembershipFolds: @unchecked Sendable {
+    private let lock = Lock()
+    private var folds: [ReplicaID: ShareDirectory.Fold] = [:]
+
+    subscript(origin: ReplicaID) -> ShareDirectory.Fold? { lock.withLock { folds[origin] } }
+
+    /// Keeps each of `read` that goes further than what is kept (pushes commit in any order).
+    func keep(_ read: [ReplicaID: ShareDirectory.Fold]) {
+        guard !read.isEmpty else { return }
+        lock.withLock {
+            for (o, f) in read where folds[o].map({ f.through > $0.through }) ?? true { folds[o] = f }
+        }
     }
 }
 

@@ -6,14 +6,16 @@ import Foundation
 /// log and every member's sealed log) when a replica its users own is a member. Membership is
 /// taken from the admin-signed records the server verified on receipt, never from content: the
 /// server holds no key and reads no sealed byte. Kept in memory; origins are classified once
-/// (a log's first frame says whether it is a share's, and which), membership logs re-read when
-/// they grow.
+/// (a log's first frame says whether it is a share's, and which), and a membership log that grows
+/// is read from where it was left (`ShareDirectory.Fold`), not again from its start.
 final class ShareAccess: @unchecked Sendable {
     private let lock = NSLock()
     /// Per origin seen: the share it is a log of (nil: none) and whether it is the membership log.
     private var classified: [ReplicaID: (share: ShareID, members: Bool)?] = [:]
     private var origins: [ShareID: Set<ReplicaID>] = [:]
     private var members: [ShareID: Set<ReplicaID>] = [:]
+    /// Each membership log as read so far: a log that grows is read from where it was left.
+    private var folds: [ReplicaID: ShareDirectory.Fold] = [:]
     private let store: Store
 
     init(store: Store) throws {
@@ -27,6 +29,7 @@ final class ShareAccess: @unchecked Sendable {
     func note(_ changed: Set<ReplicaID>) {
         var updates: [(ReplicaID, (share: ShareID, members: Bool)?)] = []
         var states: [ShareID: Set<ReplicaID>] = [:]
+        var newFolds: [ReplicaID: ShareDirectory.Fold] = [:]
         for o in changed {
             let kind: (share: ShareID, members: Bool)?
             if let known = lock.withLock({ classified[o] }) { kind = known } else {
@@ -35,16 +38,22 @@ final class ShareAccess: @unchecked Sendable {
                 if read.seen { updates.append((o, kind)) }
             }
             // Only a membership log says who the members are (a sealed log is never opened here).
-            guard let kind, kind.members, let state = try? ShareDirectory.state(store, share: kind.share, origin: o) else { continue }
+            guard let kind, kind.members else { continue }
+            let known = lock.withLock { folds[o] }
+            guard let fold = try? ShareDirectory.state(store, share: kind.share, origin: o, continuing: known) else { continue }
             // A deleted share's members still receive its logs: the deletion must reach them.
-            states[kind.share] = Set(state.members.keys)
+            states[kind.share] = Set(fold.state.members.keys)
+            newFolds[o] = fold
         }
         lock.withLock {
             for (o, k) in updates {
                 classified[o] = .some(k)
                 if let k { origins[k.share, default: []].insert(o) }
             }
-            for (s, m) in states { members[s] = m }
+            for (o, f) in newFolds where f.through > (folds[o]?.through ?? Seq(0)) || folds[o] == nil {
+                folds[o] = f
+                members[f.state.share] = states[f.state.share]
+            }
         }
     }
 

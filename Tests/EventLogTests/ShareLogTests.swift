@@ -192,6 +192,38 @@ import Testing
         #expect(state.problemsNotListed == 1_000 - ShareState.problemsMax)
     }
 
+    /// A membership log read from where a reader left it gives the state read from its start,
+    /// wherever it was left: in the store, and from events as a hub reads them. (A server re-read
+    /// the whole log at each push that grew it, quadratic over the log's life.)
+    @Test func aMembershipLogContinuedFromAnyPointReadsAsReadWhole() throws {
+        let dir = TempDir()
+        let alice = try Replica(dir.path + "/alice")
+        let others = try (0..<3).map { try Replica(dir.path + "/m\($0)") }
+        let a = try alice.appender()
+        defer { try? a.close() }
+        let share = try a.createShare(name: "folded")
+        for m in others { try a.addMember(m.key.memberCard, to: share) }
+        try a.removeMember(others[1].key.replicaID, from: share)
+        try a.addMember(others[1].key.memberCard, to: share)
+        try a.removeMember(others[0].key.replicaID, from: share)
+        let origin = try #require(try ShareDirectory.shares(alice.store)[share]).membersOrigin
+        let whole = try #require(try ShareDirectory.state(alice.store, share: share, origin: origin))
+        let events = try LogReader(store: alice.store).events(origin: origin)
+        #expect(events.count == 8 && whole.members.count == 3 && whole.epoch == 3, "\(events.count) records, \(whole.members.count) members, epoch \(whole.epoch)")
+        let full = try #require(try ShareDirectory.state(alice.store, share: share, origin: origin, continuing: nil))
+        #expect(full.state == whole && full.through == events.last?.seq)
+        for k in 1...events.count {
+            let part = try #require(ShareDirectory.state(share: share, origin: origin, continuing: nil, events: Array(events.prefix(k))))
+            #expect(part.through == events[k - 1].seq)
+            let rest = try #require(try ShareDirectory.state(alice.store, share: share, origin: origin, continuing: part))
+            #expect(rest == full, "continued after \(k) records")
+            let restOfEvents = try #require(ShareDirectory.state(share: share, origin: origin, continuing: part, events: Array(events.dropFirst(k))))
+            #expect(restOfEvents == full, "continued from events after \(k) records")
+        }
+        // A log whose first record proves no share gives nothing, continued or not.
+        #expect(ShareDirectory.state(share: share, origin: origin, continuing: nil, events: Array(events.dropFirst())) == nil)
+    }
+
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {
         let dir = TempDir()
         let alice = try Replica(dir.path + "/alice"), bob = try Replica(dir.path + "/bob")

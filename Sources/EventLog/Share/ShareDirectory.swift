@@ -141,6 +141,51 @@ public enum ShareDirectory {
         return state
     }
 
+    /// A membership log as read so far: the share's state, and the last seq folded into it. A
+    /// log only grows, and its state is a fold of its records in seq order, so the state after
+    /// more records is this one with them applied: a reader that keeps it reads only what came
+    /// since, where reading the whole log at each growth made a log's life quadratic.
+    public struct Fold: Sendable, Equatable {
+        public var state: ShareState
+        public var through: Seq
+        public init(state: ShareState, through: Seq) {
+            self.state = state
+            self.through = through
+        }
+    }
+
+    /// `state(_:share:origin:)`, continuing `fold` (the same log read through its `through`)
+    /// with the records past it; from the log's start when nil.
+    /// - Returns: the state and the last seq read; nil as `state(_:share:origin:)` says.
+    public static func state(_ store: Store, share: ShareID, origin: ReplicaID, continuing fold: Fold?) throws -> Fold? {
+        var state = fold?.state, through = fold?.through ?? Seq(0)
+        try LogReader(store: store).forEachEvent(origin: origin, from: through.next) { e in
+            guard var s = state else {
+                state = genesis(e, share: share, origin: origin)
+                through = e.seq
+                return state != nil
+            }
+            apply(e, to: &s)
+            state = s
+            through = e.seq
+            return true
+        }
+        return state.map { Fold(state: $0, through: through) }
+    }
+
+    /// `state(share:origin:events:)`, continuing `fold` with `events`, the records past its
+    /// `through` in seq order (from the log's start when `fold` is nil).
+    public static func state(share: ShareID, origin: ReplicaID, continuing fold: Fold?, events: [Event]) -> Fold? {
+        var rest = events[...]
+        var s: ShareState
+        if let fold { s = fold.state } else {
+            guard let first = rest.popFirst(), let g = genesis(first, share: share, origin: origin) else { return nil }
+            s = g
+        }
+        for e in rest { apply(e, to: &s) }
+        return Fold(state: s, through: events.last?.seq ?? fold?.through ?? Seq(0))
+    }
+
     /// The share's state from the events of its membership log `origin`, in seq order (a hub
     /// that keeps frames elsewhere than in a store); nil as `state(_:share:origin:)` says.
     public static func state(share: ShareID, origin: ReplicaID, events: [Event]) -> ShareState? {
