@@ -69,14 +69,30 @@ public struct PushAnswer: Sendable {
 public enum PushRequest {
     /// Checks the size, decodes the page, parses every frame's header and checks the principal
     /// may push every origin in it. Returns the frames and their origins (sorted).
+    /// The most a push's frames may hold uncompressed: 16 times what its body may take, and never
+    /// less than a client collects in a page by default (`PageLimits.rawBytesMax`), which is more
+    /// than any one frame holds: a page of one frame is always taken.
+    public static func rawBytesMax(pushBytesMax: Int) -> Int {
+        max(pushBytesMax.multipliedReportingOverflow(by: 16).overflow ? .max : pushBytesMax * 16, PageLimits.rawBytesMax)
+    }
+
     public static func check(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> (frames: [[UInt8]], origins: [ReplicaID]) {
         guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
         let decoded: FramePage.Decoded
         do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
         var origins = Set<ReplicaID>()
+        var raw = 0
+        let rawMax = rawBytesMax(pushBytesMax: pushBytesMax)
         for (i, f) in decoded.frames.enumerated() {
             guard let h = FrameHeader(parsing: f) else { throw EndpointError(400, "frame \(i + 1) of \(decoded.frames.count): not a frame header; nothing was written") }
             origins.insert(h.origin)
+            // What the frames decode to is bounded, not only what they take compressed: LZ4
+            // expands up to 255 times, and checking, storing and projecting cost what a frame
+            // holds, so a page of 64 MiB of frames of zeros cost as much as 16 GiB of events.
+            raw += Int(h.rawBytes)
+            guard raw <= rawMax else {
+                throw EndpointError(413, "the page's frames hold more than \(rawMax) bytes uncompressed (past frame \(i + 1) of \(decoded.frames.count)); this server takes at most that per request: push smaller pages; nothing was written")
+            }
         }
         let sorted = origins.sorted()
         if let d = AccessPolicy.checkPush(principal, origins: sorted) { throw EndpointError(d.status, d.message) }

@@ -8,17 +8,28 @@ import Foundation
 public struct PageLimits: Sendable, Equatable {
     public var maxBytes: Int
     public var maxFrames: Int
-    public init(maxBytes: Int = 8 << 20, maxFrames: Int = 8192) {
+    /// What the page's frames hold uncompressed (their headers' raw sizes), at most: a page ends
+    /// before a frame that would pass it, unless it is the page's first. Not sent to a server
+    /// (it bounds what this side collects). LZ4 expands up to 255 times, so a page bounded in
+    /// compressed bytes alone may decode to 255 times its size; a server refuses a push past
+    /// `PushRequest.rawBytesMax`, which is never less than this default.
+    public var maxRawBytes: Int
+    public init(maxBytes: Int = 8 << 20, maxFrames: Int = 8192, maxRawBytes: Int = PageLimits.rawBytesMax) {
         self.maxBytes = maxBytes
         self.maxFrames = maxFrames
+        self.maxRawBytes = maxRawBytes
     }
+
+    /// The default bound of what a page's frames hold uncompressed: 256 MiB.
+    public static let rawBytesMax = 256 << 20
 
     /// The most a server hands out per page, whatever the client asks for.
     public static let serverMax = PageLimits(maxBytes: 32 << 20, maxFrames: 1 << 16)
 
     /// These limits, each lowered to at most `cap`'s and raised to at least one frame or byte.
     public func clamped(to cap: PageLimits) -> PageLimits {
-        PageLimits(maxBytes: max(1, min(maxBytes, cap.maxBytes)), maxFrames: max(1, min(maxFrames, cap.maxFrames)))
+        PageLimits(maxBytes: max(1, min(maxBytes, cap.maxBytes)), maxFrames: max(1, min(maxFrames, cap.maxFrames)),
+                   maxRawBytes: max(1, min(maxRawBytes, cap.maxRawBytes)))
     }
 }
 
@@ -237,7 +248,7 @@ public struct FramePage: Sendable, Equatable {
                                 frame: (UnsafeRawBufferPointer) throws -> Void) throws -> (next: ReplicationCursor, more: Bool) {
         var next = since
         var more = false
-        var bytes = 0, count = 0
+        var bytes = 0, count = 0, raw = 0
         var full = false
         let reader = LogReader(store: store)
         for (origin, durable) in plan {
@@ -247,11 +258,12 @@ public struct FramePage: Sendable, Equatable {
                 guard h.lastSeq >= from else { return true }
                 // Nothing ships before it is on disk here (see LogReader.durable).
                 if let durable, h.lastSeq > durable { return false }
-                if full {
+                if full || (count > 0 && raw + Int(h.rawBytes) > limits.maxRawBytes) {
                     more = true
                     return false
                 }
                 try frame(bytesOfFrame)
+                raw += Int(h.rawBytes)
                 bytes += bytesOfFrame.count
                 count += 1
                 next[origin] = max(next[origin], h.lastSeq)

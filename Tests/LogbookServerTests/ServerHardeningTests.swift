@@ -448,6 +448,44 @@ import Testing
         }
     }
 
+    /// A push is bounded in what its frames hold uncompressed, not only in its bytes: LZ4 expands
+    /// up to 255 times, and a page of frames of one repeated byte cost the server (checks, the
+    /// log, the projection) 255 times what it took to send. A client cuts its pages by what they
+    /// hold as well, so a log of such frames still reaches the server, page by page.
+    @Test func aPushIsBoundedInWhatItsFramesHoldUncompressed() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let writer = try Store.create(at: dir.path + "/w")
+        var options = AppendOptions()
+        options.frameRawBytesMax = 16 << 20
+        let a = try LogAppender(store: writer, options: options)
+        let text = String(repeating: "a", count: 1_000_000)
+        for _ in 0..<20 {
+            _ = try a.append((0..<15).map { _ in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text(text))]) })
+        }
+        try a.close()
+        let whole = try FramePage.collect(from: writer, since: .empty, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 16, maxRawBytes: .max))
+        let raw = whole.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+        let body = whole.encoded()
+        #expect(raw > PageLimits.rawBytesMax && body.count < 8 << 20, "raw \(raw), body \(body.count)")
+        try await withServer(s, configure: { $0.pushBytesMax = 8 << 20; $0.project = false }) { url in
+            let (code, text) = try await RawHTTP.push(whole, to: url, token: "")
+            #expect(code == 413 && text.contains("uncompressed"), "\(code) \(text)")
+            #expect(try s.cursor()[writer.replicaID] == Seq(0))
+            // The client's pages stop short of the bound, and the log arrives whole.
+            let t = try HTTPTransport(url: url)
+            do { _ = try await Replication.push(from: writer, to: t) } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+            #expect(try s.cursor()[writer.replicaID] == Seq(300))
+        }
+        let page = try FramePage.collect(from: writer, since: .empty, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 16))
+        let pageRaw = page.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+        #expect(pageRaw <= PageLimits.rawBytesMax && page.more)
+    }
+
     @Test func watchSlotsAreGivenBackWhenLetGo() {
         let slots = PrincipalSlots(max: 2)
         var a: PrincipalSlots.Slot? = slots.take("p")
