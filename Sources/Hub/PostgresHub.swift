@@ -250,10 +250,10 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 let held = try await Self.cursor(conn, scope, logger: logger)
                 var frames: [ByteBuffer] = []
                 var next = since
-                var bytes = 0
+                var bytes = 0, raw = 0
                 var more = false
                 for origin in held.origins where held[origin] > since[origin] {
-                    if bytes >= limits.maxBytes || frames.count >= limits.maxFrames {
+                    if bytes >= limits.maxBytes || frames.count >= limits.maxFrames || raw >= limits.maxRawBytes {
                         more = true
                         break
                     }
@@ -275,11 +275,15 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         var got = 0
                         for try await (last, frame) in rows.decode((Int64, ByteBuffer).self) {
                             got += 1
-                            if bytes >= limits.maxBytes || frames.count >= limits.maxFrames {
+                            // A page ends before a frame that would take what its frames hold
+                            // uncompressed past the bound, unless it is the page's first.
+                            let frameRaw = frame.withUnsafeReadableBytes { FrameHeader(parsing: $0).map { Int($0.rawBytes) } ?? 0 }
+                            if bytes >= limits.maxBytes || frames.count >= limits.maxFrames || (!frames.isEmpty && raw + frameRaw > limits.maxRawBytes) {
                                 more = true
                                 continue
                             }
                             frames.append(frame)
+                            raw += frameRaw
                             bytes += frame.readableBytes
                             after = last
                         }
@@ -558,7 +562,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 events += e
             }
             guard whole, let fold = ShareDirectory.state(share: s.share, origin: origin, continuing: known, events: events) else { continue }
-            read[origin] = fold
+            read[origin] = fold.withoutKeys()
             let state = fold.state
             try await conn.query("DELETE FROM logbook_share_members WHERE share = \(s.share.rawValue)", logger: logger)
             noted = true

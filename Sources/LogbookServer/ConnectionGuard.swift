@@ -24,9 +24,10 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var writeStallTimeoutMs = 60_000
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
-    /// Watch streams (`GET /v1/watch`) one principal keeps open at once, with tokens; one more is
-    /// answered 429. A watch holds its connection for as long as the client likes: without a
-    /// bound per principal, one token's streams could take every connection the server allows.
+    /// Watch streams (`GET /v1/watch`) one user (or a principal without a user) keeps open at
+    /// once, with tokens; one more is answered 429. A watch holds its connection for as long as
+    /// the client likes: without a bound, one token's streams could take every connection the
+    /// server allows.
     public var watchesPerPrincipalMax = 16
 
     public init() {}
@@ -73,7 +74,7 @@ final class PrincipalSlots: @unchecked Sendable {
         for p in probes { p() }
         let deadline = Date().addingTimeInterval(wait)
         while Date() < deadline {
-            try? await Task.sleep(nanoseconds: 20_000_000)
+            do { try await Task.sleep(nanoseconds: 20_000_000) } catch { return nil }  // cancelled: the request is gone
             if let s = take(name) { return s }
         }
         return nil

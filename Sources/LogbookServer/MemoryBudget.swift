@@ -15,11 +15,15 @@ import Foundation
 /// else waiting before. A holder's request that would pass its share waits for that holder's
 /// own requests to end, and is overtaken meanwhile by other holders' requests; among requests
 /// within their share the order is first come, first served. A holder holding nothing may
-/// always take a request (of up to the whole budget), so no request waits forever for its share.
+/// always take a request (of up to the whole budget), and a holder's requests go in the order
+/// they came, so no request waits forever for its share. A holder has at most
+/// `holderWaitingMax` requests waiting: each holds a connection while it waits.
 public final class MemoryBudget: @unchecked Sendable {
     public let bytesMax: Int
     /// The most one holder holds at once (a single request of more is taken when it holds nothing).
     public let holderBytesMax: Int
+    /// The most requests one holder may have waiting at once; one more is answered 429.
+    public let holderWaitingMax: Int
     private let lock = Lock()
     private var reserved = 0
     private var peak = 0
@@ -27,10 +31,11 @@ public final class MemoryBudget: @unchecked Sendable {
     private var waiters: [(id: UInt64, bytes: Int, holder: String?, continuation: CheckedContinuation<Void, any Error>)] = []
     private var nextID: UInt64 = 0
 
-    public init(bytesMax: Int, holderBytesMax: Int? = nil) {
+    public init(bytesMax: Int, holderBytesMax: Int? = nil, holderWaitingMax: Int = 16) {
         precondition(bytesMax > 0)
         self.bytesMax = bytesMax
         self.holderBytesMax = max(1, min(bytesMax, holderBytesMax ?? bytesMax / 4))
+        self.holderWaitingMax = max(1, holderWaitingMax)
     }
 
     /// Bytes held now, and the most held at once since the start.
@@ -68,18 +73,27 @@ public final class MemoryBudget: @unchecked Sendable {
     /// Waits until `bytes` (at most the whole budget) can be held, then holds them.
     /// - Parameter holder: who asks (a principal's name), held to `holderBytesMax`; nil for no
     ///   share of its own (a server without tokens, whose clients are this machine's programs).
-    /// - Throws: `CancellationError` when the task is cancelled while waiting.
+    /// - Throws: `CancellationError` when the task is cancelled while waiting; `EndpointError`
+    ///   (429) when `holder` already has `holderWaitingMax` requests waiting (each holds a
+    ///   connection while it waits: one holder's waiting requests could take every connection).
     public func reserve(_ bytes: Int, holder: String? = nil) async throws -> Reservation {
         let n = max(0, min(bytes, bytesMax))
         let id: UInt64 = lock.withLock { nextID += 1; return nextID }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (c: CheckedContinuation<Void, any Error>) in
-                let ready: [CheckedContinuation<Void, any Error>]? = lock.withLock {
-                    if Task.isCancelled { return nil }
+                let ready: Result<[CheckedContinuation<Void, any Error>], any Error> = lock.withLock {
+                    if Task.isCancelled { return .failure(CancellationError()) }
+                    if let holder, waiters.lazy.filter({ $0.holder == holder }).count >= holderWaitingMax {
+                        return .failure(EndpointError(429, "\(holder) has \(holderWaitingMax) requests waiting for memory already, the most one may; try again once some are answered",
+                                                      retryAfter: 1))
+                    }
                     waiters.append((id, n, holder, c))
-                    return grant()
+                    return .success(grant())
                 }
-                if let ready { for r in ready { r.resume() } } else { c.resume(throwing: CancellationError()) }
+                switch ready {
+                case .success(let ready): for r in ready { r.resume() }
+                case .failure(let error): c.resume(throwing: error)
+                }
             }
         } onCancel: {
             let waiter: CheckedContinuation<Void, any Error>? = lock.withLock {
@@ -92,14 +106,18 @@ public final class MemoryBudget: @unchecked Sendable {
     }
 
     /// Takes the bytes of every waiter that may go now, in order (call under the lock): a waiter
-    /// past its holder's share is passed over; the first other one that does not fit stops the
-    /// walk (a large request at the head is not overtaken forever by those within their share).
+    /// past its holder's share is passed over, and so are that holder's waiters after it (first
+    /// come, first served within a holder: its later small requests do not overtake its large
+    /// one forever); the first other one that does not fit stops the walk (a large request at
+    /// the head is not overtaken forever by those within their share).
     private func grant() -> [CheckedContinuation<Void, any Error>] {
         var ready: [CheckedContinuation<Void, any Error>] = []
+        var passed = Set<String>()
         var i = 0
         while i < waiters.count {
             let w = waiters[i]
-            if let h = w.holder, let has = byHolder[h], has > 0, has + w.bytes > holderBytesMax {
+            if let h = w.holder, passed.contains(h) || (byHolder[h].map { $0 > 0 && $0 + w.bytes > holderBytesMax } ?? false) {
+                passed.insert(h)
                 i += 1
                 continue
             }

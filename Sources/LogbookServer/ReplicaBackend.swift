@@ -39,11 +39,11 @@ public protocol ReplicaBackend: AnyObject, Sendable {
 extension ReplicaBackend {
     public var policy: AccessPolicy { policies.current }
 
-    /// Whose share of `memory` a request of `principal` takes (`MemoryBudget.holderBytesMax`):
-    /// the principal's, by name; nil without tokens, where every request is this machine's
-    /// programs' and one principal stands for them all.
+    /// Whose share of `memory` (and of watch streams) a request of `principal` takes: its user's
+    /// (a user's several tokens share one), else the principal's; nil without tokens, where every
+    /// request is this machine's programs' and one principal stands for them all.
     public func memoryHolder(_ principal: AccessPolicy.Principal) -> String? {
-        policy.isOpen ? nil : principal.name
+        policy.isOpen ? nil : principal.user.map { "user \"\($0)\"" } ?? "principal \"\(principal.name)\""
     }
 
     /// The principal behind an `Authorization` header, or a 401.
@@ -160,19 +160,23 @@ public struct StreamedPage: Sendable {
         defer { reservation.release() }
         try await write(ByteBuffer(bytes: FramePage.streamedHead))
         var at = since
-        var frames = 0, bytes = 0
+        var frames = 0, bytes = 0, raw = 0
         var more = false
         while true {
             var part = limits
             part.maxBytes = min(OutgoingPage.chunkBytes, limits.maxBytes - bytes)
             part.maxFrames = limits.maxFrames - frames
+            // What the page's frames hold uncompressed is bounded over the whole page, not per
+            // slice (a slice always takes its first frame: the page passes by one at most).
+            part.maxRawBytes = limits.maxRawBytes - raw
             let got = try await slice(at, part)
             for b in got.buffers where b.readableBytes > 0 { try await write(b) }
             frames += got.frames
             bytes += got.frameBytes
+            raw += got.rawBytes
             at = got.next
             if !got.more { break }
-            if bytes >= limits.maxBytes || frames >= limits.maxFrames {
+            if bytes >= limits.maxBytes || frames >= limits.maxFrames || raw >= limits.maxRawBytes {
                 more = true
                 break
             }

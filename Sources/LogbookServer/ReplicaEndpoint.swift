@@ -615,6 +615,8 @@ public struct OutgoingPage: Sendable {
     public var more: Bool
     public var frames = 0
     public var frameBytes = 0
+    /// What the frames hold uncompressed (their headers' raw sizes).
+    public var rawBytes = 0
     public static let chunkBytes = 1 << 20
 
     /// The most memory a page built under `limits` holds: its byte limit, one more frame (a page
@@ -638,9 +640,10 @@ public struct OutgoingPage: Sendable {
         let allocator = ByteBufferAllocator()
         var chunks: [ByteBuffer] = []
         var current = allocator.buffer(capacity: Self.chunkBytes)
-        var frames = 0, frameBytes = 0
+        var frames = 0, frameBytes = 0, rawBytes = 0
         // Each frame as FramePage.appendFrame lays it out: a u32 little-endian length, the bytes.
         let (next, more) = try collect { f in
+            rawBytes += FrameHeader(parsing: f).map { Int($0.rawBytes) } ?? 0
             if current.writableBytes < f.count + 4 {
                 if current.readableBytes > 0 { chunks.append(current) }
                 current = allocator.buffer(capacity: max(Self.chunkBytes, f.count + 4))
@@ -657,6 +660,7 @@ public struct OutgoingPage: Sendable {
         self.more = more
         self.frames = frames
         self.frameBytes = frameBytes
+        self.rawBytes = rawBytes
     }
 
     /// The page as one array (tests).

@@ -101,9 +101,9 @@ public enum ReplicaServer {
         let watches = PrincipalSlots(max: configuration.limits.watchesPerPrincipalMax)
         /// A watch slot of `p`'s (none is needed without tokens: every client is this machine's).
         @Sendable func watchSlot(_ p: AccessPolicy.Principal) async throws(EndpointError) -> PrincipalSlots.Slot? {
-            guard !endpoint.policy.isOpen else { return nil }
-            guard let slot = await watches.take(p.name, probing: 1) else {
-                throw EndpointError(429, "principal \"\(p.name)\" has \(watches.max) watch streams open, the most one principal may hold; close one (or give each replica a token of its own)",
+            guard let holder = endpoint.memoryHolder(p) else { return nil }
+            guard let slot = await watches.take(holder, probing: 1) else {
+                throw EndpointError(429, "\(holder) has \(watches.max) watch streams open, the most one user (or a principal without one) may hold; close one",
                                     retryAfter: 5)
             }
             return slot

@@ -43,7 +43,7 @@ final class ShareAccess: @unchecked Sendable {
             guard let fold = try? ShareDirectory.state(store, share: kind.share, origin: o, continuing: known) else { continue }
             // A deleted share's members still receive its logs: the deletion must reach them.
             states[kind.share] = Set(fold.state.members.keys)
-            newFolds[o] = fold
+            newFolds[o] = fold.withoutKeys()
         }
         lock.withLock {
             for (o, k) in updates {

@@ -219,6 +219,10 @@ import Testing
             #expect(rest == full, "continued after \(k) records")
             let restOfEvents = try #require(ShareDirectory.state(share: share, origin: origin, continuing: part, events: Array(events.dropFirst(k))))
             #expect(restOfEvents == full, "continued from events after \(k) records")
+            // Without its keys (what a server keeps), the members, removals and epoch are the same.
+            let lean = try #require(try ShareDirectory.state(alice.store, share: share, origin: origin, continuing: part.withoutKeys()))
+            #expect(lean.state.members == full.state.members && lean.state.removed == full.state.removed
+                    && lean.state.epoch == full.state.epoch && lean.through == full.through)
         }
         // A log whose first record proves no share gives nothing, continued or not.
         #expect(ShareDirectory.state(share: share, origin: origin, continuing: nil, events: Array(events.dropFirst())) == nil)

@@ -342,6 +342,31 @@ import Testing
         #expect(dr.held == 20 && er.held == 5 && budget.usage.reserved == 85)
         for r in [a2r, c, dr, er] { r.release() }
         #expect(budget.usage.reserved == 0 && budget.held(by: "a") == 0)
+
+        // Within a holder, first come, first served: f's large request, past its share while it
+        // holds a small one, is not overtaken by f's later small requests (which would keep it
+        // waiting for as long as they overlap).
+        let f1 = try await budget.reserve(5, holder: "f")
+        let big = Task { try await budget.reserve(60, holder: "f") }
+        while budget.waiting < 1 { await Task.yield() }
+        let small = Task { try await budget.reserve(5, holder: "f") }
+        while budget.waiting < 2 { await Task.yield() }
+        #expect(budget.held(by: "f") == 5, "f's later small request overtook its large one")
+        f1.release()
+        let bigr = try await big.value
+        #expect(budget.held(by: "f") == 60 && budget.waiting == 1)
+        bigr.release()
+        try await small.value.release()
+
+        // A holder has at most `holderWaitingMax` requests waiting; one more is refused at once.
+        let few = MemoryBudget(bytesMax: 100, holderWaitingMax: 2)
+        let g = try await few.reserve(25, holder: "g")
+        let w1 = Task { try await few.reserve(10, holder: "g") }, w2 = Task { try await few.reserve(10, holder: "g") }
+        while few.waiting < 2 { await Task.yield() }
+        await #expect(throws: EndpointError.self) { _ = try await few.reserve(10, holder: "g") }
+        #expect(try await few.reserve(10, holder: "h").held == 10, "another holder is not refused")
+        g.release()
+        _ = try await (w1.value, w2.value)
     }
 
     /// A pushed body that trickles in holds what it reserved for the request timeout. One token's
@@ -437,7 +462,7 @@ import Testing
             close(fds.removeFirst())
             let start = Date()
             var again = ""
-            while Date().timeIntervalSince(start) < 40 {
+            while Date().timeIntervalSince(start) < 5 {  // well within a ping's 15 s
                 let (fd, status) = try watch("many-token-0123456789abc")
                 fds.append(fd)
                 again = status
@@ -480,6 +505,12 @@ import Testing
             }
             await t.shutdown()
             #expect(try s.cursor()[writer.replicaID] == Seq(300))
+            // The server's own pages are bounded the same way, over a whole streamed page (not
+            // per slice of it): at most one frame past the bound.
+            let (status, pageBody, _) = try await RawHTTP.fetch(url + "/v1/frames?since=&page_version=2&max_bytes=33554432", token: "")
+            let served = try FramePage.decode(pageBody)
+            let servedRaw = served.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+            #expect(status == 200 && served.more && servedRaw <= PageLimits.rawBytesMax + FrameHeader.payloadBytesMax, "raw \(servedRaw)")
         }
         let page = try FramePage.collect(from: writer, since: .empty, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 16))
         let pageRaw = page.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }

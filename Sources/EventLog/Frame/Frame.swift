@@ -8,6 +8,12 @@ extension FrameHeader {
         guard let h = frame.withUnsafeBytes({ try? FrameHeader.decode($0) }) else { return nil }
         self = h
     }
+
+    /// `init?(parsing:)` of the frame at the start of `frame`'s bytes.
+    public init?(parsing frame: UnsafeRawBufferPointer) {
+        guard let h = try? FrameHeader.decode(frame) else { return nil }
+        self = h
+    }
 }
 
 /// The fixed 96-byte header in front of every frame. See docs/FORMAT.md, "Frame header".

@@ -152,6 +152,17 @@ public enum ShareDirectory {
             self.state = state
             self.through = through
         }
+
+        /// This fold without the content keys sealed to each member (`ShareState.wrapped`), for
+        /// a keeper that reads only who the members are: a share's wraps grow as its members
+        /// times its key epochs, and a server keeps a fold of every share for good. Continuing
+        /// it is as exact as continuing the whole (the records after it are applied the same;
+        /// only the wraps of epochs before it stay missing).
+        public func withoutKeys() -> Fold {
+            var f = self
+            f.state.wrapped = [:]
+            return f
+        }
     }
 
     /// `state(_:share:origin:)`, continuing `fold` (the same log read through its `through`)
