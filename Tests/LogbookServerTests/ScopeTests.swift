@@ -227,18 +227,10 @@ import Testing
         endpoint.stopWatching()
     }
 
-    /// A push that is refused claims nothing: before, a scoped user's push of frames the store
-    /// then refused (422) still made their origins that user's, so a scoped user took the
-    /// server's own origin (and then pulled it).
-    /// A share's logs reach the users whose replicas are its members, from a scoped hub that
-    /// holds no key: a user outside the share never receives a frame of it, and a member's user
-    /// removed from it stops receiving its logs (docs/SHARING.md).
-    @Test func aScopedHubServesAShareOnlyToItsMembersUsers() async throws {
-        let dir = Dir()
-        let hub = try Store.create(at: dir.path + "/hub")
-        let alice = try Store.create(at: dir.path + "/alice")
-        let bob = try Store.create(at: dir.path + "/bob")
-        let carol = try Store.create(at: dir.path + "/carol")
+    /// A hub, and the stores of alice, bob and carol, each a user with a principal of the same
+    /// name that may push anything and pull.
+    static func threeUsers(_ dir: Dir) throws -> (hub: Store, alice: Store, bob: Store, carol: Store, policy: AccessPolicy) {
+        let stores = try ["hub", "alice", "bob", "carol"].map { try Store.create(at: dir.path + "/" + $0) }
         let policy = try AccessPolicy(json: Data("""
             {"principals":[
               {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
@@ -246,6 +238,29 @@ import Testing
               {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
             ]}
             """.utf8))
+        return (stores[0], stores[1], stores[2], stores[3], policy)
+    }
+
+    /// Pushes `store` to the server at `url` as `token`'s principal, then pulls from it.
+    static func sync(_ url: String, _ token: String, _ store: Store) async throws {
+        let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+        do {
+            _ = try await Replication.push(from: store, to: t)
+            _ = try await Replication.pull(from: t, store: store, lockWait: 5)
+        } catch {
+            await t.shutdown()
+            Issue.record("sync of \(token.prefix(5)): \(error)")
+            throw error
+        }
+        await t.shutdown()
+    }
+
+    /// A share's logs reach the users whose replicas are its members, from a scoped hub that
+    /// holds no key: a user outside the share never receives a frame of it, and a member's user
+    /// removed from it stops receiving its logs (docs/SHARING.md).
+    @Test func aScopedHubServesAShareOnlyToItsMembersUsers() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, carol, policy) = try Self.threeUsers(dir)
         func write<T>(_ store: Store, _ body: (LogAppender) throws -> T) throws -> T {
             let a = try LogAppender(store: store)
             defer { try? a.close() }
@@ -265,18 +280,7 @@ import Testing
         let members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
         let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)
         try await withServer(hub, configure: { $0.policy = policy }) { url in
-            func sync(_ token: String, _ store: Store) async throws {
-                let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
-                do {
-                    _ = try await Replication.push(from: store, to: t)
-                    _ = try await Replication.pull(from: t, store: store, lockWait: 5)
-                } catch {
-                    await t.shutdown()
-                    Issue.record("sync of \(token.prefix(5)): \(error)")
-                    throw error
-                }
-                await t.shutdown()
-            }
+            func sync(_ token: String, _ store: Store) async throws { try await Self.sync(url, token, store) }
             try await sync("bob-token-0123456789abc", bob)
             try await sync("carol-token-0123456789a", carol)
             try await sync("alice-token-0123456789a", alice)
@@ -312,17 +316,7 @@ import Testing
     /// the hub has never received (and which carol, without bob's key, cannot sign).
     @Test func aClaimOfAMemberReplicaWithoutItsFramesOpensNoShare() async throws {
         let dir = Dir()
-        let hub = try Store.create(at: dir.path + "/hub")
-        let alice = try Store.create(at: dir.path + "/alice")
-        let bob = try Store.create(at: dir.path + "/bob")
-        let carol = try Store.create(at: dir.path + "/carol")
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
-              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
-              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
-            ]}
-            """.utf8))
+        let (hub, alice, bob, carol, policy) = try Self.threeUsers(dir)
         let bobKey = try #require(try bob.signingKey())
         let a = try LogAppender(store: alice)
         let share = try a.createShare(name: "team")
@@ -331,20 +325,9 @@ import Testing
         try a.close()
         try edit(bob, 2, seed: 5, actor: "bob")
         try edit(carol, 2, seed: 6, actor: "carol")
-        func sync(_ url: String, _ token: String, _ store: Store) async throws {
-            let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
-            do {
-                _ = try await Replication.push(from: store, to: t)
-                _ = try await Replication.pull(from: t, store: store, lockWait: 5)
-            } catch {
-                await t.shutdown()
-                throw error
-            }
-            await t.shutdown()
-        }
         try await withServer(hub, configure: { $0.policy = policy }) { url in
-            try await sync(url, "alice-token-0123456789a", alice)
-            try await sync(url, "carol-token-0123456789a", carol)
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "carol-token-0123456789a", carol)
         }
         #expect(Set(try origins(carol)) == [carol.replicaID])
         // Carol's user holds a claim of bob's replica, and the hub no frame of it.
@@ -359,6 +342,9 @@ import Testing
         }
     }
 
+    /// A push that is refused claims nothing: before, a scoped user's push of frames the store
+    /// then refused (422) still made their origins that user's, so a scoped user took the
+    /// server's own origin (and then pulled it).
     @Test func aRefusedPushClaimsNothing() async throws {
         let dir = Dir()
         let hub = try Store.create(at: dir.path + "/hub")
