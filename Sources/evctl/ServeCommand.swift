@@ -37,7 +37,7 @@ struct ServeCommand: AsyncStoreCommand {
     @Option(name: .customLong("tls-cert"), help: "PEM certificate chain; with --tls-key, serve https.") var tlsCert: String?
     @Option(name: .customLong("tls-key"), help: "PEM private key of --tls-cert.") var tlsKey: String?
     @Option(name: .customLong("max-push-bytes"), help: "The largest pushed page accepted, in bytes.") var maxPushBytes = 64 << 20
-    @Option(name: .customLong("max-memory"), help: "Bytes held at most in pages being sent and pushes being read, over all connections; requests wait their turn past it.")
+    @Option(name: .customLong("max-memory"), help: "Bytes held at most in pages being sent and pushes being read, over all connections; requests wait their turn past it. With --tokens, one user (or a principal without one) holds at most a quarter.")
     var maxMemory = ServerConfiguration.defaultMemoryBytesMax
     @Option(name: .customLong("port-file"), help: "Write the port listened on to this file once serving (useful with port 0).") var portFile: String?
     @Option(help: "Serve a hub kept in this PostgreSQL database (postgres://USER@HOST[:PORT]/DATABASE) instead of a store.") var hub: String?
