@@ -91,7 +91,6 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         self.lockWait = lockWait
         self.idleClose = idleClose
         self.metrics = metrics
-        releaseClaimsWithoutFrames()
     }
 
     /// `GET /metrics` as `principal` may see it (a scoped principal: its users' origins only).
@@ -105,59 +104,19 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         return metrics.render(current: current, memory: memory, scope: scope)
     }
 
-    /// Claims of origins this store holds nothing of are taken back when it is served: a claim is
-    /// made durable before its push's frames are verified and written, so such a claim is one
-    /// whose push was refused and could not be taken back, or one the process stopped between.
-    /// Left standing, it kept the origin from its own user's pushes (refused as another user's)
-    /// until an operator removed the row.
-    /// One that cannot be taken back now is tried again before each group of pushes.
-    private func releaseClaimsWithoutFrames() {
-        let reader = LogReader(store: store)
-        var byUser: [String: [ReplicaID]] = [:]
-        for (o, user) in owners.all where index[o] == nil {
-            guard (try? reader.tip(origin: o, hashing: false).lastSeq.rawValue) == 0 else { continue }
-            byUser[user, default: []].append(o)
-        }
-        for (user, origins) in byUser {
-            let claim = OriginOwners.Claim(taken: nil, new: origins.sorted())
-            do { try owners.release(claim, user: user) } catch { unreleasedLock.withLock { unreleased.append((claim, user)) } }
-        }
-    }
-
-    /// Origins whose claim a refused push could not take back: tried again before each group of
-    /// pushes, and counted as no member of any share meanwhile (their frames may reach the store
-    /// some other way, an unscoped push or a local sync, while the claim is not the claimant's to
-    /// keep).
-    private let unreleasedLock = Lock()
-    private var unreleased: [(claim: OriginOwners.Claim, user: String)] = []
-
-    /// Whether `origin` counts as a member replica of its owner's: its frames are held here
-    /// (a verified receive wrote them) and its claim is not one a refused push left behind.
-    func holdsClaimed(_ origin: ReplicaID) -> Bool {
-        index.holds(origin) && !unreleasedLock.withLock { unreleased.contains { $0.claim.new.contains(origin) } }
-    }
-
-    /// Takes back the claims refused pushes left (runs on `writes`).
-    private func retryReleases() {
-        let left = unreleasedLock.withLock { unreleased }
-        guard !left.isEmpty else { return }
-        let still = left.filter { (try? owners.release($0.claim, user: $0.user)) == nil }
-        unreleasedLock.withLock { unreleased = still }
-    }
-
     /// The origins `principal` may read: nil for every origin (a principal without a user), else
     /// those owned by its user or one of its `read_users`, and the logs of every share one of
     /// their replicas is a member of, as owners and memberships stand when it is asked.
     public func readable(by principal: AccessPolicy.Principal) -> (@Sendable (ReplicaID) -> Bool)? {
         guard let users = principal.readableUsers else { return nil }
-        let owners = self.owners, shares = self.shares
-        return { o in (owners.owner(of: o).map(users.contains) ?? false) || shares.isReadable(o, by: users, owners: owners, holds: self.holdsClaimed) }
+        let owners = self.owners, shares = self.shares, index = self.index
+        return { o in (owners.owner(of: o).map(users.contains) ?? false) || shares.isReadable(o, by: users, owners: owners, holds: index.holds) }
     }
 
     /// The origins `principal` may read, found from the owners' record and the shares' membership
     /// (nil: every origin).
     func readableOrigins(_ principal: AccessPolicy.Principal) -> Set<ReplicaID>? {
-        principal.readableUsers.map { owners.origins(of: $0).union(shares.origins(readableBy: $0, owners: owners, holds: holdsClaimed)) }
+        principal.readableUsers.map { owners.origins(of: $0).union(shares.origins(readableBy: $0, owners: owners, holds: index.holds)) }
     }
 
     /// The durable cursor as `principal` may see it, from the index (call `index.refresh()` first).
@@ -422,7 +381,6 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         if another { writes.async { self.receivePending() } }
         guard !group.isEmpty else { return }
-        retryReleases()
         // Claims first, durably, before a frame is written; taken back if the push is refused:
         // a refusal changes nothing. The claims of the whole group are one transaction (one
         // sync, not one per push), made in the order the pushes came.
@@ -552,10 +510,8 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     private func refused(_ refusal: any Error, claim: OriginOwners.Claim?, principal: AccessPolicy.Principal) -> any Error {
         guard let claim, let user = principal.user else { return refusal }
         do { try owners.release(claim, user: user) } catch {
-            unreleasedLock.withLock { unreleased.append((claim, user)) }
-            // The refusal is still the answer, and says that its claim stayed (the origin
-            // holds no frame of this push; it is tried again before each later group of
-            // pushes and when the store is next served, and counts for no share meanwhile).
+            // The refusal is still the answer, and says that its claim stayed (the
+            // origin holds no frame of this push; an operator can remove the row).
             if var e = refusal as? EndpointError {
                 e.message += "; the claim of origin \(claim.new[0]) could not be taken back: \(error)"
                 return e
