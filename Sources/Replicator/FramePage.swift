@@ -23,6 +23,18 @@ public struct PageLimits: Sendable, Equatable {
     /// The default bound of what a page's frames hold uncompressed: 256 MiB.
     public static let rawBytesMax = 256 << 20
 
+    /// How many of `frames`, from the first, hold at most `rawBytesMax` uncompressed by their
+    /// headers' raw sizes: at least one when there is any (a frame whose header does not parse
+    /// counts as nothing here; the receiver refuses it).
+    public static func framesWithin(_ frames: [[UInt8]], rawBytesMax: Int) -> Int {
+        var raw = 0
+        for (i, f) in frames.enumerated() {
+            raw += FrameHeader(parsing: f).map { Int($0.rawBytes) } ?? 0
+            if raw > rawBytesMax { return max(1, i) }
+        }
+        return frames.count
+    }
+
     /// The most a server hands out per page, whatever the client asks for.
     public static let serverMax = PageLimits(maxBytes: 32 << 20, maxFrames: 1 << 16)
 

@@ -130,11 +130,22 @@ package struct PullSession: Sendable {
         summary.bytes = summary.bytes.addingClamped(bytes)
         cutOff = !page.complete
         more = page.more || !page.complete
-        if let next = page.next { summary.peerCursor = next }
+        // What a page's frames hold uncompressed is bounded here too, by their headers, before
+        // anything is decompressed: LZ4 expands up to 255 times, so a peer's page of 32 MiB could
+        // cost 8 GiB of checks and projection. The frames past the bound are left for the next
+        // page, asked for from where these end (a page always keeps its first frame, so every log
+        // comes across). A server of this build cuts its pages at the bound, passing it by one
+        // frame at most (a streamed page's slices each keep their first): that much more is taken.
+        let kept = PageLimits.framesWithin(page.frames, rawBytesMax: limits.maxRawBytes.addingClamped(FrameHeader.payloadBytesMax))
+        if kept < page.frames.count {
+            more = true
+        } else if let next = page.next {
+            summary.peerCursor = next
+        }
         if let holder = page.holder { summary.peerHolds = holder }
         if page.frames.isEmpty { return afterApply(progressed: false) }
         phase = .applying
-        return .apply(page.frames)
+        return .apply(kept < page.frames.count ? Array(page.frames.prefix(kept)) : page.frames)
     }
 
     /// The store took the frames of the last page; `cursor` is its cursor now.

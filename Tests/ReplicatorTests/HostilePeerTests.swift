@@ -209,4 +209,49 @@ import Testing
         try q2.close()
         #expect(throws: (any Error).self) { try Projection(store: s).cursor() }
     }
+
+    /// A peer that ignores the limits a page is asked with and sends the whole log at once,
+    /// frames of one repeated byte, each holding 15 MB: a page of 1.2 MB that decodes to 300 MB.
+    /// The puller takes of each page only what holds at most its bound uncompressed (and always
+    /// the first frame), by the frames' headers before anything is decompressed, and asks again
+    /// from where it stopped: the whole log arrives, in pages each within the bound.
+    @Test func aPageOfFramesThatDecodeFarPastItsSizeIsTakenInParts() async throws {
+        let dir = Dir()
+        let writer = try Store.create(at: dir.path + "/writer")
+        var options = AppendOptions()
+        options.frameRawBytesMax = 16 << 20
+        let a = try LogAppender(store: writer, options: options)
+        let text = String(repeating: "a", count: 1_000_000)
+        for _ in 0..<20 {
+            _ = try a.append((0..<15).map { _ in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text(text))]) })
+        }
+        try a.close()
+        /// Every frame past `since`, in one page, whatever was asked.
+        final class Greedy: ReplicaTransport, @unchecked Sendable {
+            let store: Store
+            let lock = NSLock()
+            var asked: [PageLimits] = []
+            init(_ store: Store) { self.store = store }
+            func cursor() async throws -> ReplicationCursor { try store.cursor() }
+            func page(since: ReplicationCursor, limits: PageLimits) async throws -> (FramePage.Decoded, Int) {
+                lock.withLock { asked.append(limits) }
+                let p = try FramePage.collect(from: store, since: since, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 16, maxRawBytes: .max))
+                return (FramePage.Decoded(frames: p.frames, next: p.next, more: p.more, complete: true), p.encoded().count)
+            }
+            func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) { throw TransferFailure.permanent("no pushes") }
+        }
+        let peer = Greedy(writer)
+        let whole = try await peer.page(since: .empty, limits: PageLimits()).0
+        let raw = whole.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+        let bound = PageLimits.rawBytesMax + FrameHeader.payloadBytesMax
+        #expect(raw > bound, "raw \(raw)")
+        let firstTaken = PageLimits.framesWithin(whole.frames, rawBytesMax: bound)
+        #expect(firstTaken < whole.frames.count && whole.frames.prefix(firstTaken).reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) } <= bound)
+        let puller = try Store.create(at: dir.path + "/puller")
+        let summary = try await Replication.pull(from: peer, store: puller, project: false)
+        #expect(try puller.cursor()[writer.replicaID] == Seq(300))
+        #expect(summary.pages >= 2 && summary.frames == whole.frames.count, "\(summary)")
+        // A page of one frame is always taken, however much it holds.
+        #expect(PageLimits.framesWithin(Array(whole.frames.prefix(1)), rawBytesMax: 1) == 1)
+    }
 }
