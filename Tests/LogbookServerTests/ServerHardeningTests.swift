@@ -480,17 +480,9 @@ import Testing
     @Test func aPushIsBoundedInWhatItsFramesHoldUncompressed() async throws {
         let dir = Dir()
         let s = try Store.create(at: dir.path + "/s")
-        let writer = try Store.create(at: dir.path + "/w")
-        var options = AppendOptions()
-        options.frameRawBytesMax = 16 << 20
-        let a = try LogAppender(store: writer, options: options)
-        let text = String(repeating: "a", count: 1_000_000)
-        for _ in 0..<20 {
-            _ = try a.append((0..<15).map { _ in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text(text))]) })
-        }
-        try a.close()
+        let writer = try Workload.framesThatDecodeFarPastTheirSize(at: dir.path + "/w")
         let whole = try FramePage.collect(from: writer, since: .empty, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 16, maxRawBytes: .max))
-        let raw = whole.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+        let raw = Workload.rawBytes(whole.frames)
         let body = whole.encoded()
         #expect(raw > PageLimits.rawBytesMax && body.count < 8 << 20, "raw \(raw), body \(body.count)")
         try await withServer(s, configure: { $0.pushBytesMax = 8 << 20; $0.project = false }) { url in
@@ -509,11 +501,11 @@ import Testing
             // per slice of it): at most one frame past the bound.
             let (status, pageBody, _) = try await RawHTTP.fetch(url + "/v1/frames?since=&page_version=2&max_bytes=33554432", token: "")
             let served = try FramePage.decode(pageBody)
-            let servedRaw = served.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+            let servedRaw = Workload.rawBytes(served.frames)
             #expect(status == 200 && served.more && servedRaw <= PageLimits.rawBytesMax + FrameHeader.payloadBytesMax, "raw \(servedRaw)")
         }
         let page = try FramePage.collect(from: writer, since: .empty, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 16))
-        let pageRaw = page.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+        let pageRaw = Workload.rawBytes(page.frames)
         #expect(pageRaw <= PageLimits.rawBytesMax && page.more)
     }
 

@@ -3,6 +3,7 @@ import EventLog
 import Foundation
 import GRDB
 import Projections
+import TestSupport
 import Testing
 @testable import Replicator
 
@@ -217,15 +218,7 @@ import Testing
     /// from where it stopped: the whole log arrives, in pages each within the bound.
     @Test func aPageOfFramesThatDecodeFarPastItsSizeIsTakenInParts() async throws {
         let dir = Dir()
-        let writer = try Store.create(at: dir.path + "/writer")
-        var options = AppendOptions()
-        options.frameRawBytesMax = 16 << 20
-        let a = try LogAppender(store: writer, options: options)
-        let text = String(repeating: "a", count: 1_000_000)
-        for _ in 0..<20 {
-            _ = try a.append((0..<15).map { _ in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text(text))]) })
-        }
-        try a.close()
+        let writer = try Workload.framesThatDecodeFarPastTheirSize(at: dir.path + "/writer")
         /// Every frame past `since`, in one page, whatever was asked.
         final class Greedy: ReplicaTransport, @unchecked Sendable {
             let store: Store
@@ -242,11 +235,11 @@ import Testing
         }
         let peer = Greedy(writer)
         let whole = try await peer.page(since: .empty, limits: PageLimits()).0
-        let raw = whole.frames.reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) }
+        let raw = Workload.rawBytes(whole.frames)
         let bound = PageLimits.rawBytesMax + FrameHeader.payloadBytesMax
         #expect(raw > bound, "raw \(raw)")
         let firstTaken = PageLimits.framesWithin(whole.frames, rawBytesMax: bound)
-        #expect(firstTaken < whole.frames.count && whole.frames.prefix(firstTaken).reduce(0) { $0 + Int(FrameHeader(parsing: $1)!.rawBytes) } <= bound)
+        #expect(firstTaken < whole.frames.count && Workload.rawBytes(Array(whole.frames.prefix(firstTaken))) <= bound)
         let puller = try Store.create(at: dir.path + "/puller")
         let summary = try await Replication.pull(from: peer, store: puller, project: false)
         #expect(try puller.cursor()[writer.replicaID] == Seq(300))

@@ -64,6 +64,27 @@ public enum Workload {
 }
 
 extension Workload {
+    /// A store at `path` of 300 events, each a note of one repeated byte a million long, in
+    /// frames of up to 16 MiB: about 300 MB uncompressed in about 1.2 MB of frames (LZ4's
+    /// 255-fold expansion, as a peer bent on it would write).
+    public static func framesThatDecodeFarPastTheirSize(at path: String) throws -> Store {
+        let store = try Store.create(at: path)
+        var options = AppendOptions()
+        options.frameRawBytesMax = 16 << 20
+        let a = try LogAppender(store: store, options: options)
+        let text = String(repeating: "a", count: 1_000_000)
+        for _ in 0..<20 {
+            _ = try a.append((0..<15).map { _ in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text(text))]) })
+        }
+        try a.close()
+        return store
+    }
+
+    /// What `frames` hold uncompressed, by their headers.
+    public static func rawBytes(_ frames: [[UInt8]]) -> Int {
+        frames.reduce(0) { $0 + (FrameHeader(parsing: $1).map { Int($0.rawBytes) } ?? 0) }
+    }
+
     /// The frames of `origin` in `store`, as stored.
     public static func frames(_ store: Store, _ origin: ReplicaID) throws -> [[UInt8]] {
         var out: [[UInt8]] = []
