@@ -41,8 +41,8 @@ public struct ConnectionLimits: Sendable, Equatable {
     }
 }
 
-/// How many long-lived requests (watch streams) each principal holds, bounded per principal.
-/// Safe to use from any thread.
+/// How many long-lived requests (watch streams) each holder keeps open, bounded per holder (a
+/// user, or a principal without one: `ReplicaBackend.memoryHolder`). Safe to use from any thread.
 final class PrincipalSlots: @unchecked Sendable {
     let max: Int
     private let lock = Lock()

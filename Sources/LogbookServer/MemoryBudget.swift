@@ -9,7 +9,7 @@ import Foundation
 /// cost at most the budget, not 32 or 64 GiB. A request needing more than the whole budget
 /// reserves all of it and runs alone.
 ///
-/// One holder (a principal: a token) holds at most `holderBytesMax` at once, a quarter of the
+/// One holder (a user, or a principal without one) holds at most `holderBytesMax` at once, a quarter of the
 /// budget unless set, so that one client cannot take the whole budget and keep it: a push whose
 /// body trickles in for the request timeout, or pages a client reads slowly, held everything
 /// else waiting before. A holder's request that would pass its share waits for that holder's
@@ -71,7 +71,7 @@ public final class MemoryBudget: @unchecked Sendable {
     }
 
     /// Waits until `bytes` (at most the whole budget) can be held, then holds them.
-    /// - Parameter holder: who asks (a principal's name), held to `holderBytesMax`; nil for no
+    /// - Parameter holder: who asks (`ReplicaBackend.memoryHolder`), held to `holderBytesMax`; nil for no
     ///   share of its own (a server without tokens, whose clients are this machine's programs).
     /// - Throws: `CancellationError` when the task is cancelled while waiting; `EndpointError`
     ///   (429) when `holder` already has `holderWaitingMax` requests waiting (each holds a

@@ -67,8 +67,6 @@ public struct PushAnswer: Sendable {
 
 /// The body of a push, checked before anything else is done with it.
 public enum PushRequest {
-    /// Checks the size, decodes the page, parses every frame's header and checks the principal
-    /// may push every origin in it. Returns the frames and their origins (sorted).
     /// The most a push's frames may hold uncompressed: 16 times what its body may take, and never
     /// less than a client collects in a page by default (`PageLimits.rawBytesMax`), which is more
     /// than any one frame holds: a page of one frame is always taken.
@@ -76,6 +74,9 @@ public enum PushRequest {
         max(pushBytesMax.multipliedReportingOverflow(by: 16).overflow ? .max : pushBytesMax * 16, PageLimits.rawBytesMax)
     }
 
+    /// Checks the size, decodes the page, parses every frame's header (what the frames hold
+    /// uncompressed bounded by `rawBytesMax`) and checks the principal may push every origin in
+    /// it. Returns the frames and their origins (sorted).
     public static func check(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> (frames: [[UInt8]], origins: [ReplicaID]) {
         guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
         let decoded: FramePage.Decoded
