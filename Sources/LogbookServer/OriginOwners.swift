@@ -5,17 +5,27 @@ import GRDB
 
 /// Which user owns each origin a served store holds (docs/SECURITY.md, "Per-user scopes"): the
 /// user of the first scoped principal that pushed it. Kept in `origin_owners.sqlite` in the
-/// store's directory, written and synced before the frames that claim an origin are appended, so
-/// an acknowledged push never leaves its origin without an owner. Origins nobody claimed (the
-/// store's own, those pushed by unscoped principals) have none and are read only by unscoped
-/// principals. Safe to use from any thread.
+/// store's directory. Origins nobody claimed (the store's own, those pushed by unscoped
+/// principals) have none and are read only by unscoped principals. Safe to use from any thread.
+///
+/// Owning is made in two steps, each synced. A push first *claims* its new origins, before its
+/// frames are written, so two users pushing one new origin cannot both get it; a claim opens
+/// nothing: it only keeps other users from claiming the origin. Once the push's frames are
+/// durable, its claims are *confirmed*, and only then does the user read the origin (`owner(of:)`,
+/// `origins(of:)`, `all`). A claim left unconfirmed (the server stopped between the two steps, or
+/// the claim of a refused push could not be taken back) never becomes a right to read: it is
+/// taken back once the store holds nothing of its origin (`releaseAbandoned`), and confirmed only
+/// by a later push of its claimant that makes the origin's log grow (which needs its chain).
 public final class OriginOwners: @unchecked Sendable {
     public static let fileName = StoreLayout.Entry.originOwners.rawValue
     private let path: String
     private let lock = Lock()
+    /// Every claim, confirmed or not: what keeps other users from claiming an origin.
     private var owners: [ReplicaID: String] = [:]
-    /// `owners` by user, kept beside it.
+    /// The confirmed claims by user, kept beside `owners`: what users read.
     private var byUser: [String: Set<ReplicaID>] = [:]
+    /// The claims not confirmed yet (also in `owners`, not in `byUser`).
+    private var unconfirmed: Set<ReplicaID> = []
     private var queue: DatabaseQueue?
 
     /// Reads the owners `store` keeps (none when the file does not exist yet).
@@ -26,8 +36,10 @@ public final class OriginOwners: @unchecked Sendable {
         let q = try open()
         do {
             let path = self.path
-            owners = try q.read { db in try Self.rows(db, path: path) }
-            for (o, u) in owners { byUser[u, default: []].insert(o) }
+            for r in try q.read({ db in try Self.claims(db, path: path) }) {
+                owners[r.origin] = r.user
+                if r.confirmed { byUser[r.user, default: []].insert(r.origin) } else { unconfirmed.insert(r.origin) }
+            }
         } catch let e as ServerError {
             throw e
         } catch {
@@ -54,6 +66,12 @@ public final class OriginOwners: @unchecked Sendable {
                       origin TEXT PRIMARY KEY NOT NULL, user TEXT NOT NULL, principal TEXT NOT NULL, claimed_at TEXT NOT NULL
                     ) STRICT
                     """)
+                // Added in the format's second version: rows written before it are confirmed
+                // (their pushes' frames were written after them, as they are now).
+                if try !db.columns(in: "owners").contains(where: { $0.name == "confirmed" }) {
+                    try db.execute(sql: "ALTER TABLE owners ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 1 CHECK (confirmed IN (0, 1))")
+                }
+                try db.execute(sql: "CREATE INDEX IF NOT EXISTS owners_unconfirmed ON owners (origin) WHERE confirmed = 0")
             }
         } catch {
             throw ServerError("\(path): cannot open the origins' owners: \(error)")
@@ -62,8 +80,9 @@ public final class OriginOwners: @unchecked Sendable {
         return q
     }
 
-    /// Every owned origin of `store`, read without writing anything (read-only, nothing created):
-    /// what the pages show beside actor-less events, also on a full disk or a read-only mount.
+    /// Every owned origin of `store` (confirmed claims only), read without writing anything
+    /// (read-only, nothing created): what the pages show beside actor-less events, also on a full
+    /// disk or a read-only mount.
     /// - Throws: `ServerError` naming the file when it cannot be read or holds a bad row.
     public static func read(store: Store) throws -> [ReplicaID: String] {
         let path = store.layout.originOwners
@@ -74,7 +93,12 @@ public final class OriginOwners: @unchecked Sendable {
             c.busyMode = .timeout(5)
             let q = try SQLiteFactory.queue(path, .ours, c)
             defer { try? q.close() }
-            return try q.read { db in try db.tableExists("owners") ? try rows(db, path: path) : [:] }
+            return try q.read { db in
+                guard try db.tableExists("owners") else { return [:] }
+                var out: [ReplicaID: String] = [:]
+                for r in try claims(db, path: path) where r.confirmed { out[r.origin] = r.user }
+                return out
+            }
         } catch let e as ServerError {
             throw e
         } catch {
@@ -82,23 +106,45 @@ public final class OriginOwners: @unchecked Sendable {
         }
     }
 
-    static func rows(_ db: Database, path: String) throws -> [ReplicaID: String] {
-        var out: [ReplicaID: String] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT origin, user FROM owners") {
+    /// One row of the file: a claim, and whether it is confirmed.
+    struct Entry: Equatable {
+        var origin: ReplicaID
+        var user: String
+        var confirmed: Bool
+    }
+
+    /// Every row of the file, checked (a file of the first version, without `confirmed`, holds
+    /// confirmed claims only).
+    static func claims(_ db: Database, path: String, unconfirmedOnly: Bool = false) throws -> [Entry] {
+        let versioned = try db.columns(in: "owners").contains { $0.name == "confirmed" }
+        guard versioned || !unconfirmedOnly else { return [] }
+        let sql = !versioned ? "SELECT origin, user, 1 FROM owners"
+            : unconfirmedOnly ? "SELECT origin, user, confirmed FROM owners WHERE confirmed = 0" : "SELECT origin, user, confirmed FROM owners"
+        var out: [Entry] = []
+        for row in try Row.fetchAll(db, sql: sql) {
             guard let text = row[0] as String?, let origin = ReplicaID(text), origin.description == text,
-                  let user = row[1] as String?, AccessPolicy.isValidUser(user) else {
-                throw ServerError("\(path): a row of owners is not an origin and a user name (\(String(describing: row).prefix(120)))")
+                  let user = row[1] as String?, AccessPolicy.isValidUser(user), let confirmed = row[2] as Int64?, confirmed == 0 || confirmed == 1 else {
+                throw ServerError("\(path): a row of owners is not an origin, a user name and whether it is confirmed (\(String(describing: row).prefix(120)))")
             }
-            out[origin] = user
+            out.append(Entry(origin: origin, user: user, confirmed: confirmed == 1))
         }
         return out
     }
 
-    /// The user who owns `origin`, if any.
-    public func owner(of origin: ReplicaID) -> String? { lock.withLock { owners[origin] } }
+    /// The user who owns `origin` (a confirmed claim: what opens the origin to the user), if any.
+    public func owner(of origin: ReplicaID) -> String? {
+        lock.withLock { unconfirmed.contains(origin) ? nil : owners[origin] }
+    }
 
-    /// The origins `users` own (what a scoped principal may read), found without looking at
-    /// any other origin.
+    /// The user who holds a claim of `origin`, confirmed or not (what keeps other users from
+    /// pushing it), if any.
+    public func claimant(of origin: ReplicaID) -> String? { lock.withLock { owners[origin] } }
+
+    /// Whether `origin`'s claim is not confirmed yet.
+    public func isUnconfirmed(_ origin: ReplicaID) -> Bool { lock.withLock { unconfirmed.contains(origin) } }
+
+    /// The origins `users` own (what a scoped principal may read: confirmed claims), found
+    /// without looking at any other origin.
     public func origins(of users: Set<String>) -> Set<ReplicaID> {
         lock.withLock {
             if users.count == 1, let u = users.first { return byUser[u] ?? [] }
@@ -106,8 +152,11 @@ public final class OriginOwners: @unchecked Sendable {
         }
     }
 
-    /// Every owned origin and its user.
-    public var all: [ReplicaID: String] { lock.withLock { owners } }
+    /// Every owned origin and its user (confirmed claims).
+    public var all: [ReplicaID: String] { lock.withLock { owners.filter { !unconfirmed.contains($0.key) } } }
+
+    /// Every claim not confirmed yet, and its user.
+    public var unconfirmedClaims: [ReplicaID: String] { lock.withLock { owners.filter { unconfirmed.contains($0.key) } } }
 
     /// What a claim did: the first origin another user owns (nothing was claimed then), or the
     /// origins this claim made `user`'s (to `release` if the push that claimed them is refused).
@@ -116,8 +165,9 @@ public final class OriginOwners: @unchecked Sendable {
         public var new: [ReplicaID]
     }
 
-    /// Makes `user` the owner of every origin in `origins` that has none, durably, and returns
-    /// the first origin another user owns (nothing is claimed then), or the origins it claimed.
+    /// Claims for `user`, durably, every origin in `origins` that nobody has claimed, and returns
+    /// the first origin another user holds a claim of (nothing is claimed then), or the origins it
+    /// claimed. The claims are unconfirmed: `confirm` them once their frames are durable.
     public func claim(_ origins: some Sequence<ReplicaID>, user: String, principal: String) throws -> Claim {
         try claim([ClaimRequest(origins: Array(origins), user: user, principal: principal)])[0]
     }
@@ -166,7 +216,7 @@ public final class OriginOwners: @unchecked Sendable {
             let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
             do {
                 try q.write { db in
-                    let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at) VALUES (?, ?, ?, ?)")
+                    let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 0)")
                     for (r, c) in zip(requests, claims) {
                         for o in c.new { try insert.execute(arguments: [o.description, r.user, r.principal, now]) }
                     }
@@ -177,30 +227,101 @@ public final class OriginOwners: @unchecked Sendable {
             }
             for (o, u) in planned {
                 owners[o] = u
-                byUser[u, default: []].insert(o)
+                unconfirmed.insert(o)
             }
             return claims
         }
     }
 
     /// Takes back what a claim of `user` made (its push was refused: a refusal changes nothing).
+    /// A confirmed claim is never taken back.
     public func release(_ claim: Claim, user: String) throws {
         guard !claim.new.isEmpty else { return }
         try lock.withLock {
+            try forget(claim.new.map { ($0, user) }, doing: "take back the claim of origin \(claim.new[0])")
+        }
+    }
+
+    /// Deletes the unconfirmed claims `claims` (origin and user), in the file and here. Call with
+    /// `lock` held.
+    private func forget(_ claims: [(ReplicaID, String)], doing what: String) throws {
+        let q = try open()
+        do {
+            try q.write { db in
+                let delete = try db.cachedStatement(sql: "DELETE FROM owners WHERE origin = ? AND user = ? AND confirmed = 0")
+                for (o, u) in claims { try delete.execute(arguments: [o.description, u]) }
+            }
+        } catch {
+            throw ServerError("\(path): cannot \(what): \(error)")
+        }
+        for (o, u) in claims where owners[o] == u && unconfirmed.contains(o) {
+            owners[o] = nil
+            unconfirmed.remove(o)
+        }
+    }
+
+    /// Confirms `user`'s unconfirmed claims of `origins` (others are left as they are), durably:
+    /// call once frames of theirs pushed by `user` are durable and have made their logs grow.
+    /// - Returns: the origins confirmed.
+    /// - Throws: `ServerError` naming the file when it cannot be written: then none is confirmed.
+    @discardableResult
+    public func confirm(_ origins: some Sequence<ReplicaID>, user: String) throws -> [ReplicaID] {
+        try confirm([(user, Array(origins))])
+    }
+
+    /// `confirm(_:user:)` for several users at once, in one synced transaction.
+    @discardableResult
+    public func confirm(_ requests: [(user: String, origins: [ReplicaID])]) throws -> [ReplicaID] {
+        try lock.withLock {
+            var mine: [(ReplicaID, String)] = [], seen = Set<ReplicaID>()
+            for r in requests {
+                for o in r.origins where unconfirmed.contains(o) && owners[o] == r.user && seen.insert(o).inserted { mine.append((o, r.user)) }
+            }
+            guard !mine.isEmpty else { return [] }
             let q = try open()
             do {
                 try q.write { db in
-                    for o in claim.new {
-                        try db.execute(sql: "DELETE FROM owners WHERE origin = ? AND user = ?", arguments: [o.description, user])
-                    }
+                    let update = try db.cachedStatement(sql: "UPDATE owners SET confirmed = 1 WHERE origin = ? AND user = ? AND confirmed = 0")
+                    for (o, u) in mine { try update.execute(arguments: [o.description, u]) }
                 }
             } catch {
-                throw ServerError("\(path): cannot take back the claim of origin \(claim.new[0]): \(error)")
+                throw ServerError("\(path): cannot record that user \"\(mine[0].1)\" owns origin \(mine[0].0): \(error)")
             }
-            for o in claim.new where owners[o] == user {
-                owners[o] = nil
-                byUser[user]?.remove(o)
+            for (o, u) in mine {
+                unconfirmed.remove(o)
+                byUser[u, default: []].insert(o)
             }
+            return mine.map(\.0)
+        }
+    }
+
+    /// Takes back every unconfirmed claim whose origin the store holds nothing of (`holds` false):
+    /// the claims of pushes that never wrote their frames (the server stopped between the claim
+    /// and the frames, or the claim of a refused push could not be taken back). Reads the file,
+    /// so claims another process left are found too. Call holding the store's writer lock, under
+    /// which claims are made and their frames written, so that no claim still on its way to
+    /// its frames is taken. An unconfirmed claim whose origin holds frames is kept unconfirmed.
+    /// - Returns: the claims taken back.
+    /// - Throws: `ServerError` naming the file when it cannot be read or written.
+    @discardableResult
+    public func releaseAbandoned(holds: (ReplicaID) throws -> Bool) throws -> [ReplicaID: String] {
+        guard FileManager.default.fileExists(atPath: path) else { return [:] }
+        return try lock.withLock {
+            let q = try open()
+            let path = self.path
+            let found: [Entry]
+            do {
+                found = try q.read { db in try Self.claims(db, path: path, unconfirmedOnly: true) }
+            } catch let e as ServerError {
+                throw e
+            } catch {
+                throw ServerError("\(path): cannot read the origins' owners: \(error)")
+            }
+            var abandoned: [(ReplicaID, String)] = []
+            for r in found where try !holds(r.origin) { abandoned.append((r.origin, r.user)) }
+            guard !abandoned.isEmpty else { return [:] }
+            try forget(abandoned, doing: "take back the abandoned claim of origin \(abandoned[0].0)")
+            return Dictionary(abandoned, uniquingKeysWith: { a, _ in a })
         }
     }
 }

@@ -381,7 +381,20 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         if another { writes.async { self.receivePending() } }
         guard !group.isEmpty else { return }
-        // Claims first, durably, before a frame is written; taken back if the push is refused:
+        // The writer lock first: claims are made under it, and their frames written before it is
+        // let go, so that a claim found unconfirmed by whoever holds the lock next, with no frame
+        // of its origin held, is known to be abandoned (`OriginOwners.releaseAbandoned`).
+        let projected: ProjectedStore
+        do { projected = try openWriter() } catch {
+            for p in group { p.answer.resume(throwing: error) }
+            return
+        }
+        // An origin another user's unconfirmed claim holds: taken back first if abandoned (every
+        // claim of an earlier group either has its frames or never will).
+        if group.contains(where: { p in p.pushed.contains { o in owners.isUnconfirmed(o) && owners.claimant(of: o) != p.principal.user } }) {
+            releaseAbandonedClaims()
+        }
+        // Claims next, durably, before a frame is written; taken back if the push is refused:
         // a refusal changes nothing. The claims of the whole group are one transaction (one
         // sync, not one per push), made in the order the pushes came.
         var live: [Int] = [], claiming: [Int] = []
@@ -412,11 +425,6 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         func refuse(_ i: Int, _ refusal: any Error) {
             group[i].answer.resume(throwing: refused(refusal, claim: group[i].claim, principal: group[i].principal))
         }
-        let projected: ProjectedStore
-        do { projected = try openWriter() } catch {
-            for i in live { refuse(i, error) }
-            return
-        }
         let results: [Result<ReceiveResult, LogError>]
         do { results = try projected.appender.receive(batches: live.map { group[$0].frames }) } catch {
             index.invalidate()  // marks written before the failure may name frames cut back since
@@ -437,6 +445,26 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         var tips: [ReplicaID: Seq] = [:]
         for (_, r) in received { for (o, s) in r.tips { tips[o] = max(tips[o] ?? Seq(0), s) } }
         index.advance(tips)
+        // The claims of origins whose logs these pushes made grow are confirmed (one synced
+        // transaction): only now do their users read them. An origin that did not grow (frames
+        // it held already, or an append not whole yet) keeps its claim unconfirmed.
+        var unconfirmed: Set<Int> = []
+        let confirming = received.compactMap { i, r -> (Int, String, [ReplicaID])? in
+            guard let user = group[i].principal.user else { return nil }
+            let grown = group[i].pushed.filter { r.tips[$0] != nil && owners.isUnconfirmed($0) }
+            return grown.isEmpty ? nil : (i, user, grown)
+        }
+        if !confirming.isEmpty {
+            do { try owners.confirm(confirming.map { (user: $0.1, origins: $0.2) }) } catch {
+                // The frames are durable; their origins stay closed to their users until a later
+                // push of theirs makes them grow. Said in the answer, not hidden.
+                unconfirmed = Set(confirming.map(\.0))
+                for (i, _, grown) in confirming {
+                    group[i].answer.resume(throwing: EndpointError(500, "the frames are held, but user \"\(group[i].principal.user ?? "")\" could not be recorded as the owner of origin \(grown[0]), which stays unreadable to it until a later push of it makes its log grow: \(error)", code: .serverError, origin: grown[0]))
+                }
+            }
+        }
+        received.removeAll { unconfirmed.contains($0.0) }
         // New logs are classified and grown membership logs re-read before anyone is answered
         // (a failure leaves the share's logs readable by their owners only, until the next push).
         shares.note(Set(tips.keys))
@@ -470,7 +498,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) {
         guard let user = principal.user else { return (push.frames, push.origins, []) }
         let owners = self.owners, index = self.index, store = self.store
-        guard push.origins.contains(where: { o in owners.owner(of: o).map { $0 != user } ?? false }) else { return (push.frames, push.origins, []) }
+        guard push.origins.contains(where: { o in owners.claimant(of: o).map { $0 != user } ?? false }) else { return (push.frames, push.origins, []) }
         return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) in
             try index.refresh()
             var isShareLog: [ReplicaID: Bool] = [:]
@@ -483,7 +511,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                 return shared
             }
             let kept = push.frames.filter { f in
-                guard let h = FrameHeader(parsing: f), let owner = owners.owner(of: h.origin), owner != user else { return true }
+                guard let h = FrameHeader(parsing: f), let owner = owners.claimant(of: h.origin), owner != user else { return true }
                 return !(index[h.origin].map { h.lastSeq <= $0.durable } ?? false) || !shareLog(h.origin)
             }
             let origins = Set(kept.compactMap { FrameHeader(parsing: $0)?.origin })
@@ -497,7 +525,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         guard let user = push.principal.user else { return false }
         // Only an origin this store holds nothing of can be claimed: one it already holds
         // (its own, or one an unscoped principal pushed) belongs to no user to take.
-        for o in push.pushed where owners.owner(of: o) == nil {
+        for o in push.pushed where owners.claimant(of: o) == nil {
             if try o == store.replicaID || index[o] != nil || (LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
                 throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(push.principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
                                     code: .forbidden, origin: o)
@@ -563,7 +591,19 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         let w = try Self.openForWriting(store, wait: lockWait, project: project)
         writer = w
         scheduleIdleClose()
+        releaseAbandonedClaims()
         return w
+    }
+
+    /// Takes back the unconfirmed claims whose origins this store holds nothing of (runs on
+    /// `writes`, with the writer open: see `receivePending`). A failure leaves them as they are:
+    /// an unconfirmed claim opens nothing, and keeps only other users from claiming its origin
+    /// until the next try.
+    private func releaseAbandonedClaims() {
+        let store = self.store, index = self.index
+        _ = try? owners.releaseAbandoned { o in
+            try index.holds(o) || LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue > 0
+        }
     }
 
     /// How long the writer stays open without pushes while a client is in the middle of

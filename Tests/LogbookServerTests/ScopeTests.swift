@@ -45,12 +45,138 @@ import Testing
         #expect(claims == [
             .init(taken: nil, new: [a, c]), .init(taken: b, new: []), .init(taken: c, new: []), .init(taken: nil, new: [d]), .init(taken: nil, new: []),
         ])
-        #expect(owners.all == [a: "alice", b: "bob", c: "alice", d: "carol"])
-        #expect(owners.origins(of: ["alice"]) == [a, c] && owners.origins(of: ["carol"]) == [d])
-        #expect(try OriginOwners(store: hub).all == owners.all, "on disk")
+        #expect(owners.unconfirmedClaims == [a: "alice", b: "bob", c: "alice", d: "carol"])
+        #expect(try OriginOwners(store: hub).unconfirmedClaims == owners.unconfirmedClaims, "on disk")
         // A refused push takes back only its own claim.
         try owners.release(claims[3], user: "carol")
-        #expect(try OriginOwners(store: hub).all == [a: "alice", b: "bob", c: "alice"])
+        #expect(try OriginOwners(store: hub).unconfirmedClaims == [a: "alice", b: "bob", c: "alice"])
+        #expect(try owners.confirm([(user: "alice", origins: [a, c]), (user: "bob", origins: [b])]).sorted { $0.description < $1.description } == [a, b, c].sorted { $0.description < $1.description })
+        #expect(owners.all == [a: "alice", b: "bob", c: "alice"])
+        #expect(owners.origins(of: ["alice"]) == [a, c] && owners.origins(of: ["bob"]) == [b])
+        #expect(try OriginOwners(store: hub).all == owners.all, "on disk")
+    }
+
+    /// A claim is not a right to read. A push claims its new origins before its frames are
+    /// written; if the server stopped in between, or the claim of a refused push could not be
+    /// taken back, the claim stayed, and its user read whatever frames of that origin came later
+    /// by another way (an unscoped principal's push), and kept every other user from ever
+    /// claiming the origin. A claim now opens nothing until confirmed (once its frames are
+    /// durable), and one whose origin the store holds nothing of is taken back.
+    @Test func claimsOpenNothingUntilConfirmedAndAbandonedOnesAreTakenBack() throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let a = ReplicaID.random(), b = ReplicaID.random(), c = ReplicaID.random()
+        let owners = try OriginOwners(store: hub)
+        _ = try owners.claim([a, b], user: "carol", principal: "carol")
+        _ = try owners.claim([c], user: "bob", principal: "bob")
+        for o in [try OriginOwners(store: hub), owners] {
+            #expect(o.owner(of: a) == nil && o.claimant(of: a) == "carol" && o.isUnconfirmed(a))
+            #expect(o.origins(of: ["carol"]).isEmpty && o.all.isEmpty)
+        }
+        #expect(try OriginOwners.read(store: hub).isEmpty, "the pages attribute nothing to a claim")
+        // Confirmed only for its own claimant, only where unconfirmed.
+        #expect(try owners.confirm([a], user: "bob").isEmpty)
+        #expect(try owners.confirm([c], user: "bob") == [c])
+        #expect(try owners.confirm([c], user: "bob").isEmpty)
+        #expect(owners.owner(of: c) == "bob" && owners.origins(of: ["bob"]) == [c])
+        // Taken back when the store holds nothing of the origin; kept (unconfirmed) when it does;
+        // a confirmed claim never (the logs of a share purged here hold nothing and keep their owner).
+        #expect(try owners.releaseAbandoned { $0 == b } == [a: "carol"])
+        #expect(owners.claimant(of: a) == nil && owners.claimant(of: b) == "carol" && owners.owner(of: b) == nil)
+        try owners.release(OriginOwners.Claim(taken: nil, new: [c]), user: "bob")
+        let reread = try OriginOwners(store: hub)
+        #expect(reread.all == [c: "bob"] && reread.unconfirmedClaims == [b: "carol"])
+        #expect(try OriginOwners.read(store: hub) == [c: "bob"])
+        // Another user may claim an origin once its abandoned claim is taken back.
+        #expect(try reread.claim([a], user: "alice", principal: "alice").new == [a])
+    }
+
+    /// A file written before claims were confirmed (no `confirmed` column) holds owners: its
+    /// claims were all made by pushes whose frames came after them. Read as such, also
+    /// read-only, and given the column when a server opens it.
+    @Test func anOwnersFileOfTheFirstVersionHoldsConfirmedOwners() throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let a = ReplicaID.random()
+        let q = try SQLiteFactory.queue(hub.layout.originOwners, .ours, SQLiteFactory.configuration(.ours))
+        try q.write { db in
+            try db.execute(sql: """
+                CREATE TABLE owners (
+                  origin TEXT PRIMARY KEY NOT NULL, user TEXT NOT NULL, principal TEXT NOT NULL, claimed_at TEXT NOT NULL
+                ) STRICT
+                """)
+            try db.execute(sql: "INSERT INTO owners VALUES (?, 'alice', 'alice-laptop', '2026-11-01T00:00:00.000Z')", arguments: [a.description])
+        }
+        try q.close()
+        #expect(try OriginOwners.read(store: hub) == [a: "alice"])
+        let owners = try OriginOwners(store: hub)
+        #expect(owners.owner(of: a) == "alice" && owners.origins(of: ["alice"]) == [a])
+        #expect(try owners.releaseAbandoned { _ in false }.isEmpty)
+        #expect(try OriginOwners(store: hub).all == [a: "alice"])
+        // A row the file may not hold is reported, naming the file.
+        let q2 = try SQLiteFactory.queue(hub.layout.originOwners, .ours, SQLiteFactory.configuration(.ours))
+        try q2.write { db in try db.execute(sql: "PRAGMA ignore_check_constraints = ON; UPDATE owners SET confirmed = 7; PRAGMA ignore_check_constraints = OFF") }
+        try q2.close()
+        #expect(throws: ServerError.self) { try OriginOwners(store: hub) }
+        do { _ = try OriginOwners.read(store: hub) } catch { #expect("\(error)".contains(OriginOwners.fileName) && "\(error)".contains("confirmed")) }
+    }
+
+    /// The same, end to end: claims left unconfirmed on disk (as a server stopped between a claim
+    /// and its frames leaves them) open nothing to their users, and one whose frames never came
+    /// keeps nobody from pushing the origin; a user's push confirms its claims, and one whose
+    /// frames are held but whose confirmation was lost is confirmed by the next push that makes
+    /// its log grow.
+    @Test func claimsLeftUnconfirmedOpenNothing() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, carol, _) = try Self.threeUsers(dir)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true},
+              {"name":"admin","token":"admin-token-0123456789a","push":"*","pull":true}
+            ]}
+            """.utf8))
+        try edit(alice, 3, seed: 1, actor: "alice")
+        try edit(bob, 3, seed: 2, actor: "bob")
+        try edit(carol, 3, seed: 3, actor: "carol")
+        // The hub holds alice's frames (an unscoped principal pushed them), and carol holds an
+        // unconfirmed claim of them; carol also holds one of bob's replica, of which the hub holds nothing.
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "admin-token-0123456789a", alice)
+        }
+        let left = try OriginOwners(store: hub)
+        _ = try left.claim([alice.replicaID, bob.replicaID], user: "carol", principal: "carol")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            // bob's push is not refused: carol's claim of his replica was abandoned.
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try await Self.sync(url, "carol-token-0123456789a", carol)
+            #expect(Set(try origins(carol)) == [carol.replicaID])
+            let (status, body, _) = try await fetch(url + "/v1/frames?since=&page_version=2", token: "carol-token-0123456789a")
+            let shown = try Set(FramePage.decode(body).frames.compactMap { FrameHeader(parsing: $0)?.origin })
+            #expect(status == 200 && shown == [carol.replicaID], "carol was served \(shown)")
+            let (_, answer, _) = try await fetch(url + "/v1/cursor", token: "carol-token-0123456789a")
+            let cursor = try ReplicationCursor(token: JSONDecoder().decode(Wire.CursorAnswer.self, from: Data(answer)).cursor)
+            #expect(Set(cursor.origins) == [carol.replicaID], "carol's cursor shows \(cursor.origins)")
+        }
+        let owners = try OriginOwners(store: hub)
+        #expect(owners.all == [bob.replicaID: "bob", carol.replicaID: "carol"])
+        #expect(owners.unconfirmedClaims == [alice.replicaID: "carol"], "held frames keep the claim, unconfirmed")
+        // bob's claim as a lost confirmation leaves it: his frames held, the claim not confirmed.
+        let q = try SQLiteFactory.queue(hub.layout.originOwners, .ours, SQLiteFactory.configuration(.ours))
+        try await q.write { db in try db.execute(sql: "UPDATE owners SET confirmed = 0 WHERE origin = ?", arguments: [bob.replicaID.description]) }
+        try q.close()
+        let bob2 = try Store.create(at: dir.path + "/bob2")
+        try edit(bob2, 1, seed: 5, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "bob-token-0123456789abc", bob2)
+            #expect(Set(try origins(bob2)) == [bob2.replicaID], "bob's claim opens nothing while unconfirmed")
+            try edit(bob, 1, seed: 4, actor: "bob")
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try await Self.sync(url, "bob-token-0123456789abc", bob2)
+            #expect(Set(try origins(bob2)) == [bob.replicaID, bob2.replicaID])
+        }
+        #expect(try OriginOwners(store: hub).all == [bob.replicaID: "bob", bob2.replicaID: "bob", carol.replicaID: "carol"])
     }
 
     /// The pages read the owners' file while pushes claim origins in it: a claim that opens the
@@ -84,6 +210,7 @@ import Testing
         let owners = try OriginOwners(store: hub)
         let a = ReplicaID.random()
         #expect(try owners.claim([a], user: "alice", principal: "alice-laptop") == OriginOwners.Claim(taken: nil, new: [a]))
+        #expect(try owners.confirm([a], user: "alice") == [a])
         #expect(try OriginOwners.read(store: hub) == [a: "alice"])
     }
 
