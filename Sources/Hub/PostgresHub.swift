@@ -277,7 +277,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             got += 1
                             // A page ends before a frame that would take what its frames hold
                             // uncompressed past the bound, unless it is the page's first.
-                            let frameRaw = frame.withUnsafeReadableBytes { FrameHeader(parsing: $0).map { Int($0.rawBytes) } ?? 0 }
+                            let frameRaw = frame.withUnsafeReadableBytes { FrameHeader.rawBytes(of: $0) }
                             if bytes >= limits.maxBytes || frames.count >= limits.maxFrames || (!frames.isEmpty && raw + frameRaw > limits.maxRawBytes) {
                                 more = true
                                 continue

@@ -27,6 +27,9 @@ public final class OriginOwners: @unchecked Sendable {
     /// The claims not confirmed yet (also in `owners`, not in `byUser`).
     private var unconfirmed: Set<ReplicaID> = []
     private var queue: DatabaseQueue?
+    /// Why the file has no `confirmed` column (a file of the first version that could not be
+    /// given one: read-only, or a full disk): it is read as before, and claims are refused.
+    private var unversioned: (any Error)?
 
     /// Reads the owners `store` keeps (none when the file does not exist yet).
     /// - Throws: `ServerError` naming the file when it cannot be read or holds what no server wrote.
@@ -37,7 +40,7 @@ public final class OriginOwners: @unchecked Sendable {
         do {
             let path = self.path
             for r in try q.read({ db in try Self.claims(db, path: path) }) {
-                owners[r.origin] = r.user
+                owners[r.origin] = r.user  // one row per origin (`claims` checks)
                 if r.confirmed { byUser[r.user, default: []].insert(r.origin) } else { unconfirmed.insert(r.origin) }
             }
         } catch let e as ServerError {
@@ -63,18 +66,27 @@ public final class OriginOwners: @unchecked Sendable {
             try q.write { db in
                 try db.execute(sql: """
                     CREATE TABLE IF NOT EXISTS owners (
-                      origin TEXT PRIMARY KEY NOT NULL, user TEXT NOT NULL, principal TEXT NOT NULL, claimed_at TEXT NOT NULL
+                      origin TEXT PRIMARY KEY NOT NULL, user TEXT NOT NULL, principal TEXT NOT NULL, claimed_at TEXT NOT NULL,
+                      confirmed INTEGER NOT NULL DEFAULT 1 CHECK (confirmed IN (0, 1))
                     ) STRICT
                     """)
-                // Added in the format's second version: rows written before it are confirmed
-                // (their pushes' frames were written after them, as they are now).
-                if try !db.columns(in: "owners").contains(where: { $0.name == "confirmed" }) {
+            }
+        } catch {
+            throw ServerError("\(path): cannot open the origins' owners: \(error)")
+        }
+        // `confirmed` came with the file's second version; rows written before it are owners
+        // (their pushes' frames were written after them, as they are now). A file that cannot be
+        // given the column is still read (pages and pulls go on); claims are refused.
+        do {
+            try q.write { db in
+                if try !Self.isVersioned(db) {
                     try db.execute(sql: "ALTER TABLE owners ADD COLUMN confirmed INTEGER NOT NULL DEFAULT 1 CHECK (confirmed IN (0, 1))")
                 }
                 try db.execute(sql: "CREATE INDEX IF NOT EXISTS owners_unconfirmed ON owners (origin) WHERE confirmed = 0")
             }
         } catch {
-            throw ServerError("\(path): cannot open the origins' owners: \(error)")
+            // Another process may have added it meanwhile.
+            if (try? q.read(Self.isVersioned)) != true { unversioned = error }
         }
         queue = q
         return q
@@ -113,18 +125,38 @@ public final class OriginOwners: @unchecked Sendable {
         var confirmed: Bool
     }
 
-    /// Every row of the file, checked (a file of the first version, without `confirmed`, holds
-    /// confirmed claims only).
-    static func claims(_ db: Database, path: String, unconfirmedOnly: Bool = false) throws -> [Entry] {
-        let versioned = try db.columns(in: "owners").contains { $0.name == "confirmed" }
+    /// Whether the file's table has the `confirmed` column.
+    static func isVersioned(_ db: Database) throws -> Bool {
+        try db.columns(in: "owners").contains { $0.name == "confirmed" }
+    }
+
+    /// Every row of the file (or those of `origins`, or those unconfirmed), checked: values of
+    /// the wrong type, a bad origin or user name, or an origin on two rows (a file on a shared
+    /// path may hold anything) are reported, never read as owners. A file of the first version,
+    /// without `confirmed`, holds confirmed claims only.
+    static func claims(_ db: Database, path: String, unconfirmedOnly: Bool = false, origins: [ReplicaID]? = nil) throws -> [Entry] {
+        let versioned = try isVersioned(db)
         guard versioned || !unconfirmedOnly else { return [] }
-        let sql = !versioned ? "SELECT origin, user, 1 FROM owners"
-            : unconfirmedOnly ? "SELECT origin, user, confirmed FROM owners WHERE confirmed = 0" : "SELECT origin, user, confirmed FROM owners"
-        var out: [Entry] = []
-        for row in try Row.fetchAll(db, sql: sql) {
-            guard let text = row[0] as String?, let origin = ReplicaID(text), origin.description == text,
-                  let user = row[1] as String?, AccessPolicy.isValidUser(user), let confirmed = row[2] as Int64?, confirmed == 0 || confirmed == 1 else {
+        var sql = "SELECT origin, user, \(versioned ? "confirmed" : "1") FROM owners"
+        if unconfirmedOnly { sql += " WHERE confirmed = 0" }
+        var rows: [Row] = []
+        if let origins {
+            let statement = try db.makeStatement(sql: sql + (unconfirmedOnly ? " AND" : " WHERE") + " origin = ?")
+            for o in origins { rows += try Row.fetchAll(statement, arguments: [o.description]) }
+        } else {
+            rows = try Row.fetchAll(db, sql: sql)
+        }
+        var out: [Entry] = [], seen = Set<ReplicaID>()
+        for row in rows {
+            // Read as database values: a typed read of a value of another type traps.
+            let values: [DatabaseValue] = [row[0], row[1], row[2]]
+            guard let text = String.fromDatabaseValue(values[0]), let origin = ReplicaID(text), origin.description == text,
+                  let user = String.fromDatabaseValue(values[1]), AccessPolicy.isValidUser(user),
+                  case .int64(let confirmed) = values[2].storage, confirmed == 0 || confirmed == 1 else {
                 throw ServerError("\(path): a row of owners is not an origin, a user name and whether it is confirmed (\(String(describing: row).prefix(120)))")
+            }
+            guard seen.insert(origin).inserted else {
+                throw ServerError("\(path): origin \(origin) is on two rows of owners (no server writes that)")
             }
             out.append(Entry(origin: origin, user: user, confirmed: confirmed == 1))
         }
@@ -213,6 +245,9 @@ public final class OriginOwners: @unchecked Sendable {
             }
             guard !planned.isEmpty else { return claims }
             let q = try open()
+            if let unversioned {
+                throw ServerError("\(path): cannot claim origins: the file is of the first version and cannot be given its `confirmed` column: \(unversioned)")
+            }
             let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
             do {
                 try q.write { db in
@@ -261,67 +296,121 @@ public final class OriginOwners: @unchecked Sendable {
     }
 
     /// Confirms `user`'s unconfirmed claims of `origins` (others are left as they are), durably:
-    /// call once frames of theirs pushed by `user` are durable and have made their logs grow.
+    /// call, holding the store's writer lock, once frames of theirs pushed by `user` are durable
+    /// and have made their logs grow (or are the logs' held tips).
     /// - Returns: the origins confirmed.
     /// - Throws: `ServerError` naming the file when it cannot be written: then none is confirmed.
     @discardableResult
-    public func confirm(_ origins: some Sequence<ReplicaID>, user: String) throws -> [ReplicaID] {
-        try confirm([(user, Array(origins))])
+    public func confirm(_ origins: some Sequence<ReplicaID>, user: String, principal: String = "") throws -> [ReplicaID] {
+        try confirm([ConfirmRequest(user: user, principal: principal, origins: Array(origins))])
     }
 
-    /// `confirm(_:user:)` for several users at once, in one synced transaction.
+    /// One confirmation of `confirm(_:)`'s batch.
+    public struct ConfirmRequest: Sendable {
+        public var user: String
+        public var principal: String
+        public var origins: [ReplicaID]
+        public init(user: String, principal: String, origins: [ReplicaID]) {
+            self.user = user
+            self.principal = principal
+            self.origins = origins
+        }
+    }
+
+    /// `confirm(_:user:principal:)` for several users at once, in one synced transaction. A claim
+    /// whose row is gone from the file (taken back by another serving process while this one
+    /// still held it) is written again, confirmed, when no other user's row took its place;
+    /// else it is forgotten here and not confirmed.
     @discardableResult
-    public func confirm(_ requests: [(user: String, origins: [ReplicaID])]) throws -> [ReplicaID] {
+    public func confirm(_ requests: [ConfirmRequest]) throws -> [ReplicaID] {
         try lock.withLock {
-            var mine: [(ReplicaID, String)] = [], seen = Set<ReplicaID>()
+            var mine: [(ReplicaID, ConfirmRequest)] = [], seen = Set<ReplicaID>()
             for r in requests {
-                for o in r.origins where unconfirmed.contains(o) && owners[o] == r.user && seen.insert(o).inserted { mine.append((o, r.user)) }
+                for o in r.origins where unconfirmed.contains(o) && owners[o] == r.user && seen.insert(o).inserted { mine.append((o, r)) }
             }
             guard !mine.isEmpty else { return [] }
             let q = try open()
+            let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
+            var lost = Set<ReplicaID>()
             do {
                 try q.write { db in
+                    lost = []
                     let update = try db.cachedStatement(sql: "UPDATE owners SET confirmed = 1 WHERE origin = ? AND user = ? AND confirmed = 0")
-                    for (o, u) in mine { try update.execute(arguments: [o.description, u]) }
+                    let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 1) ON CONFLICT (origin) DO NOTHING")
+                    for (o, r) in mine {
+                        try update.execute(arguments: [o.description, r.user])
+                        guard db.changesCount == 0 else { continue }
+                        try insert.execute(arguments: [o.description, r.user, r.principal, now])
+                        if db.changesCount == 0 { lost.insert(o) }
+                    }
                 }
             } catch {
-                throw ServerError("\(path): cannot record that user \"\(mine[0].1)\" owns origin \(mine[0].0): \(error)")
+                throw ServerError("\(path): cannot record that user \"\(mine[0].1.user)\" owns origin \(mine[0].0): \(error)")
             }
-            for (o, u) in mine {
+            var done: [ReplicaID] = []
+            for (o, r) in mine {
                 unconfirmed.remove(o)
-                byUser[u, default: []].insert(o)
+                if lost.contains(o) {
+                    owners[o] = nil
+                } else {
+                    byUser[r.user, default: []].insert(o)
+                    done.append(o)
+                }
             }
-            return mine.map(\.0)
+            return done
         }
     }
 
     /// Takes back every unconfirmed claim whose origin the store holds nothing of (`holds` false):
     /// the claims of pushes that never wrote their frames (the server stopped between the claim
     /// and the frames, or the claim of a refused push could not be taken back). Reads the file,
-    /// so claims another process left are found too. Call holding the store's writer lock, under
-    /// which claims are made and their frames written, so that no claim still on its way to
-    /// its frames is taken. An unconfirmed claim whose origin holds frames is kept unconfirmed.
+    /// so claims another serving process left are found too, and brings what this one holds of
+    /// unconfirmed claims in step with it. Call holding the store's writer lock, under which
+    /// claims are made and their frames written, so that no claim still on its way to its frames
+    /// is taken (`holds` must count frames of an append still open as held). An unconfirmed claim
+    /// whose origin holds frames is kept unconfirmed. `holds` is asked without the lock that
+    /// readers of this record take.
     /// - Returns: the claims taken back.
     /// - Throws: `ServerError` naming the file when it cannot be read or written.
     @discardableResult
     public func releaseAbandoned(holds: (ReplicaID) throws -> Bool) throws -> [ReplicaID: String] {
         guard FileManager.default.fileExists(atPath: path) else { return [:] }
-        return try lock.withLock {
-            let q = try open()
-            let path = self.path
-            let found: [Entry]
-            do {
-                found = try q.read { db in try Self.claims(db, path: path, unconfirmedOnly: true) }
-            } catch let e as ServerError {
-                throw e
-            } catch {
-                throw ServerError("\(path): cannot read the origins' owners: \(error)")
-            }
-            var abandoned: [(ReplicaID, String)] = []
-            for r in found where try !holds(r.origin) { abandoned.append((r.origin, r.user)) }
-            guard !abandoned.isEmpty else { return [:] }
-            try forget(abandoned, doing: "take back the abandoned claim of origin \(abandoned[0].0)")
-            return Dictionary(abandoned, uniquingKeysWith: { a, _ in a })
+        let q = try lock.withLock { try open() }
+        let path = self.path
+        let (found, known): ([Entry], [Entry])
+        do {
+            found = try q.read { db in try Self.claims(db, path: path, unconfirmedOnly: true) }
+            let inFile = Set(found.map(\.origin))
+            let stale = lock.withLock { unconfirmed.filter { !inFile.contains($0) } }
+            known = stale.isEmpty ? [] : try q.read { db in try Self.claims(db, path: path, origins: Array(stale)) }
+        } catch let e as ServerError {
+            throw e
+        } catch {
+            throw ServerError("\(path): cannot read the origins' owners: \(error)")
         }
+        lock.withLock {
+            // Claims this process holds unconfirmed that the file no longer does: confirmed or
+            // taken back by another serving process.
+            let rows = Dictionary(known.map { ($0.origin, $0) }, uniquingKeysWith: { a, _ in a })
+            let inFile = Set(found.map(\.origin))
+            for o in unconfirmed where !inFile.contains(o) {
+                unconfirmed.remove(o)
+                owners[o] = nil
+                if let r = rows[o] {
+                    owners[o] = r.user
+                    if r.confirmed { byUser[r.user, default: []].insert(o) } else { unconfirmed.insert(o) }
+                }
+            }
+            // And unconfirmed claims another process made: they keep other users off too.
+            for r in found where owners[r.origin] == nil {
+                owners[r.origin] = r.user
+                unconfirmed.insert(r.origin)
+            }
+        }
+        var abandoned: [(ReplicaID, String)] = []
+        for r in found where try !holds(r.origin) { abandoned.append((r.origin, r.user)) }
+        guard !abandoned.isEmpty else { return [:] }
+        try lock.withLock { try forget(abandoned, doing: "take back the abandoned claim of origin \(abandoned[0].0)") }
+        return Dictionary(abandoned, uniquingKeysWith: { a, _ in a })
     }
 }

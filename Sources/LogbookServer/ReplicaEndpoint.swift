@@ -2,6 +2,7 @@ import Replicator
 import Crypto
 import EventLog
 import Foundation
+import Logging
 import NIOCore
 import Projections
 
@@ -323,7 +324,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // origin's durable mark): answered from the index alone, without the writer lock and
         // without invalidating the kept snapshot.
         let index = self.index
+        // A push of origins its user claimed but has not had confirmed goes to the writer even
+        // when it holds nothing new: it may confirm them (`receivePending`).
+        let confirms = principal.user.map { u in pushed.contains { owners.isUnconfirmed($0) && owners.claimant(of: $0) == u } } ?? false
         let nothingNew = try await run(on: reads) { () throws -> Bool in
+            guard !confirms else { return false }
             try index.refresh()
             return frames.allSatisfy { f in
                 guard let h = FrameHeader(parsing: f) else { return false }
@@ -445,26 +450,39 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         var tips: [ReplicaID: Seq] = [:]
         for (_, r) in received { for (o, s) in r.tips { tips[o] = max(tips[o] ?? Seq(0), s) } }
         index.advance(tips)
-        // The claims of origins whose logs these pushes made grow are confirmed (one synced
-        // transaction): only now do their users read them. An origin that did not grow (frames
-        // it held already, or an append not whole yet) keeps its claim unconfirmed.
-        var unconfirmed: Set<Int> = []
-        let confirming = received.compactMap { i, r -> (Int, String, [ReplicaID])? in
+        // A push's unconfirmed claims are confirmed (one synced transaction for the group) where
+        // it made the origin's log grow, or sent the frame at its held tip byte for byte (a push
+        // again after a confirmation was lost: the sender holds the chain). Only then do their
+        // users read them. An origin neither grew nor matched (an append not whole yet) keeps its
+        // claim unconfirmed; the answer still shows the pusher how far its own frames got.
+        var unanswered: Set<Int> = []
+        let reader = LogReader(store: store)
+        let confirming = received.compactMap { i, r -> (Int, OriginOwners.ConfirmRequest)? in
             guard let user = group[i].principal.user else { return nil }
-            let grown = group[i].pushed.filter { r.tips[$0] != nil && owners.isUnconfirmed($0) }
-            return grown.isEmpty ? nil : (i, user, grown)
+            let proven = group[i].pushed.filter { o in
+                owners.isUnconfirmed(o) && owners.claimant(of: o) == user && (r.tips[o] != nil || Self.sends(group[i].frames, heldTipOf: o, reader))
+            }
+            return proven.isEmpty ? nil : (i, OriginOwners.ConfirmRequest(user: user, principal: group[i].principal.name, origins: proven))
         }
         if !confirming.isEmpty {
-            do { try owners.confirm(confirming.map { (user: $0.1, origins: $0.2) }) } catch {
-                // The frames are durable; their origins stay closed to their users until a later
-                // push of theirs makes them grow. Said in the answer, not hidden.
-                unconfirmed = Set(confirming.map(\.0))
-                for (i, _, grown) in confirming {
-                    group[i].answer.resume(throwing: EndpointError(500, "the frames are held, but user \"\(group[i].principal.user ?? "")\" could not be recorded as the owner of origin \(grown[0]), which stays unreadable to it until a later push of it makes its log grow: \(error)", code: .serverError, origin: grown[0]))
+            do {
+                let confirmed = Set(try owners.confirm(confirming.map(\.1)))
+                if !confirmed.isEmpty { watcherLock.withLock { cursorWatcher }?.republish() }  // a scope grew, not the cursor
+                for (i, c) in confirming {
+                    guard let lost = c.origins.first(where: { !confirmed.contains($0) }) else { continue }
+                    unanswered.insert(i)
+                    group[i].answer.resume(throwing: EndpointError(500, "the frames are held, but origin \(lost) is claimed by another user now (its claim was taken back meanwhile, by another server on this store): it is not user \"\(c.user)\"'s", code: .serverError, origin: lost))
+                }
+            } catch {
+                // The frames are durable; their origins stay closed to their users until a push
+                // of theirs confirms them (this push's retry does). Said in the answer.
+                for (i, c) in confirming {
+                    unanswered.insert(i)
+                    group[i].answer.resume(throwing: EndpointError(500, "the frames are held, but user \"\(c.user)\" could not be recorded as the owner of origin \(c.origins[0]), which stays unreadable to it until a push of it is received again: \(error)", code: .serverError, origin: c.origins[0]))
                 }
             }
         }
-        received.removeAll { unconfirmed.contains($0.0) }
+        received.removeAll { unanswered.contains($0.0) }
         // New logs are classified and grown membership logs re-read before anyone is answered
         // (a failure leaves the share's logs readable by their owners only, until the next push).
         shares.note(Set(tips.keys))
@@ -484,7 +502,38 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             let among = readableOrigins(p)
             let cursor = (among.map { index.cursor(of: $0) } ?? index.cursor())
                 .merged(with: among.map { m in open.filtered { m.contains($0) } } ?? open)
+                .merged(with: ownClaims(group[i], open: open))
             group[i].answer.resume(returning: PushAnswer(result: r, cursor: cursor))
+        }
+    }
+
+    /// Where a push's origins stand that its user claimed and has not had confirmed (not
+    /// readable yet): each as far as this store holds it (an open append's frames included), and
+    /// never past the push's own last frame of it. The pusher's next page goes on from there (the
+    /// first append of a new origin may take several pages, and only its last one confirms the
+    /// claim); shown only what the pusher sent, nothing is told of frames it did not.
+    private func ownClaims(_ push: PendingPush, open: ReplicationCursor) -> ReplicationCursor {
+        guard let user = push.principal.user, push.pushed.contains(where: owners.isUnconfirmed) else { return ReplicationCursor() }
+        var sent: [ReplicaID: Seq] = [:]
+        for f in push.frames {
+            guard let h = FrameHeader(parsing: f), owners.isUnconfirmed(h.origin), owners.claimant(of: h.origin) == user else { continue }
+            sent[h.origin] = max(sent[h.origin] ?? Seq(0), h.lastSeq)
+        }
+        var c = ReplicationCursor()
+        for (o, last) in sent {
+            let held = max(index[o]?.durable ?? Seq(0), open[o] ?? Seq(0))
+            if min(held, last).rawValue > 0 { c[o] = min(held, last) }
+        }
+        return c
+    }
+
+    /// Whether `frames` hold, byte for byte, the frame at the held (committed) tip of `origin`:
+    /// proof that their sender holds the origin's chain (its hash links every frame before it).
+    static func sends(_ frames: [[UInt8]], heldTipOf origin: ReplicaID, _ reader: LogReader) -> Bool {
+        guard let tip = try? reader.tip(origin: origin), tip.lastSeq.rawValue > 0 else { return false }
+        return frames.contains { f in
+            guard let h = FrameHeader(parsing: f), h.origin == origin, h.lastSeq == tip.lastSeq else { return false }
+            return f.withUnsafeBytes { FrameHash.of($0) } == tip.lastHash
         }
     }
 
@@ -538,8 +587,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     private func refused(_ refusal: any Error, claim: OriginOwners.Claim?, principal: AccessPolicy.Principal) -> any Error {
         guard let claim, let user = principal.user else { return refusal }
         do { try owners.release(claim, user: user) } catch {
-            // The refusal is still the answer, and says that its claim stayed (the
-            // origin holds no frame of this push; an operator can remove the row).
+            // The refusal is still the answer, and says that its claim stayed: unconfirmed, it
+            // opens nothing, and is taken back when the writer next opens (or another user's
+            // push of its origin meets it), its origin holding no frame of this push.
             if var e = refusal as? EndpointError {
                 e.message += "; the claim of origin \(claim.new[0]) could not be taken back: \(error)"
                 return e
@@ -550,8 +600,14 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
 
     /// Refuses (403) a page holding an origin another user owns.
     func checkOwners(_ origins: [ReplicaID], principal: AccessPolicy.Principal, user: String) throws(EndpointError) {
+        // Another user's claim refuses the page when confirmed, or when its origin holds frames
+        // (such a claim is never taken back, and a page of made-up headers of it answered from the
+        // index would learn how far it goes). One whose frames never came is left for the writer
+        // to take back (`releaseAbandoned`).
         for o in origins {
-            if let owner = owners.owner(of: o), owner != user { throw Self.foreignOrigin(o, principal: principal, user: user) }
+            if let claimant = owners.claimant(of: o), claimant != user, owners.owner(of: o) != nil || index.holds(o) {
+                throw Self.foreignOrigin(o, principal: principal, user: user)
+            }
         }
     }
 
@@ -601,10 +657,17 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// until the next try.
     private func releaseAbandonedClaims() {
         let store = self.store, index = self.index
-        _ = try? owners.releaseAbandoned { o in
-            try index.holds(o) || LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue > 0
+        let open = writer?.appender.openAppends ?? [:]  // frames of an append not whole yet count as held
+        do {
+            try owners.releaseAbandoned { o in
+                try open[o] != nil || index.holds(o) || LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue > 0
+            }
+        } catch {
+            Self.log.warning("unconfirmed claims were not taken back (tried again when the writer opens): \(error)")
         }
     }
+
+    static let log = Logger(label: "logbook.serve")
 
     /// How long the writer stays open without pushes while a client is in the middle of
     /// sending an append over several pages (closing it would drop the part received).
@@ -683,7 +746,7 @@ public struct OutgoingPage: Sendable {
         var frames = 0, frameBytes = 0, rawBytes = 0
         // Each frame as FramePage.appendFrame lays it out: a u32 little-endian length, the bytes.
         let (next, more) = try collect { f in
-            rawBytes += FrameHeader(parsing: f).map { Int($0.rawBytes) } ?? 0
+            rawBytes += FrameHeader.rawBytes(of: f)
             if current.writableBytes < f.count + 4 {
                 if current.readableBytes > 0 { chunks.append(current) }
                 current = allocator.buffer(capacity: max(Self.chunkBytes, f.count + 4))

@@ -63,6 +63,13 @@ package final class CursorWatcher: @unchecked Sendable {
 
     public var isStopped: Bool { lock.withLock { stopped } }
 
+    /// Gives every subscriber the cursor as last seen again, though it has not moved: for a
+    /// subscriber that filters it by something else that changed (a scope that grew).
+    package func republish() {
+        let (now, conts) = lock.withLock { (current, Array(subscribers.values)) }
+        for c in conts { c.yield(now) }
+    }
+
     public func stop() {
         let conts: [AsyncStream<ReplicationCursor>.Continuation] = lock.withLock {
             stopped = true

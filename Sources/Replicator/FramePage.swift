@@ -29,7 +29,7 @@ public struct PageLimits: Sendable, Equatable {
     public static func framesWithin(_ frames: [[UInt8]], rawBytesMax: Int) -> Int {
         var raw = 0
         for (i, f) in frames.enumerated() {
-            raw += FrameHeader(parsing: f).map { Int($0.rawBytes) } ?? 0
+            raw += FrameHeader.rawBytes(of: f)
             if raw > rawBytesMax { return max(1, i) }
         }
         return frames.count

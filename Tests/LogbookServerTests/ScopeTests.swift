@@ -50,7 +50,7 @@ import Testing
         // A refused push takes back only its own claim.
         try owners.release(claims[3], user: "carol")
         #expect(try OriginOwners(store: hub).unconfirmedClaims == [a: "alice", b: "bob", c: "alice"])
-        #expect(try owners.confirm([(user: "alice", origins: [a, c]), (user: "bob", origins: [b])]).sorted { $0.description < $1.description } == [a, b, c].sorted { $0.description < $1.description })
+        #expect(try owners.confirm([.init(user: "alice", principal: "alice-laptop", origins: [a, c]), .init(user: "bob", principal: "bob-phone", origins: [b])]).sorted { $0.description < $1.description } == [a, b, c].sorted { $0.description < $1.description })
         #expect(owners.all == [a: "alice", b: "bob", c: "alice"])
         #expect(owners.origins(of: ["alice"]) == [a, c] && owners.origins(of: ["bob"]) == [b])
         #expect(try OriginOwners(store: hub).all == owners.all, "on disk")
@@ -119,6 +119,20 @@ import Testing
         try q2.close()
         #expect(throws: ServerError.self) { try OriginOwners(store: hub) }
         do { _ = try OriginOwners.read(store: hub) } catch { #expect("\(error)".contains(OriginOwners.fileName) && "\(error)".contains("confirmed")) }
+        // A file on a shared path may hold anything: values of another type (a typed read of
+        // them trapped) and an origin on two rows are reported, naming the file.
+        for rows in ["('\(a)', 'alice', 'p', 't', 'yes')", "('\(a)', 7, 'p', 't', 1)", "(X'00', 'alice', 'p', 't', 1)", "('\(a)', 'alice', 'p', 't', 1), ('\(a)', 'bob', 'p', 't', 1)"] {
+            try FileManager.default.removeItem(atPath: hub.layout.originOwners)
+            for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: hub.layout.originOwners + suffix) }
+            let q3 = try SQLiteFactory.queue(hub.layout.originOwners, .ours, SQLiteFactory.configuration(.ours))
+            try q3.write { db in
+                try db.execute(sql: "CREATE TABLE owners (origin, user, principal, claimed_at, confirmed)")
+                try db.execute(sql: "INSERT INTO owners VALUES \(rows)")
+            }
+            try q3.close()
+            #expect(throws: ServerError.self, "\(rows)") { try OriginOwners(store: hub) }
+            #expect(throws: ServerError.self, "\(rows)") { try OriginOwners.read(store: hub) }
+        }
     }
 
     /// The same, end to end: claims left unconfirmed on disk (as a server stopped between a claim
@@ -137,8 +151,9 @@ import Testing
               {"name":"admin","token":"admin-token-0123456789a","push":"*","pull":true}
             ]}
             """.utf8))
-        try edit(alice, 3, seed: 1, actor: "alice")
+        try edit(alice, 3, seed: 1, actor: nil)  // no actor: a page of it passes the actor check
         try edit(bob, 3, seed: 2, actor: "bob")
+        try edit(bob, 2, seed: 4, actor: "bob")  // two frames: pushed again a frame a page, the held tip is on the second
         try edit(carol, 3, seed: 3, actor: "carol")
         // The hub holds alice's frames (an unscoped principal pushed them), and carol holds an
         // unconfirmed claim of them; carol also holds one of bob's replica, of which the hub holds nothing.
@@ -171,12 +186,78 @@ import Testing
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try await Self.sync(url, "bob-token-0123456789abc", bob2)
             #expect(Set(try origins(bob2)) == [bob2.replicaID], "bob's claim opens nothing while unconfirmed")
-            try edit(bob, 1, seed: 4, actor: "bob")
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            // Another user's unconfirmed claim whose frames are held refuses a page of them, held
+            // frames included (answered from the index, a page of made-up headers would learn how
+            // far the origin goes).
+            let (code, text) = try await push(try FramePage.collect(from: alice, since: .empty, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("belongs to another user"), "\(code) \(text)")
+            // bob's replica pushes its log again, one frame a page: its frames are held, and the
+            // one at the held tip, sent byte for byte, confirms the claim (the sender holds the chain).
+            try await Self.push(url, "bob-token-0123456789abc", bob, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1))
+            #expect(try OriginOwners(store: hub).owner(of: bob.replicaID) == "bob")
             try await Self.sync(url, "bob-token-0123456789abc", bob2)
             #expect(Set(try origins(bob2)) == [bob.replicaID, bob2.replicaID])
         }
         #expect(try OriginOwners(store: hub).all == [bob.replicaID: "bob", bob2.replicaID: "bob", carol.replicaID: "carol"])
+    }
+
+    /// The first append of a new origin may take several pages; its claim is confirmed only when
+    /// the append is whole. Meanwhile each answer shows the pusher how far its own frames got
+    /// (else it sent its first page again and again, and gave up), and the claim keeps other
+    /// users off the origin, an append still open counting as held.
+    @Test func aFirstAppendOverSeveralPagesClaimsItsOriginWhenWhole() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
+        var o = AppendOptions()
+        o.frameEventsMax = 4
+        let w = try LogAppender(store: bob, options: o)
+        _ = try w.append(mutations(20, seed: 7, actor: "bob"))  // one append, five frames
+        try w.close()
+        let bob2 = try Store.create(at: dir.path + "/bob2")
+        try edit(bob2, 1, seed: 8, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            // The first two frames alone: the append is open, the claim unconfirmed.
+            let firstPage = try FramePage.collect(from: bob, since: .empty, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 2))
+            var (code, text) = try await push(firstPage, to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "\(text)")
+            #expect(text.contains("\"cursor\""), "\(text)")
+            let owners = try OriginOwners(store: hub)
+            #expect(owners.claimant(of: bob.replicaID) == "bob" && owners.owner(of: bob.replicaID) == nil)
+            // alice's push of the same frames meets bob's claim: not taken back (its append is open).
+            (code, text) = try await push(firstPage, to: url, token: "alice-token-0123456789a")
+            #expect(code == 403, "\(code) \(text)")
+            // The whole push, two frames a page, goes on from where each answer says.
+            try await Self.push(url, "bob-token-0123456789abc", bob, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 2))
+            #expect(try OriginOwners(store: hub).owner(of: bob.replicaID) == "bob")
+            try await Self.sync(url, "bob-token-0123456789abc", bob2)
+            #expect(Set(try origins(bob2)) == [bob.replicaID, bob2.replicaID])
+            #expect(try Workload.dump(bob2).count > 20)
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            #expect(try origins(alice).isEmpty)
+        }
+    }
+
+    /// A frame at an origin's held tip proves its sender holds the chain only when it is the
+    /// held frame byte for byte: a frame of the same seq written by another store (same origin,
+    /// other events) proves nothing.
+    @Test func onlyTheHeldTipFrameByteForByteProvesTheChain() throws {
+        let dir = Dir()
+        let held = try Store.create(at: dir.path + "/held")
+        try edit(held, 3, seed: 1, actor: nil)
+        let twin = dir.path + "/twin"
+        try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: held.path + "/store.json", toPath: twin + "/store.json")
+        try FileManager.default.copyItem(atPath: held.layout.signingKey, toPath: twin + "/replica.key")
+        let twinStore = try Store.open(at: twin)
+        try edit(twinStore, 3, seed: 2, actor: nil)
+        let reader = LogReader(store: held)
+        let mine = try FramePage.collect(from: held, since: .empty, limits: PageLimits()).frames
+        let theirs = try FramePage.collect(from: twinStore, since: .empty, limits: PageLimits()).frames
+        #expect(try FrameHeader(parsing: #require(theirs.last))?.lastSeq == reader.tip(origin: held.replicaID).lastSeq)
+        #expect(ReplicaEndpoint.sends(mine, heldTipOf: held.replicaID, reader))
+        #expect(!ReplicaEndpoint.sends(Array(mine.dropLast()), heldTipOf: held.replicaID, reader))
+        #expect(!ReplicaEndpoint.sends(theirs, heldTipOf: held.replicaID, reader))
+        #expect(!ReplicaEndpoint.sends(mine, heldTipOf: ReplicaID.random(), reader))
     }
 
     /// The pages read the owners' file while pushes claim origins in it: a claim that opens the
@@ -377,6 +458,16 @@ import Testing
         } catch {
             await t.shutdown()
             Issue.record("sync of \(token.prefix(5)): \(error)")
+            throw error
+        }
+        await t.shutdown()
+    }
+
+    /// Pushes `store` to the server at `url` as `token`'s principal, in pages within `limits`.
+    static func push(_ url: String, _ token: String, _ store: Store, limits: PageLimits) async throws {
+        let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+        do { _ = try await Replication.push(from: store, to: t, limits: limits) } catch {
+            await t.shutdown()
             throw error
         }
         await t.shutdown()

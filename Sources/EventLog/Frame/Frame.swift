@@ -14,6 +14,13 @@ extension FrameHeader {
         guard let h = try? FrameHeader.decode(frame) else { return nil }
         self = h
     }
+
+    /// What `frame`'s header says its payload holds uncompressed (`rawBytes`); 0 when the header
+    /// does not parse (what bounds a page counts such a frame as, and the receiver refuses it).
+    public static func rawBytes(of frame: [UInt8]) -> Int { FrameHeader(parsing: frame).map { Int($0.rawBytes) } ?? 0 }
+
+    /// `rawBytes(of:)` of the frame at the start of `frame`'s bytes.
+    public static func rawBytes(of frame: UnsafeRawBufferPointer) -> Int { FrameHeader(parsing: frame).map { Int($0.rawBytes) } ?? 0 }
 }
 
 /// The fixed 96-byte header in front of every frame. See docs/FORMAT.md, "Frame header".
