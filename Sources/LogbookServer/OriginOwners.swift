@@ -6,7 +6,9 @@ import GRDB
 /// Which user owns each origin a served store holds (docs/SECURITY.md, "Per-user scopes"): the
 /// user of the first scoped principal that pushed it. Kept in `origin_owners.sqlite` in the
 /// store's directory. Origins nobody claimed (the store's own, those pushed by unscoped
-/// principals) have none and are read only by unscoped principals. Safe to use from any thread.
+/// principals) have none and are read only by unscoped principals. Its readers are safe to use
+/// from any thread; what writes the record (`claim`, `confirm`, `release`, `releaseAbandoned`)
+/// is called from one queue at a time, holding the store's writer lock (the server's `writes`).
 ///
 /// Owning is made in two steps, each synced. A push first *claims* its new origins, before its
 /// frames are written, so two users pushing one new origin cannot both get it; a claim opens
@@ -15,7 +17,8 @@ import GRDB
 /// `origins(of:)`, `all`). A claim left unconfirmed (the server stopped between the two steps, or
 /// the claim of a refused push could not be taken back) never becomes a right to read: it is
 /// taken back once the store holds nothing of its origin (`releaseAbandoned`), and confirmed only
-/// by a later push of its claimant that makes the origin's log grow (which needs its chain).
+/// by a later push of its claimant that makes the origin's log grow or sends the frame at its
+/// held tip byte for byte (either needs the log's chain).
 public final class OriginOwners: @unchecked Sendable {
     public static let fileName = StoreLayout.Entry.originOwners.rawValue
     private let path: String
@@ -223,6 +226,76 @@ public final class OriginOwners: @unchecked Sendable {
     /// - Throws: `ServerError` when the claims cannot be recorded: then none is.
     public func claim(_ requests: [ClaimRequest]) throws -> [Claim] {
         try lock.withLock {
+            // Planned from what this process knows; a row another serving process wrote meanwhile
+            // (met as a conflict) is taken in, and the claims planned again without it.
+            while true {
+                let (claims, planned) = plan(requests)
+                guard !planned.isEmpty else { return claims }
+                let found = try record(requests, claims)
+                guard !found.isEmpty else {
+                    for (o, u) in planned {
+                        owners[o] = u
+                        unconfirmed.insert(o)
+                    }
+                    return claims
+                }
+                adopt(found)
+            }
+        }
+    }
+
+    /// Rows of the file taken as this process's own record of them.
+    private func adopt(_ rows: [Entry]) {
+        for r in rows {
+            if let u = owners[r.origin] { byUser[u]?.remove(r.origin) }
+            owners[r.origin] = r.user
+            if r.confirmed {
+                unconfirmed.remove(r.origin)
+                byUser[r.user, default: []].insert(r.origin)
+            } else {
+                unconfirmed.insert(r.origin)
+            }
+        }
+    }
+
+    private struct Conflict: Error {}
+
+    /// Writes the new claims of `claims` (synced), or, when a row of one of their origins is in
+    /// the file already, nothing: then returns those rows.
+    private func record(_ requests: [ClaimRequest], _ claims: [Claim]) throws -> [Entry] {
+        let q = try open()
+        if let unversioned {
+            throw ServerError("\(path): cannot claim origins: the file is of the first version and cannot be given its `confirmed` column: \(unversioned)")
+        }
+        let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
+        let path = self.path
+        var found: [Entry] = []
+        do {
+            try q.write { db in
+                found = []
+                let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 0) ON CONFLICT (origin) DO NOTHING")
+                for (r, c) in zip(requests, claims) {
+                    for o in c.new {
+                        try insert.execute(arguments: [o.description, r.user, r.principal, now])
+                        if db.changesCount == 0 { found += try Self.claims(db, path: path, origins: [o]) }
+                    }
+                }
+                if !found.isEmpty { throw Conflict() }  // rolled back
+            }
+        } catch is Conflict {
+            return found
+        } catch let e as ServerError {
+            throw e
+        } catch {
+            let first = claims.first { !$0.new.isEmpty }?.new[0]
+            throw ServerError("\(path): cannot record who owns origin \(first.map { "\($0)" } ?? "?"): \(error)")
+        }
+        return []
+    }
+
+    /// What `claim(_:)` would do by what this process knows: per request, its claim, and every
+    /// origin to claim with its user.
+    private func plan(_ requests: [ClaimRequest]) -> ([Claim], [ReplicaID: String]) {
             var planned: [ReplicaID: String] = [:]
             var claims: [Claim] = []
             for r in requests {
@@ -243,29 +316,7 @@ public final class OriginOwners: @unchecked Sendable {
                 for o in new { planned[o] = r.user }
                 claims.append(Claim(taken: nil, new: new))
             }
-            guard !planned.isEmpty else { return claims }
-            let q = try open()
-            if let unversioned {
-                throw ServerError("\(path): cannot claim origins: the file is of the first version and cannot be given its `confirmed` column: \(unversioned)")
-            }
-            let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
-            do {
-                try q.write { db in
-                    let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 0)")
-                    for (r, c) in zip(requests, claims) {
-                        for o in c.new { try insert.execute(arguments: [o.description, r.user, r.principal, now]) }
-                    }
-                }
-            } catch {
-                let first = claims.first { !$0.new.isEmpty }?.new[0]
-                throw ServerError("\(path): cannot record who owns origin \(first.map { "\($0)" } ?? "?"): \(error)")
-            }
-            for (o, u) in planned {
-                owners[o] = u
-                unconfirmed.insert(o)
-            }
-            return claims
-        }
+            return (claims, planned)
     }
 
     /// Takes back what a claim of `user` made (its push was refused: a refusal changes nothing).
@@ -331,32 +382,35 @@ public final class OriginOwners: @unchecked Sendable {
             guard !mine.isEmpty else { return [] }
             let q = try open()
             let now = ISOTime.string(millis: UInt64(max(0, Date().timeIntervalSince1970 * 1000)))
-            var lost = Set<ReplicaID>()
+            let path = self.path
+            var winners: [ReplicaID: Entry] = [:]
             do {
                 try q.write { db in
-                    lost = []
+                    winners = [:]
                     let update = try db.cachedStatement(sql: "UPDATE owners SET confirmed = 1 WHERE origin = ? AND user = ? AND confirmed = 0")
                     let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 1) ON CONFLICT (origin) DO NOTHING")
                     for (o, r) in mine {
                         try update.execute(arguments: [o.description, r.user])
                         guard db.changesCount == 0 else { continue }
                         try insert.execute(arguments: [o.description, r.user, r.principal, now])
-                        if db.changesCount == 0 { lost.insert(o) }
+                        guard db.changesCount == 0 else { continue }
+                        // The row is there but was not this unconfirmed claim: confirmed already
+                        // (by another serving process), or another user's.
+                        if let w = try Self.claims(db, path: path, origins: [o]).first, w.user != r.user || !w.confirmed { winners[o] = w }
                     }
                 }
+            } catch let e as ServerError {
+                throw e
             } catch {
                 throw ServerError("\(path): cannot record that user \"\(mine[0].1.user)\" owns origin \(mine[0].0): \(error)")
             }
             var done: [ReplicaID] = []
-            for (o, r) in mine {
+            for (o, r) in mine where winners[o] == nil {
                 unconfirmed.remove(o)
-                if lost.contains(o) {
-                    owners[o] = nil
-                } else {
-                    byUser[r.user, default: []].insert(o)
-                    done.append(o)
-                }
+                byUser[r.user, default: []].insert(o)
+                done.append(o)
             }
+            adopt(Array(winners.values))
             return done
         }
     }
@@ -401,11 +455,9 @@ public final class OriginOwners: @unchecked Sendable {
                     if r.confirmed { byUser[r.user, default: []].insert(o) } else { unconfirmed.insert(o) }
                 }
             }
-            // And unconfirmed claims another process made: they keep other users off too.
-            for r in found where owners[r.origin] == nil {
-                owners[r.origin] = r.user
-                unconfirmed.insert(r.origin)
-            }
+            // And the file's unconfirmed claims as they stand (another process's among them):
+            // they keep other users off too.
+            adopt(found.filter { owners[$0.origin] != $0.user || !unconfirmed.contains($0.origin) })
         }
         var abandoned: [(ReplicaID, String)] = []
         for r in found where try !holds(r.origin) { abandoned.append((r.origin, r.user)) }

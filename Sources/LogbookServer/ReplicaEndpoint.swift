@@ -405,7 +405,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         var live: [Int] = [], claiming: [Int] = []
         for i in group.indices {
             do {
-                if try mayClaim(group[i]) { claiming.append(i) } else { live.append(i) }
+                if try mayClaim(group[i], open: projected.appender.openAppends) { claiming.append(i) } else { live.append(i) }
             } catch {
                 group[i].answer.resume(throwing: error)
             }
@@ -434,7 +434,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         do { results = try projected.appender.receive(batches: live.map { group[$0].frames }) } catch {
             index.invalidate()  // marks written before the failure may name frames cut back since
             closeWriter()
-            for i in live { refuse(i, error) }
+            // The claims stay (unconfirmed, they open nothing): frames the failure could not cut
+            // back may be on disk, and a claim taken back over them left the origin held and
+            // owned by nobody, its owner refused for ever. The next writer takes back those
+            // whose origins hold nothing.
+            for i in live { group[i].answer.resume(throwing: error) }
             return
         }
         var received: [(Int, ReceiveResult)] = []
@@ -570,12 +574,13 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
 
     /// Whether `push` is a scoped principal's, whose origins nobody owns are to be claimed
     /// (runs on `writes`); throws when one of them may not be claimed.
-    private func mayClaim(_ push: PendingPush) throws -> Bool {
+    private func mayClaim(_ push: PendingPush, open: [ReplicaID: Seq]) throws -> Bool {
         guard let user = push.principal.user else { return false }
         // Only an origin this store holds nothing of can be claimed: one it already holds
-        // (its own, or one an unscoped principal pushed) belongs to no user to take.
+        // (its own, or one an unscoped principal pushed, an append of it still open included)
+        // belongs to no user to take.
         for o in push.pushed where owners.claimant(of: o) == nil {
-            if try o == store.replicaID || index[o] != nil || (LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
+            if try o == store.replicaID || open[o] != nil || index[o] != nil || (LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
                 throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(push.principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
                                     code: .forbidden, origin: o)
             }
