@@ -226,6 +226,12 @@ import Testing
         }
         // A log whose first record proves no share gives nothing, continued or not.
         #expect(ShareDirectory.state(share: share, origin: origin, continuing: nil, events: Array(events.dropFirst())) == nil)
+        // The writer's own record of the share, continued at each change it made (and looked
+        // at again by its next write), is the same.
+        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("t"))])], to: share)
+        var kept = try #require(a.shareCache[share]).fold
+        kept.state.name = whole.name
+        #expect(kept == full)
     }
 
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {

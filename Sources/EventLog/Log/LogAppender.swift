@@ -108,9 +108,9 @@ public final class LogAppender {
     var recoveredOthers: [ReplicaID: RecoveredOrigin] = [:]
     /// Received appends still open, per origin: indexed and counted once their last frame arrives.
     var pending: [ReplicaID: PendingAppend] = [:]
-    /// Shares written here: their membership log and its state as of its tip (read again when
-    /// the log grows).
-    var shareCache: [ShareID: (origin: ReplicaID, seq: Seq, state: ShareState)] = [:]
+    /// Shares written here: their membership log, its tip when last looked at, and its state as
+    /// read so far (continued from there when the log grows, not read again from its start).
+    var shareCache: [ShareID: (origin: ReplicaID, seq: Seq, fold: ShareDirectory.Fold)] = [:]
     /// Share logs this store declined since it was opened (docs/SHARING.md, "Partial
     /// replication"): per origin, its share and the last seq offered. A session counts them as
     /// held (`receivePosition`), so it moves past them; once this replica joins the share they

@@ -76,11 +76,19 @@ extension LogAppender {
         var found: ShareState?
         if let c = shareCache[share] {
             let tip = try currentTip(c.origin).lastSeq
-            found = tip == c.seq ? c.state : try ShareDirectory.state(store, share: share, origin: c.origin)
-            if let f = found { shareCache[share] = (c.origin, tip, f) }
+            var fold = tip == c.seq ? c.fold : try ShareDirectory.state(store, share: share, origin: c.origin, continuing: c.fold)
+            if fold?.state.sealedName == c.fold.state.sealedName { fold?.state.name = c.fold.state.name }  // opened once
+            found = fold?.state
+            if let fold { shareCache[share] = (c.origin, tip, fold) }
         } else if let s = try ShareDirectory.shares(store)[share] {
-            found = s
-            shareCache[share] = (s.membersOrigin, try currentTip(s.membersOrigin).lastSeq, s)
+            let tip = try currentTip(s.membersOrigin).lastSeq
+            if var fold = try ShareDirectory.state(store, share: share, origin: s.membersOrigin, continuing: nil) {
+                fold.state.name = s.name
+                found = fold.state
+                shareCache[share] = (s.membersOrigin, tip, fold)
+            } else {
+                found = s
+            }
         }
         guard let s = found else {
             throw LogError(.invalidInput, op, "no share \(share) in this store", file: store.path, hint: "list shares with `evctl share list`; sync first if it was made elsewhere")
