@@ -385,7 +385,22 @@ public final class OriginOwners: @unchecked Sendable {
             let path = self.path
             var winners: [ReplicaID: Entry] = [:]
             do {
-                try q.write { db in
+                // Not synced on its own: the next synced write of the file (a claim) carries it.
+                // A power loss before that loses only the mark, and the claim is confirmed again
+                // when its replica next pushes the origin (its held tip): the frames are durable,
+                // and an unconfirmed claim opens nothing. A first push's claim and frames then
+                // cost one sync of this file, not two.
+                defer {
+                    // Every other write is synced: a connection that cannot be set back is
+                    // closed (the next one opens with FULL).
+                    if (try? q.writeWithoutTransaction({ db in try db.execute(sql: "PRAGMA synchronous = FULL") })) == nil {
+                        try? q.close()
+                        queue = nil
+                    }
+                }
+                try q.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA synchronous = NORMAL")
+                    try db.inTransaction {
                     winners = [:]
                     let update = try db.cachedStatement(sql: "UPDATE owners SET confirmed = 1 WHERE origin = ? AND user = ? AND confirmed = 0")
                     let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 1) ON CONFLICT (origin) DO NOTHING")
@@ -397,6 +412,8 @@ public final class OriginOwners: @unchecked Sendable {
                         // The row is there but was not this unconfirmed claim: confirmed already
                         // (by another serving process), or another user's.
                         if let w = try Self.claims(db, path: path, origins: [o]).first, w.user != r.user || !w.confirmed { winners[o] = w }
+                    }
+                    return .commit
                     }
                 }
             } catch let e as ServerError {

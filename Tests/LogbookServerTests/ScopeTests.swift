@@ -143,6 +143,15 @@ import Testing
         #expect(try OriginOwners(store: hub).unconfirmedClaims.isEmpty)
     }
 
+    /// A new store at `path` with `store`'s replica id and key: it writes frames of the same
+    /// origin, of other events.
+    static func twin(of store: Store, at path: String) throws -> Store {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: store.path + "/store.json", toPath: path + "/store.json")
+        try FileManager.default.copyItem(atPath: store.layout.signingKey, toPath: path + "/replica.key")
+        return try Store.open(at: path)
+    }
+
     /// `threeUsers`' principals and an unscoped one, `admin`.
     static let withAdmin = try! AccessPolicy(json: Data("""
         {"principals":[
@@ -300,11 +309,7 @@ import Testing
         let dir = Dir()
         let held = try Store.create(at: dir.path + "/held")
         try edit(held, 3, seed: 1, actor: nil)
-        let twin = dir.path + "/twin"
-        try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: held.path + "/store.json", toPath: twin + "/store.json")
-        try FileManager.default.copyItem(atPath: held.layout.signingKey, toPath: twin + "/replica.key")
-        let twinStore = try Store.open(at: twin)
+        let twinStore = try Self.twin(of: held, at: dir.path + "/twin")
         try edit(twinStore, 3, seed: 2, actor: nil)
         let reader = LogReader(store: held)
         let mine = try FramePage.collect(from: held, since: .empty, limits: PageLimits()).frames
@@ -624,11 +629,7 @@ import Testing
         let hub = try Store.create(at: dir.path + "/hub")
         try edit(hub, 4, seed: 1, actor: nil)
         // A store with the hub's replica id, whose events carry bob's name: frames of the hub's own origin.
-        let twin = dir.path + "/twin"
-        try FileManager.default.createDirectory(atPath: twin, withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: hub.path + "/store.json", toPath: twin + "/store.json")
-        try FileManager.default.copyItem(atPath: hub.layout.signingKey, toPath: twin + "/replica.key")
-        let twinStore = try Store.open(at: twin)
+        let twinStore = try Self.twin(of: hub, at: dir.path + "/twin")
         try edit(twinStore, 8, seed: 2, actor: "bob")  // past what the hub holds of its own log
         // A new origin whose second append is sent without its first: a gap, refused on receipt.
         let gappy = try Store.create(at: dir.path + "/gappy")
