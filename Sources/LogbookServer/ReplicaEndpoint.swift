@@ -327,8 +327,12 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // A push of origins its user claimed but has not had confirmed goes to the writer even
         // when it holds nothing new: it may confirm them (`receivePending`).
         let confirms = principal.user.map { u in pushed.contains { owners.isUnconfirmed($0) && owners.claimant(of: $0) == u } } ?? false
+        // Nor does a scoped push of an origin nobody claimed: `mayClaim` refuses it if the store
+        // holds it, new frames or not (answered from the index, a page of made-up headers of such
+        // an origin, the server's own among them, learnt how far it goes).
+        let unclaimed = principal.user != nil && pushed.contains { owners.claimant(of: $0) == nil }
         let nothingNew = try await run(on: reads) { () throws -> Bool in
-            guard !confirms else { return false }
+            guard !confirms && !unclaimed else { return false }
             try index.refresh()
             return frames.allSatisfy { f in
                 guard let h = FrameHeader(parsing: f) else { return false }

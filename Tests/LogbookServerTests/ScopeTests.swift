@@ -631,6 +631,8 @@ import Testing
         // A store with the hub's replica id, whose events carry bob's name: frames of the hub's own origin.
         let twinStore = try Self.twin(of: hub, at: dir.path + "/twin")
         try edit(twinStore, 8, seed: 2, actor: "bob")  // past what the hub holds of its own log
+        let shortTwin = try Self.twin(of: hub, at: dir.path + "/short-twin")
+        try edit(shortTwin, 3, seed: 3, actor: "bob")  // within it
         // A new origin whose second append is sent without its first: a gap, refused on receipt.
         let gappy = try Store.create(at: dir.path + "/gappy")
         try edit(gappy, 2, seed: 3, actor: "bob")
@@ -643,6 +645,10 @@ import Testing
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             let before = try hub.cursor()
             var (code, text) = try await push(try FramePage.collect(from: twinStore, since: .empty, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("owned by no user"), "\(code) \(text)")
+            // The same for frames no further than the hub holds of its own log: answered from the
+            // index (200, nothing new), a page of them told bob how far that log goes.
+            (code, text) = try await push(try FramePage.collect(from: shortTwin, since: .empty, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
             #expect(code == 403 && text.contains("owned by no user"), "\(code) \(text)")
             (code, text) = try await push(try FramePage.collect(from: gappy, since: afterFirst, limits: PageLimits()), to: url, token: "bob-token-0123456789abc")
             #expect(code == 422, "\(code) \(text)")
