@@ -244,6 +244,24 @@ public final class OriginOwners: @unchecked Sendable {
         }
     }
 
+    /// Reads the rows of `origins` from the file again and takes them as this process's record
+    /// (another serving process on the store may have written them): a writer's check before it
+    /// refuses an origin as claimed by nobody.
+    public func reload(_ origins: [ReplicaID]) throws {
+        guard !origins.isEmpty, FileManager.default.fileExists(atPath: path) else { return }
+        try lock.withLock {
+            let q = try open()
+            let path = self.path
+            do {
+                adopt(try q.read { db in try Self.claims(db, path: path, origins: origins) })
+            } catch let e as ServerError {
+                throw e
+            } catch {
+                throw ServerError("\(path): cannot read the origins' owners: \(error)")
+            }
+        }
+    }
+
     /// Rows of the file taken as this process's own record of them.
     private func adopt(_ rows: [Entry]) {
         for r in rows {
@@ -385,22 +403,7 @@ public final class OriginOwners: @unchecked Sendable {
             let path = self.path
             var winners: [ReplicaID: Entry] = [:]
             do {
-                // Not synced on its own: the next synced write of the file (a claim) carries it.
-                // A power loss before that loses only the mark, and the claim is confirmed again
-                // when its replica next pushes the origin (its held tip): the frames are durable,
-                // and an unconfirmed claim opens nothing. A first push's claim and frames then
-                // cost one sync of this file, not two.
-                defer {
-                    // Every other write is synced: a connection that cannot be set back is
-                    // closed (the next one opens with FULL).
-                    if (try? q.writeWithoutTransaction({ db in try db.execute(sql: "PRAGMA synchronous = FULL") })) == nil {
-                        try? q.close()
-                        queue = nil
-                    }
-                }
-                try q.writeWithoutTransaction { db in
-                    try db.execute(sql: "PRAGMA synchronous = NORMAL")
-                    try db.inTransaction {
+                try q.write { db in
                     winners = [:]
                     let update = try db.cachedStatement(sql: "UPDATE owners SET confirmed = 1 WHERE origin = ? AND user = ? AND confirmed = 0")
                     let insert = try db.cachedStatement(sql: "INSERT INTO owners (origin, user, principal, claimed_at, confirmed) VALUES (?, ?, ?, ?, 1) ON CONFLICT (origin) DO NOTHING")
@@ -412,8 +415,6 @@ public final class OriginOwners: @unchecked Sendable {
                         // The row is there but was not this unconfirmed claim: confirmed already
                         // (by another serving process), or another user's.
                         if let w = try Self.claims(db, path: path, origins: [o]).first, w.user != r.user || !w.confirmed { winners[o] = w }
-                    }
-                    return .commit
                     }
                 }
             } catch let e as ServerError {

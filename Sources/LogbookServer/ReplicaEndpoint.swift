@@ -312,7 +312,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         func answering(_ a: PushAnswer) -> PushAnswer {
             guard !held.isEmpty || !purged.isEmpty else { return a }
             var a = a
-            if !held.isEmpty { a.cursor = a.cursor.merged(with: index.cursor(of: held)) }
+            if !held.isEmpty { a.cursor = a.cursor.merged(with: ReplicationCursor(held)) }
             if !purged.isEmpty { a.cursor = a.cursor.merged(with: ReplicationCursor(purged)) }
             return a
         }
@@ -545,34 +545,55 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
     }
 
-    /// Frames of another user's share log that this store already holds durably change nothing:
-    /// they are left out of a scoped principal's push rather than refused. A replica pushes
-    /// what it holds that the server's cursor for it does not show, and a user's cursor stops
-    /// showing a share's logs once its replica is removed from the share: refusing would stop
-    /// that replica's pushes for good. Only a share's log (this store's frames of it carry a
-    /// share block): another user's own origin is refused as ever, else a frame header of it
-    /// made up by the pusher got that origin's durable seq back in the answer's cursor.
-    private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) {
-        guard let user = principal.user else { return (push.frames, push.origins, []) }
+    /// Frames of a share's log that another user claimed, or nobody did (a relay pushed it), that
+    /// this store holds byte for byte change nothing: they are left out of a scoped principal's
+    /// push rather than refused. A replica pushes what it holds that the server's cursor for it
+    /// does not show, and a user's cursor stops showing a share's logs once its replica is
+    /// removed from the share: refusing would stop that replica's pushes for good. Only a share's
+    /// log (this store's frames of it carry a share block): another user's own origin is refused
+    /// as ever. Only frames equal to the stored ones, and the answer shows each such origin at
+    /// the pusher's own last frame of it: a page of made-up headers (their signatures are not
+    /// checked before they are left out) learns nothing of how far the log goes here.
+    /// - Returns: the frames kept, their origins, and the position of each origin left out.
+    private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID], [ReplicaID: Seq]) {
+        guard let user = principal.user else { return (push.frames, push.origins, [:]) }
         let owners = self.owners, index = self.index, store = self.store
-        guard push.origins.contains(where: { o in owners.claimant(of: o).map { $0 != user } ?? false }) else { return (push.frames, push.origins, []) }
-        return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID], Set<ReplicaID>) in
+        @Sendable func foreign(_ o: ReplicaID) -> Bool { owners.claimant(of: o).map { $0 != user } ?? true }
+        guard push.origins.contains(where: foreign) else { return (push.frames, push.origins, [:]) }
+        return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID], [ReplicaID: Seq]) in
             try index.refresh()
-            var isShareLog: [ReplicaID: Bool] = [:]
             let reader = LogReader(store: store)
-            func shareLog(_ o: ReplicaID) -> Bool {
-                if let known = isShareLog[o] { return known }
-                var shared = false
-                try? reader.forEachFrame(origin: o) { h, _ in shared = h.shared; return false }
-                isShareLog[o] = shared
-                return shared
+            let headers = push.frames.map { FrameHeader(parsing: $0) }
+            // The candidates, per origin in seq order: held durably, of a share's log.
+            var candidates: [ReplicaID: [Int]] = [:]
+            for (i, h) in headers.enumerated() {
+                guard let h, foreign(h.origin), index[h.origin].map({ h.lastSeq <= $0.durable }) ?? false else { continue }
+                candidates[h.origin, default: []].append(i)
             }
-            let kept = push.frames.filter { f in
-                guard let h = FrameHeader(parsing: f), let owner = owners.claimant(of: h.origin), owner != user else { return true }
-                return !(index[h.origin].map { h.lastSeq <= $0.durable } ?? false) || !shareLog(h.origin)
+            var dropped = Set<Int>()
+            for (o, found) in candidates {
+                var shared = false
+                try? reader.forEachFrame(origin: o, linking: false) { h, _ in shared = h.shared; return false }
+                guard shared else { continue }
+                let ordered = found.sorted { headers[$0]!.baseSeq < headers[$1]!.baseSeq }
+                var k = 0
+                // One pass over the stored frames from the first candidate's seq.
+                try? reader.forEachFrame(origin: o, from: headers[ordered[0]]!.baseSeq, linking: false) { h, bytes in
+                    while k < ordered.count && headers[ordered[k]]!.baseSeq < h.baseSeq { k += 1 }
+                    if k < ordered.count && headers[ordered[k]]!.baseSeq == h.baseSeq {
+                        if bytes.elementsEqual(push.frames[ordered[k]]) { dropped.insert(ordered[k]) }
+                        k += 1
+                    }
+                    return k < ordered.count
+                }
+            }
+            guard !dropped.isEmpty else { return (push.frames, push.origins, [:]) }
+            var kept: [[UInt8]] = [], left: [ReplicaID: Seq] = [:]
+            for (i, f) in push.frames.enumerated() {
+                if dropped.contains(i), let h = headers[i] { left[h.origin] = max(left[h.origin] ?? Seq(0), h.lastSeq) } else { kept.append(f) }
             }
             let origins = Set(kept.compactMap { FrameHeader(parsing: $0)?.origin })
-            return (kept, push.origins.filter(origins.contains), Set(push.origins).subtracting(origins))
+            return (kept, push.origins.filter(origins.contains), left.filter { !origins.contains($0.key) })
         }
     }
 
@@ -585,6 +606,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // belongs to no user to take.
         for o in push.pushed where owners.claimant(of: o) == nil {
             if try o == store.replicaID || open[o] != nil || index[o] != nil || (LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
+                // Another serving process on the store may have claimed it: its row decides.
+                try owners.reload([o])
+                guard owners.claimant(of: o) == nil else { continue }
                 throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(push.principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
                                     code: .forbidden, origin: o)
             }

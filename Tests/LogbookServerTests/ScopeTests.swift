@@ -534,6 +534,68 @@ import Testing
         await t.shutdown()
     }
 
+    /// A replica removed from a share whose logs a relay (an unscoped principal) pushed, which
+    /// nobody claimed, keeps pushing what it holds of them: frames the hub holds byte for byte
+    /// are left out of its pages, not refused, and the answer places them at the pusher's own
+    /// last frame. A made-up frame of such a log is refused, and learns nothing of how far it goes.
+    @Test func aRemovedMemberKeepsPushingARelaysShareLogs() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let bobKey = try #require(try bob.signingKey())
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "team")
+        try a.addMember(bobKey.memberCard, to: share)
+        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("shared"))])], to: share)
+        try a.close()
+        try edit(bob, 2, seed: 3, actor: "bob")
+        let aliceKey = try #require(try alice.signingKey())
+        let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)
+        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try await Self.sync(url, "admin-token-0123456789a", alice)  // the relay: alice's logs, claimed by nobody
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: bob).tip(origin: aliceLog).lastSeq.rawValue > 0, "bob, a member, received the share's logs")
+            let a = try LogAppender(store: alice)
+            try a.removeMember(bob.replicaID, from: share)
+            try a.close()
+            try await Self.sync(url, "admin-token-0123456789a", alice)
+            // bob's user no longer reads the share's logs, so his replica pushes them: left out.
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            let page = try FramePage.collect(from: bob, since: .empty, limits: PageLimits())
+            let (code, text) = try await push(page, to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "\(code) \(text)")
+            // A frame of alice's share log made up (the first frame, one byte changed): refused.
+            var forged = try #require(FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == aliceLog })
+            forged[forged.count - 1] ^= 1
+            let (forgedCode, forgedText) = try await push(FramePage(frames: [forged], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(forgedCode != 200 && !forgedText.contains("cursor"), "\(forgedCode) \(forgedText)")
+        }
+        #expect(try OriginOwners(store: hub).claimant(of: aliceLog) == nil)
+    }
+
+    /// Two serving processes on one store: an origin the other one claimed (its row written,
+    /// its frames received) is not refused here as claimed by nobody; the file's row decides.
+    @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {
+        let dir = Dir()
+        let (hub, _, bob, _, policy) = try Self.threeUsers(dir)
+        try edit(bob, 2, seed: 1, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            // The other process: it takes the writer while this one is idle, receives bob's
+            // frames, and records bob's claim, confirmed.
+            try await Task.sleep(nanoseconds: 500_000_000)
+            let other = try OriginOwners(store: hub)
+            _ = try other.claim([bob.replicaID], user: "bob", principal: "bob")
+            let w = try LogAppender(store: hub)
+            _ = try w.receive(FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames)
+            try w.close()
+            try other.confirm([bob.replicaID], user: "bob")
+            try edit(bob, 1, seed: 2, actor: "bob")
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+        }
+        #expect(try OriginOwners(store: hub).all == [bob.replicaID: "bob"])
+        #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
+    }
+
     /// A share's logs reach the users whose replicas are its members, from a scoped hub that
     /// holds no key: a user outside the share never receives a frame of it, and a member's user
     /// removed from it stops receiving its logs (docs/SHARING.md).
