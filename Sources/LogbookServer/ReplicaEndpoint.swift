@@ -559,7 +559,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         guard let user = principal.user else { return (push.frames, push.origins, [:]) }
         let owners = self.owners, index = self.index, store = self.store
         @Sendable func foreign(_ o: ReplicaID) -> Bool { owners.claimant(of: o).map { $0 != user } ?? true }
-        guard push.origins.contains(where: foreign) else { return (push.frames, push.origins, [:]) }
+        guard push.origins.contains(where: { foreign($0) && index.holds($0) }) else { return (push.frames, push.origins, [:]) }
         return try await run(on: reads) { () throws -> ([[UInt8]], [ReplicaID], [ReplicaID: Seq]) in
             try index.refresh()
             let reader = LogReader(store: store)
@@ -570,21 +570,30 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                 guard let h, foreign(h.origin), index[h.origin].map({ h.lastSeq <= $0.durable }) ?? false else { continue }
                 candidates[h.origin, default: []].append(i)
             }
+            // A log nobody claimed here may have been claimed by another serving process: its
+            // row decides (the user's own log is not left out).
+            let unclaimed = candidates.keys.filter { owners.claimant(of: $0) == nil }
+            if !unclaimed.isEmpty { try owners.reload(Array(unclaimed)) }
             var dropped = Set<Int>()
-            for (o, found) in candidates {
+            for (o, found) in candidates where foreign(o) {
                 var shared = false
                 try? reader.forEachFrame(origin: o, linking: false) { h, _ in shared = h.shared; return false }
                 guard shared else { continue }
-                let ordered = found.sorted { headers[$0]!.baseSeq < headers[$1]!.baseSeq }
+                // Only a run of frames that follow each other (as an honest page's do), from the
+                // first: the stored frames read are about as many as the page's, whatever seqs
+                // made-up headers name.
+                var run = found.sorted { headers[$0]!.baseSeq < headers[$1]!.baseSeq }
+                if let end = run.indices.dropFirst().first(where: { headers[run[$0]]!.baseSeq.rawValue != headers[run[$0 - 1]]!.lastSeq.rawValue + 1 }) {
+                    run.removeSubrange(end...)
+                }
                 var k = 0
-                // One pass over the stored frames from the first candidate's seq.
-                try? reader.forEachFrame(origin: o, from: headers[ordered[0]]!.baseSeq, linking: false) { h, bytes in
-                    while k < ordered.count && headers[ordered[k]]!.baseSeq < h.baseSeq { k += 1 }
-                    if k < ordered.count && headers[ordered[k]]!.baseSeq == h.baseSeq {
-                        if bytes.elementsEqual(push.frames[ordered[k]]) { dropped.insert(ordered[k]) }
-                        k += 1
-                    }
-                    return k < ordered.count
+                // One pass over the stored frames from the run's first seq, ending at the first
+                // frame that differs.
+                try? reader.forEachFrame(origin: o, from: headers[run[0]]!.baseSeq, linking: false) { h, bytes in
+                    guard h.baseSeq == headers[run[k]]!.baseSeq, bytes.elementsEqual(push.frames[run[k]]) else { return false }
+                    dropped.insert(run[k])
+                    k += 1
+                    return k < run.count
                 }
             }
             guard !dropped.isEmpty else { return (push.frames, push.origins, [:]) }

@@ -545,7 +545,7 @@ import Testing
         let a = try LogAppender(store: alice)
         let share = try a.createShare(name: "team")
         try a.addMember(bobKey.memberCard, to: share)
-        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("shared"))])], to: share)
+        for k in 0..<3 { _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("shared \(k)"))])], to: share) }
         try a.close()
         try edit(bob, 2, seed: 3, actor: "bob")
         let aliceKey = try #require(try alice.signingKey())
@@ -564,6 +564,13 @@ import Testing
             let page = try FramePage.collect(from: bob, since: .empty, limits: PageLimits())
             let (code, text) = try await push(page, to: url, token: "bob-token-0123456789abc")
             #expect(code == 200, "\(code) \(text)")
+            // Only a run of frames that follow each other is left out (a page naming far seqs
+            // would have the server read the log between them): alice's log's first and third
+            // frames, both held byte for byte, leave the third in the page, and it is refused.
+            let aliceFrames = try FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.filter { FrameHeader(parsing: $0)?.origin == aliceLog }
+            #expect(aliceFrames.count >= 3)
+            let (gapCode, gapText) = try await push(FramePage(frames: [aliceFrames[0], aliceFrames[2]], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(gapCode == 403 && gapText.contains("owned by no user"), "\(gapCode) \(gapText)")
             // A frame of alice's share log made up (the first frame, one byte changed): refused.
             var forged = try #require(FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == aliceLog })
             forged[forged.count - 1] ^= 1
