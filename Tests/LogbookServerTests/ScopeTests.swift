@@ -143,6 +143,18 @@ import Testing
         #expect(try OriginOwners(store: hub).unconfirmedClaims.isEmpty)
     }
 
+    /// A share `owner` makes, with `member`'s replica as a member, holding an item per title (each
+    /// its own append).
+    static func share(of owner: Store, with member: Store, titles: [String]) throws -> ShareID {
+        let key = try #require(try member.signingKey())
+        let a = try LogAppender(store: owner)
+        defer { try? a.close() }
+        let share = try a.createShare(name: "team")
+        try a.addMember(key.memberCard, to: share)
+        for t in titles { _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(t))])], to: share) }
+        return share
+    }
+
     /// A new store at `path` with `store`'s replica id and key: it writes frames of the same
     /// origin, of other events.
     static func twin(of store: Store, at path: String) throws -> Store {
@@ -541,12 +553,7 @@ import Testing
     @Test func aRemovedMemberKeepsPushingARelaysShareLogs() async throws {
         let dir = Dir()
         let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
-        let bobKey = try #require(try bob.signingKey())
-        let a = try LogAppender(store: alice)
-        let share = try a.createShare(name: "team")
-        try a.addMember(bobKey.memberCard, to: share)
-        for k in 0..<3 { _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("shared \(k)"))])], to: share) }
-        try a.close()
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0", "shared 1", "shared 2"])
         try edit(bob, 2, seed: 3, actor: "bob")
         let aliceKey = try #require(try alice.signingKey())
         let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey)
@@ -665,12 +672,7 @@ import Testing
     @Test func aClaimOfAMemberReplicaWithoutItsFramesOpensNoShare() async throws {
         let dir = Dir()
         let (hub, alice, bob, carol, policy) = try Self.threeUsers(dir)
-        let bobKey = try #require(try bob.signingKey())
-        let a = try LogAppender(store: alice)
-        let share = try a.createShare(name: "team")
-        try a.addMember(bobKey.memberCard, to: share)
-        _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("SHAREDTITLE"))])], to: share)
-        try a.close()
+        let share = try Self.share(of: alice, with: bob, titles: ["SHAREDTITLE"])
         try edit(bob, 2, seed: 5, actor: "bob")
         try edit(carol, 2, seed: 6, actor: "carol")
         try await withServer(hub, configure: { $0.policy = policy }) { url in
