@@ -128,11 +128,7 @@ import Testing
     @Test func anOriginWithAnOpenAppendCannotBeClaimed() async throws {
         let dir = Dir()
         let (hub, _, bob, _, _) = try Self.threeUsers(dir)
-        var o = AppendOptions()
-        o.frameEventsMax = 4
-        let w = try LogAppender(store: bob, options: o)
-        _ = try w.append(mutations(12, seed: 9, actor: nil))
-        try w.close()
+        try Self.appendInOne(bob, mutations(12, seed: 9, actor: nil))
         let firstPage = try FramePage.collect(from: bob, since: .empty, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1))
         try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
             var (code, text) = try await push(firstPage, to: url, token: "admin-token-0123456789a")
@@ -141,6 +137,27 @@ import Testing
             #expect(code == 403 && text.contains("owned by no user"), "\(code) \(text)")
         }
         #expect(try OriginOwners(store: hub).unconfirmedClaims.isEmpty)
+    }
+
+    /// Expects the server at `url` to show `token`'s principal `origins` and no others: in a page
+    /// from the start, and in its cursor.
+    static func expectServedOnly(_ origins: Set<ReplicaID>, at url: String, to token: String) async throws {
+        let (status, body, _) = try await RawHTTP.fetch(url + "/v1/frames?since=&page_version=2", token: token)
+        let shown = try Set(FramePage.decode(body).frames.compactMap { FrameHeader(parsing: $0)?.origin })
+        #expect(status == 200 && shown == origins, "served \(shown)")
+        let (_, answer, _) = try await RawHTTP.fetch(url + "/v1/cursor", token: token)
+        let cursor = try ReplicationCursor(token: JSONDecoder().decode(Wire.CursorAnswer.self, from: Data(answer)).cursor)
+        #expect(Set(cursor.origins) == origins, "the cursor shows \(cursor.origins)")
+    }
+
+    /// `mutations` appended to `store` as one append, four events a frame (an append over several
+    /// frames, which a page may cut).
+    static func appendInOne(_ store: Store, _ mutations: [Mutation]) throws {
+        var o = AppendOptions()
+        o.frameEventsMax = 4
+        let w = try LogAppender(store: store, options: o)
+        defer { try? w.close() }
+        _ = try w.append(mutations)
     }
 
     /// A share `owner` makes, with `member`'s replica as a member, holding an item per title (each
@@ -243,12 +260,7 @@ import Testing
             try await Self.sync(url, "bob-token-0123456789abc", bob)
             try await Self.sync(url, "carol-token-0123456789a", carol)
             #expect(Set(try origins(carol)) == [carol.replicaID])
-            let (status, body, _) = try await fetch(url + "/v1/frames?since=&page_version=2", token: "carol-token-0123456789a")
-            let shown = try Set(FramePage.decode(body).frames.compactMap { FrameHeader(parsing: $0)?.origin })
-            #expect(status == 200 && shown == [carol.replicaID], "carol was served \(shown)")
-            let (_, answer, _) = try await fetch(url + "/v1/cursor", token: "carol-token-0123456789a")
-            let cursor = try ReplicationCursor(token: JSONDecoder().decode(Wire.CursorAnswer.self, from: Data(answer)).cursor)
-            #expect(Set(cursor.origins) == [carol.replicaID], "carol's cursor shows \(cursor.origins)")
+            try await Self.expectServedOnly([carol.replicaID], at: url, to: "carol-token-0123456789a")
         }
         let owners = try OriginOwners(store: hub)
         #expect(owners.all == [bob.replicaID: "bob", carol.replicaID: "carol"])
@@ -284,11 +296,7 @@ import Testing
     @Test func aFirstAppendOverSeveralPagesClaimsItsOriginWhenWhole() async throws {
         let dir = Dir()
         let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
-        var o = AppendOptions()
-        o.frameEventsMax = 4
-        let w = try LogAppender(store: bob, options: o)
-        _ = try w.append(mutations(20, seed: 7, actor: nil))  // one append, five frames; no actor, as a history written before joining
-        try w.close()
+        try Self.appendInOne(bob, mutations(20, seed: 7, actor: nil))  // five frames; no actor, as a history written before joining
         let bob2 = try Store.create(at: dir.path + "/bob2")
         try edit(bob2, 1, seed: 8, actor: "bob")
         try await withServer(hub, configure: { $0.policy = policy }) { url in
@@ -683,12 +691,7 @@ import Testing
         // Carol's user holds a claim of bob's replica, and the hub no frame of it.
         #expect(try OriginOwners(store: hub).claim([bob.replicaID], user: "carol", principal: "carol").new == [bob.replicaID])
         try await withServer(hub, configure: { $0.policy = policy }) { url in
-            let (status, body, _) = try await fetch(url + "/v1/frames?since=&page_version=2", token: "carol-token-0123456789a")
-            let shown = try Set(FramePage.decode(body).frames.compactMap { FrameHeader(parsing: $0)?.origin })
-            #expect(status == 200 && shown == [carol.replicaID], "carol was served \(shown)")
-            let (_, answer, _) = try await fetch(url + "/v1/cursor", token: "carol-token-0123456789a")
-            let cursor = try ReplicationCursor(token: JSONDecoder().decode(Wire.CursorAnswer.self, from: Data(answer)).cursor)
-            #expect(Set(cursor.origins) == [carol.replicaID], "carol's cursor shows \(cursor.origins)")
+            try await Self.expectServedOnly([carol.replicaID], at: url, to: "carol-token-0123456789a")
         }
     }
 
