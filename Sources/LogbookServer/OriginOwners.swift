@@ -39,18 +39,7 @@ public final class OriginOwners: @unchecked Sendable {
     public init(store: Store) throws {
         path = store.layout.originOwners
         guard FileManager.default.fileExists(atPath: path) else { return }
-        let q = try open()
-        do {
-            let path = self.path
-            for r in try q.read({ db in try Self.claims(db, path: path) }) {
-                owners[r.origin] = r.user  // one row per origin (`claims` checks)
-                if r.confirmed { byUser[r.user, default: []].insert(r.origin) } else { unconfirmed.insert(r.origin) }
-            }
-        } catch let e as ServerError {
-            throw e
-        } catch {
-            throw ServerError("\(path): cannot read the origins' owners: \(error)")
-        }
+        adopt(try Self.readClaims(try open(), path: path))
     }
 
     private func open() throws -> DatabaseQueue {
@@ -126,6 +115,18 @@ public final class OriginOwners: @unchecked Sendable {
         var origin: ReplicaID
         var user: String
         var confirmed: Bool
+    }
+
+    /// `claims(_:path:unconfirmedOnly:origins:)` read through `q`; any other failure is named as
+    /// the file's.
+    static func readClaims(_ q: DatabaseQueue, path: String, unconfirmedOnly: Bool = false, origins: [ReplicaID]? = nil) throws -> [Entry] {
+        do {
+            return try q.read { db in try claims(db, path: path, unconfirmedOnly: unconfirmedOnly, origins: origins) }
+        } catch let e as ServerError {
+            throw e
+        } catch {
+            throw ServerError("\(path): cannot read the origins' owners: \(error)")
+        }
     }
 
     /// Whether the file's table has the `confirmed` column.
@@ -249,17 +250,7 @@ public final class OriginOwners: @unchecked Sendable {
     /// refuses an origin as claimed by nobody.
     public func reload(_ origins: [ReplicaID]) throws {
         guard !origins.isEmpty, FileManager.default.fileExists(atPath: path) else { return }
-        try lock.withLock {
-            let q = try open()
-            let path = self.path
-            do {
-                adopt(try q.read { db in try Self.claims(db, path: path, origins: origins) })
-            } catch let e as ServerError {
-                throw e
-            } catch {
-                throw ServerError("\(path): cannot read the origins' owners: \(error)")
-            }
-        }
+        try lock.withLock { adopt(try Self.readClaims(try open(), path: path, origins: origins)) }
     }
 
     /// Rows of the file taken as this process's own record of them.
@@ -448,31 +439,18 @@ public final class OriginOwners: @unchecked Sendable {
     public func releaseAbandoned(holds: (ReplicaID) throws -> Bool) throws -> [ReplicaID: String] {
         guard FileManager.default.fileExists(atPath: path) else { return [:] }
         let q = try lock.withLock { try open() }
-        let path = self.path
-        let (found, known): ([Entry], [Entry])
-        do {
-            found = try q.read { db in try Self.claims(db, path: path, unconfirmedOnly: true) }
-            let inFile = Set(found.map(\.origin))
-            let stale = lock.withLock { unconfirmed.filter { !inFile.contains($0) } }
-            known = stale.isEmpty ? [] : try q.read { db in try Self.claims(db, path: path, origins: Array(stale)) }
-        } catch let e as ServerError {
-            throw e
-        } catch {
-            throw ServerError("\(path): cannot read the origins' owners: \(error)")
-        }
+        let found = try Self.readClaims(q, path: path, unconfirmedOnly: true)
+        let inFile = Set(found.map(\.origin))
+        let stale = lock.withLock { unconfirmed.filter { !inFile.contains($0) } }
+        let known = stale.isEmpty ? [] : try Self.readClaims(q, path: path, origins: Array(stale))
         lock.withLock {
             // Claims this process holds unconfirmed that the file no longer does: confirmed or
             // taken back by another serving process.
-            let rows = Dictionary(known.map { ($0.origin, $0) }, uniquingKeysWith: { a, _ in a })
-            let inFile = Set(found.map(\.origin))
-            for o in unconfirmed where !inFile.contains(o) {
+            for o in stale {
                 unconfirmed.remove(o)
                 owners[o] = nil
-                if let r = rows[o] {
-                    owners[o] = r.user
-                    if r.confirmed { byUser[r.user, default: []].insert(o) } else { unconfirmed.insert(o) }
-                }
             }
+            adopt(known)
             // And the file's unconfirmed claims as they stand (another process's among them):
             // they keep other users off too.
             adopt(found.filter { owners[$0.origin] != $0.user || !unconfirmed.contains($0.origin) })
