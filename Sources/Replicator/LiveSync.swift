@@ -65,6 +65,12 @@ public struct LiveSync: Sendable {
                 let first = try await exchange(t, true, true, nil)
                 onExchange(first)
                 var server = first.pushed?.peerCursor ?? first.pulled?.peerHolds ?? .empty
+                // Where the push answers placed each origin. A scoped server's watch shows only
+                // what its user may read, and an origin it takes but does not show (a share's logs,
+                // held by a replica whose member was removed) would otherwise be sent again at each
+                // local change. The server's log only grows while the link lasts, so its watch and
+                // its answers merge into what it holds.
+                var answered = first.pushed?.peerCursor ?? .empty
                 onState(.inSync(try store.cursor()))
                 backoff = 0.5
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
@@ -86,12 +92,15 @@ public struct LiveSync: Sendable {
                     try Task.checkCancellation()
                     switch trigger {
                     case .remote(let c):
-                        server = c
+                        server = c.merged(with: answered)
                         if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil)) }
                     case .local(let c):
                         if !server.includes(c) {
                             let e = try await exchange(t, false, true, server)
-                            if let holds = e.pushed?.peerCursor { server = server.merged(with: holds) }
+                            if let holds = e.pushed?.peerCursor {
+                                server = server.merged(with: holds)
+                                answered = answered.merged(with: holds)
+                            }
                             onExchange(e)
                         }
                     case .ended(let why):

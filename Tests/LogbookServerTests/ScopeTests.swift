@@ -595,6 +595,44 @@ import Testing
         #expect(try OriginOwners(store: hub).claimant(of: aliceLog) == nil)
     }
 
+    /// A removed member's live sync sends the share's logs once: the server's watch no longer
+    /// shows them to its user, so the follower keeps the positions the push answers gave it, and
+    /// each local change after that sends only its own new frames.
+    @Test(.timeLimit(.minutes(1))) func aRemovedMembersLiveSyncSendsTheShareLogsOnce() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0", "shared 1"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try await Self.sync(url, "admin-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            let a = try LogAppender(store: alice)
+            try a.removeMember(bob.replicaID, from: share)
+            try a.close()
+            try await Self.sync(url, "admin-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            let pushes = AsyncStream.makeStream(of: TransferSummary.self)
+            var live = LiveSync(store: bob) { try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID) }
+            live.onExchange = { e in if let p = e.pushed { pushes.continuation.yield(p) } }
+            live.onState = { s in if case .retrying(_, let why) = s { Issue.record("the follower retries: \(why)") } }
+            let follower = Task { try await live.run() }
+            defer { follower.cancel() }
+            var sent = pushes.stream.makeAsyncIterator()
+            _ = await sent.next()  // the first exchange: the share's logs go out once, left out there
+            for round in 0..<3 {
+                // Let the server's watch tell the follower of bob's last push, then change bob.
+                try await Task.sleep(nanoseconds: 300_000_000)
+                let before = try bob.cursor()
+                try edit(bob, 1, seed: 10 + UInt64(round), actor: "bob")
+                let mine = try FramePage.collect(from: bob, since: before, limits: PageLimits())
+                let p = try #require(await sent.next())
+                #expect(p.bytes == mine.frameBytes && p.frames == mine.frames.count,
+                        "round \(round): sent \(p.bytes) bytes in \(p.pages) pages for a change of \(mine.frameBytes) bytes")
+            }
+        }
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {
