@@ -229,9 +229,17 @@ import Testing
         // The writer's own record of the share, continued at each change it made (and looked
         // at again by its next write), is the same.
         _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("t"))])], to: share)
-        var kept = try #require(a.shareCache[share]).fold
-        kept.state.name = whole.name
-        #expect(kept == full)
+        let kept = try #require(a.shareCache[share]).fold
+        #expect(kept.state.name == "folded", "the writer opened the share's name")
+        var named = full
+        named.state.name = "folded"
+        #expect(kept == named)
+        // Looked up alone, the share's log reads as `shares` reads it, its name opened.
+        let alone = try #require(try ShareDirectory.fold(alice.store, share: share))
+        #expect(alone.origin == origin && alone.fold == named)
+        #expect(try ShareDirectory.shares(alice.store)[share] == named.state)
+        #expect(try ShareDirectory.fold(alice.store, share: ShareID(rawValue: UUID())) == nil)
+        #expect(try ShareDirectory.fold(others[2].store, share: share) == nil, "a replica that holds nothing of the share")
     }
 
     @Test func aJoinInTheMiddleOfASharesLogAsksForItAgainFromItsStart() throws {

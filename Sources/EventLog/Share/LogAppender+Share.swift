@@ -76,19 +76,15 @@ extension LogAppender {
         var found: ShareState?
         if let c = shareCache[share] {
             let tip = try currentTip(c.origin).lastSeq
+            // The records past the kept fold, read on from it; its name was opened once (only
+            // the share's first record names it).
             var fold = tip == c.seq ? c.fold : try ShareDirectory.state(store, share: share, origin: c.origin, continuing: c.fold)
-            if fold?.state.sealedName == c.fold.state.sealedName { fold?.state.name = c.fold.state.name }  // opened once
+            fold?.state.name = c.fold.state.name
             found = fold?.state
             if let fold { shareCache[share] = (c.origin, tip, fold) }
-        } else if let s = try ShareDirectory.shares(store)[share] {
-            let tip = try currentTip(s.membersOrigin).lastSeq
-            if var fold = try ShareDirectory.state(store, share: share, origin: s.membersOrigin, continuing: nil) {
-                fold.state.name = s.name
-                found = fold.state
-                shareCache[share] = (s.membersOrigin, tip, fold)
-            } else {
-                found = s
-            }
+        } else if let (origin, fold) = try ShareDirectory.fold(store, share: share) {
+            found = fold.state
+            shareCache[share] = (origin, try currentTip(origin).lastSeq, fold)
         }
         guard let s = found else {
             throw LogError(.invalidInput, op, "no share \(share) in this store", file: store.path, hint: "list shares with `evctl share list`; sync first if it was made elsewhere")

@@ -49,10 +49,28 @@ public enum ShareDirectory {
         let ring = try? ShareKeyring.of(store)
         for origin in try store.origins() {
             guard let share = try membershipShare(store, origin: origin), var state = try state(store, share: share, origin: origin) else { continue }
-            if let key = ring?.key(share, epoch: 1) { state.name = ShareCrypto.openName(state.sealedName, key: key, share: share) ?? "" }
+            state.name = openedName(state, ring: ring)
             out[share] = state
         }
         return out
+    }
+
+    /// `share`'s membership log read whole, as `shares` reads it, without reading any other
+    /// share's: its origin and its fold, the name opened when this store holds the share's key.
+    /// nil when the store holds no log that proves the share.
+    public static func fold(_ store: Store, share: ShareID) throws -> (origin: ReplicaID, fold: Fold)? {
+        for origin in try store.origins() {
+            guard try membershipShare(store, origin: origin) == share, var f = try state(store, share: share, origin: origin, continuing: nil) else { continue }
+            f.state.name = openedName(f.state, ring: try? ShareKeyring.of(store))
+            return (origin, f)
+        }
+        return nil
+    }
+
+    /// The share's name opened with its first key from `ring`; empty when the ring lacks it.
+    private static func openedName(_ s: ShareState, ring: ShareKeyring?) -> String {
+        guard let key = ring?.key(s.share, epoch: 1) else { return "" }
+        return ShareCrypto.openName(s.sealedName, key: key, share: s.share) ?? ""
     }
 
     /// Whether `origin` is a share's log (its membership log or a member's sealed log).
