@@ -82,7 +82,7 @@ extension Workload {
 
     /// What `frames` hold uncompressed, by their headers.
     public static func rawBytes(_ frames: [[UInt8]]) -> Int {
-        frames.reduce(0) { $0 + (FrameHeader(parsing: $1).map { Int($0.rawBytes) } ?? 0) }
+        frames.reduce(0) { $0 + FrameHeader.rawBytes(of: $1) }
     }
 
     /// The frames of `origin` in `store`, as stored.
