@@ -508,8 +508,13 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         for (i, r) in received {
             let p = group[i].principal
             let among = readableOrigins(p)
+            // An append still open is shown only for the origins this push sent (its next page
+            // goes on after it): another pusher's open append may yet be dropped (its writer gone
+            // quiet), and a client told of it would take frames this store never made durable
+            // as held.
+            let pushed = Set(group[i].pushed)
             let cursor = (among.map { index.cursor(of: $0) } ?? index.cursor())
-                .merged(with: among.map { m in open.filtered { m.contains($0) } } ?? open)
+                .merged(with: open.filtered { pushed.contains($0) && (among?.contains($0) ?? true) })
                 .merged(with: ownClaims(group[i], open: open))
             group[i].answer.resume(returning: PushAnswer(result: r, cursor: cursor))
         }

@@ -67,9 +67,10 @@ public struct LiveSync: Sendable {
                 var server = first.pushed?.peerCursor ?? first.pulled?.peerHolds ?? .empty
                 // Where the push answers placed each origin. A scoped server's watch shows only
                 // what its user may read, and an origin it takes but does not show (a share's logs,
-                // held by a replica whose member was removed) would otherwise be sent again at each
-                // local change. The server's log only grows while the link lasts, so its watch and
-                // its answers merge into what it holds.
+                // held by a replica whose member was removed: the answer places them at this
+                // replica's own last frame) would otherwise be sent again at each local change.
+                // Only for origins the watch does not show: for the others the watch, which gives
+                // durable positions only, decides as before.
                 var answered = first.pushed?.peerCursor ?? .empty
                 onState(.inSync(try store.cursor()))
                 backoff = 0.5
@@ -92,7 +93,7 @@ public struct LiveSync: Sendable {
                     try Task.checkCancellation()
                     switch trigger {
                     case .remote(let c):
-                        server = c.merged(with: answered)
+                        server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
                         if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil)) }
                     case .local(let c):
                         if !server.includes(c) {

@@ -322,6 +322,30 @@ import Testing
         }
     }
 
+    /// An append still open (its first pages received, its last not yet) is shown in the answers
+    /// to the pushes that carried it, so that they go on after it, and in no other push's
+    /// answer: its writer may go quiet and have it dropped, and a client told of it would take
+    /// frames never made durable here as held.
+    @Test func anOpenAppendIsShownOnlyToPushesOfItsOrigin() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        try Self.appendInOne(bob, mutations(20, seed: 7, actor: nil))  // five frames
+        try edit(alice, 1, seed: 8, actor: nil)
+        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
+            let firstPage = try FramePage.collect(from: bob, since: .empty, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 2))
+            var (code, text) = try await push(firstPage, to: url, token: "admin-token-0123456789a")
+            #expect(code == 200, "\(text)")
+            var answer = try JSONDecoder().decode(Wire.PushAnswer.self, from: Data(text.utf8))
+            #expect(try ReplicationCursor(token: answer.cursor)[bob.replicaID] == Seq(8), "the pusher goes on after its open append: \(text)")
+            let other = try FramePage.collect(from: alice, since: .empty, limits: PageLimits())
+            (code, text) = try await push(other, to: url, token: "admin-token-0123456789a")
+            #expect(code == 200, "\(text)")
+            answer = try JSONDecoder().decode(Wire.PushAnswer.self, from: Data(text.utf8))
+            let c = try ReplicationCursor(token: answer.cursor)
+            #expect(c[alice.replicaID].rawValue > 0 && c[bob.replicaID] == Seq(0), "another push is shown only what is durable: \(text)")
+        }
+    }
+
     /// A frame at an origin's held tip proves its sender holds the chain only when it is the
     /// held frame byte for byte: a frame of the same seq written by another store (same origin,
     /// other events) proves nothing.
