@@ -51,6 +51,9 @@ public struct AccessPolicy: Sendable {
     public struct Denied: Error, Sendable, Equatable, CustomStringConvertible {
         public var status: Int
         public var message: String
+        /// The origin refused, when the refusal is about one (a push of an origin the principal
+        /// may not push): the client leaves it out and pushes the rest.
+        public var origin: ReplicaID? = nil
         public var description: String { message }
     }
 
@@ -201,7 +204,7 @@ public struct AccessPolicy: Sendable {
     /// Checks that `principal` may push frames of every one of `origins`.
     public static func checkPush(_ principal: Principal, origins: some Sequence<ReplicaID>) -> Denied? {
         for o in origins where !principal.push.allows(o) {
-            return Denied(status: 403, message: "principal \"\(principal.name)\" may not push frames of origin \(o); nothing was written")
+            return Denied(status: 403, message: "principal \"\(principal.name)\" may not push frames of origin \(o); nothing was written", origin: o)
         }
         return nil
     }

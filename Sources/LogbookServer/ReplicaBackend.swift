@@ -96,7 +96,7 @@ public enum PushRequest {
             }
         }
         let sorted = origins.sorted()
-        if let d = AccessPolicy.checkPush(principal, origins: sorted) { throw EndpointError(d.status, d.message) }
+        if let d = AccessPolicy.checkPush(principal, origins: sorted) { throw EndpointError(d.status, d.message, code: .forbidden, origin: d.origin) }
         return (decoded.frames, sorted)
     }
 }

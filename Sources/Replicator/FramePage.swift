@@ -230,9 +230,9 @@ public struct FramePage: Sendable, Equatable {
     /// committed appends only, stopping once `limits` is reached (possibly inside an append).
     /// - Throws: `TransferFailure.cursorExpired` when an origin's log here starts after a floor
     ///   (a snapshot) past `since`: the frames between are not held, a reader must bootstrap.
-    public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits) throws -> FramePage {
+    public static func collect(from store: Store, since: ReplicationCursor, limits: PageLimits, including: ((ReplicaID) -> Bool)? = nil) throws -> FramePage {
         var frames: [[UInt8]] = []
-        let (next, more) = try collect(from: store, since: since, limits: limits) { frames.append(Array($0)) }
+        let (next, more) = try collect(from: store, since: since, limits: limits, including: including) { frames.append(Array($0)) }
         return FramePage(frames: frames, next: next, more: more)
     }
 

@@ -215,7 +215,10 @@ public enum Replication {
             case .collect(let since, let limits):
                 do {
                     // Reading and checking frames from the log: off the cooperative pool.
-                    let page = try await Blocking.run { try FramePage.collect(from: store, since: since, limits: limits) }
+                    let skipping = session.skipping
+                    let page = try await Blocking.run {
+                        try FramePage.collect(from: store, since: since, limits: limits, including: skipping.isEmpty ? nil : { !skipping.contains($0) })
+                    }
                     action = session.collected(page)
                 } catch {
                     action = session.failed(error as? TransferFailure ?? .permanent("cannot read this store's log: \(error)"))

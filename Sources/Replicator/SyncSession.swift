@@ -61,6 +61,12 @@ public struct TransferSummary: Sendable, Equatable {
     public var peerHolds: ReplicationCursor?
     /// Pull: the store was bootstrapped from the peer's snapshot first (its cursor had expired).
     public var bootstrapped = false
+    /// Push: the origins the peer refused as not this principal's to push (403 `forbidden`
+    /// naming the origin: another user's, one the principal may not push, an event of another
+    /// actor), each with the peer's message. Their frames stay here, and every other origin was
+    /// pushed past them: a replica that took another user's frames (from a shared folder, say)
+    /// is not kept from pushing its own.
+    public var refused: [ReplicaID: String] = [:]
     public init() {}
 }
 
@@ -257,6 +263,9 @@ package struct PushSession: Sendable {
         return .collect(since: c, limits: limits)
     }
 
+    /// The origins to leave out of the pages collected (`TransferSummary.refused`).
+    public var skipping: Set<ReplicaID> { Set(summary.refused.keys) }
+
     public mutating func collected(_ page: FramePage) -> Action {
         precondition(phase == .collecting, "collected without collect")
         guard !page.frames.isEmpty else {
@@ -299,6 +308,15 @@ package struct PushSession: Sendable {
 
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .cursor || phase == .sending || phase == .collecting, "failure outside a step")
+        // A page refused for one origin of it that the peer will never take from this principal:
+        // that origin is left out of the pages from here on, and the rest goes on. Only an
+        // origin the page held (a peer naming another refuses the push, as before), each once.
+        if phase == .sending, failure.code == .forbidden, let o = failure.origin, summary.refused[o] == nil,
+           lastPage?.frames.contains(where: { FrameHeader(parsing: $0)?.origin == o }) == true {
+            summary.refused[o] = failure.message
+            phase = .collecting
+            return .collect(since: summary.peerCursor, limits: limits)
+        }
         switch budget.after(failure) {
         case .failure(let f):
             phase = .finished

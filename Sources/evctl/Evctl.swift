@@ -27,6 +27,9 @@ extension Evctl {
     /// A write failed because the disk is full: nothing acknowledged was lost; free space and
     /// run it again (work resumes by itself).
     static let diskFull: Int32 = 6
+    /// A push sent everything but the origins the peer refused as not this principal's (each
+    /// named on stderr; their frames stay in the store).
+    static let pushedExceptRefused: Int32 = 7
 }
 
 /// Seconds a writing command waits while another process holds the store's writer lock (a

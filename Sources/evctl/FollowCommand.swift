@@ -1,13 +1,19 @@
 import Foundation
 import EventLog
 import Logbook
+import Synchronization
 
 /// `evctl sync --follow URL`: `Logbook.follow`, each exchange remembered like a `sync`; one line
 /// per exchange that moved events, state on stderr.
 enum Follow {
     static func run(_ book: Logbook, peer: Peer, json: Bool) async throws {
         let name = peer.name
+        // Each origin the server refuses is named once, not at every push that leaves it out.
+        let told = Mutex<Set<ReplicaID>>([])
         try await book.follow(peer, onExchange: { e in
+            for (o, why) in (e.pushed?.refused ?? [:]).sorted(by: { $0.key < $1.key }) where told.withLock({ $0.insert(o).inserted }) {
+                Terminal.note("following \(name): origin \(o) is not pushed (its frames stay in this store; every other origin is): \(why)")
+            }
             guard e.pulledEvents > 0 || e.pushedEvents > 0 else { return }
             let line = json
                 ? Reports.line(ExchangeReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents,

@@ -30,6 +30,8 @@ struct TransferReport: Encodable {
     var retries: Int
     var peerCursor: String
     var bootstrapped: Bool
+    /// Push: the origins the peer refused, with its message (their frames stay here).
+    var refused: ReportJSON.Map<String>
 }
 
 /// `import --json`: frames received from a bundle, and each origin's tip after.
@@ -53,6 +55,8 @@ struct SyncReport: Encodable {
     var pulledEvents: Int
     var pushedEvents: Int
     var cursor: String
+    /// The origins the peer refused to take from this principal, with its message.
+    var refused: ReportJSON.Map<String>
 }
 
 /// `follow --json`: one line per exchange that moved events.

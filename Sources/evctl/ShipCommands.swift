@@ -42,14 +42,30 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
     }
 }
 
-func printSummary(_ s: TransferSummary, json: Bool, verb: String) {
+func printSummary(_ s: TransferSummary, json: Bool, verb: String) throws {
     if json {
         Reports.print(TransferReport(frames: s.frames, events: s.events, alreadyHeld: s.alreadyHeld, pages: s.pages, bytes: s.bytes,
-                                     retries: s.retries, peerCursor: s.peerCursor.token, bootstrapped: s.bootstrapped))
+                                     retries: s.retries, peerCursor: s.peerCursor.token, bootstrapped: s.bootstrapped, refused: refusedMap(s.refused)))
     } else {
         if s.bootstrapped { print("bootstrapped from the peer's snapshot (the peer no longer holds the log from this store's cursor)") }
         print("\(verb) \(s.events) events in \(s.frames) frames (\(s.pages) pages, \(s.bytes) bytes)" + (s.retries > 0 ? ", \(s.retries) retries" : ""))
     }
+    try reportRefused(s.refused)
+}
+
+/// The origins a push's peer refused, by origin, for a `--json` report.
+func refusedMap(_ refused: [ReplicaID: String]) -> ReportJSON.Map<String> {
+    ReportJSON.Map(refused.sorted { $0.key < $1.key }.map { ($0.key.description, $0.value) })
+}
+
+/// Names on stderr each origin the peer refused (the rest was pushed), and ends with
+/// `Evctl.pushedExceptRefused` when there is one.
+func reportRefused(_ refused: [ReplicaID: String]) throws {
+    guard !refused.isEmpty else { return }
+    for (o, why) in refused.sorted(by: { $0.key < $1.key }) {
+        Terminal.error("origin \(o) was not pushed (its frames stay in this store; every other origin was): \(why) [forbidden]")
+    }
+    throw ExitCode(Evctl.pushedExceptRefused)
 }
 
 func printReceive(_ r: ReceiveResult, json: Bool, verb: String) {
@@ -111,7 +127,7 @@ struct PullCommand: AsyncStoreCommand {
     func execute() async throws {
         let e = try await peer.book(options).pull(from: peer.peer(source), progress: transferProgress("pulling"))
         Terminal.endProgress()
-        printSummary(e.pulled ?? TransferSummary(), json: options.json, verb: "pulled")
+        try printSummary(e.pulled ?? TransferSummary(), json: options.json, verb: "pulled")
     }
 }
 
@@ -127,7 +143,7 @@ struct PushCommand: AsyncStoreCommand {
         let e = try await peer.book(options).push(to: peer.peer(target), progress: transferProgress("pushing"))
         Terminal.endProgress()
         if let r = e.received { return printReceive(r, json: options.json, verb: "pushed") }
-        printSummary(e.pushed ?? TransferSummary(), json: options.json, verb: "pushed")
+        try printSummary(e.pushed ?? TransferSummary(), json: options.json, verb: "pushed")
     }
 }
 
@@ -153,10 +169,12 @@ struct SyncCommand: AsyncStoreCommand {
         }
         let e = try await book.sync(with: peer.peer(source), progress: transferProgress("syncing"))
         Terminal.endProgress()
+        let refused = e.pushed?.refused ?? [:]
         if options.json {
-            Reports.print(SyncReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents, cursor: try book.cursor().token))
+            Reports.print(SyncReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents, cursor: try book.cursor().token, refused: refusedMap(refused)))
         } else {
             print("pulled \(e.pulledEvents) events, pushed \(e.pushedEvents) events; now at \(try book.cursor().token)")
         }
+        try reportRefused(refused)
     }
 }

@@ -657,6 +657,37 @@ import Testing
         }
     }
 
+    /// A replica that holds another user's frames (it took them from that user's folder) and
+    /// pushes before that user does is refused that origin, and only that: its own frames go to
+    /// the hub, the refusal is in the summary, and the other user's push is not affected.
+    @Test func anotherUsersFramesHeldHereStopNothingButThemselves() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
+        try edit(alice, 1, seed: 1, actor: "alice")
+        try edit(bob, 1, seed: 2, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            // alice writes on; bob takes her store's frames from a shared folder, and writes too.
+            try edit(alice, 2, seed: 3, actor: "alice")
+            _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
+            try edit(bob, 2, seed: 4, actor: "bob")
+            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            let pushed: TransferSummary
+            do { pushed = try await Replication.push(from: bob, to: t, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1)) } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+            #expect(Array(pushed.refused.keys) == [alice.replicaID] && pushed.refused[alice.replicaID]?.contains("belongs to another user") == true, "\(pushed.refused)")
+            #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq, "bob's own frames reached the hub")
+            #expect(try LogReader(store: hub).tip(origin: alice.replicaID).lastSeq.rawValue == 1, "nothing of alice's was taken from bob")
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            #expect(try LogReader(store: hub).tip(origin: alice.replicaID).lastSeq == LogReader(store: alice).tip(origin: alice.replicaID).lastSeq)
+            #expect(try OriginOwners(store: hub).all == [alice.replicaID: "alice", bob.replicaID: "bob"])
+        }
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {

@@ -4,6 +4,7 @@ import EventLog
 import Foundation
 import Projections
 import Testing
+import TestSupport
 @testable import Replicator
 
 /// Pages, the pull and push sessions (no sockets), and the tokens file.
@@ -273,6 +274,49 @@ import Testing
         // The page had landed after all: the next collection starts past it and finds nothing.
         #expect(s.peerCursor(ReplicationCursor([a: Seq(1)])) == .collect(since: ReplicationCursor([a: Seq(1)]), limits: s.limits))
         guard case .done = s.collected(FramePage(frames: [], next: ReplicationCursor([a: Seq(1)]), more: false)) else { Issue.record("not done"); return }
+    }
+
+    /// A page refused (403 `forbidden`) for one origin of it leaves that origin out from then on
+    /// and pushes the rest; the refusal is in the summary. An origin the page did not hold, or
+    /// a refusal naming none, ends the push as before.
+    @Test func pushSessionLeavesOutAnOriginThePeerRefusesAndGoesOn() throws {
+        let dir = TempDir()
+        let mine = try Store.create(at: dir.path + "/mine"), theirs = try Store.create(at: dir.path + "/theirs")
+        for (store, seed) in [(mine, UInt64(1)), (theirs, 2)] {
+            let w = try LogAppender(store: store)
+            _ = try w.append(Workload.mutations(2, seed: seed, actor: nil))
+            try w.close()
+        }
+        let theirFrames = try FramePage.collect(from: theirs, since: .empty, limits: PageLimits()).frames
+        let myFrames = try FramePage.collect(from: mine, since: .empty, limits: PageLimits()).frames
+        let both = FramePage(frames: theirFrames + myFrames, next: ReplicationCursor([theirs.replicaID: Seq(2), mine.replicaID: Seq(2)]), more: false)
+        let refusal = TransferFailure(.forbidden, "origin \(theirs.replicaID) belongs to another user", origin: theirs.replicaID, status: 403)
+
+        var s = PushSession(jitter: { 1 })
+        _ = s.start(known: .empty)
+        _ = s.collected(both)
+        #expect(s.failed(refusal) == .collect(since: .empty, limits: s.limits))
+        #expect(s.skipping == [theirs.replicaID])
+        let rest = FramePage(frames: myFrames, next: ReplicationCursor([mine.replicaID: Seq(2)]), more: false)
+        #expect(s.collected(rest) == .send(rest))
+        guard case .done(let summary) = s.sent(received(1, events: 2), peer: ReplicationCursor([mine.replicaID: Seq(2)])) else { Issue.record("not done"); return }
+        #expect(summary.refused == [theirs.replicaID: refusal.message] && summary.events == 2)
+
+        // The same origin refused again (a peer that names it whatever is sent): the push ends.
+        var again = PushSession(jitter: { 1 })
+        _ = again.start(known: .empty)
+        _ = again.collected(both)
+        _ = again.failed(refusal)
+        _ = again.collected(both)
+        guard case .fail(let f) = again.failed(refusal) else { Issue.record("a second refusal of one origin went on"); return }
+        #expect(f.code == .forbidden)
+        // A refusal naming an origin the page does not hold, or none: the push ends.
+        for other in [TransferFailure(.forbidden, "no", origin: a, status: 403), TransferFailure(.forbidden, "no", status: 403)] {
+            var t = PushSession(jitter: { 1 })
+            _ = t.start(known: .empty)
+            _ = t.collected(both)
+            guard case .fail = t.failed(other) else { Issue.record("\(other) did not end the push"); return }
+        }
     }
 
     // MARK: tokens

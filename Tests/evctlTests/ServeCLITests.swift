@@ -84,8 +84,13 @@ import Testing
         #expect(try Evctl.run(["items", "--store", hub]).stdout.contains("no actor"))
         // An event naming another user as its actor: refused, with the reason.
         try Evctl.run(["append", "--store", b1, "--actor", "alice"], stdin: item(4, "alice's name on b1"))
+        // The origin is left out (exit status 7, the origin named), and the push says so.
         let refused = try Evctl.run(["push", "--store", b1, url, "--token", "b1-token-0123456789abcdef"])
-        #expect(refused.status == 1 && refused.stderr.contains("403") && refused.stderr.contains("actor"))
+        #expect(refused.status == 7 && refused.stderr.contains("403") && refused.stderr.contains("actor")
+                && refused.stderr.contains("origin \(all[2].3) was not pushed"), "\(refused.status) \(refused.stderr)")
+        let refusedJSON = try Evctl.run(["push", "--store", b1, url, "--token", "b1-token-0123456789abcdef", "--json"])
+        #expect(refusedJSON.status == 7 && ((json(refusedJSON.stdout)["refused"] as? [String: Any])?[all[2].3] as? String)?.contains("actor") == true,
+                "\(refusedJSON.stdout)")
         #expect(!(try Evctl.run(["items", "--store", hub]).stdout.contains("alice's name")))
         // a2's token revoked: the file is replaced, and SIGHUP has it read at once.
         try tokens([all[0], all[2]]).write(toFile: file, atomically: true, encoding: .utf8)
