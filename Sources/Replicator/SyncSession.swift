@@ -236,6 +236,9 @@ package struct PushSession: Sendable {
     private var budget: RetryBudget
     private var stalls = 0
     private var lastPage: FramePage?
+    /// The peer's cursor was asked for again after a page refused for a gap, and no page has
+    /// been taken since.
+    private var askedAfterGap = false
     public private(set) var summary = TransferSummary()
 
     public init(limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
@@ -291,6 +294,7 @@ package struct PushSession: Sendable {
         let progressed = cursor != summary.peerCursor
         summary.peerCursor = cursor
         budget.reset()
+        if progressed { askedAfterGap = false }
         if progressed { stalls = 0 } else {
             stalls += 1
             if stalls >= 3 {
@@ -311,6 +315,14 @@ package struct PushSession: Sendable {
         // A page refused for one origin of it that the peer will never take from this principal:
         // that origin is left out of the pages from here on, and the rest goes on. Only an
         // origin the page held (a peer naming another refuses the push, as before), each once.
+        // A page refused for a gap: where this session thought the peer stood was wrong (a
+        // cursor learnt before, an answer that showed frames the peer later dropped). The peer is
+        // asked where it is, once until a page is taken; a second gap ends the push.
+        if phase == .sending, failure.code == .gap, !askedAfterGap {
+            askedAfterGap = true
+            phase = .cursor
+            return .requestCursor
+        }
         if phase == .sending, failure.code == .forbidden, let o = failure.origin, summary.refused[o] == nil,
            lastPage?.frames.contains(where: { FrameHeader(parsing: $0)?.origin == o }) == true {
             summary.refused[o] = failure.message

@@ -276,6 +276,33 @@ import TestSupport
         guard case .done = s.collected(FramePage(frames: [], next: ReplicationCursor([a: Seq(1)]), more: false)) else { Issue.record("not done"); return }
     }
 
+    /// A page refused for a gap (the session's idea of the peer's cursor was wrong: a cursor
+    /// learnt before, an answer showing frames the peer later dropped) has the session ask the
+    /// peer where it is and go on from there; a second gap before any page is taken ends it.
+    @Test func pushSessionAsksThePeersCursorAgainAfterAGap() {
+        var s = PushSession(jitter: { 1 })
+        let stale = ReplicationCursor([a: Seq(5)]), real = ReplicationCursor([a: Seq(3)])
+        #expect(s.start(known: stale) == .collect(since: stale, limits: s.limits))
+        let p1 = FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(6)]), more: false)
+        _ = s.collected(p1)
+        let gap = TransferFailure(.gap, "origin \(a): a frame starts at seq 6, the log ends at 3", origin: a, status: 422)
+        #expect(s.failed(gap) == .requestCursor)
+        #expect(s.peerCursor(real) == .collect(since: real, limits: s.limits))
+        let p2 = FramePage(frames: [[2]], next: ReplicationCursor([a: Seq(6)]), more: false)
+        _ = s.collected(p2)
+        guard case .done(let summary) = s.sent(received(1, events: 3), peer: ReplicationCursor([a: Seq(6)])) else { Issue.record("not done"); return }
+        #expect(summary.events == 3 && summary.peerCursor == ReplicationCursor([a: Seq(6)]))
+        // A peer that answers a gap again at once: the push ends with it.
+        var t = PushSession(jitter: { 1 })
+        _ = t.start(known: stale)
+        _ = t.collected(p1)
+        _ = t.failed(gap)
+        _ = t.peerCursor(real)
+        _ = t.collected(p2)
+        guard case .fail(let f) = t.failed(gap) else { Issue.record("a second gap went on"); return }
+        #expect(f.code == .gap)
+    }
+
     /// A page refused (403 `forbidden`) for one origin of it leaves that origin out from then on
     /// and pushes the rest; the refusal is in the summary. An origin the page did not hold, or
     /// a refusal naming none, ends the push as before.
