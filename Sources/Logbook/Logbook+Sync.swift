@@ -117,7 +117,7 @@ extension Logbook {
         case .url:
             let t = try peer.transport(for: store.replicaID)
             do {
-                let e = try await exchange(t, peer: peer, pull: pull, push: push, known: nil, progress: progress)
+                let e = try await exchange(t, peer: peer, pull: pull, push: push, known: nil, refused: [:], progress: progress)
                 await t.shutdown()
                 return e
             } catch {
@@ -139,14 +139,14 @@ extension Logbook {
     }
 
     /// One exchange over an open HTTP link (also the step of `follow`).
-    func exchange(_ t: HTTPTransport, peer: Peer, pull: Bool, push: Bool, known: ReplicationCursor?,
+    func exchange(_ t: HTTPTransport, peer: Peer, pull: Bool, push: Bool, known: ReplicationCursor?, refused: [ReplicaID: String],
                   progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Exchange {
         try await remembering(peer) {
             var e = Exchange()
             if pull { e.pulled = try await self.pullFrom(t, peer: peer, progress: progress) }
             if push {
                 e.pushed = try await Replication.push(from: self.store, to: t, known: e.pulled?.peerHolds ?? known, limits: peer.limits,
-                                                      retry: peer.retry, progress: progress)
+                                                      retry: peer.retry, refused: refused, progress: progress)
             }
             // What the server holds by its own word: its answer to the push, or the cursor it
             // sent with the pull's pages (never the pull's next cursor, which is this store's).
@@ -169,7 +169,10 @@ extension Logbook {
         do {
             let (e, cursor) = try await body()
             let (pulled, pushed) = (e.pulledEvents, e.pushedEvents)
-            try await Blocking.run { try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed) }
+            // Origins the peer refused are its last error until a push goes through whole.
+            let refused = (e.pushed?.refused ?? [:]).sorted { $0.key < $1.key }.map { "origin \($0.key) not pushed: \($0.value)" }
+            let note = refused.isEmpty ? nil : refused.joined(separator: "; ")
+            try await Blocking.run { try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed, error: note) }
             return e
         } catch {
             let why = String(describing: error)
@@ -194,8 +197,8 @@ extension Logbook {
         live.project = options.project
         live.limits = peer.limits
         live.retry = peer.retry
-        live.exchange = { [self] t, pull, push, known in
-            let e = try await self.exchange(t, peer: peer, pull: pull, push: push, known: known, progress: nil)
+        live.exchange = { [self] t, pull, push, known, refused in
+            let e = try await self.exchange(t, peer: peer, pull: pull, push: push, known: known, refused: refused, progress: nil)
             return LiveSync.Exchange(pulled: e.pulled, pushed: e.pushed)
         }
         live.onExchange = { e in onExchange(Exchange(pulled: e.pulled, pushed: e.pushed)) }

@@ -671,7 +671,9 @@ public final class LogbookWriter: Sendable {
         }
     }
 
-    /// Pushes what this store holds and `peer` lacks.
+    /// Pushes what this store holds and `peer` lacks. An origin other than this store's own that
+    /// the peer refuses to take from this token is left out and the rest pushed; the exchange's
+    /// `pushed?.refused` names each, with the peer's message.
     /// - Throws: as `pull(from:progress:)`.
     public func push(to peer: Peer, progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> Exchange {
         try await LogbookError.door {

@@ -5,7 +5,9 @@ import Foundation
 /// up both ways, then pulls each time the server says its durable cursor moved (`/v1/watch`) and
 /// pushes each time this store's durable cursor moves (`CursorWatcher`: any process's append), and
 /// reconnects with backoff (0.5 s doubling to `backoffMax`) when the link breaks. A permanent
-/// failure (a refused token, refused frames) ends it with that failure.
+/// failure (a refused token, refused frames) ends it with that failure; an origin other than
+/// the store's own that the server refuses to take is left out (`TransferSummary.refused`, in
+/// each exchange's summary) and not sent again until the next connection.
 public struct LiveSync: Sendable {
     /// One exchange: what a pull and a push moved (nil for the half not run).
     public struct Exchange: Sendable {
@@ -29,10 +31,12 @@ public struct LiveSync: Sendable {
     public var limits = PageLimits()
     public var retry = RetryPolicy()
     public var backoffMax = 30.0
-    /// Runs each exchange: a pull and/or a push (`known`: the server's cursor, if known). nil: the
-    /// plain `Replication.pull` and `push` with `project`, `limits` and `retry`. Set it to record
-    /// peer state around them.
-    public var exchange: (@Sendable (_ t: HTTPTransport, _ pull: Bool, _ push: Bool, _ known: ReplicationCursor?) async throws -> Exchange)?
+    /// Runs each exchange: a pull and/or a push (`known`: the server's cursor, if known;
+    /// `refused`: the origins the server refused on this connection, for `Replication.push`).
+    /// nil: the plain `Replication.pull` and `push` with `project`, `limits` and `retry`. Set it to
+    /// record peer state around them.
+    public var exchange: (@Sendable (_ t: HTTPTransport, _ pull: Bool, _ push: Bool, _ known: ReplicationCursor?,
+                                     _ refused: [ReplicaID: String]) async throws -> Exchange)?
     public var onExchange: @Sendable (Exchange) -> Void = { _ in }
     public var onState: @Sendable (State) -> Void = { _ in }
 
@@ -50,9 +54,9 @@ public struct LiveSync: Sendable {
     /// Runs until the task is cancelled (returns) or a permanent failure (throws).
     public func run() async throws {
         let (store, project, limits, retry) = (self.store, self.project, self.limits, self.retry)
-        let exchange = self.exchange ?? { t, pull, push, known in
+        let exchange = self.exchange ?? { t, pull, push, known, refused in
             let a = pull ? try await Replication.pull(from: t, store: store, project: project, limits: limits, retry: retry) : nil
-            let b = push ? try await Replication.push(from: store, to: t, known: a?.peerHolds ?? known, limits: limits, retry: retry) : nil
+            let b = push ? try await Replication.push(from: store, to: t, known: a?.peerHolds ?? known, limits: limits, retry: retry, refused: refused) : nil
             return Exchange(pulled: a, pushed: b)
         }
         let local = try CursorWatcher(store: store)
@@ -62,7 +66,7 @@ public struct LiveSync: Sendable {
             let t = try connect()
             do {
                 defer { Task { await t.shutdown() } }
-                let first = try await exchange(t, true, true, nil)
+                let first = try await exchange(t, true, true, nil, [:])
                 onExchange(first)
                 var server = first.pushed?.peerCursor ?? first.pulled?.peerHolds ?? .empty
                 // Where the push answers placed each origin. A scoped server's watch shows only
@@ -72,6 +76,9 @@ public struct LiveSync: Sendable {
                 // Only for origins the watch does not show: for the others the watch, which gives
                 // durable positions only, decides as before.
                 var answered = first.pushed?.peerCursor ?? .empty
+                // The origins the server refuses to take from this principal: left out of the
+                // pushes of this connection, and a change to them alone sends nothing.
+                var refused = first.pushed?.refused ?? [:]
                 onState(.inSync(try store.cursor()))
                 backoff = 0.5
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
@@ -94,10 +101,11 @@ public struct LiveSync: Sendable {
                     switch trigger {
                     case .remote(let c):
                         server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
-                        if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil)) }
+                        if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil, refused)) }
                     case .local(let c):
-                        if !server.includes(c) {
-                            let e = try await exchange(t, false, true, server)
+                        if !server.includes(c.filtered { refused[$0] == nil }) {
+                            let e = try await exchange(t, false, true, server, refused)
+                            refused.merge(e.pushed?.refused ?? [:]) { old, _ in old }
                             if let holds = e.pushed?.peerCursor {
                                 server = server.merged(with: holds)
                                 answered = answered.merged(with: holds)

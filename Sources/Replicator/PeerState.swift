@@ -48,13 +48,15 @@ public final class PeerState: Sendable {
 
     /// Records a successful exchange with `name`. `cursor` is what the peer acknowledged holding
     /// (its own answer); nil keeps the cursor recorded before.
-    public func recordSuccess(_ name: String, cursor: ReplicationCursor?, pulled: Int, pushed: Int, at date: Date = Date()) throws {
+    /// - Parameter error: what went wrong though the exchange went through (origins the peer
+    ///   refused and this store kept); nil clears the last error.
+    public func recordSuccess(_ name: String, cursor: ReplicationCursor?, pulled: Int, pushed: Int, error: String? = nil, at date: Date = Date()) throws {
         try db.write { db in
             try db.execute(sql: """
-                INSERT INTO peers (name, cursor, last_sync_at, last_error, pulled_events, pushed_events) VALUES (?, ?, ?, NULL, ?, ?)
-                ON CONFLICT(name) DO UPDATE SET cursor = coalesce(excluded.cursor, cursor), last_sync_at = excluded.last_sync_at, last_error = NULL,
+                INSERT INTO peers (name, cursor, last_sync_at, last_error, pulled_events, pushed_events) VALUES (?, ?, ?, ?, ?, ?)
+                ON CONFLICT(name) DO UPDATE SET cursor = coalesce(excluded.cursor, cursor), last_sync_at = excluded.last_sync_at, last_error = excluded.last_error,
                   pulled_events = pulled_events + excluded.pulled_events, pushed_events = pushed_events + excluded.pushed_events
-                """, arguments: [name, cursor?.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), pulled, pushed])
+                """, arguments: [name, cursor?.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), error, pulled, pushed])
         }
     }
 

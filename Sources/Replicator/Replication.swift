@@ -200,13 +200,18 @@ public enum Replication {
         return s
     }
 
-    /// Pushes everything `store` holds past `peer`'s cursor, page by page.
-    /// - Parameter known: the peer's cursor if a pull just learned it (`TransferSummary.peerHolds`),
-    ///   which saves asking for it.
+    /// Pushes everything `store` holds past `peer`'s cursor, page by page. An origin other than
+    /// the store's own that the peer refuses to take from this principal is left out, and the
+    /// rest pushed (`TransferSummary.refused`).
+    /// - Parameters:
+    ///   - known: the peer's cursor if a pull just learned it (`TransferSummary.peerHolds`),
+    ///     which saves asking for it.
+    ///   - refused: the refusals of a push before on this link (`TransferSummary.refused`): those
+    ///     origins are left out without sending them again.
     public static func push(from store: Store, to peer: any ReplicaTransport, known: ReplicationCursor? = nil,
-                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), refused: [ReplicaID: String] = [:],
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
-        var session = PushSession(limits: limits, retry: retry)
+        var session = PushSession(limits: limits, retry: retry, own: store.replicaID, refused: refused)
         var action = session.start(known: known)
         while true {
             switch action {
@@ -237,7 +242,10 @@ public enum Replication {
                 action = session.resume()
             case .done(let summary):
                 return summary
-            case .fail(let f):
+            case .fail(var f):
+                // Origins left out before the failure are said with it.
+                let refused = session.summary.refused
+                if !refused.isEmpty { f.message += " (before it, origins the peer refused were left out: " + refused.keys.sorted().map(\.description).joined(separator: ", ") + ")" }
                 throw f
             }
         }

@@ -61,11 +61,11 @@ public struct TransferSummary: Sendable, Equatable {
     public var peerHolds: ReplicationCursor?
     /// Pull: the store was bootstrapped from the peer's snapshot first (its cursor had expired).
     public var bootstrapped = false
-    /// Push: the origins the peer refused as not this principal's to push (403 `forbidden`
-    /// naming the origin: another user's, one the principal may not push, an event of another
-    /// actor), each with the peer's message. Their frames stay here, and every other origin was
+    /// Push: the origins other than this store's own that the peer refused to take from this
+    /// principal (403 `forbidden` naming the origin: another user's, one the principal may not
+    /// push), each with the peer's message. Their frames stay here, and every other origin was
     /// pushed past them: a replica that took another user's frames (from a shared folder, say)
-    /// is not kept from pushing its own.
+    /// is not kept from pushing its own. A refusal of the store's own origin ends the push.
     public var refused: [ReplicaID: String] = [:]
     public init() {}
 }
@@ -241,10 +241,18 @@ package struct PushSession: Sendable {
     private var askedAfterGap = false
     public private(set) var summary = TransferSummary()
 
-    public init(limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
-                jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
+    /// This store's own origin: a refusal of it ends the push (its user must fix what is wrong:
+    /// a token, an actor, an owner), as every refusal did before others were left out.
+    public let own: ReplicaID?
+
+    /// - Parameter refused: origins a push before was refused (`TransferSummary.refused`): left
+    ///   out without asking again, and listed in this push's summary too.
+    public init(limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), own: ReplicaID? = nil,
+                refused: [ReplicaID: String] = [:], jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
         self.limits = limits
+        self.own = own
         budget = RetryBudget(policy: retry, jitter: jitter)
+        summary.refused = own.map { o in refused.filter { $0.key != o } } ?? refused
     }
 
     /// - Parameter known: the peer's cursor when it is already known (from a pull just before);
@@ -312,9 +320,6 @@ package struct PushSession: Sendable {
 
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .cursor || phase == .sending || phase == .collecting, "failure outside a step")
-        // A page refused for one origin of it that the peer will never take from this principal:
-        // that origin is left out of the pages from here on, and the rest goes on. Only an
-        // origin the page held (a peer naming another refuses the push, as before), each once.
         // A page refused for a gap: where this session thought the peer stood was wrong (a
         // cursor learnt before, an answer that showed frames the peer later dropped). The peer is
         // asked where it is, once until a page is taken; a second gap ends the push.
@@ -323,7 +328,11 @@ package struct PushSession: Sendable {
             phase = .cursor
             return .requestCursor
         }
-        if phase == .sending, failure.code == .forbidden, let o = failure.origin, summary.refused[o] == nil,
+        // A page refused for one origin of it that the peer will never take from this principal
+        // (another user's, say, taken from a shared folder): that origin is left out of the pages
+        // from here on, and the rest goes on. Only an origin the page held (a peer naming another
+        // refuses the push, as before), each once, and never this store's own.
+        if phase == .sending, failure.code == .forbidden, let o = failure.origin, o != own, summary.refused[o] == nil,
            lastPage?.frames.contains(where: { FrameHeader(parsing: $0)?.origin == o }) == true {
             summary.refused[o] = failure.message
             phase = .collecting

@@ -12,7 +12,8 @@ struct Evctl: AsyncParsableCommand {
             The store is --store PATH, else $EVCTL_STORE, else ./evstore.
             Exit status: 0 success; 1 failure or problems found; 3 the store is locked by another writer (after waiting 2 s);
             4 the input was refused (nothing was appended); 5 appended durably but not projected (do not retry the
-            append: `evctl replay` completes it); 64 bad usage.
+            append: `evctl replay` completes it); 6 the disk is full (nothing acknowledged was lost); 7 a push left out origins
+            the peer refused (other than the store's own; each named); 64 bad usage.
             """,
         subcommands: [InitCommand.self, AppendCommand.self, ReplayCommand.self, ItemsCommand.self, HistoryCommand.self, LinksCommand.self,
                       ConflictsCommand.self, AnomaliesCommand.self, ResolveCommand.self, PurgeCommand.self, LogCommand.self, VerifyCommand.self,
@@ -27,8 +28,8 @@ extension Evctl {
     /// A write failed because the disk is full: nothing acknowledged was lost; free space and
     /// run it again (work resumes by itself).
     static let diskFull: Int32 = 6
-    /// A push sent everything but the origins the peer refused as not this principal's (each
-    /// named on stderr; their frames stay in the store).
+    /// A push sent everything but the origins, other than the store's own, that the peer refused
+    /// to take from this principal (each named on stderr; their frames stay in the store).
     static let pushedExceptRefused: Int32 = 7
 }
 

@@ -688,6 +688,39 @@ import Testing
         }
     }
 
+    /// A live sync whose server refuses an origin (another user's frames, taken from a folder)
+    /// leaves it out of every later push of the connection: each local change sends its own
+    /// frames only, and each exchange still says what is refused.
+    @Test(.timeLimit(.minutes(1))) func aLiveSyncSendsARefusedOriginOncePerConnection() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
+        try edit(alice, 1, seed: 1, actor: "alice")
+        try edit(bob, 1, seed: 2, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try edit(alice, 2, seed: 3, actor: "alice")
+            _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
+            let pushes = AsyncStream.makeStream(of: TransferSummary.self)
+            var live = LiveSync(store: bob) { try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID) }
+            live.onExchange = { e in if let p = e.pushed { pushes.continuation.yield(p) } }
+            let follower = Task { try await live.run() }
+            defer { follower.cancel() }
+            var sent = pushes.stream.makeAsyncIterator()
+            let first = try #require(await sent.next())
+            #expect(Array(first.refused.keys) == [alice.replicaID], "\(first.refused)")
+            for round in 0..<3 {
+                try await Task.sleep(nanoseconds: 300_000_000)
+                let before = try bob.cursor()
+                try edit(bob, 1, seed: 10 + UInt64(round), actor: "bob")
+                let mine = try FramePage.collect(from: bob, since: before, limits: PageLimits())
+                let p = try #require(await sent.next())
+                #expect(p.bytes == mine.frameBytes && p.pages == 1 && Array(p.refused.keys) == [alice.replicaID],
+                        "round \(round): sent \(p.bytes) bytes in \(p.pages) pages for a change of \(mine.frameBytes) bytes")
+            }
+            #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
+        }
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {
