@@ -169,10 +169,12 @@ extension Logbook {
         do {
             let (e, cursor) = try await body()
             let (pulled, pushed) = (e.pulledEvents, e.pushedEvents)
-            // Origins the peer refused are its last error until a push goes through whole.
+            // Origins the peer refused are its last error until a push goes through whole; an
+            // exchange that pushed nothing (a pull) leaves that note as it is.
             let refused = (e.pushed?.refused ?? [:]).sorted { $0.key < $1.key }.map { "origin \($0.key) not pushed: \($0.value)" }
-            let note = refused.isEmpty ? nil : refused.joined(separator: "; ")
-            try await Blocking.run { try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed, error: note) }
+            let note = refused.isEmpty ? nil : PeerState.refusalPrefix + refused.joined(separator: "; ")
+            let pushRan = e.pushed != nil || e.received != nil
+            try await Blocking.run { try state.recordSuccess(name, cursor: cursor, pulled: pulled, pushed: pushed, error: note, keepRefusal: !pushRan) }
             return e
         } catch {
             let why = String(describing: error)

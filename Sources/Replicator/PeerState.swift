@@ -48,17 +48,26 @@ public final class PeerState: Sendable {
 
     /// Records a successful exchange with `name`. `cursor` is what the peer acknowledged holding
     /// (its own answer); nil keeps the cursor recorded before.
-    /// - Parameter error: what went wrong though the exchange went through (origins the peer
-    ///   refused and this store kept); nil clears the last error.
-    public func recordSuccess(_ name: String, cursor: ReplicationCursor?, pulled: Int, pushed: Int, error: String? = nil, at date: Date = Date()) throws {
+    /// - Parameters:
+    ///   - error: what went wrong though the exchange went through (origins the peer refused and
+    ///     this store kept, starting with `refusalPrefix`); nil clears the last error.
+    ///   - keepRefusal: keep a last error that is such a note (an exchange that pushed nothing
+    ///     says nothing of what the peer refuses).
+    public func recordSuccess(_ name: String, cursor: ReplicationCursor?, pulled: Int, pushed: Int, error: String? = nil,
+                              keepRefusal: Bool = false, at date: Date = Date()) throws {
         try db.write { db in
             try db.execute(sql: """
                 INSERT INTO peers (name, cursor, last_sync_at, last_error, pulled_events, pushed_events) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT(name) DO UPDATE SET cursor = coalesce(excluded.cursor, cursor), last_sync_at = excluded.last_sync_at, last_error = excluded.last_error,
+                ON CONFLICT(name) DO UPDATE SET cursor = coalesce(excluded.cursor, cursor), last_sync_at = excluded.last_sync_at,
+                  last_error = CASE WHEN ? AND excluded.last_error IS NULL AND substr(last_error, 1, length(?)) = ? THEN last_error ELSE excluded.last_error END,
                   pulled_events = pulled_events + excluded.pulled_events, pushed_events = pushed_events + excluded.pushed_events
-                """, arguments: [name, cursor?.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), error, pulled, pushed])
+                """, arguments: [name, cursor?.token, ISOTime.string(millis: UInt64(date.timeIntervalSince1970 * 1000)), error, pulled, pushed,
+                                 keepRefusal, Self.refusalPrefix, Self.refusalPrefix])
         }
     }
+
+    /// How a last error that notes origins the peer refused (the rest went through) begins.
+    public static let refusalPrefix = "the peer refused to take: "
 
     /// Records a failed exchange with `name` (its cursor and last success are kept).
     public func recordFailure(_ name: String, error: String) throws {

@@ -322,7 +322,7 @@ package struct PushSession: Sendable {
         precondition(phase == .cursor || phase == .sending || phase == .collecting, "failure outside a step")
         // A page refused for a gap: where this session thought the peer stood was wrong (a
         // cursor learnt before, an answer that showed frames the peer later dropped). The peer is
-        // asked where it is, once until a page is taken; a second gap ends the push.
+        // asked where it is, once until its cursor moves; a second gap ends the push.
         if phase == .sending, failure.code == .gap, !askedAfterGap {
             askedAfterGap = true
             phase = .cursor

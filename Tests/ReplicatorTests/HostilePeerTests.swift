@@ -145,6 +145,23 @@ import Testing
         #expect(try state.peers().first?.cursor == theirs)
     }
 
+    /// Origins a peer refused (the rest went through) stay its last error over exchanges that
+    /// push nothing, until a push goes through whole; a failure's error does not.
+    @Test func aRefusalNoteOutlivesPullsNotAWholePush() throws {
+        let dir = Dir()
+        let state = try PeerState(store: try Store.create(at: dir.path + "/s"))
+        func last() throws -> String? { try state.peers().first?.lastError }
+        let note = PeerState.refusalPrefix + "origin x not pushed: 403"
+        try state.recordSuccess("peer", cursor: nil, pulled: 0, pushed: 1, error: note)
+        try state.recordSuccess("peer", cursor: nil, pulled: 2, pushed: 0, keepRefusal: true)  // a pull
+        #expect(try last() == note)
+        try state.recordSuccess("peer", cursor: nil, pulled: 0, pushed: 1)  // a push that went through whole
+        #expect(try last() == nil)
+        try state.recordFailure("peer", error: "network down")
+        try state.recordSuccess("peer", cursor: nil, pulled: 1, pushed: 0, keepRefusal: true)
+        #expect(try last() == nil, "a pull that went through clears a failure")
+    }
+
     /// A store whose own log is two appends (seqs 1–3 and 4–7), projected.
     func storeWithTwoAppends(_ dir: Dir) throws -> Store {
         let s = try Store.create(at: dir.path + "/s")

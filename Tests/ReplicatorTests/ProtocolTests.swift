@@ -337,6 +337,14 @@ import TestSupport
         _ = again.collected(both)
         guard case .fail(let f) = again.failed(refusal) else { Issue.record("a second refusal of one origin went on"); return }
         #expect(f.code == .forbidden)
+        // A refusal of the store's own origin ends the push (its user must fix it), and the
+        // refusals of a push before are left out from the first page on, the own origin never.
+        var own = PushSession(own: theirs.replicaID, jitter: { 1 })
+        _ = own.start(known: .empty)
+        _ = own.collected(both)
+        guard case .fail = own.failed(refusal) else { Issue.record("a refusal of the own origin went on"); return }
+        let seeded = PushSession(own: mine.replicaID, refused: [theirs.replicaID: "before", mine.replicaID: "never skipped"], jitter: { 1 })
+        #expect(seeded.skipping == [theirs.replicaID] && seeded.summary.refused == [theirs.replicaID: "before"])
         // A refusal naming an origin the page does not hold, or none: the push ends.
         for other in [TransferFailure(.forbidden, "no", origin: a, status: 403), TransferFailure(.forbidden, "no", status: 403)] {
             var t = PushSession(jitter: { 1 })
