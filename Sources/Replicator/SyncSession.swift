@@ -269,7 +269,8 @@ package struct PushSession: Sendable {
     public mutating func peerCursor(_ c: ReplicationCursor) -> Action {
         precondition(phase == .cursor, "a cursor nobody asked for")
         summary.peerCursor = c
-        budget.reset()
+        // The retry budget is not reset here, only by a page taken: a peer that answers where
+        // it stands but fails every page would otherwise be retried for ever.
         phase = .collecting
         return .collect(since: c, limits: limits)
     }

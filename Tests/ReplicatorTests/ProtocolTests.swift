@@ -276,6 +276,26 @@ import TestSupport
         guard case .done = s.collected(FramePage(frames: [], next: ReplicationCursor([a: Seq(1)]), more: false)) else { Issue.record("not done"); return }
     }
 
+    /// A peer that answers where it stands but fails every page gets the policy's attempts, not
+    /// more: asking its cursor again between tries does not give the push a new budget.
+    @Test func pushSessionGivesUpOnAPeerThatFailsEveryPage() {
+        var s = PushSession(retry: RetryPolicy(attempts: 3, base: 1, cap: 1), jitter: { 1 })
+        let p = FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false)
+        var action = s.start()
+        for _ in 0..<20 {
+            switch action {
+            case .requestCursor: action = s.peerCursor(.empty)
+            case .collect: action = s.collected(p)
+            case .send: action = s.failed(TransferFailure(.serverError, "500", status: 500))
+            case .wait: action = s.resume()
+            case .done, .fail: break
+            }
+            if case .fail = action { break }
+        }
+        guard case .fail(let f) = action else { Issue.record("still trying after 20 steps: \(action)"); return }
+        #expect(f.message.contains("gave up after 3 attempts") && s.summary.retries == 2)
+    }
+
     /// A page refused for a gap (the session's idea of the peer's cursor was wrong: a cursor
     /// learnt before, an answer showing frames the peer later dropped) has the session ask the
     /// peer where it is and go on from there; a second gap before any page is taken ends it.
