@@ -636,24 +636,34 @@ import Testing
             try a.close()
             try await Self.sync(url, "admin-token-0123456789a", alice)
             try await Self.sync(url, "bob-token-0123456789abc", bob)
-            let pushes = AsyncStream.makeStream(of: TransferSummary.self)
-            var live = LiveSync(store: bob) { try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID) }
-            live.onExchange = { e in if let p = e.pushed { pushes.continuation.yield(p) } }
-            live.onState = { s in if case .retrying(_, let why) = s { Issue.record("the follower retries: \(why)") } }
-            let follower = Task { try await live.run() }
-            defer { follower.cancel() }
-            var sent = pushes.stream.makeAsyncIterator()
-            _ = await sent.next()  // the first exchange: the share's logs go out once, left out there
-            for round in 0..<3 {
-                // Let the server's watch tell the follower of bob's last push, then change bob.
-                try await Task.sleep(nanoseconds: 300_000_000)
-                let before = try bob.cursor()
-                try edit(bob, 1, seed: 10 + UInt64(round), actor: "bob")
-                let mine = try FramePage.collect(from: bob, since: before, limits: PageLimits())
-                let p = try #require(await sent.next())
+            // The first exchange: the share's logs go out once, left out there.
+            try await Self.followBob(bob, url: url, first: { _ in }) { round, p, mine in
                 #expect(p.bytes == mine.frameBytes && p.frames == mine.frames.count,
                         "round \(round): sent \(p.bytes) bytes in \(p.pages) pages for a change of \(mine.frameBytes) bytes")
             }
+        }
+    }
+
+    /// Runs a live sync of `bob` as bob against `url`: `first` is given its first push, then
+    /// three rounds each change bob once and give `each` the push that follows and the frames of
+    /// that change.
+    static func followBob(_ bob: Store, url: String, first: (TransferSummary) -> Void,
+                          each: (Int, TransferSummary, FramePage) -> Void) async throws {
+        let pushes = AsyncStream.makeStream(of: TransferSummary.self)
+        var live = LiveSync(store: bob) { try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID) }
+        live.onExchange = { e in if let p = e.pushed { pushes.continuation.yield(p) } }
+        live.onState = { s in if case .retrying(_, let why) = s { Issue.record("the follower retries: \(why)") } }
+        let follower = Task { try await live.run() }
+        defer { follower.cancel() }
+        var sent = pushes.stream.makeAsyncIterator()
+        first(try #require(await sent.next()))
+        for round in 0..<3 {
+            // Let the server's watch tell the follower of bob's last push, then change bob.
+            try await Task.sleep(nanoseconds: 300_000_000)
+            let before = try bob.cursor()
+            try Workload.edit(bob, 1, seed: 10 + UInt64(round), actor: "bob")
+            let mine = try FramePage.collect(from: bob, since: before, limits: PageLimits())
+            each(round, try #require(await sent.next()), mine)
         }
     }
 
@@ -700,20 +710,9 @@ import Testing
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try edit(alice, 2, seed: 3, actor: "alice")
             _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
-            let pushes = AsyncStream.makeStream(of: TransferSummary.self)
-            var live = LiveSync(store: bob) { try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID) }
-            live.onExchange = { e in if let p = e.pushed { pushes.continuation.yield(p) } }
-            let follower = Task { try await live.run() }
-            defer { follower.cancel() }
-            var sent = pushes.stream.makeAsyncIterator()
-            let first = try #require(await sent.next())
-            #expect(Array(first.refused.keys) == [alice.replicaID], "\(first.refused)")
-            for round in 0..<3 {
-                try await Task.sleep(nanoseconds: 300_000_000)
-                let before = try bob.cursor()
-                try edit(bob, 1, seed: 10 + UInt64(round), actor: "bob")
-                let mine = try FramePage.collect(from: bob, since: before, limits: PageLimits())
-                let p = try #require(await sent.next())
+            try await Self.followBob(bob, url: url, first: { first in
+                #expect(Array(first.refused.keys) == [alice.replicaID], "\(first.refused)")
+            }) { round, p, mine in
                 #expect(p.bytes == mine.frameBytes && p.pages == 1 && Array(p.refused.keys) == [alice.replicaID],
                         "round \(round): sent \(p.bytes) bytes in \(p.pages) pages for a change of \(mine.frameBytes) bytes")
             }
