@@ -251,7 +251,9 @@ public final class HTTPTransport: ReplicaTransport {
             if let o = answer.origin { origin = ReplicaID(o) }
             if let s = answer.seqs, s.count == 2, s[0] <= s[1] { seqs = s[0]...s[1] }
         }
-        if message.count > 500 { message = String(message.prefix(500)) + "…" }
+        // The peer's text, kept to 500 characters and to one line: it reaches a terminal, a
+        // peer's last error and reports, where a line break of its own could pass for ours.
+        message = printable(message, limit: 500)
         let what: String = switch status {
         case 401: "401 unauthorized"
         case 403: "403 forbidden"

@@ -1,7 +1,6 @@
 import Foundation
 import EventLog
 import Logbook
-import Synchronization
 
 /// `evctl sync --follow URL`: `Logbook.follow`, each exchange remembered like a `sync`; one line
 /// per exchange that moved events, state on stderr.
@@ -9,7 +8,7 @@ enum Follow {
     static func run(_ book: Logbook, peer: Peer, json: Bool) async throws {
         let name = peer.name
         // Each origin the server refuses is named once, not at every push that leaves it out.
-        let told = Mutex<Set<ReplicaID>>([])
+        let told = Locked(Set<ReplicaID>())
         try await book.follow(peer, onExchange: { e in
             for (o, why) in (e.pushed?.refused ?? [:]).sorted(by: { $0.key < $1.key }) where told.withLock({ $0.insert(o).inserted }) {
                 Terminal.note("following \(name): origin \(o) is not pushed (its frames stay in this store; every other origin is): \(why)")
@@ -28,3 +27,4 @@ enum Follow {
         })
     }
 }
+

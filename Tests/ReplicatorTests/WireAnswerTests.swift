@@ -71,5 +71,12 @@ import Testing
         let proxy = HTTPTransport.failure(status: 503, body: "<html>down</html>", url: "u")
         #expect(proxy.code == FailureCode(status: 503))
         #expect(proxy.description.contains("<html>down</html>"))
+        // A peer's text breaks no line and moves no cursor wherever the message goes (stderr, a
+        // peer's last error, a JSON report): a made-up second line of its own stays on the first.
+        let forged = HTTPTransport.failure(status: 403, body: #"{"error":"no\nevctl: error: origin x was pushed\u001b[2K\r","code":"forbidden"}"#, url: "u")
+        #expect(!forged.message.contains("\n") && !forged.message.contains("\u{1B}") && !forged.message.contains("\r"), "\(forged.message)")
+        #expect(forged.message.contains("no\\u{a}evctl"))
+        let plain = HTTPTransport.failure(status: 502, body: "bad gateway\r\n<html>", url: "u")
+        #expect(!plain.message.contains("\n") && !plain.message.contains("\r"), "\(plain.message)")
     }
 }
