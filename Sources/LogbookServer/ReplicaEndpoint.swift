@@ -504,17 +504,25 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             }
         }
         lastPush = Date()  // idle from the end of the last group, not its start
-        let open = ReplicationCursor(projected.appender.openAppends)
+        let openAt = projected.appender.openAppends
+        let open = ReplicationCursor(openAt)
         for (i, r) in received {
             let p = group[i].principal
             let among = readableOrigins(p)
-            // An append still open is shown only for the origins this push sent (its next page
-            // goes on after it): another pusher's open append may yet be dropped (its writer gone
+            // An append still open is shown only to a push that carried its origin, and no
+            // further than that push's own last frame of it (its next page goes on after it):
+            // the rest of it may be another pusher's, which may yet be dropped (its writer gone
             // quiet), and a client told of it would take frames this store never made durable
             // as held.
-            let pushed = Set(group[i].pushed)
+            var shown = ReplicationCursor()
+            if !openAt.isEmpty {
+                for f in group[i].frames {
+                    guard let h = FrameHeader(parsing: f), let at = openAt[h.origin], among?.contains(h.origin) ?? true else { continue }
+                    shown[h.origin] = max(shown[h.origin], min(at, h.lastSeq))
+                }
+            }
             let cursor = (among.map { index.cursor(of: $0) } ?? index.cursor())
-                .merged(with: open.filtered { pushed.contains($0) && (among?.contains($0) ?? true) })
+                .merged(with: shown)
                 .merged(with: ownClaims(group[i], open: open))
             group[i].answer.resume(returning: PushAnswer(result: r, cursor: cursor))
         }

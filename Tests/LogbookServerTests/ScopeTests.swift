@@ -323,9 +323,9 @@ import Testing
     }
 
     /// An append still open (its first pages received, its last not yet) is shown in the answers
-    /// to the pushes that carried it, so that they go on after it, and in no other push's
-    /// answer: its writer may go quiet and have it dropped, and a client told of it would take
-    /// frames never made durable here as held.
+    /// to the pushes that carried it, as far as each one's own last frame of it, so that they go
+    /// on after it, and in no other push's answer: its writer may go quiet and have it dropped,
+    /// and a client told of it would take frames never made durable here as held.
     @Test func anOpenAppendIsShownOnlyToPushesOfItsOrigin() async throws {
         let dir = Dir()
         let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
@@ -343,6 +343,12 @@ import Testing
             answer = try JSONDecoder().decode(Wire.PushAnswer.self, from: Data(text.utf8))
             let c = try ReplicationCursor(token: answer.cursor)
             #expect(c[alice.replicaID].rawValue > 0 && c[bob.replicaID] == Seq(0), "another push is shown only what is durable: \(text)")
+            // A push of the open append's first frame alone (another relay of the same log) is
+            // shown it as far as its own frame, not the rest of the open append.
+            (code, text) = try await push(FramePage(frames: [firstPage.frames[0]], next: ReplicationCursor(), more: false), to: url, token: "admin-token-0123456789a")
+            #expect(code == 200, "\(text)")
+            answer = try JSONDecoder().decode(Wire.PushAnswer.self, from: Data(text.utf8))
+            #expect(try ReplicationCursor(token: answer.cursor)[bob.replicaID] == Seq(4), "shown up to its own last frame: \(text)")
         }
     }
 
