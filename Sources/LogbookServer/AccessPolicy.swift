@@ -201,9 +201,13 @@ public struct AccessPolicy: Sendable {
         principal.pull ? nil : Denied(status: 403, message: "principal \"\(principal.name)\" may not pull from this server")
     }
 
-    /// Checks that `principal` may push frames of every one of `origins`.
-    public static func checkPush(_ principal: Principal, origins: some Sequence<ReplicaID>) -> Denied? {
-        for o in origins where !principal.push.allows(o) {
+    /// Checks that `principal` may push frames of every one of `origins`. A share's log is its
+    /// writer's (`shareWriter`: the replica whose key signs its frames): a principal that may
+    /// push that replica's origin may push the logs its key signs (its sealed logs, and the
+    /// membership logs of the shares it administers).
+    public static func checkPush(_ principal: Principal, origins: some Sequence<ReplicaID>,
+                                 shareWriter: (ReplicaID) -> ReplicaID? = { _ in nil }) -> Denied? {
+        for o in origins where !principal.push.allows(o) && !(shareWriter(o).map(principal.push.allows) ?? false) {
             return Denied(status: 403, message: "principal \"\(principal.name)\" may not push frames of origin \(o); nothing was written", origin: o)
         }
         return nil

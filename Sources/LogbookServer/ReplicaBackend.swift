@@ -96,7 +96,19 @@ public enum PushRequest {
             }
         }
         let sorted = origins.sorted()
-        if let d = AccessPolicy.checkPush(principal, origins: sorted) { throw EndpointError(d.status, d.message, code: .forbidden, origin: d.origin) }
+        // The writer of each share's log in the page, when all its frames here name one (a
+        // frame whose form does not check names none; receiving refuses it anyway).
+        var writers: [ReplicaID: ReplicaID?] = [:]
+        if case .origins = principal.push {
+            for f in decoded.frames {
+                guard let h = FrameHeader(parsing: f), h.shared else { continue }
+                let w = f.withUnsafeBytes { FrameSignature.shareWriter(of: $0, header: h) }
+                writers[h.origin] = writers[h.origin].map { $0 == w ? w : nil } ?? w
+            }
+        }
+        if let d = AccessPolicy.checkPush(principal, origins: sorted, shareWriter: { writers[$0] ?? nil }) {
+            throw EndpointError(d.status, d.message, code: .forbidden, origin: d.origin)
+        }
         return (decoded.frames, sorted)
     }
 }

@@ -726,6 +726,41 @@ import Testing
         }
     }
 
+    /// A principal that may push only its replica's origin may push the share logs that
+    /// replica's key signs (its sealed logs, the membership log of a share it administers), and
+    /// no other share's log.
+    @Test func aPushListCoversTheShareLogsItsReplicasKeySigns() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":["\(alice.replicaID)"],"pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":["\(bob.replicaID)"],"pull":true}
+            ]}
+            """.utf8))
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try edit(bob, 1, seed: 3, actor: "bob")  // bob's replica, owned once pushed, is the member
+        let aliceKey = try #require(try alice.signingKey()), bobKey = try #require(try bob.signingKey())
+        let members = ReplicaID.shareMembers(share, signingKey: aliceKey.publicKey)
+        let aliceLog = ReplicaID.shareLog(share, signingKey: aliceKey.publicKey), bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            for o in [members, aliceLog] {
+                #expect(try LogReader(store: hub).tip(origin: o).lastSeq == LogReader(store: alice).tip(origin: o).lastSeq, "alice pushed \(o)")
+            }
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            let b = try LogAppender(store: bob)
+            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("bob's shared"))])], to: share)
+            try b.close()
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 1, "bob pushed his sealed log")
+            // A frame of alice's sealed log, with bob's token: not his key's, refused.
+            let aliceFrame = try #require(try FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == aliceLog })
+            let (code, text) = try await push(FramePage(frames: [aliceFrame], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("may not push frames of origin \(aliceLog)"), "\(code) \(text)")
+        }
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {

@@ -201,6 +201,15 @@ package enum FrameSignature {
         return true
     }
 
+    /// The replica whose key signs `frame`, a share's frame: the replica id that key derives,
+    /// when the frame's form checks (its origin derives from that key and its share). nil for
+    /// any other frame. Its signature is not verified here (receiving does).
+    package static func shareWriter(of frame: UnsafeRawBufferPointer, header: FrameHeader) -> ReplicaID? {
+        guard header.shared, header.totalBytes <= frame.count, (try? checkForm(frame, header: header)) == true else { return nil }
+        let end = header.totalBytes
+        return ReplicaID.derived(fromSigningKey: Array(UnsafeRawBufferPointer(rebasing: frame[end - blockBytes..<end - blockBytes + 32])))
+    }
+
     /// Verifies the signature of a signed frame that passed `checkForm`.
     static func verify(_ frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) {
         try verify(frame, header: header, remembering: .shared)
