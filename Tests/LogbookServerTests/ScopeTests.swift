@@ -673,20 +673,29 @@ import Testing
         }
     }
 
+    /// A scoped hub served with alice's and bob's stores, one event each, alice's synced (and
+    /// bob's, when `bobSyncedFirst`); then alice writes two more and bob takes her store's frames
+    /// from a shared folder before she pushes them. Runs `body` while the hub serves at `url`.
+    static func withAlicesFramesInBob(_ dir: Dir, bobSyncedFirst: Bool,
+                                      _ body: (_ hub: Store, _ alice: Store, _ bob: Store, _ url: String) async throws -> Void) async throws {
+        let (hub, alice, bob, _, policy) = try threeUsers(dir)
+        try Workload.edit(alice, 1, seed: 1, actor: "alice")
+        try Workload.edit(bob, 1, seed: 2, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await sync(url, "alice-token-0123456789a", alice)
+            if bobSyncedFirst { try await sync(url, "bob-token-0123456789abc", bob) }
+            try Workload.edit(alice, 2, seed: 3, actor: "alice")
+            _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
+            try await body(hub, alice, bob, url)
+        }
+    }
+
     /// A replica that holds another user's frames (it took them from that user's folder) and
     /// pushes before that user does is refused that origin, and only that: its own frames go to
     /// the hub, the refusal is in the summary, and the other user's push is not affected.
     @Test func anotherUsersFramesHeldHereStopNothingButThemselves() async throws {
         let dir = Dir()
-        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
-        try edit(alice, 1, seed: 1, actor: "alice")
-        try edit(bob, 1, seed: 2, actor: "bob")
-        try await withServer(hub, configure: { $0.policy = policy }) { url in
-            try await Self.sync(url, "alice-token-0123456789a", alice)
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
-            // alice writes on; bob takes her store's frames from a shared folder, and writes too.
-            try edit(alice, 2, seed: 3, actor: "alice")
-            _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
+        try await Self.withAlicesFramesInBob(dir, bobSyncedFirst: true) { hub, alice, bob, url in
             try edit(bob, 2, seed: 4, actor: "bob")
             let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
             let pushed: TransferSummary
@@ -709,13 +718,7 @@ import Testing
     /// frames only, and each exchange still says what is refused.
     @Test(.timeLimit(.minutes(1))) func aLiveSyncSendsARefusedOriginOncePerConnection() async throws {
         let dir = Dir()
-        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
-        try edit(alice, 1, seed: 1, actor: "alice")
-        try edit(bob, 1, seed: 2, actor: "bob")
-        try await withServer(hub, configure: { $0.policy = policy }) { url in
-            try await Self.sync(url, "alice-token-0123456789a", alice)
-            try edit(alice, 2, seed: 3, actor: "alice")
-            _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
+        try await Self.withAlicesFramesInBob(dir, bobSyncedFirst: false) { hub, alice, bob, url in
             try await Self.followBob(bob, url: url, first: { first in
                 #expect(Array(first.refused.keys) == [alice.replicaID], "\(first.refused)")
             }) { round, p, mine in
