@@ -96,20 +96,26 @@ public enum PushRequest {
             }
         }
         let sorted = origins.sorted()
-        // The writer of each share's log in the page, when all its frames here name one (a
-        // frame whose form does not check names none; receiving refuses it anyway).
-        var writers: [ReplicaID: ReplicaID?] = [:]
-        if case .origins = principal.push {
-            for f in decoded.frames {
-                guard let h = FrameHeader(parsing: f), h.shared else { continue }
-                let w = f.withUnsafeBytes { FrameSignature.shareWriter(of: $0, header: h) }
-                writers[h.origin] = writers[h.origin].map { $0 == w ? w : nil } ?? w
-            }
-        }
-        if let d = AccessPolicy.checkPush(principal, origins: sorted, shareWriter: { writers[$0] ?? nil }) {
+        var writers: [ReplicaID: ReplicaID] = [:]
+        if case .origins = principal.push { writers = shareWriters(decoded.frames) }
+        if let d = AccessPolicy.checkPush(principal, origins: sorted, shareWriter: { writers[$0] }) {
             throw EndpointError(d.status, d.message, code: .forbidden, origin: d.origin)
         }
         return (decoded.frames, sorted)
+    }
+
+    /// The writer of each share's log in `frames`: the replica whose key signs them, when all its
+    /// frames here name the same one (a frame whose form does not check names none, and leaves
+    /// its log out; receiving refuses it anyway). The signatures are not verified here: a right
+    /// given by a writer holds only because receiving verifies them before anything is written.
+    public static func shareWriters(_ frames: [[UInt8]]) -> [ReplicaID: ReplicaID] {
+        var writers: [ReplicaID: ReplicaID?] = [:]
+        for f in frames {
+            guard let h = FrameHeader(parsing: f), h.shared else { continue }
+            let w = f.withUnsafeBytes { FrameSignature.shareWriter(of: $0, header: h) }
+            writers[h.origin] = writers[h.origin].map { $0 == w ? w : nil } ?? w
+        }
+        return writers.compactMapValues { $0 }
     }
 }
 

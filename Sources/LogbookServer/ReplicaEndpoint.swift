@@ -316,8 +316,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             if !purged.isEmpty { a.cursor = a.cursor.merged(with: ReplicationCursor(purged)) }
             return a
         }
+        var byWriter = Set<ReplicaID>()
         if let user = principal.user {
-            try checkOwners(pushed, principal: principal, user: user)
+            byWriter = try checkOwners(pushed, frames: frames, principal: principal, user: user)
             try await run(on: reads) { try Self.checkActors(frames, principal: principal, user: user) }
         }
         // Nothing new (an empty page, or frames this store already holds durably, by each
@@ -345,7 +346,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             return answering(PushAnswer(result: r, cursor: indexedCursor(for: principal)))
         }
         let answer = try await withCheckedThrowingContinuation { (c: CheckedContinuation<PushAnswer, any Error>) in
-            let push = PendingPush(principal: principal, frames: frames, pushed: pushed, answer: c)
+            let push = PendingPush(principal: principal, frames: frames, pushed: pushed, byWriter: byWriter, answer: c)
             let schedule: Bool = pendingLock.withLock {
                 pendingPushes.append(push)
                 defer { drainScheduled = true }
@@ -365,6 +366,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         var principal: AccessPolicy.Principal
         var frames: [[UInt8]]
         var pushed: [ReplicaID]
+        /// Share logs of `pushed` another user claimed, let through as the pusher's user owns
+        /// their writer (`checkOwners`): this push does not claim them.
+        var byWriter: Set<ReplicaID>
         var answer: CheckedContinuation<PushAnswer, any Error>
         var claim: OriginOwners.Claim?
     }
@@ -416,7 +420,9 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         }
         if !claiming.isEmpty {
             do {
-                let claims = try owners.claim(claiming.map { OriginOwners.ClaimRequest(origins: group[$0].pushed, user: group[$0].principal.user ?? "", principal: group[$0].principal.name) })
+                let claims = try owners.claim(claiming.map { i in
+                    OriginOwners.ClaimRequest(origins: group[i].pushed.filter { !group[i].byWriter.contains($0) }, user: group[i].principal.user ?? "", principal: group[i].principal.name)
+                })
                 for (i, c) in zip(claiming, claims) {
                     if let taken = c.taken {
                         group[i].answer.resume(throwing: Self.foreignOrigin(taken, principal: group[i].principal, user: group[i].principal.user ?? ""))
@@ -653,17 +659,32 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         return refusal
     }
 
-    /// Refuses (403) a page holding an origin another user owns.
-    func checkOwners(_ origins: [ReplicaID], principal: AccessPolicy.Principal, user: String) throws(EndpointError) {
+    /// Refuses (403) a page holding an origin another user owns, unless it is a share's log
+    /// whose writer the user owns.
+    /// - Returns: the origins of the page another user holds a claim of that are such logs (not
+    ///   to be claimed by this push: their claim stays as it is).
+    @discardableResult
+    func checkOwners(_ origins: [ReplicaID], frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws(EndpointError) -> Set<ReplicaID> {
         // Another user's claim refuses the page when confirmed, or when its origin holds frames
         // (such a claim is never taken back, and a page of made-up headers of it answered from the
         // index would learn how far it goes). One whose frames never came is left for the writer
         // to take back (`releaseAbandoned`).
+        var writers: [ReplicaID: ReplicaID]?
+        var byWriter = Set<ReplicaID>()
         for o in origins {
-            if let claimant = owners.claimant(of: o), claimant != user, owners.owner(of: o) != nil || index.holds(o) {
+            guard let claimant = owners.claimant(of: o), claimant != user else { continue }
+            // A share's log is its writer's, whoever pushed it first (another member may relay
+            // it, taken from the writer's store): the replica whose key signs its frames, when
+            // the user owns that replica. Receiving verifies the signatures before anything is
+            // written, so only that key's holder gets past this.
+            if writers == nil { writers = PushRequest.shareWriters(frames) }
+            if let w = writers?[o], owners.owner(of: w) == user {
+                byWriter.insert(o)
+            } else if owners.owner(of: o) != nil || index.holds(o) {
                 throw Self.foreignOrigin(o, principal: principal, user: user)
             }
         }
+        return byWriter
     }
 
     public static func foreignOrigin(_ o: ReplicaID, principal: AccessPolicy.Principal, user: String) -> EndpointError {

@@ -51,15 +51,7 @@ import Testing
         return (alice, bob, share)
     }
 
-    static func fixCRC(_ f: inout [UInt8]) {
-        guard let h = FrameHeader(parsing: f) else { return }
-        var crc = CRC32C()
-        f.withUnsafeBytes { p in
-            crc.update(UnsafeRawBufferPointer(rebasing: p[0..<FrameHeader.size - 4]))
-            crc.update(UnsafeRawBufferPointer(rebasing: p[FrameHeader.size..<h.totalBytes]))
-        }
-        for i in 0..<4 { f[92 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * UInt32(i))) }
-    }
+    static func fixCRC(_ f: inout [UInt8]) { f = CraftedFrames.withChecksumMadeRight(f) }
 
     /// Receives `frames` into a new store; the refusal, or nil.
     static func refusal(_ frames: [[UInt8]], _ dir: TempDir) throws -> LogError? {

@@ -764,6 +764,63 @@ import Testing
         }
     }
 
+    /// A member's share log that another member pushed first (taken from the writer's store, say
+    /// from a shared folder) stays its writer's to push: the key that signs it, of a replica the
+    /// writer's user owns, decides, not the first push. No other user may push new frames of it,
+    /// and a frame of it whose signature does not verify is refused, nothing written.
+    @Test func aShareLogIsItsWritersToPushWhoeverPushedItFirst() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        let bobKey = try #require(try bob.signingKey())
+        let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+        func writeShared(_ title: String) throws {
+            let b = try LogAppender(store: bob)
+            defer { try? b.close() }
+            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])], to: share)
+        }
+        /// bob's frames of his share log past what the hub holds.
+        func bobsNewFrames() throws -> [[UInt8]] {
+            let held = try LogReader(store: hub).tip(origin: bobLog).lastSeq
+            return try FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.filter {
+                FrameHeader(parsing: $0).map { $0.origin == bobLog && $0.baseSeq > held } ?? false
+            }
+        }
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try writeShared("bob's 1")
+            _ = try await Replication.pull(from: StoreTransport(store: bob), store: alice)
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            #expect(try OriginOwners(store: hub).claimant(of: bobLog) == "alice", "alice's push came first")
+            try writeShared("bob's 2")
+            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            let pushed: TransferSummary
+            do { pushed = try await Replication.push(from: bob, to: t) } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq == LogReader(store: bob).tip(origin: bobLog).lastSeq, "bob's share writes reached the hub")
+            // Another user may not push new frames of it (carol's token, bob's next frame).
+            try writeShared("bob's 3")
+            let next = try bobsNewFrames()
+            #expect(next.count == 1)
+            let (code, text) = try await push(FramePage(frames: next, next: ReplicationCursor(), more: false), to: url, token: "carol-token-0123456789a")
+            #expect(code == 403 && text.contains("belongs to another user"), "\(code) \(text)")
+            // The frame with one byte of its signature changed and its checksum made right: its
+            // form names bob's replica, its signature is not his. Refused, nothing written.
+            let forged = CraftedFrames.withSignatureAltered(try #require(next.first))
+            let (forgedCode, forgedText) = try await push(FramePage(frames: [forged], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(forgedCode == 422 && forgedText.contains("signature"), "\(forgedCode) \(forgedText)")
+            #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 3)
+        }
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {

@@ -154,3 +154,28 @@ public func withServer<T>(_ store: Store, configure: (inout ServerConfiguration)
     logger.logLevel = .critical
     return try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
 }
+
+/// Frames made up from valid ones, as a hostile peer can: changed bytes under a checksum made
+/// right again, so that what lies past the checksum is what gets checked.
+public enum CraftedFrames {
+    /// `frame` with its checksum made right for its bytes (as far as its header's length).
+    public static func withChecksumMadeRight(_ frame: [UInt8]) -> [UInt8] {
+        guard let h = FrameHeader(parsing: frame), h.totalBytes <= frame.count else { return frame }
+        var f = frame
+        var crc = CRC32C()
+        f.withUnsafeBytes { p in
+            crc.update(UnsafeRawBufferPointer(rebasing: p[0..<FrameHeader.size - 4]))
+            crc.update(UnsafeRawBufferPointer(rebasing: p[FrameHeader.size..<h.totalBytes]))
+        }
+        for i in 0..<4 { f[FrameHeader.size - 4 + i] = UInt8(truncatingIfNeeded: crc.final >> (8 * UInt32(i))) }
+        return f
+    }
+
+    /// A signed frame with one bit of its signature (the last byte) changed and its checksum
+    /// made right: its form still names the key's replica, its signature no longer verifies.
+    public static func withSignatureAltered(_ frame: [UInt8]) -> [UInt8] {
+        var f = frame
+        f[f.count - 1] ^= 1
+        return withChecksumMadeRight(f)
+    }
+}
