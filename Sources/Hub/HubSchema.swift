@@ -10,7 +10,7 @@ import PostgresNIO
 enum HubSchema {
     /// The schema version this build writes. A database at a later version is refused (an older
     /// node must not write to a schema it does not know).
-    static let version = 3
+    static let version = 4
     /// `pg_advisory_xact_lock` key of migrations ("LBHUB" in ASCII).
     static let lockKey: Int64 = 0x4C42_4855_42
 
@@ -141,6 +141,29 @@ enum HubSchema {
             CREATE POLICY origins_not_purged ON logbook_origins AS RESTRICTIVE FOR INSERT
                 WITH CHECK (share IS NULL
                     OR NOT EXISTS (SELECT 1 FROM logbook_purged_shares p WHERE p.share = logbook_origins.share AND p.membership_origin <> logbook_origins.origin))
+            """,
+        ],
+        // A share's log is its writer's (docs/SHARING.md, "Hubs and snapshots"): another member
+        // that pushed it first holds its row until the writer pushes it, and the row (with its
+        // frames, by the cascade) is then handed to the writer's user. Only the one share log
+        // named in `logbook.taking`, which a push's transaction sets once it found the log's
+        // frames signed by a replica of its own user (verified before the transaction commits),
+        // and only to that user. Compared as a uuid, so the primary key finds it: no read
+        // of any other row is slowed.
+        [
+            "ALTER TABLE logbook_frames DROP CONSTRAINT logbook_frames_origin_owner_fkey",
+            """
+            ALTER TABLE logbook_frames ADD CONSTRAINT logbook_frames_origin_owner_fkey
+                FOREIGN KEY (origin, owner) REFERENCES logbook_origins (origin, owner) ON UPDATE CASCADE
+            """,
+            """
+            CREATE POLICY origins_read_taking ON logbook_origins FOR SELECT
+                USING (share IS NOT NULL AND origin = nullif(current_setting('logbook.taking', true), '')::uuid)
+            """,
+            """
+            CREATE POLICY origins_take ON logbook_origins FOR UPDATE
+                USING (share IS NOT NULL AND origin = nullif(current_setting('logbook.taking', true), '')::uuid)
+                WITH CHECK (owner = current_setting('logbook.writer', true))
             """,
         ],
     ]

@@ -400,6 +400,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 // The frames of each origin, grouped once (a push may carry many origins).
                 var byOrigin: [ReplicaID: [[UInt8]]] = [:]
                 for f in frames { if let h = FrameHeader(parsing: f) { byOrigin[h.origin, default: []].append(f) } }
+                let writers = PushRequest.shareWriters(frames)
                 for origin in origins.sorted() {
                     // A share's log says so from its first row (its kind derives from its id).
                     let own = byOrigin[origin] ?? []
@@ -422,13 +423,29 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     let rows = try await conn.query("""
                         SELECT committed_seq, held_seq, held_hlc, held_hash FROM logbook_origins WHERE origin = \(origin.rawValue) AND owner = \(user) FOR UPDATE
                         """, logger: logger)
-                    var found = false
-                    for try await (c, seq, hlc, hash) in rows.decode((Int64, Int64, Int64, ByteBuffer).self) {
-                        guard c >= 0, seq >= c, hash.readableBytes == 32 else { throw HubError("origin \(origin): its row in logbook_origins is damaged") }
-                        found = true
-                        committed[origin] = c
-                        tips[origin] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)),
-                                              lastHash: FrameHash(bytes: Array(hash.readableBytesView)))
+                    func take(_ rows: PostgresRowSequence) async throws -> Bool {
+                        var found = false
+                        for try await (c, seq, hlc, hash) in rows.decode((Int64, Int64, Int64, ByteBuffer).self) {
+                            guard c >= 0, seq >= c, hash.readableBytes == 32 else { throw HubError("origin \(origin): its row in logbook_origins is damaged") }
+                            found = true
+                            committed[origin] = c
+                            tips[origin] = LogTip(lastSeq: Seq(UInt64(seq)), lastHLC: HLC(rawValue: UInt64(bitPattern: hlc)),
+                                                  lastHash: FrameHash(bytes: Array(hash.readableBytesView)))
+                        }
+                        return found
+                    }
+                    var found = try await take(rows)
+                    // A share's log another user pushed first is its writer's (docs/SHARING.md,
+                    // "Hubs and snapshots"): when this page's frames of it name, as the key that
+                    // signs them, a replica of this user, its row and frames become this user's.
+                    // Their signatures are verified below, before the transaction commits.
+                    if !found, shareLog != nil, let w = writers[origin], try await Self.owner(of: w, conn, logger: logger) == user {
+                        try await conn.query("SELECT set_config('logbook.taking', \(origin.description), true)", logger: logger)
+                        found = try await take(try await conn.query("""
+                            UPDATE logbook_origins SET owner = \(user), claimed_by = \(name) WHERE origin = \(origin.rawValue) AND share IS NOT NULL
+                            RETURNING committed_seq, held_seq, held_hlc, held_hash
+                            """, logger: logger))
+                        try await conn.query("SELECT set_config('logbook.taking', '', true)", logger: logger)
                     }
                     // Claimed by another user: its row is not visible to this one. Of a share's
                     // log, what the hub holds already is left out (as a store's hub does).
@@ -510,6 +527,15 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) { metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil) }
         return answer
+    }
+
+    /// The user a replica belongs to here (the owner of its own log), if any.
+    static func owner(of replica: ReplicaID, _ conn: PostgresConnection, logger: Logger) async throws -> String? {
+        var owner: String?
+        for try await o in try await conn.query("SELECT owner FROM logbook_replica_users WHERE replica = \(replica.rawValue)", logger: logger).decode(String.self) {
+            owner = o
+        }
+        return owner
     }
 
     /// The last seq `frames` offer of `origin` when they are a share's log (a share block and an

@@ -296,6 +296,92 @@ final class TestCluster {
         }
     }
 
+    /// A member's share log that another member pushed first (taken from the writer's store)
+    /// stays its writer's: the writer's push hands its row and frames to the writer's user, as
+    /// `serve --store` lets the writer push it (`ScopeTests.aShareLogIsItsWritersToPushWhoeverPushedItFirst`).
+    /// No other user may push new frames of it, and a frame whose signature does not verify hands
+    /// nothing over. The claim is made on a database put back to version 3's shape, which the
+    /// next node migrates with its frames in place.
+    @Test func aShareLogIsItsWritersWhoeverPushedItFirst() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
+        try edit(alice, 2, seed: 1, actor: "alice")
+        try edit(bob, 2, seed: 2, actor: "bob")
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "hub share")
+        try a.addMember(bobKey.memberCard, to: share)
+        try a.close()
+        let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+        func writeShared(_ title: String) throws {
+            let b = try LogAppender(store: bob)
+            defer { try? b.close() }
+            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])], to: share)
+        }
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let first = try await node(cluster, policy)
+        try await withNode(first) { url in
+            try await pushThenPull(url, "alice-token-0123456789a", alice)
+            try await pushThenPull(url, "bob-token-0123456789abc", bob)
+            try writeShared("bob's 1")
+            _ = try await Replication.pull(from: StoreTransport(store: bob), store: alice)
+            try await pushThenPull(url, "alice-token-0123456789a", alice)
+        }
+        first.close()
+        let (raw, task) = try cluster.rawClient()
+        try await raw.withConnection { conn in
+            for statement in ["DROP POLICY origins_read_taking ON logbook_origins", "DROP POLICY origins_take ON logbook_origins",
+                              "ALTER TABLE logbook_frames DROP CONSTRAINT logbook_frames_origin_owner_fkey",
+                              "ALTER TABLE logbook_frames ADD CONSTRAINT logbook_frames_origin_owner_fkey FOREIGN KEY (origin, owner) REFERENCES logbook_origins (origin, owner)",
+                              "UPDATE logbook_hub SET value = '3' WHERE key = 'schema_version'"] {
+                try await conn.query(PostgresQuery(unsafeSQL: statement), logger: Self.logger)
+            }
+        }
+        task.cancel()
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        try await withNode(hub) { url in
+            func held() async throws -> Seq? { try await hub.cursor(principal: principal(policy, "bob-token-0123456789abc")).cursor[bobLog] }
+            #expect(try await held()?.rawValue == 1, "alice's push of bob's log came first")
+            try writeShared("bob's 2")
+            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            let pushed: TransferSummary
+            do { pushed = try await Replication.push(from: bob, to: t) } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            #expect(try await held()?.rawValue == 2, "bob's share writes reached the hub")
+            // Another user may not push new frames of it; bob's frame with its signature altered
+            // is refused, nothing written.
+            try writeShared("bob's 3")
+            let next = try FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.filter {
+                FrameHeader(parsing: $0).map { $0.origin == bobLog && $0.baseSeq.rawValue == 3 } ?? false
+            }
+            #expect(next.count == 1)
+            let (code, text) = try await RawHTTP.push(FramePage(frames: next, next: .empty, more: false), to: url, token: "carol-token-0123456789a")
+            #expect(code == 403 && text.contains("belongs to another user"), "\(code) \(text)")
+            let forged = CraftedFrames.withSignatureAltered(try #require(next.first))
+            let (forgedCode, forgedText) = try await RawHTTP.push(FramePage(frames: [forged], next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(forgedCode == 422 && forgedText.contains("signature"), "\(forgedCode) \(forgedText)")
+            #expect(try await held()?.rawValue == 2)
+            try await pushThenPull(url, "bob-token-0123456789abc", bob)
+            #expect(try await held()?.rawValue == 3)
+            // alice, a member, still reads the whole log (as a member now, not as its holder).
+            try await pushThenPull(url, "alice-token-0123456789a", alice)
+            #expect(try LogReader(store: alice).tip(origin: bobLog).lastSeq.rawValue == 3)
+        }
+    }
+
     /// `evctl purge --share --hub`: refused for a live share; once the admin's deletion is
     /// pushed, the share's sealed logs are deleted from the database (the membership log stays,
     /// to carry the deletion on), and a member that has not synced the deletion pushes its sealed
