@@ -460,7 +460,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
                             held = c
                         }
-                        if held > 0 && Int64(last.rawValue) <= held {
+                        if held > 0, Int64(last.rawValue) <= held, try await Self.holds(own, of: origin, conn, logger: logger) {
                             foreignShareLogs[origin] = last
                             continue
                         }
@@ -527,6 +527,33 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) { metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil) }
         return answer
+    }
+
+    /// Whether the hub holds `frames` (of `origin`, a share's log whose row another user holds)
+    /// byte for byte: a run of frames that follow each other, equal to the stored frames from the
+    /// run's first seq. Reads at most as many stored frames as the run holds, of that one log
+    /// (`logbook.comparing`, set for this read alone), whatever seqs the headers name.
+    static func holds(_ frames: [[UInt8]], of origin: ReplicaID, _ conn: PostgresConnection, logger: Logger) async throws -> Bool {
+        var run: [(h: FrameHeader, bytes: [UInt8])] = []
+        for f in frames {
+            guard let h = FrameHeader(parsing: f), h.origin == origin, h.totalBytes == f.count else { return false }
+            run.append((h, f))
+        }
+        run.sort { $0.h.baseSeq < $1.h.baseSeq }
+        guard let first = run.first else { return false }
+        for k in run.indices.dropFirst() where run[k].h.baseSeq.rawValue != run[k - 1].h.lastSeq.rawValue + 1 { return false }
+        try await conn.query("SELECT set_config('logbook.comparing', \(origin.description), true)", logger: logger)
+        var k = 0, same = true
+        let rows = try await conn.query("""
+            SELECT first_seq, frame FROM logbook_frames WHERE origin = \(origin.rawValue) AND first_seq >= \(Int64(first.h.baseSeq.rawValue))
+            ORDER BY first_seq LIMIT \(run.count)
+            """, logger: logger)
+        // Every row read (at most the run's count), so the connection is left ready.
+        for try await (seq, frame) in rows.decode((Int64, ByteBuffer).self) {
+            if same, k < run.count, seq == Int64(run[k].h.baseSeq.rawValue), frame.readableBytesView.elementsEqual(run[k].bytes) { k += 1 } else { same = false }
+        }
+        try await conn.query("SELECT set_config('logbook.comparing', '', true)", logger: logger)
+        return same && k == run.count
     }
 
     /// The user a replica belongs to here (the owner of its own log), if any.

@@ -171,6 +171,14 @@ public enum CraftedFrames {
         return f
     }
 
+    /// `frame` with one bit of its first payload byte changed and its checksum made right: its
+    /// header and blocks are as they were, its content is not the one its signature covers.
+    public static func withPayloadAltered(_ frame: [UInt8]) -> [UInt8] {
+        var f = frame
+        f[FrameHeader.size] ^= 1
+        return withChecksumMadeRight(f)
+    }
+
     /// A signed frame with one bit of its signature (the last byte) changed and its checksum
     /// made right: its form still names the key's replica, its signature no longer verifies.
     public static func withSignatureAltered(_ frame: [UInt8]) -> [UInt8] {
