@@ -367,7 +367,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         var frames: [[UInt8]]
         var pushed: [ReplicaID]
         /// Share logs of `pushed` another user claimed, let through as the pusher's user owns
-        /// their writer (`checkOwners`): this push does not claim them.
+        /// their writer (`checkOwners`): this push does not claim them while that claim holds.
         var byWriter: Set<ReplicaID>
         var answer: CheckedContinuation<PushAnswer, any Error>
         var claim: OriginOwners.Claim?
@@ -421,7 +421,12 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         if !claiming.isEmpty {
             do {
                 let claims = try owners.claim(claiming.map { i in
-                    OriginOwners.ClaimRequest(origins: group[i].pushed.filter { !group[i].byWriter.contains($0) }, user: group[i].principal.user ?? "", principal: group[i].principal.name)
+                    // A log let through by its writer stays out of the claim only while another
+                    // user's claim still holds it: one taken back since (abandoned) is claimed
+                    // here, or it would be held and owned by nobody.
+                    let user = group[i].principal.user ?? ""
+                    let kept = group[i].pushed.filter { o in !(group[i].byWriter.contains(o) && owners.claimant(of: o).map { $0 != user } == true) }
+                    return OriginOwners.ClaimRequest(origins: kept, user: user, principal: group[i].principal.name)
                 })
                 for (i, c) in zip(claiming, claims) {
                     if let taken = c.taken {

@@ -821,6 +821,45 @@ import Testing
         }
     }
 
+    /// A writer's push of its share log that another user's claim held when the push came, the
+    /// claim abandoned (no frame of the log ever came) and taken back before the push is
+    /// received: the push claims the log for the writer's user, as any first push of an origin
+    /// does. (Left out of the claim, the log was written owned by nobody, and every later push of
+    /// it refused as such.)
+    @Test func aShareLogWhoseOtherClaimIsAbandonedIsClaimedByItsWriter() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        let bobLog = ReplicaID.shareLog(share, signingKey: try #require(try bob.signingKey()).publicKey)
+        func writeShared(_ title: String) throws {
+            let b = try LogAppender(store: bob)
+            defer { try? b.close() }
+            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])], to: share)
+        }
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+        }
+        // alice's claim of bob's log, its frames never sent (a push cut off, say).
+        _ = try OriginOwners(store: hub).claim([bobLog], user: "alice", principal: "alice")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            for title in ["bob's 1", "bob's 2"] {
+                try writeShared(title)
+                let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+                let pushed: TransferSummary
+                do { pushed = try await Replication.push(from: bob, to: t) } catch {
+                    await t.shutdown()
+                    throw error
+                }
+                await t.shutdown()
+                #expect(pushed.refused.isEmpty, "\(title): \(pushed.refused)")
+            }
+            #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
+        }
+        #expect(try OriginOwners(store: hub).all[bobLog] == "bob")
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {
