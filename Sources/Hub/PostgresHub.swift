@@ -439,13 +439,29 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     // "Hubs and snapshots"): when this page's frames of it name, as the key that
                     // signs them, a replica of this user, its row and frames become this user's.
                     // Their signatures are verified below, before the transaction commits.
+                    // Only by a page that carries a frame past what the hub holds of it: the
+                    // receive check takes frames at or below the held tip as held without looking
+                    // at them, so a page of those alone proves nothing (its frames' signatures
+                    // are checked only by the actor check, by the way). The take is undone then
+                    // (to a savepoint), and the page judged as any other user's: left out when
+                    // equal to the frames held.
                     if !found, shareLog != nil, let w = writers[origin], try await Self.owner(of: w, conn, logger: logger) == user {
+                        try await conn.query("SAVEPOINT taking", logger: logger)
                         try await conn.query("SELECT set_config('logbook.taking', \(origin.description), true)", logger: logger)
                         found = try await take(try await conn.query("""
                             UPDATE logbook_origins SET owner = \(user), claimed_by = \(name) WHERE origin = \(origin.rawValue) AND share IS NOT NULL
                             RETURNING committed_seq, held_seq, held_hlc, held_hash
                             """, logger: logger))
                         try await conn.query("SELECT set_config('logbook.taking', '', true)", logger: logger)
+                        let heldTip = tips[origin]?.lastSeq ?? Seq(0)
+                        if found && !own.contains(where: { FrameHeader(parsing: $0).map { $0.lastSeq > heldTip } ?? false }) {
+                            try await conn.query("ROLLBACK TO SAVEPOINT taking", logger: logger)
+                            found = false
+                            tips[origin] = nil
+                            committed[origin] = nil
+                        } else {
+                            try await conn.query("RELEASE SAVEPOINT taking", logger: logger)
+                        }
                     }
                     // Claimed by another user: its row is not visible to this one. Of a share's
                     // log, what the hub holds already is left out (as a store's hub does).

@@ -360,6 +360,12 @@ final class TestCluster {
         try await withNode(hub) { url in
             func held() async throws -> Seq? { try await hub.cursor(principal: principal(policy, "bob-token-0123456789abc")).cursor[bobLog] }
             #expect(try await held()?.rawValue == 1, "alice's push of bob's log came first")
+            // A page of what the hub holds alone takes nothing (the receive check does not look
+            // at frames at or below the held tip): bob's first frame with its signature altered
+            // is judged as another user's, not equal to the frame held, and refused.
+            let firstOfLog = try #require(FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == bobLog })
+            let (heldCode, heldText) = try await RawHTTP.push(FramePage(frames: [CraftedFrames.withSignatureAltered(firstOfLog)], next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(heldCode == 403 && heldText.contains("belongs to another user"), "\(heldCode) \(heldText)")
             try writeShared("bob's 2")
             let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
             let pushed: TransferSummary
