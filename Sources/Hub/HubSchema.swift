@@ -148,18 +148,11 @@ enum HubSchema {
         // frames, by the cascade) is then handed to the writer's user. Only the one share log
         // named in `logbook.taking`, which a push's transaction sets once it found the log's
         // frames signed by a replica of its own user (verified before the transaction commits),
-        // and only to that user. And a push's frames of a share log another user holds are left
-        // out only when equal to the frames held: the node reads those, of the one log named in
-        // `logbook.comparing`, for that comparison alone (left out by their seqs, a made-up
-        // header learnt how far the log goes). Compared as a uuid, so the primary key finds it.
+        // and only to that user. Compared as a uuid, so the primary key finds it.
         // The key is added `NOT VALID`: the rows held met the same key a statement before, and
         // checking them again would read the whole table under the migration's lock (the key
         // binds every row written or cascaded from now on all the same).
         [
-            """
-            CREATE POLICY frames_read_comparing ON logbook_frames FOR SELECT
-                USING (share IS NOT NULL AND origin = nullif(current_setting('logbook.comparing', true), '')::uuid)
-            """,
             "ALTER TABLE logbook_frames DROP CONSTRAINT logbook_frames_origin_owner_fkey",
             """
             ALTER TABLE logbook_frames ADD CONSTRAINT logbook_frames_origin_owner_fkey

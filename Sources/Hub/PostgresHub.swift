@@ -176,11 +176,15 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 if try await seen.mayExist(conn, logger: logger) {
                     try await conn.query("""
                         SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true),
+                            set_config('logbook.taking', '', true), set_config('logbook.purging', '', true),
                             set_config('logbook.shares', coalesce((SELECT string_agg(DISTINCT m.share::text, ',') FROM logbook_replica_users r
                                 JOIN logbook_share_members m ON m.replica = r.replica WHERE r.owner = ANY (string_to_array(\(readers), ','))), ''), true)
                         """, logger: logger)
                 } else {
-                    try await conn.query("SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true)", logger: logger)
+                    try await conn.query("""
+                        SELECT set_config('logbook.readers', \(readers), true), set_config('logbook.writer', \(writer), true),
+                            set_config('logbook.taking', '', true), set_config('logbook.purging', '', true)
+                        """, logger: logger)
                 }
                 let r = try await body(conn)
                 try await conn.query("COMMIT", logger: logger)
@@ -401,6 +405,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 var byOrigin: [ReplicaID: [[UInt8]]] = [:]
                 for f in frames { if let h = FrameHeader(parsing: f) { byOrigin[h.origin, default: []].append(f) } }
                 let writers = PushRequest.shareWriters(frames)
+                // How far the hub holds a share log whose take by its writer's user was undone.
+                var writerHeld: [ReplicaID: Int64] = [:]
                 for origin in origins.sorted() {
                     // A share's log says so from its first row (its kind derives from its id).
                     let own = byOrigin[origin] ?? []
@@ -459,6 +465,11 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             found = false
                             tips[origin] = nil
                             committed[origin] = nil
+                            // Its writer's frames the hub holds, an append another user began
+                            // relaying included, are left out below as far as the held tip:
+                            // the answer moves the writer past them, and its next page carries
+                            // a frame past the tip, which takes the log.
+                            writerHeld[origin] = Int64(heldTip.rawValue)
                         } else {
                             try await conn.query("RELEASE SAVEPOINT taking", logger: logger)
                         }
@@ -476,7 +487,13 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                         for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
                             held = c
                         }
-                        if held > 0, Int64(last.rawValue) <= held, try await Self.holds(own, of: origin, conn, logger: logger) {
+                        // Only frames their writer signed (verified here, whatever their seqs,
+                        // before the seqs are compared): a made-up frame is refused, and learns
+                        // nothing of how far the log goes. A writer's frames at or below the
+                        // hub's are held here, or were never its to show (the writer signed two
+                        // frames of one seq).
+                        held = max(held, writerHeld[origin] ?? 0)
+                        if held > 0, Int64(last.rawValue) <= held, own.allSatisfy(FrameInspector.isSignedShareFrame) {
                             foreignShareLogs[origin] = last
                             continue
                         }
@@ -543,33 +560,6 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
         metrics.received(frames: answer.result.frames, events: answer.result.events, bytes: body.count, cursor: answer.cursor)
         if let peer, let id = ReplicaID(peer) { metrics.peer("\(principal.name)/\(id)", user: principal.user, lag: nil) }
         return answer
-    }
-
-    /// Whether the hub holds `frames` (of `origin`, a share's log whose row another user holds)
-    /// byte for byte: a run of frames that follow each other, equal to the stored frames from the
-    /// run's first seq. Reads at most as many stored frames as the run holds, of that one log
-    /// (`logbook.comparing`, set for this read alone), whatever seqs the headers name.
-    static func holds(_ frames: [[UInt8]], of origin: ReplicaID, _ conn: PostgresConnection, logger: Logger) async throws -> Bool {
-        var run: [(h: FrameHeader, bytes: [UInt8])] = []
-        for f in frames {
-            guard let h = FrameHeader(parsing: f), h.origin == origin, h.totalBytes == f.count else { return false }
-            run.append((h, f))
-        }
-        run.sort { $0.h.baseSeq < $1.h.baseSeq }
-        guard let first = run.first else { return false }
-        for k in run.indices.dropFirst() where run[k].h.baseSeq.rawValue != run[k - 1].h.lastSeq.rawValue + 1 { return false }
-        try await conn.query("SELECT set_config('logbook.comparing', \(origin.description), true)", logger: logger)
-        var k = 0, same = true
-        let rows = try await conn.query("""
-            SELECT first_seq, frame FROM logbook_frames WHERE origin = \(origin.rawValue) AND first_seq >= \(Int64(first.h.baseSeq.rawValue))
-            ORDER BY first_seq LIMIT \(run.count)
-            """, logger: logger)
-        // Every row read (at most the run's count), so the connection is left ready.
-        for try await (seq, frame) in rows.decode((Int64, ByteBuffer).self) {
-            if same, k < run.count, seq == Int64(run[k].h.baseSeq.rawValue), frame.readableBytesView.elementsEqual(run[k].bytes) { k += 1 } else { same = false }
-        }
-        try await conn.query("SELECT set_config('logbook.comparing', '', true)", logger: logger)
-        return same && k == run.count
     }
 
     /// The user a replica belongs to here (the owner of its own log), if any.

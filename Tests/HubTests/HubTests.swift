@@ -347,7 +347,6 @@ final class TestCluster {
         let (raw, task) = try cluster.rawClient()
         try await raw.withConnection { conn in
             for statement in ["DROP POLICY origins_read_taking ON logbook_origins", "DROP POLICY origins_take ON logbook_origins",
-                              "DROP POLICY frames_read_comparing ON logbook_frames",
                               "ALTER TABLE logbook_frames DROP CONSTRAINT logbook_frames_origin_owner_fkey",
                               "ALTER TABLE logbook_frames ADD CONSTRAINT logbook_frames_origin_owner_fkey FOREIGN KEY (origin, owner) REFERENCES logbook_origins (origin, owner)",
                               "UPDATE logbook_hub SET value = '3' WHERE key = 'schema_version'"] {
@@ -394,6 +393,53 @@ final class TestCluster {
             // alice, a member, still reads the whole log (as a member now, not as its holder).
             try await pushThenPull(url, "alice-token-0123456789a", alice)
             #expect(try LogReader(store: alice).tip(origin: bobLog).lastSeq.rawValue == 3)
+        }
+    }
+
+    /// A writer whose share log another user began relaying (the first frame of an append of
+    /// two, the append not whole) pushes that frame alone: left out as held, not refused, and
+    /// its whole append then takes the log.
+    @Test func aShareLogsWriterIsNotStoppedByAnAppendAnotherUserBeganRelaying() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
+        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
+        try edit(alice, 1, seed: 1, actor: "alice")
+        try edit(bob, 1, seed: 2, actor: "bob")
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "hub share")
+        try a.addMember(bobKey.memberCard, to: share)
+        try a.close()
+        _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)  // bob joins the share
+        var options = AppendOptions()
+        options.frameEventsMax = 1
+        let b = try LogAppender(store: bob, options: options)
+        _ = try b.appendShared((0..<2).map { Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("bob's \($0)"))]) }, to: share)
+        try b.close()
+        let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+        let logFrames = try FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.filter { FrameHeader(parsing: $0)?.origin == bobLog }
+        #expect(logFrames.count == 2 && FrameHeader(parsing: logFrames[0])?.continues == true)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true}
+            ]}
+            """.utf8))
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        try await withNode(hub) { url in
+            try await pushThenPull(url, "alice-token-0123456789a", alice)
+            let own = try FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.filter { FrameHeader(parsing: $0)?.origin == bob.replicaID }
+            var (code, text) = try await RawHTTP.push(FramePage(frames: own, next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "\(code) \(text)")
+            (code, text) = try await RawHTTP.push(FramePage(frames: [logFrames[0]], next: .empty, more: false), to: url, token: "alice-token-0123456789a")
+            #expect(code == 200, "alice relays the append's first frame: \(code) \(text)")
+            (code, text) = try await RawHTTP.push(FramePage(frames: [logFrames[0]], next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "bob's frame the hub holds: \(code) \(text)")
+            (code, text) = try await RawHTTP.push(FramePage(frames: logFrames, next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "\(code) \(text)")
+            #expect(try await hub.cursor(principal: principal(policy, "bob-token-0123456789abc")).cursor[bobLog] == Seq(2))
         }
     }
 

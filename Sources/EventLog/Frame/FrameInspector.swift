@@ -26,6 +26,16 @@ public enum FrameInspector {
         }
     }
 
+    /// Whether `frame` is a well-formed share's frame (`isWellFormedShareFrame`) whose signature
+    /// verifies: written by the holder of the key its origin derives from.
+    public static func isSignedShareFrame(_ frame: [UInt8]) -> Bool {
+        guard isWellFormedShareFrame(frame) else { return false }
+        return frame.withUnsafeBytes { p in
+            guard let h = try? FrameHeader.decode(p) else { return false }
+            return (try? FrameSignature.verify(p, header: h)) != nil
+        }
+    }
+
     /// The share a share's frame belongs to (its share block); nil for any other frame.
     public static func share(of frame: [UInt8]) -> ShareID? {
         frame.withUnsafeBytes { p in
