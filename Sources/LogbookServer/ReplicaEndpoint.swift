@@ -575,9 +575,10 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// does not show, and a user's cursor stops showing a share's logs once its replica is
     /// removed from the share: refusing would stop that replica's pushes for good. Only a share's
     /// log (this store's frames of it carry a share block): another user's own origin is refused
-    /// as ever. Only frames equal to the stored ones, and the answer shows each such origin at
-    /// the pusher's own last frame of it: a page of made-up headers (their signatures are not
-    /// checked before they are left out) learns nothing of how far the log goes here.
+    /// as ever. Only frames their writer signed (all of the log's in the page, verified first)
+    /// and equal to the stored ones, and the answer shows each such origin at the pusher's own
+    /// last frame of it: a page of made-up headers learns nothing of how far the log goes here,
+    /// by its answer or by its answer's time.
     /// - Returns: the frames kept, their origins, and the position of each origin left out.
     private func withoutHeldForeignFrames(_ push: (frames: [[UInt8]], origins: [ReplicaID]), principal: AccessPolicy.Principal) async throws -> ([[UInt8]], [ReplicaID], [ReplicaID: Seq]) {
         guard let user = principal.user else { return (push.frames, push.origins, [:]) }
@@ -588,10 +589,20 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             try index.refresh()
             let reader = LogReader(store: store)
             let headers = push.frames.map { FrameHeader(parsing: $0) }
+            // Only frames their writer signed: every share frame of such a log is verified first,
+            // whatever its seq, and a log with one that does not verify stays in the page (to be
+            // refused). A made-up frame then costs the same wherever its seq falls: compared with
+            // the stored frames only when within the durable mark, it told by its answer's time
+            // how far the log goes. (Verified once: receiving finds them in the cache.)
+            var unsigned = Set<ReplicaID>()
+            for (i, h) in headers.enumerated() {
+                guard let h, h.shared, foreign(h.origin), !unsigned.contains(h.origin) else { continue }
+                if !FrameInspector.isSignedShareFrame(push.frames[i]) { unsigned.insert(h.origin) }
+            }
             // The candidates, per origin in seq order: held durably, of a share's log.
             var candidates: [ReplicaID: [Int]] = [:]
             for (i, h) in headers.enumerated() {
-                guard let h, foreign(h.origin), index[h.origin].map({ h.lastSeq <= $0.durable }) ?? false else { continue }
+                guard let h, foreign(h.origin), !unsigned.contains(h.origin), index[h.origin].map({ h.lastSeq <= $0.durable }) ?? false else { continue }
                 candidates[h.origin, default: []].append(i)
             }
             // A log nobody claimed here may have been claimed by another serving process: its
