@@ -483,17 +483,18 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             foreignShareLogs[origin] = last
                             continue
                         }
+                        // Only frames their writer signed, verified (every one, whatever their
+                        // seqs) before the log's seqs are read: a made-up frame is refused, and
+                        // neither its answer nor its answer's time says how far the log goes. A
+                        // writer's frames at or below the hub's are held here, or were never its
+                        // to show (the writer signed two frames of one seq).
+                        let signed = own.allSatisfy(FrameInspector.isSignedShareFrame)
                         var held: Int64 = 0
                         for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
                             held = c
                         }
-                        // Only frames their writer signed (verified here, whatever their seqs,
-                        // before the seqs are compared): a made-up frame is refused, and learns
-                        // nothing of how far the log goes. A writer's frames at or below the
-                        // hub's are held here, or were never its to show (the writer signed two
-                        // frames of one seq).
                         held = max(held, writerHeld[origin] ?? 0)
-                        if held > 0, Int64(last.rawValue) <= held, own.allSatisfy(FrameInspector.isSignedShareFrame) {
+                        if signed, held > 0, Int64(last.rawValue) <= held {
                             foreignShareLogs[origin] = last
                             continue
                         }

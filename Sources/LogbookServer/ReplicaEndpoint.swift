@@ -589,14 +589,16 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             try index.refresh()
             let reader = LogReader(store: store)
             let headers = push.frames.map { FrameHeader(parsing: $0) }
-            // Only frames their writer signed: every share frame of such a log is verified first,
-            // whatever its seq, and a log with one that does not verify stays in the page (to be
-            // refused). A made-up frame then costs the same wherever its seq falls: compared with
-            // the stored frames only when within the durable mark, it told by its answer's time
-            // how far the log goes. (Verified once: receiving finds them in the cache.)
+            // Only frames their writer signed: every frame of such a log held here is verified
+            // first, whatever its seq (one that is no share frame fails too), and a log with one
+            // that does not verify stays in the page (to be refused). A made-up frame then costs
+            // the same wherever its seq falls: compared with the stored frames only when within
+            // the durable mark, it told by its answer's time how far the log goes. Logs not held
+            // here are not looked at (a writer's new share log). Verified once: receiving finds
+            // them in the cache.
             var unsigned = Set<ReplicaID>()
             for (i, h) in headers.enumerated() {
-                guard let h, h.shared, foreign(h.origin), !unsigned.contains(h.origin) else { continue }
+                guard let h, foreign(h.origin), !unsigned.contains(h.origin), index.holds(h.origin) else { continue }
                 if !FrameInspector.isSignedShareFrame(push.frames[i]) { unsigned.insert(h.origin) }
             }
             // The candidates, per origin in seq order: held durably, of a share's log.
