@@ -384,7 +384,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     // MARK: Push
 
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        let (frames, pushed) = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let request = try PushRequest.checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let (frames, pushed, denied) = (request.frames, request.origins, request.denied)
         let origins = Set(pushed)
         let scope = try scope(of: principal)
         guard let user = scope.writer else { throw EndpointError(403, "principal \"\(principal.name)\" may not push to this server") }
@@ -407,11 +408,39 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 let writers = PushRequest.shareWriters(frames)
                 // How far the hub holds a share log whose take by its writer's user was undone.
                 var writerHeld: [ReplicaID: Int64] = [:]
+                /// Whether `own`, frames of the share's log `origin` (of `share`, up to `last`)
+                /// that this push does not write, are held here: left out then.
+                func held(_ origin: ReplicaID, _ own: [[UInt8]], last: Seq, share: UUID?) async throws -> Bool {
+                    // A purged share's sealed log: left out, as held (docs/SHARING.md, "Purge").
+                    if let share, own.first.flatMap(FrameHeader.init(parsing:))?.sealed == true,
+                       try await Self.isPurged(ShareID(rawValue: share), conn, logger: logger) {
+                        return true
+                    }
+                    // Only frames their writer signed, verified (every one, whatever their
+                    // seqs) before the log's seqs are read: a made-up frame is refused, and
+                    // neither its answer nor its answer's time says how far the log goes. A
+                    // writer's frames at or below the hub's are held here, or were never its
+                    // to show (the writer signed two frames of one seq).
+                    let signed = own.allSatisfy(FrameInspector.isSignedShareFrame)
+                    var held: Int64 = 0
+                    for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
+                        held = c
+                    }
+                    held = max(held, writerHeld[origin] ?? 0)
+                    return signed && held > 0 && Int64(last.rawValue) <= held
+                }
                 for origin in origins.sorted() {
                     // A share's log says so from its first row (its kind derives from its id).
                     let own = byOrigin[origin] ?? []
                     let shareLog = Self.shareLogFrames(own, of: origin)
                     let share: UUID? = shareLog == nil ? nil : own.first.flatMap { FrameInspector.share(of: $0)?.rawValue }
+                    // A share's log the principal may not push: neither claimed nor locked, left
+                    // out when held here, else refused for the right.
+                    if let refusal = denied[origin] {
+                        guard let last = shareLog, try await held(origin, own, last: last, share: share) else { throw refusal }
+                        foreignShareLogs[origin] = last
+                        continue
+                    }
                     // A replica belongs to the user that owns its own log (the first to push it),
                     // noted in the same statement as the claim.
                     // A purged share's sealed log is not claimed again (the statement sees a purge
@@ -476,28 +505,9 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     }
                     // Claimed by another user: its row is not visible to this one. Of a share's
                     // log, what the hub holds already is left out (as a store's hub does).
-                    if !found, let last = shareLog {
-                        // A purged share's sealed log: left out, as held (docs/SHARING.md, "Purge").
-                        if let share, own.first.flatMap(FrameHeader.init(parsing:))?.sealed == true,
-                           try await Self.isPurged(ShareID(rawValue: share), conn, logger: logger) {
-                            foreignShareLogs[origin] = last
-                            continue
-                        }
-                        // Only frames their writer signed, verified (every one, whatever their
-                        // seqs) before the log's seqs are read: a made-up frame is refused, and
-                        // neither its answer nor its answer's time says how far the log goes. A
-                        // writer's frames at or below the hub's are held here, or were never its
-                        // to show (the writer signed two frames of one seq).
-                        let signed = own.allSatisfy(FrameInspector.isSignedShareFrame)
-                        var held: Int64 = 0
-                        for try await c in try await conn.query("SELECT committed_seq FROM logbook_share_logs WHERE origin = \(origin.rawValue)", logger: logger).decode(Int64.self) {
-                            held = c
-                        }
-                        held = max(held, writerHeld[origin] ?? 0)
-                        if signed, held > 0, Int64(last.rawValue) <= held {
-                            foreignShareLogs[origin] = last
-                            continue
-                        }
+                    if !found, let last = shareLog, try await held(origin, own, last: last, share: share) {
+                        foreignShareLogs[origin] = last
+                        continue
                     }
                     guard found else { throw ReplicaEndpoint.foreignOrigin(origin, principal: principal, user: user) }
                 }

@@ -78,6 +78,29 @@ public enum PushRequest {
     /// uncompressed bounded by `rawBytesMax`) and checks the principal may push every origin in
     /// it. Returns the frames and their origins (sorted).
     public static func check(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> (frames: [[UInt8]], origins: [ReplicaID]) {
+        let c = try checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        if let o = c.origins.first(where: { c.denied[$0] != nil }), let d = c.denied[o] { throw d }
+        return (c.frames, c.origins)
+    }
+
+    /// A page checked by `checkDeferringShareLogs`.
+    public struct Checked: Sendable {
+        public var frames: [[UInt8]]
+        /// The page's origins, sorted.
+        public var origins: [ReplicaID]
+        /// The refusal of each share's log in the page the principal may not push: a backend
+        /// leaves out such a log's frames it holds already (they change nothing), and refuses
+        /// the page with this if any frame of it is left.
+        public var denied: [ReplicaID: EndpointError]
+    }
+
+    /// `check`, but a share's log the principal may not push is not refused here: its refusal is
+    /// returned, for the backend to give once it has left out what it holds of that log. A
+    /// replica whose user no longer reads a share's logs pushes what it holds of them, and a
+    /// principal that may push only its replica's origin was refused them on every run where one
+    /// that may push any origin had them left out. Any other origin it may not push refuses the
+    /// page here, as before.
+    public static func checkDeferringShareLogs(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> Checked {
         guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
         let decoded: FramePage.Decoded
         do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }
@@ -96,12 +119,21 @@ public enum PushRequest {
             }
         }
         let sorted = origins.sorted()
-        var writers: [ReplicaID: ReplicaID] = [:]
-        if case .origins = principal.push { writers = shareWriters(decoded.frames) }
-        if let d = AccessPolicy.checkPush(principal, origins: sorted, shareWriter: { writers[$0] }) {
+        var denied: [ReplicaID: EndpointError] = [:]
+        if case .origins = principal.push {
+            let writers = shareWriters(decoded.frames)
+            for o in sorted {
+                guard let d = AccessPolicy.checkPush(principal, origins: [o], shareWriter: { writers[$0] }) else { continue }
+                let refusal = EndpointError(d.status, d.message, code: .forbidden, origin: d.origin)
+                // A share's log: every frame of it here is a share's frame of that log (its
+                // writer found), or the refusal stands now.
+                guard writers[o] != nil else { throw refusal }
+                denied[o] = refusal
+            }
+        } else if let d = AccessPolicy.checkPush(principal, origins: sorted) {
             throw EndpointError(d.status, d.message, code: .forbidden, origin: d.origin)
         }
-        return (decoded.frames, sorted)
+        return Checked(frames: decoded.frames, origins: sorted, denied: denied)
     }
 
     /// The writer of each share's log in `frames`: the replica whose key signs them, when all its

@@ -302,7 +302,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// it) and every event in it must carry its user as actor; the answer's cursor holds the
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        let (frames, pushed, held) = try await withoutHeldForeignFrames(try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax), principal: principal)
+        let checked = try PushRequest.checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let (frames, pushed, held) = try await withoutHeldForeignFrames((checked.frames, checked.origins), principal: principal)
+        // A share's log the principal may not push is refused only for frames not left out as
+        // held (`PushRequest.checkDeferringShareLogs`).
+        if let o = pushed.first(where: { checked.denied[$0] != nil }), let d = checked.denied[o] { throw d }
         // The answer's cursor shows where the left-out origins stand here, so the client's
         // next page moves past them instead of sending them again.
         // Likewise the sealed logs of a share purged here (docs/SHARING.md, "Purge"), which the

@@ -265,6 +265,7 @@ final class TestCluster {
             {"principals":[
               {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
               {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"bob-list","token":"bob-list-token-01234567","user":"bob","push":["\(bob.replicaID)"],"pull":true},
               {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
             ]}
             """.utf8))
@@ -301,6 +302,14 @@ final class TestCluster {
             #expect(code == 403 && text.contains("belongs to another user"), "\(code) \(text)")
             (code, text) = try await RawHTTP.push(FramePage(frames: [firstOfLog], next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
             #expect(code == 200, "\(code) \(text)")
+            // The same with a principal that may push only bob's replica's origin: what the hub
+            // holds is left out, not refused for the right; a made-up frame is refused for it.
+            let whole = try FramePage.collect(from: bob, since: .empty, limits: PageLimits())
+            #expect(whole.frames.contains { FrameHeader(parsing: $0)?.origin == log })
+            (code, text) = try await RawHTTP.push(whole, to: url, token: "bob-list-token-01234567")
+            #expect(code == 200, "\(code) \(text)")
+            (code, text) = try await RawHTTP.push(FramePage(frames: [CraftedFrames.withPayloadAltered(firstOfLog)], next: .empty, more: false), to: url, token: "bob-list-token-01234567")
+            #expect(code == 403 && text.contains("may not push frames of origin \(log)"), "\(code) \(text)")
         }
     }
 

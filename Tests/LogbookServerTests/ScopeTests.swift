@@ -757,10 +757,18 @@ import Testing
             try b.close()
             try await Self.sync(url, "bob-token-0123456789abc", bob)
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 1, "bob pushed his sealed log")
-            // A frame of alice's sealed log, with bob's token: not his key's, refused.
-            let aliceFrame = try #require(try FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == aliceLog })
-            let (code, text) = try await push(FramePage(frames: [aliceFrame], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            // A frame of alice's sealed log the hub does not hold, with bob's token: not his
+            // key's, refused. (One it holds byte for byte is left out: it changes nothing.)
+            let held = try LogReader(store: hub).tip(origin: aliceLog).lastSeq
+            let a = try LogAppender(store: alice)
+            _ = try a.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("alice's next"))])], to: share)
+            try a.close()
+            let aliceFrames = try FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.filter { FrameHeader(parsing: $0)?.origin == aliceLog }
+            let next = try #require(aliceFrames.first { FrameHeader(parsing: $0)!.baseSeq > held })
+            var (code, text) = try await push(FramePage(frames: [next], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
             #expect(code == 403 && text.contains("may not push frames of origin \(aliceLog)"), "\(code) \(text)")
+            (code, text) = try await push(FramePage(frames: [aliceFrames[0]], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 200, "\(code) \(text)")
         }
     }
 
@@ -858,6 +866,47 @@ import Testing
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
         }
         #expect(try OriginOwners(store: hub).all[bobLog] == "bob")
+    }
+
+    /// A removed member whose principal may push only its replica's origin pushes the share logs
+    /// it holds of others (its user no longer reads them, so its replica sends them): the hub
+    /// holds them byte for byte, and they are left out, as for a principal that may push any
+    /// origin, not refused for the push right.
+    @Test func aPushListLeavesOutHeldShareLogsItDoesNotCover() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":["\(bob.replicaID)"],"pull":true}
+            ]}
+            """.utf8))
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            let a = try LogAppender(store: alice)
+            try a.removeMember(bob.replicaID, from: share)
+            try a.close()
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try edit(bob, 1, seed: 4, actor: "bob")
+            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            let pushed: TransferSummary
+            do { pushed = try await Replication.push(from: bob, to: t) } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
+            // A log it holds that the hub does not (made up here: alice's first frame with a byte
+            // of its payload changed) is still refused for the right.
+            let aliceLog = ReplicaID.shareLog(share, signingKey: try #require(try alice.signingKey()).publicKey)
+            let first = try #require(try FramePage.collect(from: alice, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == aliceLog })
+            let (code, text) = try await push(FramePage(frames: [CraftedFrames.withPayloadAltered(first)], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            #expect(code == 403 && text.contains("may not push frames of origin \(aliceLog)"), "\(code) \(text)")
+        }
     }
 
     /// Two serving processes on one store: an origin the other one claimed (its row written,
