@@ -303,16 +303,20 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
         let checked = try PushRequest.checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
-        let (frames, pushed, held) = try await withoutHeldForeignFrames((checked.frames, checked.origins), principal: principal)
-        // A share's log the principal may not push is refused only for frames not left out as
-        // held (`PushRequest.checkDeferringShareLogs`).
-        if let o = pushed.first(where: { checked.denied[$0] != nil }), let d = checked.denied[o] { throw d }
+        let (kept, keptOrigins, held) = try await withoutHeldForeignFrames((checked.frames, checked.origins), principal: principal)
         // The answer's cursor shows where the left-out origins stand here, so the client's
         // next page moves past them instead of sending them again.
         // Likewise the sealed logs of a share purged here (docs/SHARING.md, "Purge"), which the
         // store declines: the pusher sent them, and is told they count as held.
-        let sealed = Set(frames.compactMap { f in FrameHeader(parsing: f).flatMap { $0.shared && $0.sealed ? $0.origin : nil } })
+        let sealed = Set(kept.compactMap { f in FrameHeader(parsing: f).flatMap { $0.shared && $0.sealed ? $0.origin : nil } })
         let purged = sealed.isEmpty ? [:] : ((try? ShareDirectory.purgedLogs(store)) ?? [:]).filter { sealed.contains($0.key) }
+        // A share's log the principal may not push is refused only for frames not left out as
+        // held (`PushRequest.checkDeferringShareLogs`), nor of a share purged here: declined
+        // whoever sends them, they are left out here rather than received.
+        let declined = Set(keptOrigins.filter { checked.denied[$0] != nil && purged[$0] != nil })
+        let frames = declined.isEmpty ? kept : kept.filter { f in FrameHeader(parsing: f).map { !declined.contains($0.origin) } ?? true }
+        let pushed = declined.isEmpty ? keptOrigins : keptOrigins.filter { !declined.contains($0) }
+        if let o = pushed.first(where: { checked.denied[$0] != nil }), let d = checked.denied[o] { throw d }
         func answering(_ a: PushAnswer) -> PushAnswer {
             guard !held.isEmpty || !purged.isEmpty else { return a }
             var a = a
@@ -783,6 +787,12 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     private func closeWriter() {
         try? writer?.close()
         writer = nil
+    }
+
+    /// Closes the writer now, after any push being received (the server stopped: the store's
+    /// writer lock is let go when this returns, not when the last reference goes).
+    public func closeWriterNow() {
+        writes.sync { closeWriter() }
     }
 
     static func openForWriting(_ store: Store, wait: Double, project: Bool = true) throws -> ProjectedStore {

@@ -909,6 +909,48 @@ import Testing
         }
     }
 
+    /// A member behind a push list that has not synced a share's deletion pushes the share's
+    /// sealed logs it holds of others, which the hub purged: they are left out as held (the hub
+    /// declines them), not refused for the right on every run.
+    @Test func aPushListLeavesOutAPurgedSharesSealedLogs() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":["\(bob.replicaID)"],"pull":true}
+            ]}
+            """.utf8))
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        let aliceLog = ReplicaID.shareLog(share, signingKey: try #require(try alice.signingKey()).publicKey)
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: bob).tip(origin: aliceLog).lastSeq.rawValue > 0)
+            let a = try LogAppender(store: alice)
+            try a.deleteShare(share)
+            try a.close()
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+        }
+        let h = try LogAppender(store: hub)
+        #expect(try h.purgeShare(share).logs[aliceLog] != nil)
+        try h.close()
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try edit(bob, 1, seed: 4, actor: "bob")
+            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            let pushed: TransferSummary
+            do { pushed = try await Replication.push(from: bob, to: t) } catch {
+                await t.shutdown()
+                throw error
+            }
+            await t.shutdown()
+            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
+            #expect(try LogReader(store: hub).tip(origin: aliceLog).lastSeq.rawValue == 0, "the purged log came back")
+        }
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {
