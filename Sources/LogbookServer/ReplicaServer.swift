@@ -82,12 +82,15 @@ public enum ReplicaServer {
     public static func application(store: Store, configuration: ServerConfiguration, logger: Logger,
                                    routes: (Router<BasicRequestContext>, PolicySource) throws -> Void = { _, _ in },
                                    onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
+        try application(backend: endpoint(store: store, configuration: configuration), configuration: configuration, logger: logger, routes: routes, onRunning: onRunning)
+    }
+
+    /// The endpoint serving `store` as `configuration` says.
+    static func endpoint(store: Store, configuration: ServerConfiguration) throws -> ReplicaEndpoint {
         try configuration.validate()
-        let policies = PolicySource(configuration.policy)
-        let endpoint = try ReplicaEndpoint(store: store, policy: configuration.policy, policies: policies, pageMax: configuration.pageMax,
-                                       pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
-                                       memoryBytesMax: configuration.memoryBytesMax, project: configuration.project)
-        return try application(backend: endpoint, configuration: configuration, logger: logger, routes: routes, onRunning: onRunning)
+        return try ReplicaEndpoint(store: store, policy: configuration.policy, policies: PolicySource(configuration.policy), pageMax: configuration.pageMax,
+                                   pushBytesMax: configuration.pushBytesMax, lockWait: configuration.lockWait,
+                                   memoryBytesMax: configuration.memoryBytesMax, project: configuration.project)
     }
 
     /// Builds the application serving `backend` (its `policies` are the ones a tokens file reloads).
@@ -288,7 +291,12 @@ public enum ReplicaServer {
                                             routes: (Router<BasicRequestContext>, PolicySource) throws -> Void = { _, _ in },
                                             _ body: (String) async throws -> T) async throws -> T {
         let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
-        let app = try application(store: store, configuration: configuration, logger: logger, routes: routes, onRunning: { continuation.yield($0) })
+        let endpoint = try endpoint(store: store, configuration: configuration)
+        let app = try application(backend: endpoint, configuration: configuration, logger: logger, routes: routes, onRunning: { continuation.yield($0) })
+        // The store is let go when this returns: its writer closed now, not whenever the last
+        // reference to the endpoint goes (a program that writes the store next was refused it
+        // as locked, now and then).
+        defer { endpoint.closeWriterNow() }
         return try await withRunning(app, ports: ports, configuration: configuration, logger: logger, body)
     }
 
