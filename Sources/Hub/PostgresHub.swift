@@ -429,18 +429,24 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     held = max(held, writerHeld[origin] ?? 0)
                     return signed && held > 0 && Int64(last.rawValue) <= held
                 }
+                func shareOf(_ own: [[UInt8]], _ origin: ReplicaID) -> (last: Seq?, share: UUID?) {
+                    let last = Self.shareLogFrames(own, of: origin)
+                    return (last, last == nil ? nil : own.first.flatMap { FrameInspector.share(of: $0)?.rawValue })
+                }
+                // Share logs the principal may not push first, before any claim or lock (as a
+                // store's hub refuses them before looking at owners): left out when held here,
+                // else refused for the right.
                 for origin in origins.sorted() {
+                    guard let refusal = denied[origin] else { continue }
+                    let own = byOrigin[origin] ?? []
+                    let (shareLog, share) = shareOf(own, origin)
+                    guard let last = shareLog, try await held(origin, own, last: last, share: share) else { throw refusal }
+                    foreignShareLogs[origin] = last
+                }
+                for origin in origins.sorted() where denied[origin] == nil {
                     // A share's log says so from its first row (its kind derives from its id).
                     let own = byOrigin[origin] ?? []
-                    let shareLog = Self.shareLogFrames(own, of: origin)
-                    let share: UUID? = shareLog == nil ? nil : own.first.flatMap { FrameInspector.share(of: $0)?.rawValue }
-                    // A share's log the principal may not push: neither claimed nor locked, left
-                    // out when held here, else refused for the right.
-                    if let refusal = denied[origin] {
-                        guard let last = shareLog, try await held(origin, own, last: last, share: share) else { throw refusal }
-                        foreignShareLogs[origin] = last
-                        continue
-                    }
+                    let (shareLog, share) = shareOf(own, origin)
                     // A replica belongs to the user that owns its own log (the first to push it),
                     // noted in the same statement as the claim.
                     // A purged share's sealed log is not claimed again (the statement sees a purge
