@@ -313,6 +313,28 @@ final class TestCluster {
         }
     }
 
+    /// alice's and bob's stores (signed, two events each), a share of alice's with bob's replica
+    /// a member, bob's log in it, and principals alice, bob and carol that may push any origin.
+    func aliceSharingWithBob(_ dir: Dir) throws -> (alice: Store, bob: Store, share: ShareID, bobLog: ReplicaID, policy: AccessPolicy) {
+        let bobKey = ReplicaKey.generate()
+        let alice = try Store.create(at: dir.path + "/alice", signingKey: .generate())
+        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
+        try edit(alice, 2, seed: 1, actor: "alice")
+        try edit(bob, 2, seed: 2, actor: "bob")
+        let a = try LogAppender(store: alice)
+        let share = try a.createShare(name: "hub share")
+        try a.addMember(bobKey.memberCard, to: share)
+        try a.close()
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
+              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
+            ]}
+            """.utf8))
+        return (alice, bob, share, ReplicaID.shareLog(share, signingKey: bobKey.publicKey), policy)
+    }
+
     /// A member's share log that another member pushed first (taken from the writer's store)
     /// stays its writer's: the writer's push hands its row and frames to the writer's user, as
     /// `serve --store` lets the writer push it (`ScopeTests.aShareLogIsItsWritersToPushWhoeverPushedItFirst`).
@@ -322,28 +344,8 @@ final class TestCluster {
     @Test func aShareLogIsItsWritersWhoeverPushedItFirst() async throws {
         let cluster = try TestCluster()
         let dir = Dir()
-        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
-        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
-        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
-        try edit(alice, 2, seed: 1, actor: "alice")
-        try edit(bob, 2, seed: 2, actor: "bob")
-        let a = try LogAppender(store: alice)
-        let share = try a.createShare(name: "hub share")
-        try a.addMember(bobKey.memberCard, to: share)
-        try a.close()
-        let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
-        func writeShared(_ title: String) throws {
-            let b = try LogAppender(store: bob)
-            defer { try? b.close() }
-            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])], to: share)
-        }
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
-              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true},
-              {"name":"carol","token":"carol-token-0123456789a","user":"carol","push":"*","pull":true}
-            ]}
-            """.utf8))
+        let (alice, bob, share, bobLog, policy) = try aliceSharingWithBob(dir)
+        func writeShared(_ title: String) throws { try appendSharedItems(bob, share, [title]) }
         let first = try await node(cluster, policy)
         try await withNode(first) { url in
             try await pushThenPull(url, "alice-token-0123456789a", alice)
@@ -375,13 +377,7 @@ final class TestCluster {
             let (heldCode, heldText) = try await RawHTTP.push(FramePage(frames: [CraftedFrames.withSignatureAltered(firstOfLog)], next: .empty, more: false), to: url, token: "bob-token-0123456789abc")
             #expect(heldCode == 403 && heldText.contains("belongs to another user"), "\(heldCode) \(heldText)")
             try writeShared("bob's 2")
-            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
-            let pushed: TransferSummary
-            do { pushed = try await Replication.push(from: bob, to: t) } catch {
-                await t.shutdown()
-                throw error
-            }
-            await t.shutdown()
+            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
             #expect(pushed.refused.isEmpty, "\(pushed.refused)")
             #expect(try await held()?.rawValue == 2, "bob's share writes reached the hub")
             // Another user may not push new frames of it; bob's frame with its signature altered
@@ -411,30 +407,13 @@ final class TestCluster {
     @Test func aShareLogsWriterIsNotStoppedByAnAppendAnotherUserBeganRelaying() async throws {
         let cluster = try TestCluster()
         let dir = Dir()
-        let aliceKey = ReplicaKey.generate(), bobKey = ReplicaKey.generate()
-        let alice = try Store.create(at: dir.path + "/alice", signingKey: aliceKey)
-        let bob = try Store.create(at: dir.path + "/bob", signingKey: bobKey)
-        try edit(alice, 1, seed: 1, actor: "alice")
-        try edit(bob, 1, seed: 2, actor: "bob")
-        let a = try LogAppender(store: alice)
-        let share = try a.createShare(name: "hub share")
-        try a.addMember(bobKey.memberCard, to: share)
-        try a.close()
+        let (alice, bob, share, bobLog, policy) = try aliceSharingWithBob(dir)
         _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)  // bob joins the share
         var options = AppendOptions()
         options.frameEventsMax = 1
-        let b = try LogAppender(store: bob, options: options)
-        _ = try b.appendShared((0..<2).map { Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("bob's \($0)"))]) }, to: share)
-        try b.close()
-        let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
+        try appendSharedItems(bob, share, ["bob's 0", "bob's 1"], options: options)
         let logFrames = try FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.filter { FrameHeader(parsing: $0)?.origin == bobLog }
         #expect(logFrames.count == 2 && FrameHeader(parsing: logFrames[0])?.continues == true)
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
-              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":"*","pull":true}
-            ]}
-            """.utf8))
         let hub = try await node(cluster, policy)
         defer { hub.close() }
         try await withNode(hub) { url in

@@ -181,6 +181,22 @@ import Testing
         return try Store.open(at: path)
     }
 
+    /// `threeUsers`' hub, alice and bob; a share of alice's with bob's replica a member, holding
+    /// one item; bob's own event; and principals alice, which may push any origin, and bob,
+    /// which may push only bob's replica's origin.
+    static func bobBehindAPushList(_ dir: Dir) throws -> (hub: Store, alice: Store, bob: Store, share: ShareID, policy: AccessPolicy) {
+        let (hub, alice, bob, _, _) = try threeUsers(dir)
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[
+              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
+              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":["\(bob.replicaID)"],"pull":true}
+            ]}
+            """.utf8))
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try Workload.edit(bob, 1, seed: 3, actor: "bob")
+        return (hub, alice, bob, share, policy)
+    }
+
     /// `threeUsers`' principals and an unscoped one, `admin`.
     static let withAdmin = try! AccessPolicy(json: Data("""
         {"principals":[
@@ -697,13 +713,7 @@ import Testing
         let dir = Dir()
         try await Self.withAlicesFramesInBob(dir, bobSyncedFirst: true) { hub, alice, bob, url in
             try edit(bob, 2, seed: 4, actor: "bob")
-            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
-            let pushed: TransferSummary
-            do { pushed = try await Replication.push(from: bob, to: t, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1)) } catch {
-                await t.shutdown()
-                throw error
-            }
-            await t.shutdown()
+            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc", limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1))
             #expect(Array(pushed.refused.keys) == [alice.replicaID] && pushed.refused[alice.replicaID]?.contains("belongs to another user") == true, "\(pushed.refused)")
             #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq, "bob's own frames reached the hub")
             #expect(try LogReader(store: hub).tip(origin: alice.replicaID).lastSeq.rawValue == 1, "nothing of alice's was taken from bob")
@@ -783,11 +793,7 @@ import Testing
         try edit(bob, 1, seed: 3, actor: "bob")
         let bobKey = try #require(try bob.signingKey())
         let bobLog = ReplicaID.shareLog(share, signingKey: bobKey.publicKey)
-        func writeShared(_ title: String) throws {
-            let b = try LogAppender(store: bob)
-            defer { try? b.close() }
-            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])], to: share)
-        }
+        func writeShared(_ title: String) throws { try appendSharedItems(bob, share, [title]) }
         /// bob's frames of his share log past what the hub holds.
         func bobsNewFrames() throws -> [[UInt8]] {
             let held = try LogReader(store: hub).tip(origin: bobLog).lastSeq
@@ -803,13 +809,7 @@ import Testing
             try await Self.sync(url, "alice-token-0123456789a", alice)
             #expect(try OriginOwners(store: hub).claimant(of: bobLog) == "alice", "alice's push came first")
             try writeShared("bob's 2")
-            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
-            let pushed: TransferSummary
-            do { pushed = try await Replication.push(from: bob, to: t) } catch {
-                await t.shutdown()
-                throw error
-            }
-            await t.shutdown()
+            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
             #expect(pushed.refused.isEmpty, "\(pushed.refused)")
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq == LogReader(store: bob).tip(origin: bobLog).lastSeq, "bob's share writes reached the hub")
             // Another user may not push new frames of it (carol's token, bob's next frame).
@@ -840,11 +840,7 @@ import Testing
         let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
         try edit(bob, 1, seed: 3, actor: "bob")
         let bobLog = ReplicaID.shareLog(share, signingKey: try #require(try bob.signingKey()).publicKey)
-        func writeShared(_ title: String) throws {
-            let b = try LogAppender(store: bob)
-            defer { try? b.close() }
-            _ = try b.appendShared([Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])], to: share)
-        }
+        func writeShared(_ title: String) throws { try appendSharedItems(bob, share, [title]) }
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try await Self.sync(url, "bob-token-0123456789abc", bob)
@@ -854,13 +850,7 @@ import Testing
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             for title in ["bob's 1", "bob's 2"] {
                 try writeShared(title)
-                let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
-                let pushed: TransferSummary
-                do { pushed = try await Replication.push(from: bob, to: t) } catch {
-                    await t.shutdown()
-                    throw error
-                }
-                await t.shutdown()
+                let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
                 #expect(pushed.refused.isEmpty, "\(title): \(pushed.refused)")
             }
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
@@ -874,15 +864,7 @@ import Testing
     /// origin, not refused for the push right.
     @Test func aPushListLeavesOutHeldShareLogsItDoesNotCover() async throws {
         let dir = Dir()
-        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
-              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":["\(bob.replicaID)"],"pull":true}
-            ]}
-            """.utf8))
-        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
-        try edit(bob, 1, seed: 3, actor: "bob")
+        let (hub, alice, bob, share, policy) = try Self.bobBehindAPushList(dir)
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try await Self.sync(url, "bob-token-0123456789abc", bob)
@@ -891,13 +873,7 @@ import Testing
             try a.close()
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try edit(bob, 1, seed: 4, actor: "bob")
-            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
-            let pushed: TransferSummary
-            do { pushed = try await Replication.push(from: bob, to: t) } catch {
-                await t.shutdown()
-                throw error
-            }
-            await t.shutdown()
+            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
             #expect(pushed.refused.isEmpty, "\(pushed.refused)")
             #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
             // A log it holds that the hub does not (made up here: alice's first frame with a byte
@@ -914,15 +890,7 @@ import Testing
     /// declines them), not refused for the right on every run.
     @Test func aPushListLeavesOutAPurgedSharesSealedLogs() async throws {
         let dir = Dir()
-        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[
-              {"name":"alice","token":"alice-token-0123456789a","user":"alice","push":"*","pull":true},
-              {"name":"bob","token":"bob-token-0123456789abc","user":"bob","push":["\(bob.replicaID)"],"pull":true}
-            ]}
-            """.utf8))
-        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
-        try edit(bob, 1, seed: 3, actor: "bob")
+        let (hub, alice, bob, share, policy) = try Self.bobBehindAPushList(dir)
         let aliceLog = ReplicaID.shareLog(share, signingKey: try #require(try alice.signingKey()).publicKey)
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try await Self.sync(url, "alice-token-0123456789a", alice)
@@ -938,13 +906,7 @@ import Testing
         try h.close()
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try edit(bob, 1, seed: 4, actor: "bob")
-            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
-            let pushed: TransferSummary
-            do { pushed = try await Replication.push(from: bob, to: t) } catch {
-                await t.shutdown()
-                throw error
-            }
-            await t.shutdown()
+            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
             #expect(pushed.refused.isEmpty, "\(pushed.refused)")
             #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
             #expect(try LogReader(store: hub).tip(origin: aliceLog).lastSeq.rawValue == 0, "the purged log came back")

@@ -187,3 +187,24 @@ public enum CraftedFrames {
         return withChecksumMadeRight(f)
     }
 }
+
+/// Appends to `store`'s log in `share` one new item per title, in one append.
+public func appendSharedItems(_ store: Store, _ share: ShareID, _ titles: [String], options: AppendOptions = AppendOptions()) throws {
+    let w = try LogAppender(store: store, options: options)
+    defer { try? w.close() }
+    _ = try w.appendShared(titles.map { Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text($0))]) }, to: share)
+}
+
+/// Pushes `store` to the server at `url` as `token`'s principal, over a transport shut down
+/// after, and returns what the push did.
+public func pushed(_ store: Store, to url: String, token: String, limits: PageLimits = PageLimits()) async throws -> TransferSummary {
+    let t = try HTTPTransport(url: url, token: token, replica: store.replicaID)
+    do {
+        let summary = try await Replication.push(from: store, to: t, limits: limits)
+        await t.shutdown()
+        return summary
+    } catch {
+        await t.shutdown()
+        throw error
+    }
+}
