@@ -3,20 +3,23 @@ import EventLog
 import Logbook
 
 /// `evctl sync --follow URL`: `Logbook.follow`, each exchange remembered like a `sync`; one line
-/// per exchange that moved events, state on stderr.
+/// per exchange that moved events (with `--json`, also per exchange that first left out an
+/// origin the server refused, named in `refused`), state on stderr.
 enum Follow {
     static func run(_ book: Logbook, peer: Peer, json: Bool) async throws {
         let name = peer.name
         // Each origin the server refuses is named once, not at every push that leaves it out.
         let told = Locked(Set<ReplicaID>())
         try await book.follow(peer, onExchange: { e in
+            var newly: [String: String] = [:]
             for (o, why) in (e.pushed?.refused ?? [:]).sorted(by: { $0.key < $1.key }) where told.withLock({ $0.insert(o).inserted }) {
                 Terminal.note("following \(name): origin \(o) is not pushed (its frames stay in this store; every other origin is): \(why)")
+                newly[o.description] = why
             }
-            guard e.pulledEvents > 0 || e.pushedEvents > 0 else { return }
+            guard e.pulledEvents > 0 || e.pushedEvents > 0 || (json && !newly.isEmpty) else { return }
             let line = json
                 ? Reports.line(ExchangeReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents,
-                                              time: ISO8601DateFormatter().string(from: Date())))
+                                              time: ISO8601DateFormatter().string(from: Date()), refused: newly.isEmpty ? nil : newly))
                 : "pulled \(e.pulledEvents) events, pushed \(e.pushedEvents) events"
             Output.write(Array((line + "\n").utf8))
         }, onState: { state in

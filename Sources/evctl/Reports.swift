@@ -64,6 +64,9 @@ struct ExchangeReport: Encodable {
     var pulledEvents: Int
     var pushedEvents: Int
     var time: String
+    /// The origins the server refused that this exchange is the first to leave out (origin →
+    /// the server's message); absent when none.
+    var refused: [String: String]?
 }
 
 /// `conflicts --json`: one line per conflict; the values are JSON as the log keeps them.

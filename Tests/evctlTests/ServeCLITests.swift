@@ -100,6 +100,24 @@ import Testing
         #expect(try Evctl.run(["items", "--store", hub]).stdout.contains("alice on a2"))
         #expect(!(try Evctl.run(["items", "--store", hub]).stdout.contains("alice later on a1")))
         #expect(try Evctl.run(["status", "--store", a2]).stdout.contains("not pushed"), "status shows the refusal as the peer's last error")
+        // `sync --follow --json` names it too, in the line of the exchange that first left it out.
+        let lines = dir.path + "/follow.ndjson"
+        FileManager.default.createFile(atPath: lines, contents: nil)
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: Evctl.path)
+        follower.arguments = ["sync", "--follow", "--json", "--store", a2, url, "--token", "a2-token-0123456789abcdef"]
+        follower.standardOutput = FileHandle(forWritingAtPath: lines)
+        follower.standardError = FileHandle.nullDevice
+        try follower.run()
+        var named: String?
+        for _ in 0..<400 where named == nil {
+            let text = (try? String(contentsOfFile: lines, encoding: .utf8)) ?? ""
+            named = text.split(separator: "\n").compactMap { (json(String($0))["refused"] as? [String: Any])?[all[0].3] as? String }.first
+            if named == nil { Thread.sleep(forTimeInterval: 0.05) }
+        }
+        follower.terminate()
+        follower.waitUntilExit()
+        #expect(named?.contains("may not push frames of origin") == true, "\((try? String(contentsOfFile: lines, encoding: .utf8)) ?? "")")
         // a2's token revoked: the file is replaced, and SIGHUP has it read at once.
         try tokens([all[0], all[2]]).write(toFile: file, atomically: true, encoding: .utf8)
         kill(server.processIdentifier, SIGHUP)
