@@ -308,8 +308,15 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // next page moves past them instead of sending them again.
         // Likewise the sealed logs of a share purged here (docs/SHARING.md, "Purge"), which the
         // store declines: the pusher sent them, and is told they count as held.
-        let sealed = Set(kept.compactMap { f in FrameHeader(parsing: f).flatMap { $0.shared && $0.sealed ? $0.origin : nil } })
-        let purged = sealed.isEmpty ? [:] : ((try? ShareDirectory.purgedLogs(store)) ?? [:]).filter { sealed.contains($0.key) }
+        // Each placed at the pusher's own last frame of it, not where the log stood when purged
+        // (which a page of one made-up frame of it learnt).
+        var sealed: [ReplicaID: Seq] = [:]
+        for f in kept {
+            guard let h = FrameHeader(parsing: f), h.shared, h.sealed else { continue }
+            sealed[h.origin] = max(sealed[h.origin] ?? h.lastSeq, h.lastSeq)
+        }
+        let purged: [ReplicaID: Seq] = sealed.isEmpty ? [:]
+            : Dictionary(uniqueKeysWithValues: ((try? ShareDirectory.purgedLogs(store)) ?? [:]).keys.compactMap { o in sealed[o].map { (o, $0) } })
         // A share's log the principal may not push is refused only for frames not left out as
         // held (`PushRequest.checkDeferringShareLogs`), nor of a share purged here: declined
         // whoever sends them, they are left out here rather than received.

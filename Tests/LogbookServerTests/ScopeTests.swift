@@ -895,7 +895,10 @@ import Testing
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try await Self.sync(url, "bob-token-0123456789abc", bob)
-            #expect(try LogReader(store: bob).tip(origin: aliceLog).lastSeq.rawValue > 0)
+            try appendSharedItems(alice, share, ["shared 1"])
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            #expect(try LogReader(store: bob).tip(origin: aliceLog).lastSeq.rawValue == 2)
             let a = try LogAppender(store: alice)
             try a.deleteShare(share)
             try a.close()
@@ -910,6 +913,13 @@ import Testing
             #expect(pushed.refused.isEmpty, "\(pushed.refused)")
             #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
             #expect(try LogReader(store: hub).tip(origin: aliceLog).lastSeq.rawValue == 0, "the purged log came back")
+            // The answer places the purged log at the pusher's own last frame of it, not where
+            // the log stood when purged (which a page of its first frame alone would learn).
+            let first = try #require(try FramePage.collect(from: bob, since: .empty, limits: PageLimits()).frames.first { FrameHeader(parsing: $0)?.origin == aliceLog })
+            let (code, text) = try await push(FramePage(frames: [first], next: ReplicationCursor(), more: false), to: url, token: "bob-token-0123456789abc")
+            let token = try #require((try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])?["cursor"] as? String, "\(code) \(text)")
+            let answered = try ReplicationCursor(token: token)
+            #expect(code == 200 && answered[aliceLog] == Seq(1), "\(code) \(text)")
         }
     }
 
