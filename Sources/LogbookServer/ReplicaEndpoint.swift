@@ -664,12 +664,17 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         guard let user = push.principal.user else { return false }
         // Only an origin this store holds nothing of can be claimed: one it already holds
         // (its own, or one an unscoped principal pushed, an append of it still open included)
-        // belongs to no user to take.
+        // belongs to no user to take. But a share's log is its writer's: one a relay pushed is
+        // claimed by the user who owns the replica whose key signs the page's frames of it
+        // (receiving verifies them; a refused push takes the claim back).
+        var writers: [ReplicaID: ReplicaID]?
         for o in push.pushed where owners.claimant(of: o) == nil {
             if try o == store.replicaID || open[o] != nil || index[o] != nil || (LogReader(store: store).tip(origin: o, hashing: false).lastSeq.rawValue) > 0 {
                 // Another serving process on the store may have claimed it: its row decides.
                 try owners.reload([o])
                 guard owners.claimant(of: o) == nil else { continue }
+                if writers == nil { writers = PushRequest.shareWriters(push.frames) }
+                if let w = writers?[o], owners.owner(of: w) == user { continue }
                 throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(push.principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
                                     code: .forbidden, origin: o)
             }

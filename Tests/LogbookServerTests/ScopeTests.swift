@@ -923,6 +923,30 @@ import Testing
         }
     }
 
+    /// A writer's share log that a relay (a principal without a user, claiming nothing) pushed
+    /// first is held here and owned by nobody: the writer's user claims it with its next frames
+    /// (the key that signs them is of a replica that user owns), instead of being refused it as
+    /// "owned by no user" for good.
+    @Test func aShareLogARelayPushedFirstIsClaimedByItsWriter() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        let bobLog = ReplicaID.shareLog(share, signingKey: try #require(try bob.signingKey()).publicKey)
+        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try appendSharedItems(bob, share, ["bob's 1"])
+            try await Self.sync(url, "admin-token-0123456789a", bob)  // the relay: bob's log, claimed by nobody
+            #expect(try OriginOwners(store: hub).claimant(of: bobLog) == nil && LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 1)
+            try appendSharedItems(bob, share, ["bob's 2"])
+            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
+            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
+        }
+        #expect(try OriginOwners(store: hub).all[bobLog] == "bob")
+    }
+
     /// Two serving processes on one store: an origin the other one claimed (its row written,
     /// its frames received) is not refused here as claimed by nobody; the file's row decides.
     @Test func anOriginAnotherServerClaimedIsNotRefusedAsUnowned() async throws {
