@@ -408,6 +408,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 let writers = PushRequest.shareWriters(frames)
                 // How far the hub holds a share log whose take by its writer's user was undone.
                 var writerHeld: [ReplicaID: Int64] = [:]
+                // Share logs to hand to this user once the page is verified.
+                var taking: [ReplicaID] = []
                 /// Whether `own`, frames of the share's log `origin` (of `share`, up to `last`)
                 /// that this push does not write, are held here: left out then.
                 func held(_ origin: ReplicaID, _ own: [[UInt8]], last: Seq, share: UUID?) async throws -> Bool {
@@ -479,24 +481,21 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                     // A share's log another user pushed first is its writer's (docs/SHARING.md,
                     // "Hubs and snapshots"): when this page's frames of it name, as the key that
                     // signs them, a replica of this user, its row and frames become this user's.
-                    // Their signatures are verified below, before the transaction commits.
+                    // Their signatures are verified below, before the row changes hands.
                     // Only by a page that carries a frame past what the hub holds of it: the
                     // receive check takes frames at or below the held tip as held without looking
-                    // at them, so a page of those alone proves nothing (its frames' signatures
-                    // are checked only by the actor check, by the way). The take is undone then
-                    // (to a savepoint), and the page judged as any other user's: left out when
-                    // equal to the frames held.
+                    // at them, so a page of those alone proves nothing. Such a page takes
+                    // nothing, and is judged as any other user's: left out when its writer's.
                     if !found, shareLog != nil, let w = writers[origin], try await Self.owner(of: w, conn, logger: logger) == user {
-                        try await conn.query("SAVEPOINT taking", logger: logger)
+                        // Its row read and locked now; handed over only once the page's frames are
+                        // verified (below): a refused page rewrites none of the log's rows.
                         try await conn.query("SELECT set_config('logbook.taking', \(origin.description), true)", logger: logger)
                         found = try await take(try await conn.query("""
-                            UPDATE logbook_origins SET owner = \(user), claimed_by = \(name) WHERE origin = \(origin.rawValue) AND share IS NOT NULL
-                            RETURNING committed_seq, held_seq, held_hlc, held_hash
+                            SELECT committed_seq, held_seq, held_hlc, held_hash FROM logbook_origins WHERE origin = \(origin.rawValue) AND share IS NOT NULL FOR UPDATE
                             """, logger: logger))
                         try await conn.query("SELECT set_config('logbook.taking', '', true)", logger: logger)
                         let heldTip = tips[origin]?.lastSeq ?? Seq(0)
                         if found && !own.contains(where: { FrameHeader(parsing: $0).map { $0.lastSeq > heldTip } ?? false }) {
-                            try await conn.query("ROLLBACK TO SAVEPOINT taking", logger: logger)
                             found = false
                             tips[origin] = nil
                             committed[origin] = nil
@@ -505,8 +504,8 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                             // the answer moves the writer past them, and its next page carries
                             // a frame past the tip, which takes the log.
                             writerHeld[origin] = Int64(heldTip.rawValue)
-                        } else {
-                            try await conn.query("RELEASE SAVEPOINT taking", logger: logger)
+                        } else if found {
+                            taking.append(origin)
                         }
                     }
                     // Claimed by another user: its row is not visible to this one. Of a share's
@@ -528,6 +527,16 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                                                         requireSignatures: AppendOptions.defaultRequireSignatures, tip: { tips[$0] ?? .empty })
                 } catch let e as LogError {
                     throw EndpointError(422, "frames refused, nothing was written: \(e.description)", code: FailureCode(refusal: e), seqs: e.seqs)
+                }
+                // The share logs this user's writer takes, now that a frame past each one's held
+                // tip verified and links to it: the row, and its frames by the cascade, are this
+                // user's before this page's frames of it are written.
+                for origin in taking {
+                    try await conn.query("SELECT set_config('logbook.taking', \(origin.description), true)", logger: logger)
+                    try await conn.query("""
+                        UPDATE logbook_origins SET owner = \(user), claimed_by = \(name) WHERE origin = \(origin.rawValue) AND share IS NOT NULL
+                        """, logger: logger)
+                    try await conn.query("SELECT set_config('logbook.taking', '', true)", logger: logger)
                 }
                 var result = ReceiveResult()
                 result.alreadyHeld = checked.alreadyHeld
