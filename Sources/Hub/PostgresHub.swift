@@ -384,7 +384,7 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
     // MARK: Push
 
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        let request = try PushRequest.checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let request = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
         let (frames, pushed, denied) = (request.frames, request.origins, request.denied)
         let origins = Set(pushed)
         let scope = try scope(of: principal)

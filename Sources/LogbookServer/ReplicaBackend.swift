@@ -74,16 +74,7 @@ public enum PushRequest {
         max(pushBytesMax.multipliedReportingOverflow(by: 16).overflow ? .max : pushBytesMax * 16, PageLimits.rawBytesMax)
     }
 
-    /// Checks the size, decodes the page, parses every frame's header (what the frames hold
-    /// uncompressed bounded by `rawBytesMax`) and checks the principal may push every origin in
-    /// it. Returns the frames and their origins (sorted).
-    public static func check(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> (frames: [[UInt8]], origins: [ReplicaID]) {
-        let c = try checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
-        if let o = c.origins.first(where: { c.denied[$0] != nil }), let d = c.denied[o] { throw d }
-        return (c.frames, c.origins)
-    }
-
-    /// A page checked by `checkDeferringShareLogs`.
+    /// A page checked by `check`.
     public struct Checked: Sendable {
         public var frames: [[UInt8]]
         /// The page's origins, sorted.
@@ -94,13 +85,15 @@ public enum PushRequest {
         public var denied: [ReplicaID: EndpointError]
     }
 
-    /// `check`, but a share's log the principal may not push is not refused here: its refusal is
-    /// returned, for the backend to give once it has left out what it holds of that log. A
-    /// replica whose user no longer reads a share's logs pushes what it holds of them, and a
-    /// principal that may push only its replica's origin was refused them on every run where one
-    /// that may push any origin had them left out. Any other origin it may not push refuses the
-    /// page here, as before.
-    public static func checkDeferringShareLogs(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> Checked {
+    /// Checks the size, decodes the page, parses every frame's header (what the frames hold
+    /// uncompressed bounded by `rawBytesMax`) and checks the principal may push every origin in
+    /// it. Returns the frames and their origins (sorted). A share's log the principal may not
+    /// push is not refused here: its refusal is returned (`Checked.denied`), for the backend to
+    /// give once it has left out what it holds of that log. A replica whose user no longer reads
+    /// a share's logs pushes what it holds of them, and a principal that may push only its
+    /// replica's origin was refused them on every run where one that may push any origin had
+    /// them left out. Any other origin it may not push refuses the page here.
+    public static func check(principal: AccessPolicy.Principal, body: [UInt8], pushBytesMax: Int) throws(EndpointError) -> Checked {
         guard body.count <= pushBytesMax else { throw EndpointError(413, "the page is \(body.count) bytes; this server takes at most \(pushBytesMax) per request") }
         let decoded: FramePage.Decoded
         do { decoded = try FramePage.decode(body) } catch { throw EndpointError(400, "the request body is not a page of frames: \(error)") }

@@ -302,7 +302,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// it) and every event in it must carry its user as actor; the answer's cursor holds the
     /// origins it may read.
     public func push(principal: AccessPolicy.Principal, body: [UInt8], peer: String?) async throws -> PushAnswer {
-        let checked = try PushRequest.checkDeferringShareLogs(principal: principal, body: body, pushBytesMax: pushBytesMax)
+        let checked = try PushRequest.check(principal: principal, body: body, pushBytesMax: pushBytesMax)
         let (kept, keptOrigins, held) = try await withoutHeldForeignFrames((checked.frames, checked.origins), principal: principal)
         // The answer's cursor shows where the left-out origins stand here, so the client's
         // next page moves past them instead of sending them again.
@@ -318,7 +318,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         let purged: [ReplicaID: Seq] = sealed.isEmpty ? [:]
             : Dictionary(uniqueKeysWithValues: ((try? ShareDirectory.purgedLogs(store)) ?? [:]).keys.compactMap { o in sealed[o].map { (o, $0) } })
         // A share's log the principal may not push is refused only for frames not left out as
-        // held (`PushRequest.checkDeferringShareLogs`), nor of a share purged here: declined
+        // held (`PushRequest.check`), nor of a share purged here: declined
         // whoever sends them, they are left out here rather than received.
         let declined = Set(keptOrigins.filter { checked.denied[$0] != nil && purged[$0] != nil })
         let frames = declined.isEmpty ? kept : kept.filter { f in FrameHeader(parsing: f).map { !declined.contains($0.origin) } ?? true }
@@ -674,7 +674,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                 try owners.reload([o])
                 guard owners.claimant(of: o) == nil else { continue }
                 if writers == nil { writers = PushRequest.shareWriters(push.frames) }
-                if let w = writers?[o], owners.owner(of: w) == user { continue }
+                if ownsWriter(of: o, writers ?? [:], user: user) { continue }
                 throw EndpointError(403, "origin \(o) is held by this server and owned by no user: principal \"\(push.principal.name)\" (user \"\(user)\") may not claim it; nothing was written",
                                     code: .forbidden, origin: o)
             }
@@ -697,11 +697,16 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         return refusal
     }
 
+    /// Whether `o` is a share's log whose writer in a page (`writers`, `PushRequest.shareWriters`)
+    /// is a replica `user` owns: the writer's log, whoever holds a claim of it.
+    private func ownsWriter(of o: ReplicaID, _ writers: [ReplicaID: ReplicaID], user: String) -> Bool {
+        writers[o].map { owners.owner(of: $0) == user } ?? false
+    }
+
     /// Refuses (403) a page holding an origin another user owns, unless it is a share's log
     /// whose writer the user owns.
     /// - Returns: the origins of the page another user holds a claim of that are such logs (not
     ///   to be claimed by this push: their claim stays as it is).
-    @discardableResult
     func checkOwners(_ origins: [ReplicaID], frames: [[UInt8]], principal: AccessPolicy.Principal, user: String) throws(EndpointError) -> Set<ReplicaID> {
         // Another user's claim refuses the page when confirmed, or when its origin holds frames
         // (such a claim is never taken back, and a page of made-up headers of it answered from the
@@ -716,7 +721,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
             // the user owns that replica. Receiving verifies the signatures before anything is
             // written, so only that key's holder gets past this.
             if writers == nil { writers = PushRequest.shareWriters(frames) }
-            if let w = writers?[o], owners.owner(of: w) == user {
+            if ownsWriter(of: o, writers ?? [:], user: user) {
                 byWriter.insert(o)
             } else if owners.owner(of: o) != nil || index.holds(o) {
                 throw Self.foreignOrigin(o, principal: principal, user: user)
