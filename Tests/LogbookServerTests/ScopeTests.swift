@@ -181,6 +181,23 @@ import Testing
         return try Store.open(at: path)
     }
 
+    /// `threeUsers`, with a share of alice's holding one item and bob's replica a member, bob's
+    /// own event, and bob's log in the share (not written yet).
+    static func bobInAlicesShare(_ dir: Dir) throws -> (hub: Store, alice: Store, bob: Store, share: ShareID, bobLog: ReplicaID, policy: AccessPolicy) {
+        let (hub, alice, bob, _, policy) = try threeUsers(dir)
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
+        try Workload.edit(bob, 1, seed: 3, actor: "bob")
+        let bobLog = ReplicaID.shareLog(share, signingKey: try #require(try bob.signingKey()).publicKey)
+        return (hub, alice, bob, share, bobLog, policy)
+    }
+
+    /// bob writes an item titled `title` to `share`, then pushes as bob to `url`: nothing refused.
+    static func bobWritesAndPushes(_ bob: Store, _ share: ShareID, _ title: String, to url: String) async throws {
+        try appendSharedItems(bob, share, [title])
+        let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
+        #expect(pushed.refused.isEmpty, "\(title): \(pushed.refused)")
+    }
+
     /// `threeUsers`' hub, alice and bob; a share of alice's with bob's replica a member, holding
     /// one item; bob's own event; and principals alice, which may push any origin, and bob,
     /// which may push only bob's replica's origin.
@@ -808,9 +825,7 @@ import Testing
             _ = try await Replication.pull(from: StoreTransport(store: bob), store: alice)
             try await Self.sync(url, "alice-token-0123456789a", alice)
             #expect(try OriginOwners(store: hub).claimant(of: bobLog) == "alice", "alice's push came first")
-            try writeShared("bob's 2")
-            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
-            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            try await Self.bobWritesAndPushes(bob, share, "bob's 2", to: url)
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq == LogReader(store: bob).tip(origin: bobLog).lastSeq, "bob's share writes reached the hub")
             // Another user may not push new frames of it (carol's token, bob's next frame).
             try writeShared("bob's 3")
@@ -836,11 +851,7 @@ import Testing
     /// it refused as such.)
     @Test func aShareLogWhoseOtherClaimIsAbandonedIsClaimedByItsWriter() async throws {
         let dir = Dir()
-        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
-        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
-        try edit(bob, 1, seed: 3, actor: "bob")
-        let bobLog = ReplicaID.shareLog(share, signingKey: try #require(try bob.signingKey()).publicKey)
-        func writeShared(_ title: String) throws { try appendSharedItems(bob, share, [title]) }
+        let (hub, alice, bob, share, bobLog, policy) = try Self.bobInAlicesShare(dir)
         try await withServer(hub, configure: { $0.policy = policy }) { url in
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try await Self.sync(url, "bob-token-0123456789abc", bob)
@@ -848,11 +859,7 @@ import Testing
         // alice's claim of bob's log, its frames never sent (a push cut off, say).
         _ = try OriginOwners(store: hub).claim([bobLog], user: "alice", principal: "alice")
         try await withServer(hub, configure: { $0.policy = policy }) { url in
-            for title in ["bob's 1", "bob's 2"] {
-                try writeShared(title)
-                let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
-                #expect(pushed.refused.isEmpty, "\(title): \(pushed.refused)")
-            }
+            for title in ["bob's 1", "bob's 2"] { try await Self.bobWritesAndPushes(bob, share, title, to: url) }
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
         }
         #expect(try OriginOwners(store: hub).all[bobLog] == "bob")
@@ -929,19 +936,14 @@ import Testing
     /// "owned by no user" for good.
     @Test func aShareLogARelayPushedFirstIsClaimedByItsWriter() async throws {
         let dir = Dir()
-        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
-        let share = try Self.share(of: alice, with: bob, titles: ["shared 0"])
-        try edit(bob, 1, seed: 3, actor: "bob")
-        let bobLog = ReplicaID.shareLog(share, signingKey: try #require(try bob.signingKey()).publicKey)
+        let (hub, alice, bob, share, bobLog, _) = try Self.bobInAlicesShare(dir)
         try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
             try await Self.sync(url, "alice-token-0123456789a", alice)
             try await Self.sync(url, "bob-token-0123456789abc", bob)
             try appendSharedItems(bob, share, ["bob's 1"])
             try await Self.sync(url, "admin-token-0123456789a", bob)  // the relay: bob's log, claimed by nobody
             #expect(try OriginOwners(store: hub).claimant(of: bobLog) == nil && LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 1)
-            try appendSharedItems(bob, share, ["bob's 2"])
-            let pushed = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc")
-            #expect(pushed.refused.isEmpty, "\(pushed.refused)")
+            try await Self.bobWritesAndPushes(bob, share, "bob's 2", to: url)
             #expect(try LogReader(store: hub).tip(origin: bobLog).lastSeq.rawValue == 2)
         }
         #expect(try OriginOwners(store: hub).all[bobLog] == "bob")
