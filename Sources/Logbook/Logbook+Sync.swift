@@ -189,7 +189,8 @@ extension Logbook {
     /// backoff. Each exchange is remembered like a `sync`.
     /// - Parameters:
     ///   - onExchange: told of every exchange (also those that moved nothing).
-    ///   - onState: told when the follower is in sync, and when it retries and why.
+    ///   - onState: told when the follower is in sync (`.partlyInSync` naming the origins the server
+    ///     refuses, when it refuses any), and when it retries and why.
     /// - Throws: a permanent `TransferFailure` (refused token, a peer that is not a Logbook…).
     package func follow(_ peer: Peer, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in },
                        onState: @escaping @Sendable (LiveSync.State) -> Void = { _ in }) async throws {

@@ -697,7 +697,8 @@ public final class LogbookWriter: Sendable {
     /// Each exchange is remembered like a `sync`; the lock is taken only while frames are written.
     /// - Parameters:
     ///   - onExchange: told of every exchange (also those that moved nothing).
-    ///   - onState: told when the follower is in sync, and when it retries and why.
+    ///   - onState: told when the follower is in sync (`.partlyInSync` naming the origins the server
+    ///     refuses, when it refuses any), and when it retries and why.
     /// - Throws: `.invalid` when `peer` is a path (following needs a server); `.unauthorized` or
     ///   `.peer` when the failure is permanent (a refused token, a peer that is not a Logbook);
     ///   `.cancelled` never: cancelling the task ends it normally.

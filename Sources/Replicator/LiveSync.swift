@@ -7,7 +7,8 @@ import Foundation
 /// reconnects with backoff (0.5 s doubling to `backoffMax`) when the link breaks. A permanent
 /// failure (a refused token, refused frames) ends it with that failure; an origin other than
 /// the store's own that the server refuses to take is left out (`TransferSummary.refused`, in
-/// each exchange's summary) and not sent again until the next connection.
+/// each exchange's summary), not sent again until the next connection, and named by the state
+/// (`State.partlyInSync`) rather than reported as in sync.
 public struct LiveSync: Sendable {
     /// One exchange: what a pull and a push moved (nil for the half not run).
     public struct Exchange: Sendable {
@@ -19,9 +20,24 @@ public struct LiveSync: Sendable {
         }
     }
 
+    /// Where the follower stands. Told after the first exchange of each connection, again when
+    /// the server first refuses an origin on it, and at each retry.
     public enum State: Sendable, Equatable {
+        /// Caught up both ways: the server holds every frame this store held at the exchange
+        /// (`ReplicationCursor`, this store's cursor then), and this store every frame the
+        /// server showed.
         case inSync(ReplicationCursor)
+        /// Caught up both ways but for the origins the server refuses to take from this
+        /// principal (another user's frames taken from a folder, say), each with the server's
+        /// message. Their frames stay in this store and are not on the server; the set only
+        /// grows until the connection ends, and the next connection asks again.
+        case partlyInSync(ReplicationCursor, refused: [ReplicaID: String])
+        /// The link broke or the server failed for now; the follower tries again `after` seconds.
         case retrying(after: Double, because: String)
+
+        static func caughtUp(_ cursor: ReplicationCursor, refused: [ReplicaID: String]) -> State {
+            refused.isEmpty ? .inSync(cursor) : .partlyInSync(cursor, refused: refused)
+        }
     }
 
     public let store: Store
@@ -79,7 +95,7 @@ public struct LiveSync: Sendable {
                 // The origins the server refuses to take from this principal: left out of the
                 // pushes of this connection, and a change to them alone sends nothing.
                 var refused = first.pushed?.refused ?? [:]
-                onState(.inSync(try store.cursor()))
+                onState(.caughtUp(try store.cursor(), refused: refused))
                 backoff = 0.5
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
                 let remote = Task {
@@ -105,12 +121,16 @@ public struct LiveSync: Sendable {
                     case .local(let c):
                         if !server.includes(c.filtered { refused[$0] == nil }) {
                             let e = try await exchange(t, false, true, server, refused)
+                            let known = refused.count
                             refused.merge(e.pushed?.refused ?? [:]) { old, _ in old }
                             if let holds = e.pushed?.peerCursor {
                                 server = server.merged(with: holds)
                                 answered = answered.merged(with: holds)
                             }
                             onExchange(e)
+                            // The server refused an origin it had not on this connection: no
+                            // longer wholly in sync, and the app is told so.
+                            if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: refused)) }
                         }
                     case .ended(let why):
                         throw TransferFailure.transient(why)

@@ -25,6 +25,9 @@ enum Follow {
         }, onState: { state in
             switch state {
             case .inSync(let c): Terminal.note("following \(name): in sync at \(c.token)")
+            case .partlyInSync(let c, let refused):
+                let n = refused.count == 1 ? "1 origin" : "\(refused.count) origins"
+                Terminal.note("following \(name): in sync at \(c.token) but for \(n) the server refuses (named above)")
             case .retrying(let after, let why): Terminal.note("following \(name): \(why); retrying in \(after) s")
             }
         })

@@ -756,6 +756,43 @@ import Testing
         }
     }
 
+    /// A live sync whose server refuses an origin does not call itself in sync: its state names
+    /// the refused origin, from the first exchange when the store already holds it, and from the
+    /// push that first leaves it out when the store takes it later on the connection.
+    @Test(.timeLimit(.minutes(1))) func aLiveSyncsStateNamesTheOriginsTheServerRefuses() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, policy) = try Self.threeUsers(dir)
+        try edit(alice, 1, seed: 1, actor: "alice")
+        try edit(bob, 1, seed: 2, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = policy }) { url in
+            try await Self.sync(url, "alice-token-0123456789a", alice)
+            try edit(alice, 2, seed: 3, actor: "alice")
+            let states = AsyncStream.makeStream(of: LiveSync.State.self)
+            var live = LiveSync(store: bob) { try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID) }
+            live.onState = { states.continuation.yield($0) }
+            var told = states.stream.makeAsyncIterator()
+            // Nothing of alice's in bob's store yet: in sync.
+            let follower = Task { try await live.run() }
+            defer { follower.cancel() }
+            let first = try #require(await told.next())
+            guard case .inSync = first else { Issue.record("first state: \(first)"); return }
+            // bob takes alice's new frames from her store (a shared folder): his next push leaves
+            // them out, and the follower says so.
+            _ = try await Replication.pull(from: StoreTransport(store: alice), store: bob)
+            let next = try #require(await told.next())
+            guard case .partlyInSync(let at, let refused) = next else { Issue.record("after the refusal: \(next)"); return }
+            #expect(Array(refused.keys) == [alice.replicaID] && refused[alice.replicaID]?.contains("belongs to another user") == true, "\(refused)")
+            #expect(at.includes(try bob.cursor()))
+            follower.cancel()
+            // A new connection with alice's frames already in bob's store: named at once.
+            let again = Task { try await live.run() }
+            defer { again.cancel() }
+            let renewed = try #require(await told.next())
+            guard case .partlyInSync(_, let still) = renewed else { Issue.record("on a new connection: \(renewed)"); return }
+            #expect(Array(still.keys) == [alice.replicaID])
+        }
+    }
+
     /// A principal that may push only its replica's origin may push the share logs that
     /// replica's key signs (its sealed logs, the membership log of a share it administers), and
     /// no other share's log.

@@ -107,17 +107,23 @@ import Testing
         follower.executableURL = URL(fileURLWithPath: Evctl.path)
         follower.arguments = ["sync", "--follow", "--json", "--store", a2, url, "--token", "a2-token-0123456789abcdef"]
         follower.standardOutput = FileHandle(forWritingAtPath: lines)
-        follower.standardError = FileHandle.nullDevice
+        // Its state on stderr does not call it in sync while an origin is refused.
+        let notes = dir.path + "/follow.stderr"
+        FileManager.default.createFile(atPath: notes, contents: nil)
+        follower.standardError = FileHandle(forWritingAtPath: notes)
         try follower.run()
         var named: String?
-        for _ in 0..<400 where named == nil {
+        var state = ""
+        for _ in 0..<400 where named == nil || !state.contains("in sync at") {
             let text = (try? String(contentsOfFile: lines, encoding: .utf8)) ?? ""
             named = text.split(separator: "\n").compactMap { (json(String($0))["refused"] as? [String: Any])?[all[0].3] as? String }.first
-            if named == nil { Thread.sleep(forTimeInterval: 0.05) }
+            state = (try? String(contentsOfFile: notes, encoding: .utf8)) ?? ""
+            if named == nil || !state.contains("in sync at") { Thread.sleep(forTimeInterval: 0.05) }
         }
         follower.terminate()
         follower.waitUntilExit()
         #expect(named?.contains("may not push frames of origin") == true, "\((try? String(contentsOfFile: lines, encoding: .utf8)) ?? "")")
+        #expect(state.contains("but for 1 origin the server refuses"), "\(state)")
         // a2's token revoked: the file is replaced, and SIGHUP has it read at once.
         try tokens([all[0], all[2]]).write(toFile: file, atomically: true, encoding: .utf8)
         kill(server.processIdentifier, SIGHUP)
