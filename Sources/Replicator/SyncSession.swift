@@ -239,6 +239,20 @@ package struct PushSession: Sendable {
     /// The peer's cursor was asked for again after a page refused for a gap, and no page has
     /// been taken since.
     private var askedAfterGap = false
+    /// Per origin, how far the peer's answers showed it holds the frames this session sent: the
+    /// answer's seq, up to the last frame of that origin sent. Pages are collected from this
+    /// store, so this is bounded by its log, and a page makes progress only by raising it: a
+    /// peer cannot keep a push going by answers that merely differ (other origins, or less).
+    private var taken: [ReplicaID: Seq] = [:]
+    /// Answers that showed less than `taken` (a peer that lost frames it took, or says so).
+    private var stepsBack = 0
+    /// Which origins the next cursor asked for is believed of where it shows none: set by a
+    /// gap (the peer said where that log ends), else only those it shows.
+    private var trusting = Trust.shown
+    enum Trust: Sendable, Equatable { case shown, origin(ReplicaID), all }
+    /// Steps back a push survives (a peer restored from a backup takes one); one more ends it.
+    /// Each is bounded work, since progress between them is bounded by this store's log.
+    static let stepsBackMax = 3
     public private(set) var summary = TransferSummary()
 
     /// This store's own origin: a refusal of it ends the push (its user must fix what is wrong:
@@ -266,8 +280,17 @@ package struct PushSession: Sendable {
     }
 
     /// The peer's cursor, from `requestCursor` or from the answer to a page.
-    public mutating func peerCursor(_ c: ReplicationCursor) -> Action {
+    public mutating func peerCursor(_ answer: ReplicationCursor) -> Action {
         precondition(phase == .cursor, "a cursor nobody asked for")
+        let trust = trusting
+        trusting = .shown
+        let c: ReplicationCursor
+        switch believed(answer, trusting: trust) {
+        case .success(let b): c = b
+        case .failure(let f):
+            phase = .finished
+            return .fail(f)
+        }
         summary.peerCursor = c
         // The retry budget is not reset here, only by a page taken: a peer that answers where
         // it stands but fails every page would otherwise be retried for ever.
@@ -289,8 +312,8 @@ package struct PushSession: Sendable {
         return .send(page)
     }
 
-    /// The peer took the page; `cursor` is its cursor now.
-    public mutating func sent(_ r: ReceiveResult, peer cursor: ReplicationCursor) -> Action {
+    /// The peer took the page; `answer` is its cursor now (as `believed` takes it).
+    public mutating func sent(_ r: ReceiveResult, peer answer: ReplicationCursor) -> Action {
         precondition(phase == .sending, "sent without send")
         let page = lastPage!
         // Saturating: the counts are a peer's word (bounded by the transport, added here anyway
@@ -300,7 +323,23 @@ package struct PushSession: Sendable {
         summary.frames = summary.frames.addingClamped(r.frames)
         summary.events = summary.events.addingClamped(r.events)
         summary.alreadyHeld = summary.alreadyHeld.addingClamped(r.alreadyHeld)
-        let progressed = cursor != summary.peerCursor
+        let cursor: ReplicationCursor
+        switch believed(answer, trusting: .shown) {
+        case .success(let b): cursor = b
+        case .failure(let f):
+            phase = .finished
+            return .fail(f)
+        }
+        // The page was collected past `summary.peerCursor`: the origins it moved are those it
+        // held frames of, and `page.next` is where its frames of each end.
+        var progressed = false
+        for o in page.next.origins where page.next[o] > summary.peerCursor[o] {
+            let reach = min(cursor[o], page.next[o])
+            if reach > taken[o, default: Seq(0)] {
+                taken[o] = reach
+                progressed = true
+            }
+        }
         summary.peerCursor = cursor
         budget.reset()
         if progressed { askedAfterGap = false }
@@ -326,6 +365,7 @@ package struct PushSession: Sendable {
         // asked where it is, once until its cursor moves; a second gap ends the push.
         if phase == .sending, failure.code == .gap, !askedAfterGap {
             askedAfterGap = true
+            trusting = failure.origin.map(Trust.origin) ?? .all
             phase = .cursor
             return .requestCursor
         }
@@ -355,6 +395,34 @@ package struct PushSession: Sendable {
         precondition(phase == .waiting, "resume without a wait")
         phase = .cursor
         return .requestCursor
+    }
+
+    /// `c`, a cursor the peer answered, as this session takes it. An origin `c` does not show
+    /// keeps what an answer before showed taken: a scoped peer shows only what its user may read,
+    /// and places the origins it left out as held only in the answer to the page that held them
+    /// (a page collected past an answer without them sent them again, every other page). Unless
+    /// `trusting` names it: after a gap, the peer's word on where that log ends is believed.
+    /// An origin shown at less than was taken is a step back (the peer is believed, and `taken`
+    /// lowered); the `stepsBackMax + 1`th ends the push.
+    private mutating func believed(_ c: ReplicationCursor, trusting: Trust) -> Result<ReplicationCursor, TransferFailure> {
+        var out = c
+        var back: [ReplicaID: Seq] = [:]
+        for (o, seq) in taken {
+            let shown: Bool
+            switch trusting {
+            case .shown: shown = c.entries[o] != nil
+            case .origin(let g): shown = c.entries[o] != nil || o == g
+            case .all: shown = true
+            }
+            if !shown { out[o] = seq } else if c[o] < seq { back[o] = seq }
+        }
+        guard let (o, seq) = back.min(by: { $0.key < $1.key }) else { return .success(out) }
+        stepsBack += 1
+        if stepsBack > Self.stepsBackMax {
+            return .failure(.permanent("the peer's cursor went back \(stepsBack) times during this push (origin \(o): it had shown seq \(seq.rawValue) taken, then \(c[o].rawValue)); a peer that keeps losing the frames it takes is not pushed to further"))
+        }
+        for o in back.keys { taken[o] = c[o].rawValue == 0 ? nil : c[o] }
+        return .success(out)
     }
 }
 

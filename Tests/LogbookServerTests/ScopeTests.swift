@@ -683,6 +683,35 @@ import Testing
         }
     }
 
+    /// A push of many pages by a removed member sends the share's logs once: the server places
+    /// them only in the answer to the page that held them, and the pages after it are collected
+    /// past that place, not from the logs' start again (every other page did before).
+    @Test(.timeLimit(.minutes(1))) func aRemovedMembersPushOfManyPagesSendsTheShareLogsOnce() async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
+        let share = try Self.share(of: alice, with: bob, titles: ["shared 0", "shared 1"])
+        try edit(bob, 1, seed: 3, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            try await Self.sync(url, "admin-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            let a = try LogAppender(store: alice)
+            try a.removeMember(bob.replicaID, from: share)
+            try a.close()
+            try await Self.sync(url, "admin-token-0123456789a", alice)
+            try await Self.sync(url, "bob-token-0123456789abc", bob)
+            for i in 0..<4 { try edit(bob, 1, seed: 20 + UInt64(i), actor: "bob") }
+            let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
+            let shown = try await t.cursor()
+            await t.shutdown()
+            let owed = try FramePage.collect(from: bob, since: shown, limits: PageLimits(maxBytes: 1 << 30, maxFrames: 1 << 20))
+            #expect(owed.frames.contains { FrameHeader(parsing: $0)?.shared == true }, "the share's logs are among what bob's push sends")
+            let p = try await TestSupport.pushed(bob, to: url, token: "bob-token-0123456789abc", limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1))
+            #expect(p.bytes == owed.frameBytes && p.pages == owed.frames.count, "sent \(p.bytes) bytes in \(p.pages) pages for \(owed.frameBytes) bytes in \(owed.frames.count) frames")
+            #expect(try LogReader(store: hub).tip(origin: bob.replicaID).lastSeq == LogReader(store: bob).tip(origin: bob.replicaID).lastSeq)
+        }
+    }
+
     /// Runs a live sync of `bob` as bob against `url`: `first` is given its first push, then
     /// three rounds each change bob once and give `each` the push that follows and the frames of
     /// that change.

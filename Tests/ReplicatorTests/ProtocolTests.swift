@@ -323,6 +323,81 @@ import TestSupport
         #expect(f.code == .gap)
     }
 
+    /// Drives a push of a store holding frames 1...`tip` of origin `a`, one a page, against a
+    /// peer whose answer to the `n`th page sent is `answer(n, page)`: a cursor (the page taken),
+    /// or a failure. Every request for the peer's cursor is answered with `asked`. Returns
+    /// the session's last action and the pages sent.
+    func push(tip: UInt64, asked: ReplicationCursor = .empty, steps: Int = 400,
+              answer: (Int, FramePage) -> Result<ReplicationCursor, TransferFailure>) -> (PushSession.Action, Int) {
+        var s = PushSession(limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1), jitter: { 0 })
+        var action = s.start()
+        var sent = 0
+        for _ in 0..<steps {
+            switch action {
+            case .requestCursor: action = s.peerCursor(asked)
+            case .collect(let since, _):
+                let at = since[a].rawValue
+                action = s.collected(at >= tip ? FramePage(frames: [], next: since, more: false)
+                                                : FramePage(frames: [[UInt8(truncatingIfNeeded: at)]], next: since.merged(with: ReplicationCursor([a: Seq(at + 1)])), more: at + 1 < tip))
+            case .send(let page):
+                sent += 1
+                switch answer(sent, page) {
+                case .success(let c): action = s.sent(received(1, events: 1), peer: c)
+                case .failure(let f): action = s.failed(f)
+                }
+            case .wait: action = s.resume()
+            case .done, .fail: return (action, sent)
+            }
+        }
+        return (action, sent)
+    }
+
+    /// A peer whose answers go back on what it said it holds cannot keep a push going: taking a
+    /// page, then answering as if it had lost it (or refusing the next for a gap and then saying
+    /// it holds less) had the push send the same frames again and again, for ever, since every
+    /// answer differed from the one before and a page taken renewed the gap allowance. The push
+    /// now ends after a few such steps back, and a peer that takes every page still gets them all.
+    @Test func pushSessionEndsAgainstAPeerThatKeepsGoingBack() {
+        let tip: UInt64 = 10
+        // A peer that takes every page: ten pages, done.
+        let (whole, pages) = push(tip: tip) { _, page in .success(page.next) }
+        guard case .done(let summary) = whole else { Issue.record("a plain push: \(whole)"); return }
+        #expect(pages == 10 && summary.peerCursor[a].rawValue == tip)
+        // A peer that takes a page, then answers the next as if it held only the first frame.
+        let (forgets, forgetPages) = push(tip: tip) { n, page in .success(n % 2 == 1 ? page.next : ReplicationCursor([a: Seq(1)])) }
+        guard case .fail(let f) = forgets else { Issue.record("a forgetting peer kept the push going: \(forgets) after \(forgetPages) pages"); return }
+        #expect(f.retry == .permanent && f.message.contains("went back") && forgetPages < 12, "\(f.message) after \(forgetPages) pages")
+        // A peer that takes a page, refuses the next for a gap, and then says it holds nothing.
+        let gap = TransferFailure(.gap, "origin \(a): the log ends at 0", origin: a, status: 422)
+        let (gaps, gapPages) = push(tip: tip) { n, page in n % 2 == 1 ? .success(page.next) : .failure(gap) }
+        guard case .fail(let g) = gaps else { Issue.record("a peer of gaps kept the push going: \(gaps) after \(gapPages) pages"); return }
+        #expect(g.retry == .permanent && g.message.contains("went back") && gapPages < 12, "\(g.message) after \(gapPages) pages")
+        // A peer that answers with other origins it says it holds, more each time, and never
+        // takes the page: the push ends as one that stalls.
+        let other = ReplicaID("5d1c9f4e-8a8b-4c57-9d4e-3f2a1b0c9d8e")!
+        let (drifts, driftPages) = push(tip: tip) { n, _ in .success(ReplicationCursor([other: Seq(UInt64(n))])) }
+        guard case .fail(let d) = drifts else { Issue.record("a drifting peer kept the push going: \(drifts) after \(driftPages) pages"); return }
+        #expect(d.retry == .permanent && driftPages <= 3, "\(d.message) after \(driftPages) pages")
+    }
+
+    /// An origin an answer placed (a scoped peer shows another user's log it holds only in the
+    /// answer to the page that held it) stays where it was placed when a later answer does not
+    /// show it: the next page is collected past it, not from its start again. A gap naming it
+    /// has the peer's word on it believed.
+    @Test func pushSessionKeepsAnOriginWhereAnAnswerPlacedIt() {
+        var s = PushSession(limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1), jitter: { 1 })
+        #expect(s.start(known: .empty) == .collect(since: .empty, limits: s.limits))
+        _ = s.collected(FramePage(frames: [[1]], next: ReplicationCursor([b: Seq(2)]), more: true))
+        #expect(s.sent(received(1, events: 2), peer: ReplicationCursor([b: Seq(2)])) == .collect(since: ReplicationCursor([b: Seq(2)]), limits: s.limits))
+        _ = s.collected(FramePage(frames: [[2]], next: ReplicationCursor([b: Seq(2), a: Seq(1)]), more: true))
+        let both = ReplicationCursor([a: Seq(1), b: Seq(2)])
+        #expect(s.sent(received(1, events: 1), peer: ReplicationCursor([a: Seq(1)])) == .collect(since: both, limits: s.limits))
+        // A gap naming b: the peer's cursor, which does not show b, is believed for b.
+        _ = s.collected(FramePage(frames: [[3]], next: ReplicationCursor([b: Seq(3), a: Seq(1)]), more: false))
+        #expect(s.failed(TransferFailure(.gap, "origin \(b): the log ends at 0", origin: b, status: 422)) == .requestCursor)
+        #expect(s.peerCursor(ReplicationCursor([a: Seq(1)])) == .collect(since: ReplicationCursor([a: Seq(1)]), limits: s.limits))
+    }
+
     /// A page refused (403 `forbidden`) for one origin of it leaves that origin out from then on
     /// and pushes the rest; the refusal is in the summary. An origin the page did not hold, or
     /// a refusal naming none, ends the push as before.
