@@ -29,8 +29,10 @@ public struct LiveSync: Sendable {
         case inSync(ReplicationCursor)
         /// Caught up both ways but for the origins the server refuses to take from this
         /// principal (another user's frames taken from a folder, say), each with the server's
-        /// message. Their frames stay in this store and are not on the server; the set only
-        /// grows until the connection ends, and the next connection asks again.
+        /// message. Those origins were not pushed: the server holds what of them it had from
+        /// elsewhere (their writer's own push, say), nothing from this store. The set only grows
+        /// until the connection ends, and the next connection asks again. (A case added on
+        /// 2026-11-30: a `switch` over `State` must name it.)
         case partlyInSync(ReplicationCursor, refused: [ReplicaID: String])
         /// The link broke or the server failed for now; the follower tries again `after` seconds.
         case retrying(after: Double, because: String)

@@ -242,17 +242,25 @@ package struct PushSession: Sendable {
     /// Per origin, how far the peer's answers showed it holds the frames this session sent: the
     /// answer's seq, up to the last frame of that origin sent. Pages are collected from this
     /// store, so this is bounded by its log, and a page makes progress only by raising it: a
-    /// peer cannot keep a push going by answers that merely differ (other origins, or less).
+    /// peer cannot keep a push going by answers that merely differ (other origins, or less). An
+    /// answer showing less lowers it (the peer is believed); what that has sent again is bounded
+    /// by `sendingAgain`.
     private var taken: [ReplicaID: Seq] = [:]
-    /// Answers that showed less than `taken` (a peer that lost frames it took, or says so).
-    private var stepsBack = 0
+    /// Where the next page is collected from: the peer's last cursor, with each origin it does
+    /// not show at its `taken` place (see `believed`). `summary.peerCursor` keeps the peer's
+    /// own word.
+    private var position = ReplicationCursor()
     /// Which origins the next cursor asked for is believed of where it shows none: set by a
     /// gap (the peer said where that log ends), else only those it shows.
     private var trusting = Trust.shown
     enum Trust: Sendable, Equatable { case shown, origin(ReplicaID), all }
-    /// Steps back a push survives (a peer restored from a backup takes one); one more ends it.
-    /// Each is bounded work, since progress between them is bounded by this store's log.
-    static let stepsBackMax = 3
+    /// Per origin, the last seq of the frames sent so far (pages sent, whatever their answer).
+    private var sentThrough: [ReplicaID: Seq] = [:]
+    /// Bytes of pages sent for frames past `sentThrough` (sent once), and for frames sent before
+    /// (again: a retry, a gap, a peer that says it lost what it took), shared out by seqs.
+    private var bytesOnce = 0.0, bytesAgain = 0.0
+    /// The largest page sent: slack for what is sent again (a retried page or two).
+    private var pageBytesMax = 0
     public private(set) var summary = TransferSummary()
 
     /// This store's own origin: a refusal of it ends the push (its user must fix what is wrong:
@@ -282,16 +290,10 @@ package struct PushSession: Sendable {
     /// The peer's cursor, from `requestCursor` or from the answer to a page.
     public mutating func peerCursor(_ answer: ReplicationCursor) -> Action {
         precondition(phase == .cursor, "a cursor nobody asked for")
-        let trust = trusting
+        let c = believed(answer, trusting: trusting)
         trusting = .shown
-        let c: ReplicationCursor
-        switch believed(answer, trusting: trust) {
-        case .success(let b): c = b
-        case .failure(let f):
-            phase = .finished
-            return .fail(f)
-        }
-        summary.peerCursor = c
+        summary.peerCursor = answer
+        position = c
         // The retry budget is not reset here, only by a page taken: a peer that answers where
         // it stands but fails every page would otherwise be retried for ever.
         phase = .collecting
@@ -307,9 +309,40 @@ package struct PushSession: Sendable {
             phase = .finished
             return .done(summary)
         }
+        if let f = sendingAgain(page) {
+            phase = .finished
+            return .fail(f)
+        }
         lastPage = page
         phase = .sending
         return .send(page)
+    }
+
+    /// Counts `page`, collected past `position`, as sent once or again, and returns the failure
+    /// that ends the push when what was sent again passes what the retries allow: each page sent
+    /// once may go again `retry.attempts` times, plus four of the largest pages and one for each
+    /// origin refused (the page it was refused in goes again without it). Whatever a peer
+    /// answers, a push then sends at most that multiple of this store's log: a peer answering one
+    /// seq past its last answer each time had each page collected one frame further on (a whole
+    /// page again for each frame of the log), and one answering as if it lost what it took, or
+    /// refusing every other page for a gap, had it send the same frames for ever.
+    private mutating func sendingAgain(_ page: FramePage) -> TransferFailure? {
+        var once = 0.0, again = 0.0
+        for o in page.next.origins where page.next[o] > position[o] {
+            let from = position[o].rawValue, through = page.next[o].rawValue, before = sentThrough[o]?.rawValue ?? 0
+            let seen = min(through, max(from, before))
+            again += Double(seen - from)
+            once += Double(through - seen)
+            if through > before { sentThrough[o] = page.next[o] }
+        }
+        let bytes = Double(page.frameBytes)
+        let share = once + again > 0 ? again / (once + again) : 0
+        bytesAgain += bytes * share
+        bytesOnce += bytes * (1 - share)
+        pageBytesMax = max(pageBytesMax, page.frameBytes)
+        let allowed = bytesOnce * Double(max(1, retry.attempts)) + Double(4 + summary.refused.count) * Double(pageBytesMax)
+        guard bytesAgain > allowed else { return nil }
+        return .permanent("the peer's answers had this push send again \(Int(bytesAgain)) bytes it had sent (against \(Int(bytesOnce)) sent once): a peer that keeps placing the push behind what it took, or losing it, is not pushed to further")
     }
 
     /// The peer took the page; `answer` is its cursor now (as `believed` takes it).
@@ -323,31 +356,26 @@ package struct PushSession: Sendable {
         summary.frames = summary.frames.addingClamped(r.frames)
         summary.events = summary.events.addingClamped(r.events)
         summary.alreadyHeld = summary.alreadyHeld.addingClamped(r.alreadyHeld)
-        let cursor: ReplicationCursor
-        switch believed(answer, trusting: .shown) {
-        case .success(let b): cursor = b
-        case .failure(let f):
-            phase = .finished
-            return .fail(f)
-        }
-        // The page was collected past `summary.peerCursor`: the origins it moved are those it
-        // held frames of, and `page.next` is where its frames of each end.
+        let cursor = believed(answer, trusting: .shown)
+        // The page was collected past `position`: the origins it moved are those it held
+        // frames of, and `page.next` is where its frames of each end.
         var progressed = false
-        for o in page.next.origins where page.next[o] > summary.peerCursor[o] {
+        for o in page.next.origins where page.next[o] > position[o] {
             let reach = min(cursor[o], page.next[o])
             if reach > taken[o, default: Seq(0)] {
                 taken[o] = reach
                 progressed = true
             }
         }
-        summary.peerCursor = cursor
+        summary.peerCursor = answer
+        position = cursor
         budget.reset()
         if progressed { askedAfterGap = false }
         if progressed { stalls = 0 } else {
             stalls += 1
             if stalls >= 3 {
                 phase = .finished
-                return .fail(.permanent("the peer took nothing of three pages in a row (its cursor stays at \(cursor.token))"))
+                return .fail(.permanent("the peer took nothing of three pages in a row (its cursor stays at \(answer.token))"))
             }
         }
         guard page.more else {
@@ -377,7 +405,7 @@ package struct PushSession: Sendable {
            lastPage?.frames.contains(where: { FrameHeader(parsing: $0)?.origin == o }) == true {
             summary.refused[o] = failure.message
             phase = .collecting
-            return .collect(since: summary.peerCursor, limits: limits)
+            return .collect(since: position, limits: limits)
         }
         switch budget.after(failure) {
         case .failure(let f):
@@ -401,12 +429,11 @@ package struct PushSession: Sendable {
     /// keeps what an answer before showed taken: a scoped peer shows only what its user may read,
     /// and places the origins it left out as held only in the answer to the page that held them
     /// (a page collected past an answer without them sent them again, every other page). Unless
-    /// `trusting` names it: after a gap, the peer's word on where that log ends is believed.
-    /// An origin shown at less than was taken is a step back (the peer is believed, and `taken`
-    /// lowered); the `stepsBackMax + 1`th ends the push.
-    private mutating func believed(_ c: ReplicationCursor, trusting: Trust) -> Result<ReplicationCursor, TransferFailure> {
+    /// `trusting` names it: after a gap, the peer's word on where that log ends is believed. An
+    /// origin shown at less than was taken lowers `taken` (the peer is believed; what it has it
+    /// sent again is bounded by `sendingAgain`).
+    private mutating func believed(_ c: ReplicationCursor, trusting: Trust) -> ReplicationCursor {
         var out = c
-        var back: [ReplicaID: Seq] = [:]
         for (o, seq) in taken {
             let shown: Bool
             switch trusting {
@@ -414,15 +441,9 @@ package struct PushSession: Sendable {
             case .origin(let g): shown = c.entries[o] != nil || o == g
             case .all: shown = true
             }
-            if !shown { out[o] = seq } else if c[o] < seq { back[o] = seq }
+            if !shown { out[o] = seq } else if c[o] < seq { taken[o] = c[o].rawValue == 0 ? nil : c[o] }
         }
-        guard let (o, seq) = back.min(by: { $0.key < $1.key }) else { return .success(out) }
-        stepsBack += 1
-        if stepsBack > Self.stepsBackMax {
-            return .failure(.permanent("the peer's cursor went back \(stepsBack) times during this push (origin \(o): it had shown seq \(seq.rawValue) taken, then \(c[o].rawValue)); a peer that keeps losing the frames it takes is not pushed to further"))
-        }
-        for o in back.keys { taken[o] = c[o].rawValue == 0 ? nil : c[o] }
-        return .success(out)
+        return out
     }
 }
 

@@ -323,25 +323,29 @@ import TestSupport
         #expect(f.code == .gap)
     }
 
-    /// Drives a push of a store holding frames 1...`tip` of origin `a`, one a page, against a
-    /// peer whose answer to the `n`th page sent is `answer(n, page)`: a cursor (the page taken),
-    /// or a failure. Every request for the peer's cursor is answered with `asked`. Returns
-    /// the session's last action and the pages sent.
-    func push(tip: UInt64, asked: ReplicationCursor = .empty, steps: Int = 400,
-              answer: (Int, FramePage) -> Result<ReplicationCursor, TransferFailure>) -> (PushSession.Action, Int) {
+    /// Drives a push of a store holding seqs 1...`tip` of origin `a`, `perPage` a page (one frame
+    /// of a byte per seq), against a peer whose answer to the `n`th page sent, collected past
+    /// `since`, is `answer(n, page, since)`: a cursor (the page taken), or a failure. Every
+    /// request for the peer's cursor is answered with `asked`. Returns the session's last action
+    /// and the pages sent.
+    func push(tip: UInt64, perPage: UInt64 = 1, asked: ReplicationCursor = .empty, steps: Int = 2000,
+              answer: (Int, FramePage, UInt64) -> Result<ReplicationCursor, TransferFailure>) -> (PushSession.Action, Int) {
         var s = PushSession(limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1), jitter: { 0 })
         var action = s.start()
         var sent = 0
+        var from: UInt64 = 0
         for _ in 0..<steps {
             switch action {
             case .requestCursor: action = s.peerCursor(asked)
             case .collect(let since, _):
-                let at = since[a].rawValue
-                action = s.collected(at >= tip ? FramePage(frames: [], next: since, more: false)
-                                                : FramePage(frames: [[UInt8(truncatingIfNeeded: at)]], next: since.merged(with: ReplicationCursor([a: Seq(at + 1)])), more: at + 1 < tip))
+                from = since[a].rawValue
+                let through = min(tip, from + perPage)
+                action = s.collected(from >= tip ? FramePage(frames: [], next: since, more: false)
+                                                  : FramePage(frames: [[UInt8](repeating: 7, count: Int(through - from))],
+                                                              next: since.merged(with: ReplicationCursor([a: Seq(through)])), more: through < tip))
             case .send(let page):
                 sent += 1
-                switch answer(sent, page) {
+                switch answer(sent, page, from) {
                 case .success(let c): action = s.sent(received(1, events: 1), peer: c)
                 case .failure(let f): action = s.failed(f)
                 }
@@ -352,38 +356,56 @@ import TestSupport
         return (action, sent)
     }
 
-    /// A peer whose answers go back on what it said it holds cannot keep a push going: taking a
-    /// page, then answering as if it had lost it (or refusing the next for a gap and then saying
-    /// it holds less) had the push send the same frames again and again, for ever, since every
-    /// answer differed from the one before and a page taken renewed the gap allowance. The push
-    /// now ends after a few such steps back, and a peer that takes every page still gets them all.
-    @Test func pushSessionEndsAgainstAPeerThatKeepsGoingBack() {
+    /// A peer whose answers keep a push sending what it sent before cannot keep it going: taking
+    /// a page, then answering as if it had lost it, or refusing the next for a gap and then
+    /// saying it holds less, had the push send the same frames for ever (every answer differed
+    /// from the one before, and a page taken renewed the gap allowance); answering one seq past
+    /// where the page began had it send a whole page again for each seq of the log. The push
+    /// now ends once what it sent again passes what retries allow, and a peer that takes every
+    /// page still gets them all.
+    @Test func pushSessionEndsAgainstAPeerThatKeepsItSendingAgain() {
         let tip: UInt64 = 10
-        // A peer that takes every page: ten pages, done.
-        let (whole, pages) = push(tip: tip) { _, page in .success(page.next) }
-        guard case .done(let summary) = whole else { Issue.record("a plain push: \(whole)"); return }
-        #expect(pages == 10 && summary.peerCursor[a].rawValue == tip)
-        // A peer that takes a page, then answers the next as if it held only the first frame.
-        let (forgets, forgetPages) = push(tip: tip) { n, page in .success(n % 2 == 1 ? page.next : ReplicationCursor([a: Seq(1)])) }
-        guard case .fail(let f) = forgets else { Issue.record("a forgetting peer kept the push going: \(forgets) after \(forgetPages) pages"); return }
-        #expect(f.retry == .permanent && f.message.contains("went back") && forgetPages < 12, "\(f.message) after \(forgetPages) pages")
+        // A peer that takes every page: ten pages, done; of 100 seqs a page, 1,000 seqs in ten.
+        for perPage: UInt64 in [1, 100] {
+            let (whole, pages) = push(tip: tip * perPage, perPage: perPage) { _, page, _ in .success(page.next) }
+            guard case .done(let summary) = whole else { Issue.record("a plain push: \(whole)"); return }
+            #expect(pages == 10 && summary.peerCursor[a].rawValue == tip * perPage)
+        }
+        func endsSendingAgain(_ name: String, perPage: UInt64 = 1, _ answer: (Int, FramePage, UInt64) -> Result<ReplicationCursor, TransferFailure>) {
+            let (action, pages) = push(tip: tip * perPage, perPage: perPage, answer: answer)
+            guard case .fail(let f) = action else { Issue.record("\(name) kept the push going: \(action) after \(pages) pages"); return }
+            #expect(f.retry == .permanent && f.message.contains("send again") && pages < 40, "\(name): \(f.message) after \(pages) pages")
+        }
+        // A peer that takes a page, then answers the next as if it held only the first seq.
+        endsSendingAgain("a forgetting peer") { n, page, _ in .success(n % 2 == 1 ? page.next : ReplicationCursor([a: Seq(1)])) }
         // A peer that takes a page, refuses the next for a gap, and then says it holds nothing.
         let gap = TransferFailure(.gap, "origin \(a): the log ends at 0", origin: a, status: 422)
-        let (gaps, gapPages) = push(tip: tip) { n, page in n % 2 == 1 ? .success(page.next) : .failure(gap) }
-        guard case .fail(let g) = gaps else { Issue.record("a peer of gaps kept the push going: \(gaps) after \(gapPages) pages"); return }
-        #expect(g.retry == .permanent && g.message.contains("went back") && gapPages < 12, "\(g.message) after \(gapPages) pages")
+        endsSendingAgain("a peer of gaps") { n, page, _ in n % 2 == 1 ? .success(page.next) : .failure(gap) }
+        // A peer that takes one seq of each page of 100.
+        endsSendingAgain("a sliding peer", perPage: 100) { _, _, since in .success(ReplicationCursor([a: Seq(since + 1)])) }
         // A peer that answers with other origins it says it holds, more each time, and never
         // takes the page: the push ends as one that stalls.
         let other = ReplicaID("5d1c9f4e-8a8b-4c57-9d4e-3f2a1b0c9d8e")!
-        let (drifts, driftPages) = push(tip: tip) { n, _ in .success(ReplicationCursor([other: Seq(UInt64(n))])) }
+        let (drifts, driftPages) = push(tip: tip) { n, _, _ in .success(ReplicationCursor([other: Seq(UInt64(n))])) }
         guard case .fail(let d) = drifts else { Issue.record("a drifting peer kept the push going: \(drifts) after \(driftPages) pages"); return }
         #expect(d.retry == .permanent && driftPages <= 3, "\(d.message) after \(driftPages) pages")
+        // A peer whose link drops every other page (transient failures, retried) still gets the
+        // whole log: what goes again is within what retries allow.
+        let reset = TransferFailure.transient("reset by peer")
+        var delivered = ReplicationCursor()
+        let (flaky, _) = push(tip: tip * 100, perPage: 100, asked: .empty) { n, page, _ in
+            if n % 2 == 0 { return .failure(reset) }
+            delivered = page.next
+            return .success(page.next)
+        }
+        guard case .done = flaky else { Issue.record("a flaky link: \(flaky)"); return }
+        #expect(delivered[a].rawValue == tip * 100)
     }
 
     /// An origin an answer placed (a scoped peer shows another user's log it holds only in the
     /// answer to the page that held it) stays where it was placed when a later answer does not
-    /// show it: the next page is collected past it, not from its start again. A gap naming it
-    /// has the peer's word on it believed.
+    /// show it: the next page is collected past it, not from its start again; the summary's
+    /// cursor is still the peer's answer. A gap naming it has the peer's word on it believed.
     @Test func pushSessionKeepsAnOriginWhereAnAnswerPlacedIt() {
         var s = PushSession(limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1), jitter: { 1 })
         #expect(s.start(known: .empty) == .collect(since: .empty, limits: s.limits))
@@ -392,6 +414,8 @@ import TestSupport
         _ = s.collected(FramePage(frames: [[2]], next: ReplicationCursor([b: Seq(2), a: Seq(1)]), more: true))
         let both = ReplicationCursor([a: Seq(1), b: Seq(2)])
         #expect(s.sent(received(1, events: 1), peer: ReplicationCursor([a: Seq(1)])) == .collect(since: both, limits: s.limits))
+        // The summary keeps the peer's own word (what is remembered of it, and compaction trusts).
+        #expect(s.summary.peerCursor == ReplicationCursor([a: Seq(1)]))
         // A gap naming b: the peer's cursor, which does not show b, is believed for b.
         _ = s.collected(FramePage(frames: [[3]], next: ReplicationCursor([b: Seq(3), a: Seq(1)]), more: false))
         #expect(s.failed(TransferFailure(.gap, "origin \(b): the log ends at 0", origin: b, status: 422)) == .requestCursor)
