@@ -573,7 +573,19 @@ public final class PostgresHub: ReplicaBackend, @unchecked Sendable {
                 }
                 let (wake, read) = try await Self.noteShares(conn, frames: frames, accepted: checked.accepted.map(\.index), committed: committed, seen: seen,
                                                              folds: folds, logger: logger)
+                // An append still open is shown to the push that carried its origin (this user's),
+                // as far as the hub holds it and no further than this page's own last frame of
+                // it: the cursor holds committed appends only, and a page collected past it
+                // began again at the append's start, so an append longer than a page was never
+                // taken (three pages without progress). Its frames are held in the database;
+                // readers still see it only once whole.
+                var open: [ReplicaID: Seq] = [:]
+                for (origin, own) in byOrigin {
+                    guard let before = tips[origin], let last = own.compactMap({ FrameHeader(parsing: $0)?.lastSeq }).max() else { continue }
+                    open[origin] = min(checked.tips[origin]?.lastSeq ?? before.lastSeq, last)
+                }
                 let cursor = try await Self.cursor(conn, scope, logger: logger).merged(with: ReplicationCursor(foreignShareLogs))
+                    .merged(with: ReplicationCursor(open))
                 return (PushAnswer(result: result, cursor: cursor), wake, read)
             }
         }

@@ -589,7 +589,9 @@ final class TestCluster {
         #expect(frames.count == 6)
         let first = try await nodeA.push(principal: gina, body: FramePage(frames: Array(frames.prefix(4)), next: .empty, more: false).encoded(), peer: nil)
         #expect(first.result.frames == 3 && first.result.incomplete == 1 && first.result.events == 25, "\(first.result)")
-        #expect(first.cursor[src.replicaID] == Seq(25))
+        // The answer shows the open append's frame this push carried (its next page goes on
+        // after it); the cursor, what readers see, only the committed append.
+        #expect(first.cursor[src.replicaID] == Seq(35))
         #expect(try await nodeB.cursor(principal: gina).cursor[src.replicaID] == Seq(25))
         let page = try await nodeB.reservedPage(principal: gina, since: nil, maxBytes: nil, maxFrames: nil, peer: nil)
         page.reservation.release()
@@ -629,6 +631,47 @@ final class TestCluster {
             return try await group.next() ?? false
         }
         #expect(woken, "the watch stream was not woken by the push through the other node")
+    }
+
+    /// An append longer than a page is pushed whole in pages: the answer to a page that leaves
+    /// the append open shows the pusher how far the hub holds it (no further than that page's
+    /// own last frame of it), so the next page goes on after it. The hub answered only committed
+    /// appends, so every page began again at the append's start and the push ended after three
+    /// ("took nothing of three pages"): an `evctl append` of a large file never reached the hub.
+    @Test func anAppendLongerThanAPageIsPushedInPages() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let src = try Store.create(at: dir.path + "/src")
+        var o = AppendOptions()
+        o.frameEventsMax = 10
+        let w = try LogAppender(store: src, options: o)
+        _ = try w.append(SampleWorkload(seed: 3, count: 60).enumerated().map { i, line in
+            var m = try MutationParser.parse(line, lineNumber: i + 1)
+            m.actor = "gina"
+            return m
+        })
+        try w.close()
+        let policy = try onePrincipal("gina", token: "gina-token-0123456789ab", user: "gina")
+        let hub = try await node(cluster, policy)
+        defer { hub.close() }
+        let gina = try principal(policy, "gina-token-0123456789ab")
+        let frames = try FramePage.collect(from: src, since: .empty, limits: PageLimits()).frames
+        #expect(frames.count == 6)
+        // The first two frames: held, not committed, and shown to this push as far as its own.
+        let first = try await hub.push(principal: gina, body: FramePage(frames: Array(frames.prefix(2)), next: .empty, more: true).encoded(), peer: nil)
+        #expect(first.result.incomplete == 2 && first.cursor[src.replicaID] == Seq(20), "\(first.result) \(first.cursor)")
+        #expect(try await hub.cursor(principal: gina).cursor[src.replicaID] == Seq(0), "not committed: not in the cursor")
+        // The rest through HTTP, two frames a page.
+        let summary = try await withNode(hub) { url in
+            let t = try HTTPTransport(url: url, token: "gina-token-0123456789ab", replica: src.replicaID)
+            defer { Task { await t.shutdown() } }
+            return try await Replication.push(from: src, to: t, limits: PageLimits(maxBytes: 1 << 20, maxFrames: 2))
+        }
+        #expect(summary.peerCursor[src.replicaID] == Seq(60) && summary.pages <= 3, "\(summary)")
+        #expect(try await hub.cursor(principal: gina).cursor[src.replicaID] == Seq(60))
+        let all = try await hub.reservedPage(principal: gina, since: nil, maxBytes: nil, maxFrames: nil, peer: nil)
+        all.reservation.release()
+        #expect(try FramePage.decode(all.page.bytes).frames == frames)
     }
 
     /// Row-level security binds the hub's own role: a query without a user set sees no frame,
