@@ -250,15 +250,24 @@ package struct PushSession: Sendable {
     /// not show at its `taken` place (see `believed`). `summary.peerCursor` keeps the peer's
     /// own word.
     private var position = ReplicationCursor()
-    /// Which origins the next cursor asked for is believed of where it shows none: set by a
-    /// gap (the peer said where that log ends), else only those it shows.
+    /// How far the next cursor asked for is believed (`Trust`).
     private var trusting = Trust.shown
-    enum Trust: Sendable, Equatable { case shown, origin(ReplicaID), all }
-    /// Per origin, the last seq of the frames sent so far (pages sent, whatever their answer).
-    private var sentThrough: [ReplicaID: Seq] = [:]
-    /// Bytes of pages sent for frames past `sentThrough` (sent once), and for frames sent before
-    /// (again: a retry, a gap, a peer that says it lost what it took), shared out by seqs.
-    private var bytesOnce = 0.0, bytesAgain = 0.0
+    enum Trust: Sendable, Equatable {
+        /// An answer to a page: believed for the origins it shows.
+        case shown
+        /// The cursor after a gap naming an origin (`all`: naming none): believed for it too.
+        case origin(ReplicaID), all
+        /// The cursor after a transient failure: never below what was taken. A store's hub
+        /// shows an open append to the push that carries it, and its cursor shows durable
+        /// positions only: believing it sent the append's part so far again at every dropped
+        /// link. A peer that did lose frames says so by refusing the next page for a gap.
+        case resumed
+    }
+    /// Per origin, the seqs of the frames sent so far (pages sent, whatever their answer).
+    private var sent: [ReplicaID: ClosedRange<UInt64>] = [:]
+    /// Bytes of frames sent for the first time, and of frames sent before (again: a retry, a
+    /// gap, a peer that says it lost what it took).
+    private var bytesOnce = 0, bytesAgain = 0
     /// The largest page sent: slack for what is sent again (a retried page or two).
     private var pageBytesMax = 0
     public private(set) var summary = TransferSummary()
@@ -318,31 +327,36 @@ package struct PushSession: Sendable {
         return .send(page)
     }
 
-    /// Counts `page`, collected past `position`, as sent once or again, and returns the failure
-    /// that ends the push when what was sent again passes what the retries allow: each page sent
-    /// once may go again `retry.attempts` times, plus four of the largest pages and one for each
-    /// origin refused (the page it was refused in goes again without it). Whatever a peer
-    /// answers, a push then sends at most that multiple of this store's log: a peer answering one
-    /// seq past its last answer each time had each page collected one frame further on (a whole
-    /// page again for each frame of the log), and one answering as if it lost what it took, or
-    /// refusing every other page for a gap, had it send the same frames for ever.
+    /// Counts `page`'s frames as sent once or again, and returns the failure that ends the push
+    /// when what was sent again passes what the retries allow: each byte sent once may go again
+    /// `retry.attempts` times, plus four of the largest pages and one for each origin refused
+    /// (the page it was refused in goes again without it). A frame goes again when it lies within
+    /// the seqs of its origin sent before (pages go on from where the last ended, so what was
+    /// sent of an origin is one run); every other frame widens that run, so what is sent once is
+    /// at most this store's log, and whatever a peer answers, a push sends at most that multiple
+    /// of it. A peer answering one seq past where each page began had a push send a whole page
+    /// again for each frame of the log; one answering as if it lost what it took, or refusing
+    /// every other page for a gap, had it send the same frames for ever.
     private mutating func sendingAgain(_ page: FramePage) -> TransferFailure? {
-        var once = 0.0, again = 0.0
-        for o in page.next.origins where page.next[o] > position[o] {
-            let from = position[o].rawValue, through = page.next[o].rawValue, before = sentThrough[o]?.rawValue ?? 0
-            let seen = min(through, max(from, before))
-            again += Double(seen - from)
-            once += Double(through - seen)
-            if through > before { sentThrough[o] = page.next[o] }
+        for f in page.frames {
+            // A page is collected from this store, whose frames parse; a frame that did not
+            // could be counted in neither run, and counts as sent once.
+            guard let h = FrameHeader(parsing: f) else {
+                bytesOnce = bytesOnce.addingClamped(f.count)
+                continue
+            }
+            let first = h.baseSeq.rawValue, last = h.lastSeq.rawValue
+            if let run = sent[h.origin], run.contains(first), run.contains(last) {
+                bytesAgain = bytesAgain.addingClamped(f.count)
+            } else {
+                bytesOnce = bytesOnce.addingClamped(f.count)
+                sent[h.origin] = sent[h.origin].map { min($0.lowerBound, first)...max($0.upperBound, last) } ?? first...last
+            }
         }
-        let bytes = Double(page.frameBytes)
-        let share = once + again > 0 ? again / (once + again) : 0
-        bytesAgain += bytes * share
-        bytesOnce += bytes * (1 - share)
         pageBytesMax = max(pageBytesMax, page.frameBytes)
-        let allowed = bytesOnce * Double(max(1, retry.attempts)) + Double(4 + summary.refused.count) * Double(pageBytesMax)
+        let allowed = bytesOnce.multipliedClamped(by: max(1, retry.attempts)).addingClamped(pageBytesMax.multipliedClamped(by: 4 + summary.refused.count))
         guard bytesAgain > allowed else { return nil }
-        return .permanent("the peer's answers had this push send again \(Int(bytesAgain)) bytes it had sent (against \(Int(bytesOnce)) sent once): a peer that keeps placing the push behind what it took, or losing it, is not pushed to further")
+        return .permanent("the peer's answers had this push send again \(bytesAgain) bytes it had sent (against \(bytesOnce) sent once): a peer that keeps placing the push behind what it took, or losing it, is not pushed to further")
     }
 
     /// The peer took the page; `answer` is its cursor now (as `believed` takes it).
@@ -421,12 +435,14 @@ package struct PushSession: Sendable {
     /// The pause is over: ask the peer where it is now (the failed page may have landed).
     public mutating func resume() -> Action {
         precondition(phase == .waiting, "resume without a wait")
+        trusting = .resumed
         phase = .cursor
         return .requestCursor
     }
 
     /// `c`, a cursor the peer answered, as this session takes it. An origin `c` does not show
-    /// keeps what an answer before showed taken: a scoped peer shows only what its user may read,
+    /// (or shows below what was taken, after a transient failure: `Trust.resumed`) keeps what an
+    /// answer before showed taken: a scoped peer shows only what its user may read,
     /// and places the origins it left out as held only in the answer to the page that held them
     /// (a page collected past an answer without them sent them again, every other page). Unless
     /// `trusting` names it: after a gap, the peer's word on where that log ends is believed. An
@@ -440,8 +456,9 @@ package struct PushSession: Sendable {
             case .shown: shown = c.entries[o] != nil
             case .origin(let g): shown = c.entries[o] != nil || o == g
             case .all: shown = true
+            case .resumed: shown = false
             }
-            if !shown { out[o] = seq } else if c[o] < seq { taken[o] = c[o].rawValue == 0 ? nil : c[o] }
+            if !shown { out[o] = max(c[o], seq) } else if c[o] < seq { taken[o] = c[o].rawValue == 0 ? nil : c[o] }
         }
         return out
     }
@@ -452,5 +469,11 @@ extension Int {
     func addingClamped(_ other: Int) -> Int {
         let (sum, overflow) = addingReportingOverflow(other)
         return overflow ? (other > 0 ? .max : .min) : sum
+    }
+
+    /// `self * other` for counts (neither negative), held at `Int.max` instead of trapping.
+    func multipliedClamped(by other: Int) -> Int {
+        let (product, overflow) = multipliedReportingOverflow(by: other)
+        return overflow ? .max : product
     }
 }
