@@ -264,7 +264,7 @@ package struct PushSession: Sendable {
         case resumed
     }
     /// Per origin, the seqs of the frames sent so far (pages sent, whatever their answer).
-    private var sent: [ReplicaID: ClosedRange<UInt64>] = [:]
+    private var sent: [ReplicaID: SeqRuns] = [:]
     /// Bytes of frames sent for the first time, and of frames sent before (again: a retry, a
     /// gap, a peer that says it lost what it took).
     private var bytesOnce = 0, bytesAgain = 0
@@ -330,11 +330,10 @@ package struct PushSession: Sendable {
     /// Counts `page`'s frames as sent once or again, and returns the failure that ends the push
     /// when what was sent again passes what the retries allow: each byte sent once may go again
     /// `retry.attempts` times, plus four of the largest pages and one for each origin refused
-    /// (the page it was refused in goes again without it). A frame goes again when it lies within
-    /// the seqs of its origin sent before (pages go on from where the last ended, so what was
-    /// sent of an origin is one run); every other frame widens that run, so what is sent once is
-    /// at most this store's log, and whatever a peer answers, a push sends at most that multiple
-    /// of it. A peer answering one seq past where each page began had a push send a whole page
+    /// (the page it was refused in goes again without it). A frame goes again when its seqs lie
+    /// within those of its origin sent before (`SeqRuns`); every other frame adds its own, so
+    /// what is sent once is at most this store's log, and whatever a peer answers, a push sends
+    /// at most that multiple of it. A peer answering one seq past where each page began had a push send a whole page
     /// again for each frame of the log; one answering as if it lost what it took, or refusing
     /// every other page for a gap, had it send the same frames for ever.
     private mutating func sendingAgain(_ page: FramePage) -> TransferFailure? {
@@ -345,12 +344,10 @@ package struct PushSession: Sendable {
                 bytesOnce = bytesOnce.addingClamped(f.count)
                 continue
             }
-            let first = h.baseSeq.rawValue, last = h.lastSeq.rawValue
-            if let run = sent[h.origin], run.contains(first), run.contains(last) {
-                bytesAgain = bytesAgain.addingClamped(f.count)
-            } else {
+            if sent[h.origin, default: SeqRuns()].insert(h.baseSeq.rawValue...h.lastSeq.rawValue) {
                 bytesOnce = bytesOnce.addingClamped(f.count)
-                sent[h.origin] = sent[h.origin].map { min($0.lowerBound, first)...max($0.upperBound, last) } ?? first...last
+            } else {
+                bytesAgain = bytesAgain.addingClamped(f.count)
             }
         }
         pageBytesMax = max(pageBytesMax, page.frameBytes)
@@ -435,7 +432,8 @@ package struct PushSession: Sendable {
     /// The pause is over: ask the peer where it is now (the failed page may have landed).
     public mutating func resume() -> Action {
         precondition(phase == .waiting, "resume without a wait")
-        trusting = .resumed
+        // A gap's trust, set before a cursor request that failed, stays for the next one.
+        if case .shown = trusting { trusting = .resumed }
         phase = .cursor
         return .requestCursor
     }
@@ -461,6 +459,34 @@ package struct PushSession: Sendable {
             if !shown { out[o] = max(c[o], seq) } else if c[o] < seq { taken[o] = c[o].rawValue == 0 ? nil : c[o] }
         }
         return out
+    }
+}
+
+/// The seqs of one origin's frames a push has sent: sorted runs, neither touching nor
+/// overlapping (pages go on from where the last ended, so usually one run; a gap or a stale
+/// cursor starts another).
+struct SeqRuns: Sendable {
+    private var runs: [ClosedRange<UInt64>] = []
+
+    /// Adds `r`, a frame's seqs; false when they were all in already (sent before).
+    mutating func insert(_ r: ClosedRange<UInt64>) -> Bool {
+        // The first run that ends at or after the seq before `r` (it may touch or hold `r`).
+        var lo = 0, hi = runs.count
+        let from = r.lowerBound == 0 ? 0 : r.lowerBound - 1
+        while lo < hi {
+            let mid = (lo + hi) / 2
+            if runs[mid].upperBound < from { lo = mid + 1 } else { hi = mid }
+        }
+        if lo < runs.count, runs[lo].contains(r.lowerBound), runs[lo].contains(r.upperBound) { return false }
+        // Merge `r` with every run it touches or overlaps, from `lo` on.
+        var merged = r
+        var end = lo
+        while end < runs.count, runs[end].lowerBound <= (merged.upperBound == .max ? .max : merged.upperBound + 1) {
+            merged = min(merged.lowerBound, runs[end].lowerBound)...max(merged.upperBound, runs[end].upperBound)
+            end += 1
+        }
+        runs.replaceSubrange(lo..<end, with: [merged])
+        return true
     }
 }
 

@@ -336,10 +336,10 @@ import TestSupport
     /// page sent, collected past `since` (the seq of the store's origin), is `answer(n, page,
     /// since)`: a cursor (the page taken), or a failure. Every request for the peer's cursor is
     /// answered with `asked`. Returns the session's last action and the pages sent.
-    func push(_ store: Store, perPage: Int = 1, asked: ReplicationCursor = .empty, steps: Int = 4000,
+    func push(_ store: Store, perPage: Int = 1, known: ReplicationCursor? = nil, asked: ReplicationCursor = .empty, steps: Int = 4000,
               answer: (Int, FramePage, UInt64) -> Result<ReplicationCursor, TransferFailure>) throws -> (PushSession.Action, Int) {
         var s = PushSession(limits: PageLimits(maxBytes: 1 << 20, maxFrames: perPage), jitter: { 0 })
-        var action = s.start()
+        var action = s.start(known: known)
         var sent = 0
         var from: UInt64 = 0
         for _ in 0..<steps {
@@ -414,6 +414,53 @@ import TestSupport
             let tip = try large.cursor()
             #expect(delivered == tip && pages <= 20, "\(pages) pages")
         }
+    }
+
+    /// What an honest peer's answers make a push send again stays within the bound: a cursor
+    /// learnt before and far ahead of the peer (its first page refused for a gap, then every
+    /// frame from the peer's real place), counted as sent once, not as sent again because they
+    /// lie below the refused page's frames; and a gap whose cursor request then fails on a
+    /// dropped link is still believed for its origin when asked again.
+    @Test func pushSessionCountsOnlyFramesSentBeforeAsSentAgain() throws {
+        let dir = TempDir()
+        let st = try store(dir, frames: 60, eventsPerFrame: 1)
+        let o = st.replicaID
+        let gap = TransferFailure(.gap, "origin \(o): the log ends at 0", origin: o, status: 422)
+        let (action, pages) = try push(st, known: ReplicationCursor([o: Seq(50)])) { n, page, _ in n == 1 ? .failure(gap) : .success(page.next) }
+        guard case .done(let summary) = action else { Issue.record("a stale cursor ahead: \(action) after \(pages) pages"); return }
+        let tip = try st.cursor()
+        #expect(summary.peerCursor == tip && pages == 61)
+        // A gap, then a cursor request lost to a dropped link: the cursor asked again is believed.
+        var s = PushSession(jitter: { 0 })
+        _ = s.start(known: .empty)
+        _ = s.collected(FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(5)]), more: true))
+        #expect(s.sent(received(1, events: 5), peer: ReplicationCursor([a: Seq(5)])) == .collect(since: ReplicationCursor([a: Seq(5)]), limits: s.limits))
+        _ = s.collected(FramePage(frames: [[2]], next: ReplicationCursor([a: Seq(6)]), more: false))
+        #expect(s.failed(TransferFailure(.gap, "origin \(a): the log ends at 3", origin: a, status: 422)) == .requestCursor)
+        guard case .wait = s.failed(.transient("reset by peer")) else { Issue.record("a dropped link ended the push"); return }
+        #expect(s.resume() == .requestCursor)
+        #expect(s.peerCursor(ReplicationCursor([a: Seq(3)])) == .collect(since: ReplicationCursor([a: Seq(3)]), limits: s.limits))
+    }
+
+    /// The runs of seqs a push has sent: a frame is in when all its seqs were, and inserting
+    /// merges what touches, against a plain set of seqs over random frames.
+    @Test func seqRunsAgreeWithASetOfSeqs() {
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<200 {
+            var runs = SeqRuns(), seen = Set<UInt64>()
+            for _ in 0..<40 {
+                let first = UInt64.random(in: 0...60, using: &rng), count = UInt64.random(in: 1...4, using: &rng)
+                let r = first...(first + count - 1)
+                let fresh = !r.allSatisfy(seen.contains)
+                let inserted = runs.insert(r)
+                #expect(inserted == fresh, "\(r) against \(seen.sorted())")
+                seen.formUnion(r)
+            }
+        }
+        var edge = SeqRuns()
+        let inserts = [edge.insert(UInt64.max...UInt64.max), edge.insert(0...0), edge.insert(UInt64.max...UInt64.max),
+                       edge.insert(1...(UInt64.max - 1)), edge.insert(5...9)]
+        #expect(inserts == [true, true, false, true, false])
     }
 
     /// An origin an answer placed (a scoped peer shows another user's log it holds only in the
