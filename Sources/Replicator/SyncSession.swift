@@ -268,6 +268,9 @@ package struct PushSession: Sendable {
     /// Bytes of frames sent for the first time, and of frames sent before (again: a retry, a
     /// gap, a peer that says it lost what it took).
     private var bytesOnce = 0, bytesAgain = 0
+    /// Origins refused in this push (not those a push before was refused, left out from the
+    /// start): each has a page go again without it.
+    private var refusedHere = 0
     /// The largest page sent: slack for what is sent again (a retried page or two).
     private var pageBytesMax = 0
     public private(set) var summary = TransferSummary()
@@ -329,13 +332,14 @@ package struct PushSession: Sendable {
 
     /// Counts `page`'s frames as sent once or again, and returns the failure that ends the push
     /// when what was sent again passes what the retries allow: each byte sent once may go again
-    /// `retry.attempts` times, plus four of the largest pages and one for each origin refused
-    /// (the page it was refused in goes again without it). A frame goes again when its seqs lie
-    /// within those of its origin sent before (`SeqRuns`); every other frame adds its own, so
-    /// what is sent once is at most this store's log, and whatever a peer answers, a push sends
-    /// at most that multiple of it. A peer answering one seq past where each page began had a push send a whole page
-    /// again for each frame of the log; one answering as if it lost what it took, or refusing
-    /// every other page for a gap, had it send the same frames for ever.
+    /// `retry.attempts` times, plus four of the largest pages and one for each origin refused in
+    /// this push (the page it was refused in goes again without it). A frame goes again when its
+    /// seqs lie within those of its origin sent before (`SeqRuns`); every other frame adds its
+    /// own, so what is sent once is at most this store's log, and whatever a peer answers, a
+    /// push sends at most that multiple of it. A peer answering one seq past where each page
+    /// began had a push send a frame again for each seq of the log; one answering as if it lost
+    /// what it took, or refusing every other page for a gap, had it send the same frames for
+    /// ever.
     private mutating func sendingAgain(_ page: FramePage) -> TransferFailure? {
         for f in page.frames {
             // A page is collected from this store, whose frames parse; a frame that did not
@@ -351,7 +355,7 @@ package struct PushSession: Sendable {
             }
         }
         pageBytesMax = max(pageBytesMax, page.frameBytes)
-        let allowed = bytesOnce.multipliedClamped(by: max(1, retry.attempts)).addingClamped(pageBytesMax.multipliedClamped(by: 4 + summary.refused.count))
+        let allowed = bytesOnce.multipliedClamped(by: max(1, retry.attempts)).addingClamped(pageBytesMax.multipliedClamped(by: 4 + refusedHere))
         guard bytesAgain > allowed else { return nil }
         return .permanent("the peer's answers had this push send again \(bytesAgain) bytes it had sent (against \(bytesOnce) sent once): a peer that keeps placing the push behind what it took, or losing it, is not pushed to further")
     }
@@ -415,6 +419,7 @@ package struct PushSession: Sendable {
         if phase == .sending, failure.code == .forbidden, let o = failure.origin, o != own, summary.refused[o] == nil,
            lastPage?.frames.contains(where: { FrameHeader(parsing: $0)?.origin == o }) == true {
             summary.refused[o] = failure.message
+            refusedHere += 1
             phase = .collecting
             return .collect(since: position, limits: limits)
         }
@@ -464,7 +469,8 @@ package struct PushSession: Sendable {
 
 /// The seqs of one origin's frames a push has sent: sorted runs, neither touching nor
 /// overlapping (pages go on from where the last ended, so usually one run; a gap or a stale
-/// cursor starts another).
+/// cursor starts another). A store's frames of one origin tile its seqs, so each frame is new
+/// once at most: what a push counts as sent once is bounded by its log because of that.
 struct SeqRuns: Sendable {
     private var runs: [ClosedRange<UInt64>] = []
 
