@@ -560,24 +560,30 @@ final class TestCluster {
         }
     }
 
-    /// An append pushed over two requests, through two nodes: held as it comes, visible (in
-    /// cursors and pages) only once its last frame is in; the second push may start again from
-    /// the committed point.
-    @Test func anAppendOverTwoPushesIsVisibleOnlyWhole() async throws {
-        let cluster = try TestCluster()
-        let dir = Dir()
+    /// A store of gina's appends, each of `count` sample events from `seed`, in frames of ten.
+    func ginasStore(_ dir: Dir, appends: [(seed: UInt64, count: Int)]) throws -> Store {
         let src = try Store.create(at: dir.path + "/src")
         var o = AppendOptions()
         o.frameEventsMax = 10
         let w = try LogAppender(store: src, options: o)
-        for k in 0..<2 {
-            _ = try w.append(SampleWorkload(seed: UInt64(k), count: 25).enumerated().map { i, line in
+        for (seed, count) in appends {
+            _ = try w.append(SampleWorkload(seed: seed, count: count).enumerated().map { i, line in
                 var m = try MutationParser.parse(line, lineNumber: i + 1)
                 m.actor = "gina"
                 return m
             })
         }
         try w.close()
+        return src
+    }
+
+    /// An append pushed over two requests, through two nodes: held as it comes, visible (in
+    /// cursors and pages) only once its last frame is in; the second push may start again from
+    /// the committed point.
+    @Test func anAppendOverTwoPushesIsVisibleOnlyWhole() async throws {
+        let cluster = try TestCluster()
+        let dir = Dir()
+        let src = try ginasStore(dir, appends: [(0, 25), (1, 25)])
         let policy = try onePrincipal("gina", token: "gina-token-0123456789ab", user: "gina")
         let (nodeA, nodeB) = try await (node(cluster, policy), node(cluster, policy))
         defer {
@@ -641,16 +647,7 @@ final class TestCluster {
     @Test func anAppendLongerThanAPageIsPushedInPages() async throws {
         let cluster = try TestCluster()
         let dir = Dir()
-        let src = try Store.create(at: dir.path + "/src")
-        var o = AppendOptions()
-        o.frameEventsMax = 10
-        let w = try LogAppender(store: src, options: o)
-        _ = try w.append(SampleWorkload(seed: 3, count: 60).enumerated().map { i, line in
-            var m = try MutationParser.parse(line, lineNumber: i + 1)
-            m.actor = "gina"
-            return m
-        })
-        try w.close()
+        let src = try ginasStore(dir, appends: [(3, 60)])
         let policy = try onePrincipal("gina", token: "gina-token-0123456789ab", user: "gina")
         let hub = try await node(cluster, policy)
         defer { hub.close() }

@@ -662,19 +662,7 @@ import Testing
     /// shows them to its user, so the follower keeps the positions the push answers gave it, and
     /// each local change after that sends only its own new frames.
     @Test(.timeLimit(.minutes(1))) func aRemovedMembersLiveSyncSendsTheShareLogsOnce() async throws {
-        let dir = Dir()
-        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
-        let share = try Self.share(of: alice, with: bob, titles: ["shared 0", "shared 1"])
-        try edit(bob, 1, seed: 3, actor: "bob")
-        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
-            try await Self.sync(url, "admin-token-0123456789a", alice)
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
-            let a = try LogAppender(store: alice)
-            try a.removeMember(bob.replicaID, from: share)
-            try a.close()
-            try await Self.sync(url, "admin-token-0123456789a", alice)
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
+        try await Self.withBobRemoved { _, _, bob, url in
             // The first exchange: the share's logs go out once, left out there.
             try await Self.followBob(bob, url: url, first: { _ in }) { round, p, mine in
                 #expect(p.bytes == mine.frameBytes && p.frames == mine.frames.count,
@@ -683,23 +671,31 @@ import Testing
         }
     }
 
+    /// A scoped hub where bob, a member of alice's share, pushed its logs and was then removed
+    /// from it, and both synced after; runs `body` while it serves at `url`.
+    static func withBobRemoved(_ body: (_ hub: Store, _ alice: Store, _ bob: Store, _ url: String) async throws -> Void) async throws {
+        let dir = Dir()
+        let (hub, alice, bob, _, _) = try threeUsers(dir)
+        let shared = try share(of: alice, with: bob, titles: ["shared 0", "shared 1"])
+        try Workload.edit(bob, 1, seed: 3, actor: "bob")
+        try await withServer(hub, configure: { $0.policy = withAdmin }) { url in
+            try await sync(url, "bob-token-0123456789abc", bob)
+            try await sync(url, "admin-token-0123456789a", alice)
+            try await sync(url, "bob-token-0123456789abc", bob)
+            let a = try LogAppender(store: alice)
+            try a.removeMember(bob.replicaID, from: shared)
+            try a.close()
+            try await sync(url, "admin-token-0123456789a", alice)
+            try await sync(url, "bob-token-0123456789abc", bob)
+            try await body(hub, alice, bob, url)
+        }
+    }
+
     /// A push of many pages by a removed member sends the share's logs once: the server places
     /// them only in the answer to the page that held them, and the pages after it are collected
     /// past that place, not from the logs' start again (every other page did before).
     @Test(.timeLimit(.minutes(1))) func aRemovedMembersPushOfManyPagesSendsTheShareLogsOnce() async throws {
-        let dir = Dir()
-        let (hub, alice, bob, _, _) = try Self.threeUsers(dir)
-        let share = try Self.share(of: alice, with: bob, titles: ["shared 0", "shared 1"])
-        try edit(bob, 1, seed: 3, actor: "bob")
-        try await withServer(hub, configure: { $0.policy = Self.withAdmin }) { url in
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
-            try await Self.sync(url, "admin-token-0123456789a", alice)
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
-            let a = try LogAppender(store: alice)
-            try a.removeMember(bob.replicaID, from: share)
-            try a.close()
-            try await Self.sync(url, "admin-token-0123456789a", alice)
-            try await Self.sync(url, "bob-token-0123456789abc", bob)
+        try await Self.withBobRemoved { hub, _, bob, url in
             for i in 0..<4 { try edit(bob, 1, seed: 20 + UInt64(i), actor: "bob") }
             let t = try HTTPTransport(url: url, token: "bob-token-0123456789abc", replica: bob.replicaID)
             let shown = try await t.cursor()
