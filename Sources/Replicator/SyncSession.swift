@@ -444,13 +444,13 @@ package struct PushSession: Sendable {
     }
 
     /// `c`, a cursor the peer answered, as this session takes it. An origin `c` does not show
-    /// (or shows below what was taken, after a transient failure: `Trust.resumed`) keeps what an
-    /// answer before showed taken: a scoped peer shows only what its user may read,
-    /// and places the origins it left out as held only in the answer to the page that held them
-    /// (a page collected past an answer without them sent them again, every other page). Unless
+    /// (or, after a transient failure, `Trust.resumed`, shows below what was taken) keeps what
+    /// an answer before showed taken: a scoped peer shows only what its user may read, and
+    /// places the origins it left out as held only in the answer to the page that held them (a
+    /// page collected past an answer without them sent them again, every other page). Unless
     /// `trusting` names it: after a gap, the peer's word on where that log ends is believed. An
-    /// origin shown at less than was taken lowers `taken` (the peer is believed; what it has it
-    /// sent again is bounded by `sendingAgain`).
+    /// origin shown at less than was taken lowers `taken` (the peer is believed; what this sends
+    /// again is bounded by `sendingAgain`).
     private mutating func believed(_ c: ReplicationCursor, trusting: Trust) -> ReplicationCursor {
         var out = c
         for (o, seq) in taken {
