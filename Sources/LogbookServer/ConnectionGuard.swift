@@ -29,6 +29,12 @@ public struct ConnectionLimits: Sendable, Equatable {
     /// the client likes: without a bound, one token's streams could take every connection the
     /// server allows.
     public var watchesPerPrincipalMax = 16
+    /// Pushes (`POST /v1/frames`) one user (or a principal without a user) has open at once,
+    /// with tokens; one more is answered 429 (a client retries it). A push whose body trickles
+    /// in holds its connection for up to the request timeout, and the memory budget, which a
+    /// small declared length barely touches, did not bound how many: one token's trickling
+    /// pushes could take every connection the server allows.
+    public var pushesPerPrincipalMax = 16
 
     public init() {}
 

@@ -102,6 +102,7 @@ public enum ReplicaServer {
         let policies = endpoint.policies
         let router = Router()
         let watches = PrincipalSlots(max: configuration.limits.watchesPerPrincipalMax)
+        let pushes = PrincipalSlots(max: configuration.limits.pushesPerPrincipalMax)
         /// A watch slot of `p`'s (none is needed without tokens: every client is this machine's).
         @Sendable func watchSlot(_ p: AccessPolicy.Principal) async throws(EndpointError) -> PrincipalSlots.Slot? {
             guard let holder = endpoint.memoryHolder(p) else { return nil }
@@ -238,6 +239,15 @@ public enum ReplicaServer {
                 if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > endpoint.pushBytesMax {
                     throw EndpointError(413, "the page is \(length) bytes; this server takes at most \(endpoint.pushBytesMax) per request")
                 }
+                // Held until the push is answered (none without tokens: every client is this machine's).
+                let slot = try endpoint.memoryHolder(p).map { holder throws(EndpointError) in
+                    guard let slot = pushes.take(holder) else {
+                        throw EndpointError(429, "\(holder) has \(pushes.max) pushes open, the most one user (or a principal without one) may hold; retry when one ends",
+                                            retryAfter: 1)
+                    }
+                    return slot
+                }
+                defer { withExtendedLifetime(slot) {} }
                 // Reserved before a byte is read: the body, and the frames decoded from it.
                 let declared = request.headers[.contentLength].flatMap { Int($0) }
                 let reservation = try await endpoint.memory.reserve(2 * (declared ?? endpoint.pushBytesMax), holder: endpoint.memoryHolder(p))

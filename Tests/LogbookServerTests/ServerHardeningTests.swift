@@ -417,6 +417,64 @@ import Testing
         }
     }
 
+    /// A push whose body trickles in holds its connection for the request timeout, and a small
+    /// declared length reserves almost nothing of the memory budget: one token's pushes so held
+    /// could take every connection the server allows. One token may have
+    /// `pushesPerPrincipalMax` pushes open; one more is answered 429 at once, other tokens are
+    /// served, and a push that ends gives its slot back.
+    @Test func oneTokenHasABoundedNumberOfPushesOpen() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"slow","token":"slow-token-0123456789abc","push":"*","pull":true},
+                           {"name":"fine","token":"fine-token-0123456789abc","push":"*","pull":true}]}
+            """.utf8))
+        try await withServer(s, configure: {
+            $0.policy = policy
+            $0.limits.pushesPerPrincipalMax = 3
+        }) { url in
+            /// Starts a push of `token`'s on a socket of its own: a head declaring 1,000 bytes and
+            /// ten of them.
+            func trickle(_ token: String) throws -> Int32 {
+                let fd = try Self.openSocket(url)
+                let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Content-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: 1000\r\n\r\n0123456789"
+                _ = head.withCString { send(fd, $0, strlen($0), 0) }
+                return fd
+            }
+            /// The status of a push of an empty page by `token`.
+            func push(_ token: String) throws -> Int {
+                let fd = try Self.openSocket(url)
+                defer { close(fd) }
+                let body = FramePage(frames: [], next: .empty, more: false).encoded()
+                let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Content-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
+                let bytes = Array(head.utf8) + body
+                _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+                var tv = timeval(tv_sec: 30, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = recv(fd, &buffer, buffer.count, 0)
+                let line = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self).prefix { $0 != "\r" }
+                return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+            }
+            var fds: [Int32] = []
+            defer { for fd in fds { close(fd) } }
+            for _ in 0..<3 { fds.append(try trickle("slow-token-0123456789abc")) }
+            try await Task.sleep(nanoseconds: 500_000_000)  // the three heads taken
+            #expect(try push("slow-token-0123456789abc") == 429)
+            #expect(try push("fine-token-0123456789abc") == 200)
+            // A push that ends (its client gone) gives its slot back.
+            close(fds.removeFirst())
+            var status = 0
+            for _ in 0..<50 where status != 200 {
+                try await Task.sleep(nanoseconds: 100_000_000)
+                status = try push("slow-token-0123456789abc")
+            }
+            #expect(status == 200)
+        }
+    }
+
     /// A watch stream holds its connection for as long as its client likes: one token may keep
     /// `watchesPerPrincipalMax` open, and one more is answered 429 while other tokens are served.
     /// Before, one token's streams could take every connection the server allows.
