@@ -138,6 +138,9 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
     /// Bytes of answers' bodies written to the channel so far: less what still waits in it, what
     /// the socket has taken.
     private var bodyBytesWritten = 0
+    /// The last request was answered whole (its answer's end written): the connection waits
+    /// for the next head, on the head timeout, whatever of the request's body still arrives.
+    private var answered = false
 
     init(_ limits: ConnectionLimits) {
         headerTimeout = .milliseconds(Int64(limits.headerTimeoutMs))
@@ -197,10 +200,18 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
-        case .head: arm(context, requestTimeout)
+        case .head:
+            answered = false
+            arm(context, requestTimeout)
         case .end:
-            timer?.cancel()
-            timer = nil
+            // A request answered before its body ended (refused for its token, say) waits for
+            // the next head on the head timeout, armed when the answer ended: cancelling it here
+            // left the connection to the idle timeout, and a client without a token held it
+            // with one small request a minute.
+            if !answered {
+                timer?.cancel()
+                timer = nil
+            }
         case .body: break
         }
         context.fireChannelRead(data)
@@ -208,7 +219,9 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         switch unwrapOutboundIn(data) {
-        case .end: arm(context, headerTimeout)  // waiting for the next request
+        case .end:
+            answered = true
+            arm(context, headerTimeout)  // waiting for the next request
         case .body(let b): bodyBytesWritten += b.readableBytes
         case .head: break
         }

@@ -85,6 +85,48 @@ import Testing
         }
     }
 
+    /// A request answered before its body ended (a push refused for its token) leaves the
+    /// connection waiting for the next head, on the head timeout. The body's end arriving after
+    /// the answer cancelled that timer, so a client without a token held its connection for the
+    /// idle timeout with one small request a minute, and every connection with as many.
+    @Test func aBodyEndingAfterItsAnswerDoesNotStopTheHeadTimeout() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let policy = try AccessPolicy(json: Data("""
+            {"principals":[{"name":"p","token":"p-token-0123456789abcdef","push":"*","pull":true}]}
+            """.utf8))
+        try await withServer(s, configure: {
+            $0.policy = policy
+            $0.limits.headerTimeoutMs = 500
+            $0.limits.idleTimeoutMs = 600_000
+        }) { url in
+            // The socket is read off the cooperative threads (a blocking read there could keep
+            // the server's own handlers from running), with a generous deadline far below the
+            // idle timeout: the test process may be busy with other suites' work.
+            let (answer, got, after) = try await Blocking.run { () throws -> (String, Int, Double) in
+                let fd = try Self.openSocket(url)
+                defer { close(fd) }
+                let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: 10\r\n\r\n"
+                _ = head.withCString { send(fd, $0, strlen($0), 0) }
+                var tv = timeval(tv_sec: 60, tv_usec: 0)
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let n = recv(fd, &buffer, buffer.count, 0)
+                let answer = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
+                // The body's end, after the answer; then nothing.
+                _ = "0123456789".withCString { send(fd, $0, 10, 0) }
+                let start = Date()
+                var got = 1
+                while got > 0 { got = recv(fd, &buffer, buffer.count, 0) }
+                return (answer, got, Date().timeIntervalSince(start))
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 401"), "answered before the body, without a token: \(answer)")
+            // Closed on the head timeout (recv gives end of file), not held for the idle timeout
+            // of ten minutes.
+            #expect(got == 0, "not closed after \(after) s (recv \(got))")
+        }
+    }
+
     /// What a watch stream has yet to write holds the newest cursor and one ping, however many
     /// moves come while the client reads nothing (each move was a line kept until written).
     @Test func aWatchHoldsTheNewestCursorNotEveryMove() {
