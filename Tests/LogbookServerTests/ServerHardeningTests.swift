@@ -107,12 +107,8 @@ import Testing
                 let fd = try Self.openSocket(url)
                 defer { close(fd) }
                 let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: 10\r\n\r\n"
-                _ = head.withCString { send(fd, $0, strlen($0), 0) }
-                var tv = timeval(tv_sec: 60, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+                let answer = Self.firstAnswer(fd, to: Array(head.utf8), waiting: 60)
                 var buffer = [UInt8](repeating: 0, count: 4096)
-                let n = recv(fd, &buffer, buffer.count, 0)
-                let answer = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
                 // The body's end, after the answer; then nothing.
                 _ = "0123456789".withCString { send(fd, $0, 10, 0) }
                 let start = Date()
@@ -459,22 +455,39 @@ import Testing
         }
     }
 
+    /// Sends `request` on `fd` and returns what of the answer one read brings, waiting up to
+    /// `seconds` (empty when nothing came).
+    static func firstAnswer(_ fd: Int32, to request: [UInt8], waiting seconds: Int) -> String {
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let n = recv(fd, &buffer, buffer.count, 0)
+        return String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
+    }
+
+    /// Runs `body` with a server of an empty store, its principals `tokens` (name to token, each
+    /// may pull and push anything), and its connection limits set by `limits`.
+    static func withTwoTokens(_ tokens: [String: String], limits: (inout ConnectionLimits) -> Void,
+                              _ body: (String) async throws -> Void) async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let principals = tokens.sorted { $0.key < $1.key }.map { #"{"name":"\#($0.key)","token":"\#($0.value)","push":"*","pull":true}"# }
+        let policy = try AccessPolicy(json: Data(#"{"principals":[\#(principals.joined(separator: ","))]}"#.utf8))
+        try await withServer(s, configure: {
+            $0.policy = policy
+            limits(&$0.limits)
+        }, body)
+    }
+
     /// A push whose body trickles in holds its connection for the request timeout, and a small
     /// declared length reserves almost nothing of the memory budget: one token's pushes so held
     /// could take every connection the server allows. One token may have
     /// `pushesPerPrincipalMax` pushes open; one more is answered 429 at once, other tokens are
     /// served, and a push that ends gives its slot back.
     @Test func oneTokenHasABoundedNumberOfPushesOpen() async throws {
-        let dir = Dir()
-        let s = try Store.create(at: dir.path + "/s")
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[{"name":"slow","token":"slow-token-0123456789abc","push":"*","pull":true},
-                           {"name":"fine","token":"fine-token-0123456789abc","push":"*","pull":true}]}
-            """.utf8))
-        try await withServer(s, configure: {
-            $0.policy = policy
-            $0.limits.pushesPerPrincipalMax = 3
-        }) { url in
+        try await Self.withTwoTokens(["slow": "slow-token-0123456789abc", "fine": "fine-token-0123456789abc"],
+                                     limits: { $0.pushesPerPrincipalMax = 3 }) { url in
             /// Starts a push of `token`'s on a socket of its own: a head declaring 1,000 bytes and
             /// ten of them.
             func trickle(_ token: String) throws -> Int32 {
@@ -491,13 +504,7 @@ import Testing
                 let body = FramePage(frames: [], next: .empty, more: false).encoded()
                 let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
                     + "Content-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-                let bytes = Array(head.utf8) + body
-                _ = bytes.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-                var tv = timeval(tv_sec: 30, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                let n = recv(fd, &buffer, buffer.count, 0)
-                let line = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self).prefix { $0 != "\r" }
+                let line = Self.firstAnswer(fd, to: Array(head.utf8) + body, waiting: 30).prefix { $0 != "\r" }
                 return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
             }
             var fds: [Int32] = []
@@ -521,26 +528,13 @@ import Testing
     /// `watchesPerPrincipalMax` open, and one more is answered 429 while other tokens are served.
     /// Before, one token's streams could take every connection the server allows.
     @Test func oneTokenKeepsABoundedNumberOfWatchesOpen() async throws {
-        let dir = Dir()
-        let s = try Store.create(at: dir.path + "/s")
-        let policy = try AccessPolicy(json: Data("""
-            {"principals":[{"name":"many","token":"many-token-0123456789abc","push":"*","pull":true},
-                           {"name":"other","token":"other-token-0123456789ab","push":"*","pull":true}]}
-            """.utf8))
-        try await withServer(s, configure: {
-            $0.policy = policy
-            $0.limits.watchesPerPrincipalMax = 3
-        }) { url in
+        try await Self.withTwoTokens(["many": "many-token-0123456789abc", "other": "other-token-0123456789ab"],
+                                     limits: { $0.watchesPerPrincipalMax = 3 }) { url in
             /// Opens a watch on a socket of its own; the status line of its answer.
             func watch(_ token: String) throws -> (Int32, String) {
                 let fd = try Self.openSocket(url)
                 let get = "GET /v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
-                _ = get.withCString { send(fd, $0, strlen($0), 0) }
-                var tv = timeval(tv_sec: 30, tv_usec: 0)
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                let n = recv(fd, &buffer, buffer.count, 0)
-                let text = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
+                let text = Self.firstAnswer(fd, to: Array(get.utf8), waiting: 30)
                 return (fd, String(text.prefix { $0 != "\r" }))
             }
             var fds: [Int32] = []
