@@ -83,7 +83,8 @@ public final class HTTPTransport: ReplicaTransport {
         }
         guard response.status == .ok else {
             let text = (try? await response.body.collect(upTo: 1 << 16)).map { String(buffer: $0) } ?? ""
-            throw Self.failure(status: Int(response.status.code), body: text, url: shown)
+            throw Self.failure(status: Int(response.status.code), body: text, url: shown,
+                               retryAfter: response.headers.first(name: "Retry-After"))
         }
         return response
     }
@@ -140,7 +141,8 @@ public final class HTTPTransport: ReplicaTransport {
                     do { response = try await client.execute(r, timeout: .hours(24 * 365)) } catch { throw Self.classify(error, url: shown) }
                     guard response.status == .ok else {
                         let text = (try? await response.body.collect(upTo: 1 << 16)).map { String(buffer: $0) } ?? ""
-                        throw Self.failure(status: Int(response.status.code), body: text, url: shown)
+                        throw Self.failure(status: Int(response.status.code), body: text, url: shown,
+                                           retryAfter: response.headers.first(name: "Retry-After"))
                     }
                     var parser = ServerSentEvents()
                     for try await chunk in response.body {
@@ -239,7 +241,7 @@ public final class HTTPTransport: ReplicaTransport {
 
     /// An HTTP status other than 200 as a failure: the server's code (or the one the status
     /// stands for, from a server that sends none), its message, and the frames it names.
-    static func failure(status: Int, body: String, url: String) -> TransferFailure {
+    static func failure(status: Int, body: String, url: String, retryAfter: String? = nil, now: Date = Date()) -> TransferFailure {
         var message = body.trimmingCharacters(in: .whitespacesAndNewlines)
         var code = FailureCode(status: status)
         var origin: ReplicaID?
@@ -263,7 +265,33 @@ public final class HTTPTransport: ReplicaTransport {
         default: String(status)
         }
         let text = code == .cursorExpired ? "\(url): \(message)" : "\(url): \(what): \(message)"
-        return TransferFailure(code, text, origin: origin, seqs: seqs, status: status)
+        var failure = TransferFailure(code, text, origin: origin, seqs: seqs, status: status)
+        // Only where waiting is what the answer asks for: a pause on a refusal would delay
+        // nothing but the error.
+        if code.retry == .transient { failure.retryAfter = retryAfter.flatMap { Self.retryAfterSeconds($0, now: now) } }
+        return failure
+    }
+
+    /// A `Retry-After` value as seconds from `now`, within `0...TransferFailure.retryAfterMax`:
+    /// delay-seconds (digits only; more than the bound is the bound) or an HTTP date (RFC 9110's
+    /// IMF-fixdate; one passed is 0). Anything else is no value, and the session's own backoff
+    /// stands.
+    static func retryAfterSeconds(_ value: String, now: Date) -> Double? {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if !v.isEmpty, v.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            // Any number of digits is a pause: past nine (already far past the bound) it is the
+            // bound, never converted, so no length of them overflows.
+            guard v.utf8.count <= 9, let n = Int(v) else { return TransferFailure.retryAfterMax }
+            return min(TransferFailure.retryAfterMax, Double(n))
+        }
+        guard v.utf8.count == 29 else { return nil }
+        // A formatter of its own per call: this runs only on a failure that carries a date.
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        guard let date = f.date(from: v) else { return nil }
+        return min(TransferFailure.retryAfterMax, max(0, date.timeIntervalSince(now)))
     }
 
     static func classify(_ error: any Error, url: String) -> TransferFailure {

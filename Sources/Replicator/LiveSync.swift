@@ -4,7 +4,8 @@ import Foundation
 /// Keeps a store in sync with an `evctl serve` until cancelled (`evctl sync --follow`): catches
 /// up both ways, then pulls each time the server says its durable cursor moved (`/v1/watch`) and
 /// pushes each time this store's durable cursor moves (`CursorWatcher`: any process's append), and
-/// reconnects with backoff (0.5 s doubling to `backoffMax`) when the link breaks. A permanent
+/// reconnects with backoff (0.5 s doubling to `backoffMax`, or the longer pause a server asks for
+/// with `Retry-After`, at most `TransferFailure.retryAfterMax`) when the link breaks. A permanent
 /// failure (a refused token, refused frames) ends it with that failure; an origin other than
 /// the store's own that the server refuses to take is left out (`TransferSummary.refused`, in
 /// each exchange's summary), not sent again until the next connection, and named by the state
@@ -66,7 +67,9 @@ public struct LiveSync: Sendable {
     private enum Trigger: Sendable {
         case remote(ReplicationCursor)
         case local(ReplicationCursor)
-        case ended(String)
+        /// The watch ended: why, and the pause its server asked for (a 429 past the watches one
+        /// user may hold open, a 503).
+        case ended(String, retryAfter: Double?)
     }
 
     /// Runs until the task is cancelled (returns) or a permanent failure (throws).
@@ -103,9 +106,9 @@ public struct LiveSync: Sendable {
                 let remote = Task {
                     do {
                         for try await c in t.watch() { feed.yield(.remote(c)) }
-                        feed.yield(.ended("the server ended the stream"))
+                        feed.yield(.ended("the server ended the stream", retryAfter: nil))
                     } catch {
-                        feed.yield(.ended(String(describing: error)))
+                        feed.yield(.ended(String(describing: error), retryAfter: (error as? TransferFailure)?.retryAfter))
                     }
                 }
                 let changes = local.changes()
@@ -134,8 +137,10 @@ public struct LiveSync: Sendable {
                             // longer wholly in sync, and the app is told so.
                             if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: refused)) }
                         }
-                    case .ended(let why):
-                        throw TransferFailure.transient(why)
+                    case .ended(let why, let retryAfter):
+                        var f = TransferFailure.transient(why)
+                        f.retryAfter = retryAfter
+                        throw f
                     }
                 }
             } catch is CancellationError {
@@ -144,8 +149,11 @@ public struct LiveSync: Sendable {
                 throw f
             } catch {
                 if Task.isCancelled { return }
-                onState(.retrying(after: backoff, because: String(describing: error)))
-                do { try await Task.sleep(nanoseconds: UInt64(backoff * 1e9)) } catch { return }
+                // A server that said how long to stay away is taken at its word, within bounds.
+                let asked = min(TransferFailure.retryAfterMax, max(0, (error as? TransferFailure)?.retryAfter ?? 0))
+                let pause = max(backoff, asked)
+                onState(.retrying(after: pause, because: String(describing: error)))
+                do { try await Task.sleep(nanoseconds: UInt64(pause * 1e9)) } catch { return }
                 backoff = min(backoffMax, backoff * 2)
             }
         }

@@ -91,6 +91,14 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var seqs: ClosedRange<UInt64>?
     /// The HTTP status it came with, over HTTP.
     public var status: Int?
+    /// Seconds the peer asked the client to wait before trying again (HTTP `Retry-After`, sent
+    /// with 429 and 503), within `0...retryAfterMax`. A session waits at least this long before
+    /// its next attempt, and its backoff when that is longer.
+    public var retryAfter: Double?
+
+    /// The longest pause a peer's `Retry-After` can set: a hostile or broken server asking for a
+    /// day would otherwise park every sync of its clients for a day.
+    public static let retryAfterMax = 60.0
 
     public init(_ code: FailureCode, _ message: String, origin: ReplicaID? = nil, seqs: ClosedRange<UInt64>? = nil, status: Int? = nil) {
         self.code = code

@@ -512,6 +512,15 @@ import Testing
             for _ in 0..<3 { fds.append(try trickle("slow-token-0123456789abc")) }
             try await Task.sleep(nanoseconds: 500_000_000)  // the three heads taken
             #expect(try push("slow-token-0123456789abc") == 429)
+            // The client reads the pause the 429 asks for: its sessions wait that long at least.
+            let client = try HTTPTransport(url: url, token: "slow-token-0123456789abc")
+            do {
+                _ = try await client.push(FramePage(frames: [], next: .empty, more: false))
+                Issue.record("a push past the limit was taken")
+            } catch let f as TransferFailure {
+                #expect(f.code == .rateLimited && f.retryAfter == 1, "\(f)")
+            }
+            await client.shutdown()
             #expect(try push("fine-token-0123456789abc") == 200)
             // A push that ends (its client gone) gives its slot back.
             close(fds.removeFirst())
@@ -547,6 +556,15 @@ import Testing
             let (refused, status) = try watch("many-token-0123456789abc")
             fds.append(refused)
             #expect(status.contains(" 429"), "\(status)")
+            // The client's watch ends with the pause the server asked for, which a live sync waits.
+            let client = try HTTPTransport(url: url, token: "many-token-0123456789abc")
+            do {
+                for try await _ in client.watch() {}
+                Issue.record("a watch past the limit was served")
+            } catch let f as TransferFailure {
+                #expect(f.code == .rateLimited && f.retryAfter == 5, "\(f)")
+            }
+            await client.shutdown()
             let (fd, other) = try watch("other-token-0123456789ab")
             fds.append(fd)
             #expect(other.contains(" 200"), "\(other)")
@@ -564,6 +582,33 @@ import Testing
                 try await Task.sleep(nanoseconds: 100_000_000)
             }
             #expect(again.contains(" 200"), "\(again)")
+        }
+    }
+
+    /// A live sync whose watch is refused 429 (its user holds every watch the server allows)
+    /// waits what the server asks before it connects again, not its first backoff of 0.5 s: a
+    /// follower took a new connection and a full exchange twice a second for as long as the
+    /// other streams stayed open.
+    @Test(.timeLimit(.minutes(1))) func aLiveSyncWaitsThePauseAServerAsksFor() async throws {
+        try await Self.withTwoTokens(["many": "many-token-0123456789abc"], limits: { $0.watchesPerPrincipalMax = 1 }) { url in
+            let held = try Self.openSocket(url)
+            defer { close(held) }
+            let get = "GET /v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer many-token-0123456789abc\r\n\r\n"
+            let status = try await Blocking.run { Self.firstAnswer(held, to: Array(get.utf8), waiting: 30) }
+            #expect(status.hasPrefix("HTTP/1.1 200"), "\(status)")
+            let dir = Dir()
+            let store = try Store.create(at: dir.path + "/follower")
+            let states = AsyncStream.makeStream(of: LiveSync.State.self)
+            var live = LiveSync(store: store) { try HTTPTransport(url: url, token: "many-token-0123456789abc", replica: store.replicaID) }
+            live.onState = { states.continuation.yield($0) }
+            let follower = Task { try await live.run() }
+            defer { follower.cancel() }
+            for await state in states.stream {
+                guard case .retrying(let after, let why) = state else { continue }
+                #expect(after == 5, "\(why)")
+                #expect(why.contains("watch streams open"), "\(why)")
+                break
+            }
         }
     }
 

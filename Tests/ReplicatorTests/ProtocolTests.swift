@@ -222,6 +222,41 @@ import TestSupport
         #expect(s.failed(.transient("connection refused")) == .fail(.transient("connection refused (gave up after 4 attempts)")))
     }
 
+    /// A server that answers 429 or 503 says how long to stay away (`Retry-After`). Before, the
+    /// sessions retried on their own backoff alone: five attempts over about 1.5-3 s, so a user
+    /// with 16 pushes open (told to come back in a second each time) or a watch refused for 5 s
+    /// spent every attempt early. Each wait is now at least the pause asked for, within
+    /// `TransferFailure.retryAfterMax`, and the backoff where that is longer.
+    @Test func sessionsWaitAtLeastWhatThePeerAsksFor() {
+        func asking(_ seconds: Double?) -> TransferFailure {
+            var f = TransferFailure(.rateLimited, "429", status: 429)
+            f.retryAfter = seconds
+            return f
+        }
+        var s = PullSession(local: .empty, retry: RetryPolicy(attempts: 9, base: 0.2, cap: 5), jitter: { 0 })
+        _ = s.start()
+        #expect(s.failed(asking(3)) == .wait(seconds: 3))          // the backoff would be 0.1
+        _ = s.resume()
+        #expect(s.failed(asking(0)) == .wait(seconds: 0.2))        // the backoff is longer
+        _ = s.resume()
+        #expect(s.failed(asking(86_400)) == .wait(seconds: TransferFailure.retryAfterMax))
+        _ = s.resume()
+        #expect(s.failed(asking(-5)) == .wait(seconds: 0.8))
+        _ = s.resume()
+        #expect(s.failed(asking(.nan)) == .wait(seconds: 1.6))
+        var p = PushSession(retry: RetryPolicy(attempts: 3, base: 0.2, cap: 5), jitter: { 1 })
+        _ = p.start()
+        _ = p.peerCursor(.empty)
+        _ = p.collected(FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false))
+        #expect(p.failed(asking(2)) == .wait(seconds: 2))
+        // A refusal is not waited on, whatever it carries.
+        var refusal = TransferFailure(.forbidden, "403", status: 403)
+        refusal.retryAfter = 30
+        var q = PullSession(local: .empty)
+        _ = q.start()
+        #expect(q.failed(refusal) == .fail(refusal))
+    }
+
     @Test func pullSessionStopsAtOnceOnPermanentFailuresAndExpiredCursors() {
         var s = PullSession(local: .empty)
         _ = s.start()

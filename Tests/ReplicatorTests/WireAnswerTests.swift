@@ -79,4 +79,29 @@ import Testing
         let plain = HTTPTransport.failure(status: 502, body: "bad gateway\r\n<html>", url: "u")
         #expect(!plain.message.contains("\n") && !plain.message.contains("\r"), "\(plain.message)")
     }
+
+    /// `Retry-After` comes from the peer: read as delay-seconds or an HTTP date, bounded, never
+    /// trapping, and kept only on a failure worth trying again.
+    @Test func theClientReadsARetryAfterWithinBounds() {
+        let now = Date(timeIntervalSince1970: 784_111_777)  // Sun, 06 Nov 1994 08:49:37 GMT
+        func seconds(_ v: String) -> Double? { HTTPTransport.retryAfterSeconds(v, now: now) }
+        #expect(seconds("5") == 5)
+        #expect(seconds(" 120 ") == TransferFailure.retryAfterMax)
+        #expect(seconds("0") == 0)
+        #expect(seconds("000000000000000000000000000007") == TransferFailure.retryAfterMax)
+        #expect(seconds(String(repeating: "9", count: 10_000)) == TransferFailure.retryAfterMax)
+        #expect(seconds("18446744073709551616") == TransferFailure.retryAfterMax)
+        #expect(seconds("Sun, 06 Nov 1994 08:50:07 GMT") == 30)
+        #expect(seconds("Sun, 06 Nov 1994 08:00:00 GMT") == 0)   // passed
+        #expect(seconds("Sun, 06 Nov 1995 08:49:37 GMT") == TransferFailure.retryAfterMax)
+        for bad in ["", " ", "-1", "1.5", "+3", "5s", "٣", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 PST",
+                    "Sun, 99 Nov 1994 08:49:37 GMT", "\u{0}", String(repeating: "a", count: 29)] {
+            #expect(seconds(bad) == nil, "\(bad)")
+        }
+        let limited = HTTPTransport.failure(status: 429, body: #"{"error":"too many","code":"rate_limited"}"#, url: "u", retryAfter: "1", now: now)
+        #expect(limited.code == .rateLimited && limited.retryAfter == 1)
+        #expect(HTTPTransport.failure(status: 503, body: "", url: "u", retryAfter: "junk", now: now).retryAfter == nil)
+        // On a refusal, a pause would delay nothing but the error.
+        #expect(HTTPTransport.failure(status: 403, body: "", url: "u", retryAfter: "5", now: now).retryAfter == nil)
+    }
 }
