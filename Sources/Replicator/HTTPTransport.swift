@@ -273,25 +273,64 @@ public final class HTTPTransport: ReplicaTransport {
     }
 
     /// A `Retry-After` value as seconds from `now`, within `0...TransferFailure.retryAfterMax`:
-    /// delay-seconds (digits only; more than the bound is the bound) or an HTTP date (RFC 9110's
-    /// IMF-fixdate; one passed is 0). Anything else is no value, and the session's own backoff
-    /// stands.
+    /// delay-seconds (ASCII digits only, leading zeros ignored; more than the bound is the bound)
+    /// or an IMF-fixdate (RFC 9110's preferred date form; one passed is 0). Anything else,
+    /// including RFC 9110's two obsolete date forms, is no value, and the session's own backoff
+    /// stands. Read byte by byte: Foundation's `DateFormatter` on Linux traps on a value whose
+    /// parse stops inside a multi-byte character, which a peer's header can be.
     static func retryAfterSeconds(_ value: String, now: Date) -> Double? {
-        let v = value.trimmingCharacters(in: .whitespaces)
-        if !v.isEmpty, v.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
-            // Any number of digits is a pause: past nine (already far past the bound) it is the
-            // bound, never converted, so no length of them overflows.
-            guard v.utf8.count <= 9, let n = Int(v) else { return TransferFailure.retryAfterMax }
+        var b = Array(value.utf8)[...]
+        while let f = b.first, f == 0x20 || f == 0x09 { b = b.dropFirst() }
+        while let l = b.last, l == 0x20 || l == 0x09 { b = b.dropLast() }
+        if !b.isEmpty, b.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) {
+            // Past nine digits (already far past the bound) it is the bound, never converted,
+            // so no length of them overflows.
+            let digits = b.drop { $0 == UInt8(ascii: "0") }
+            guard digits.count <= 9 else { return TransferFailure.retryAfterMax }
+            let n = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
             return min(TransferFailure.retryAfterMax, Double(n))
         }
-        guard v.utf8.count == 29 else { return nil }
-        // A formatter of its own per call: this runs only on a failure that carries a date.
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = TimeZone(identifier: "GMT")
-        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
-        guard let date = f.date(from: v) else { return nil }
-        return min(TransferFailure.retryAfterMax, max(0, date.timeIntervalSince(now)))
+        guard let at = imfFixdate(Array(b)) else { return nil }
+        return min(TransferFailure.retryAfterMax, max(0, at - now.timeIntervalSince1970))
+    }
+
+    /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") as seconds since 1970, read at its fixed
+    /// places. A field out of range, a day its month does not have, a weekday that is not the
+    /// date's, or any byte other than the form's is no date.
+    static func imfFixdate(_ s: [UInt8]) -> Double? {
+        guard s.count == 29 else { return nil }
+        func has(_ text: String, at i: Int) -> Bool { s[i..<(i + text.utf8.count)].elementsEqual(text.utf8) }
+        func number(at i: Int, digits n: Int) -> Int? {
+            var v = 0
+            for d in s[i..<(i + n)] {
+                guard d >= UInt8(ascii: "0"), d <= UInt8(ascii: "9") else { return nil }
+                v = v * 10 + Int(d - UInt8(ascii: "0"))
+            }
+            return v
+        }
+        let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard has(", ", at: 3), has(" ", at: 7), has(" ", at: 11), has(" ", at: 16), has(":", at: 19), has(":", at: 22),
+              has(" GMT", at: 25),
+              let weekday = weekdays.firstIndex(where: { has($0, at: 0) }),
+              let month = months.firstIndex(where: { has($0, at: 8) }).map({ $0 + 1 }),
+              let day = number(at: 5, digits: 2), let year = number(at: 12, digits: 4),
+              let hour = number(at: 17, digits: 2), let minute = number(at: 20, digits: 2), let second = number(at: 23, digits: 2),
+              hour < 24, minute < 60, second <= 60  // 60: a leap second
+        else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
+        guard day >= 1, day <= monthDays else { return nil }
+        // Days from 1970-01-01 to the date in the proleptic Gregorian calendar, counted from
+        // March so that a leap day ends its year (years of 0000-9999 keep every term small).
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        guard (days % 7 + 11) % 7 == weekday else { return nil }  // 1970-01-01 was a Thursday
+        return Double(days * 86_400 + hour * 3_600 + minute * 60 + second)
     }
 
     static func classify(_ error: any Error, url: String) -> TransferFailure {

@@ -4,9 +4,10 @@ import Foundation
 /// Keeps a store in sync with an `evctl serve` until cancelled (`evctl sync --follow`): catches
 /// up both ways, then pulls each time the server says its durable cursor moved (`/v1/watch`) and
 /// pushes each time this store's durable cursor moves (`CursorWatcher`: any process's append), and
-/// reconnects with backoff (0.5 s doubling to `backoffMax`, or the longer pause a server asks for
-/// with `Retry-After`, at most `TransferFailure.retryAfterMax`) when the link breaks. A permanent
-/// failure (a refused token, refused frames) ends it with that failure; an origin other than
+/// reconnects with backoff when the link breaks: 0.5 s doubling to `backoffMax`, started again
+/// once a watch speaks, or the longer pause a server asks for with `Retry-After` (at most
+/// `TransferFailure.retryAfterMax`). A permanent failure (a refused token, refused frames, a
+/// watch answer that is not a stream of cursors) ends it with that failure; an origin other than
 /// the store's own that the server refuses to take is left out (`TransferSummary.refused`, in
 /// each exchange's summary), not sent again until the next connection, and named by the state
 /// (`State.partlyInSync`) rather than reported as in sync.
@@ -67,9 +68,10 @@ public struct LiveSync: Sendable {
     private enum Trigger: Sendable {
         case remote(ReplicationCursor)
         case local(ReplicationCursor)
-        /// The watch ended: why, and the pause its server asked for (a 429 past the watches one
-        /// user may hold open, a 503).
-        case ended(String, retryAfter: Double?)
+        /// The watch ended, and why: with the pause its server asked for (a 429 past the watches
+        /// one user may hold open, a 503), or for good (a token refused, an answer that is not
+        /// a stream of cursors).
+        case ended(TransferFailure)
     }
 
     /// Runs until the task is cancelled (returns) or a permanent failure (throws).
@@ -101,14 +103,13 @@ public struct LiveSync: Sendable {
                 // pushes of this connection, and a change to them alone sends nothing.
                 var refused = first.pushed?.refused ?? [:]
                 onState(.caughtUp(try store.cursor(), refused: refused))
-                backoff = 0.5
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
                 let remote = Task {
                     do {
                         for try await c in t.watch() { feed.yield(.remote(c)) }
-                        feed.yield(.ended("the server ended the stream", retryAfter: nil))
+                        feed.yield(.ended(.transient("the server ended the stream")))
                     } catch {
-                        feed.yield(.ended(String(describing: error), retryAfter: (error as? TransferFailure)?.retryAfter))
+                        feed.yield(.ended((error as? TransferFailure) ?? .transient(String(describing: error))))
                     }
                 }
                 let changes = local.changes()
@@ -121,6 +122,11 @@ public struct LiveSync: Sendable {
                     try Task.checkCancellation()
                     switch trigger {
                     case .remote(let c):
+                        // The link is whole once the watch speaks (it sends the cursor at once):
+                        // only then does the backoff start again from its least. Reset after the
+                        // first exchange instead, a watch refused at every connection had the
+                        // follower connect and exchange twice a second for ever.
+                        backoff = 0.5
                         server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
                         if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil, refused)) }
                     case .local(let c):
@@ -137,10 +143,8 @@ public struct LiveSync: Sendable {
                             // longer wholly in sync, and the app is told so.
                             if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: refused)) }
                         }
-                    case .ended(let why, let retryAfter):
-                        var f = TransferFailure.transient(why)
-                        f.retryAfter = retryAfter
-                        throw f
+                    case .ended(let failure):
+                        throw failure
                     }
                 }
             } catch is CancellationError {
@@ -150,8 +154,8 @@ public struct LiveSync: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 // A server that said how long to stay away is taken at its word, within bounds.
-                let asked = min(TransferFailure.retryAfterMax, max(0, (error as? TransferFailure)?.retryAfter ?? 0))
-                let pause = max(backoff, asked)
+                let pause = TransferFailure.pause(backoff: backoff, asked: (error as? TransferFailure)?.retryAfter,
+                                                  jitter: Double.random(in: 0...1))
                 onState(.retrying(after: pause, because: String(describing: error)))
                 do { try await Task.sleep(nanoseconds: UInt64(pause * 1e9)) } catch { return }
                 backoff = min(backoffMax, backoff * 2)

@@ -43,11 +43,8 @@ struct RetryBudget: Sendable {
             last.message += " (gave up after \(failures) attempts)"
             return .failure(last)
         }
-        // The peer's own word on when to come back wins over a shorter backoff: a server
-        // answering 429 because this user has too many pushes open, or 503 while its store is
-        // busy, says how long that lasts, and retrying sooner only spends the attempts.
-        let asked = min(TransferFailure.retryAfterMax, max(0, failure.retryAfter ?? 0))
-        return .success(max(asked, policy.delay(attempt: failures, jitter: jitter())))
+        let draw = jitter()
+        return .success(TransferFailure.pause(backoff: policy.delay(attempt: failures, jitter: draw), asked: failure.retryAfter, jitter: draw))
     }
 }
 

@@ -91,14 +91,24 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var seqs: ClosedRange<UInt64>?
     /// The HTTP status it came with, over HTTP.
     public var status: Int?
-    /// Seconds the peer asked the client to wait before trying again (HTTP `Retry-After`, sent
-    /// with 429 and 503), within `0...retryAfterMax`. A session waits at least this long before
-    /// its next attempt, and its backoff when that is longer.
+    /// Seconds the peer asked the client to wait before trying again (HTTP `Retry-After`, kept
+    /// on an answer worth retrying: 408, 429, 5xx), within `0...retryAfterMax`. A session waits
+    /// at least this long before its next attempt, and its backoff when that is longer.
     public var retryAfter: Double?
 
     /// The longest pause a peer's `Retry-After` can set: a hostile or broken server asking for a
     /// day would otherwise park every sync of its clients for a day.
     public static let retryAfterMax = 60.0
+
+    /// The pause before trying again: `backoff`, or what the peer `asked` when that is longer,
+    /// spread over up to half of it more by `jitter` (a draw in [0, 1]) and at most
+    /// `retryAfterMax`. A server tells every client it turns away at once the same pause; taken
+    /// as it is, they would all come back at the same moment.
+    static func pause(backoff: Double, asked: Double?, jitter: Double) -> Double {
+        let asked = min(retryAfterMax, max(0, asked ?? 0))
+        guard asked > backoff else { return backoff }
+        return min(retryAfterMax, asked * (1 + 0.5 * min(1, max(0, jitter))))
+    }
 
     public init(_ code: FailureCode, _ message: String, origin: ReplicaID? = nil, seqs: ClosedRange<UInt64>? = nil, status: Int? = nil) {
         self.code = code

@@ -248,7 +248,13 @@ import TestSupport
         _ = p.start()
         _ = p.peerCursor(.empty)
         _ = p.collected(FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false))
-        #expect(p.failed(asking(2)) == .wait(seconds: 2))
+        // Clients turned away together are told the same pause: each comes back within half of
+        // it more (here the draw is 1), not all at the same moment; and never past the bound.
+        #expect(p.failed(asking(2)) == .wait(seconds: 3))
+        _ = p.resume()
+        _ = p.peerCursor(.empty)
+        _ = p.collected(FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false))
+        #expect(p.failed(asking(50)) == .wait(seconds: TransferFailure.retryAfterMax))
         // A refusal is not waited on, whatever it carries.
         var refusal = TransferFailure(.forbidden, "403", status: 403)
         refusal.retryAfter = 30

@@ -1,0 +1,80 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A peer on loopback that answers each connection's first request with the bytes `answer`
+/// gives for it (the request's number from 0, its head), then closes the connection: a server
+/// that says exactly what a test needs, hostile or broken, where `evctl serve` never would.
+/// Stopped when released.
+public final class CannedServer: @unchecked Sendable {
+    /// `http://127.0.0.1:PORT/`.
+    public let url: String
+    private let listener: Int32
+    private let log = Heads()
+    private let done = DispatchSemaphore(value: 0)
+
+    /// What was asked, kept apart from the server so that its thread does not hold the server.
+    private final class Heads: @unchecked Sendable {
+        let lock = NSLock()
+        var all: [String] = []
+    }
+
+    public init(answer: @escaping @Sendable (_ number: Int, _ head: String) -> String) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EMFILE) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
+                bind(fd, p, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, p, &length) == 0
+            }
+        }
+        guard bound else {
+            close(fd)
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        listener = fd
+        url = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))/"
+        let thread = Thread { [log, done] in
+            var number = 0
+            while true {
+                let c = accept(fd, nil, nil)
+                if c < 0 {
+                    if errno == EINTR { continue }
+                    break  // the listener was shut down
+                }
+                var head = [UInt8]()
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while head.count < 65_536, !head.suffix(4).elementsEqual("\r\n\r\n".utf8) {
+                    let n = recv(c, &buffer, buffer.count, 0)
+                    if n <= 0 { break }
+                    head += buffer.prefix(n)
+                }
+                let text = String(decoding: head, as: UTF8.self)
+                log.lock.withLock { log.all.append(text) }
+                let reply = Array(answer(number, text).utf8)
+                number += 1
+                _ = reply.withUnsafeBytes { send(c, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                shutdown(c, Int32(SHUT_WR))
+                close(c)
+            }
+            done.signal()
+        }
+        thread.start()
+    }
+
+    /// The heads of the requests answered so far, in order.
+    public var requests: [String] { log.lock.withLock { log.all } }
+
+    deinit {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        done.wait()
+    }
+}
