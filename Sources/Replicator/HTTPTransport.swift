@@ -330,7 +330,8 @@ public final class HTTPTransport: ReplicaTransport {
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         let days = era * 146_097 + dayOfEra - 719_468
         guard (days % 7 + 11) % 7 == weekday else { return nil }  // 1970-01-01 was a Thursday
-        return Double(days * 86_400 + hour * 3_600 + minute * 60 + second)
+        // In 64 bits: a date past 2038 passes a 32-bit Int's seconds.
+        return Double(Int64(days) * 86_400 + Int64(hour * 3_600 + minute * 60 + second))
     }
 
     static func classify(_ error: any Error, url: String) -> TransferFailure {

@@ -4,10 +4,12 @@ import Foundation
 /// Keeps a store in sync with an `evctl serve` until cancelled (`evctl sync --follow`): catches
 /// up both ways, then pulls each time the server says its durable cursor moved (`/v1/watch`) and
 /// pushes each time this store's durable cursor moves (`CursorWatcher`: any process's append), and
-/// reconnects with backoff when the link breaks: 0.5 s doubling to `backoffMax`, started again
-/// once a watch speaks, or the longer pause a server asks for with `Retry-After` (at most
-/// `TransferFailure.retryAfterMax`). A permanent failure (a refused token, refused frames, a
-/// watch answer that is not a stream of cursors) ends it with that failure; an origin other than
+/// reconnects with backoff when the link breaks: 0.5 s doubling to `backoffMax`, each pause
+/// spread over [0.5, 1] of it, and started again after a watch that spoke and then
+/// lasted; or the longer pause a server asks for with `Retry-After` (at most
+/// `TransferFailure.retryAfterMax`, spread over up to half of it more). A permanent failure (a
+/// refused token, refused frames, a watch the server refuses for good with 401 or 403, a cursor
+/// that is not one) ends it with that failure; an origin other than
 /// the store's own that the server refuses to take is left out (`TransferSummary.refused`, in
 /// each exchange's summary), not sent again until the next connection, and named by the state
 /// (`State.partlyInSync`) rather than reported as in sync.
@@ -51,6 +53,10 @@ public struct LiveSync: Sendable {
     public var limits = PageLimits()
     public var retry = RetryPolicy()
     public var backoffMax = 30.0
+    /// The random draw that spreads each reconnection's pause over [0.5, 1] of the backoff (a
+    /// server that restarts drops every follower at once; they should not all come back at
+    /// once). Tests pass a fixed one.
+    public var jitter: @Sendable () -> Double = { Double.random(in: 0...1) }
     /// Runs each exchange: a pull and/or a push (`known`: the server's cursor, if known;
     /// `refused`: the origins the server refused on this connection, for `Replication.push`).
     /// nil: the plain `Replication.pull` and `push` with `project`, `limits` and `retry`. Set it to
@@ -74,6 +80,34 @@ public struct LiveSync: Sendable {
         case ended(TransferFailure)
     }
 
+    /// A connection whose watch stayed up at least this long after it first spoke was a working
+    /// link: the backoff starts again from its least after it. One that ends sooner (a server
+    /// that sends a cursor and hangs up, over and over) keeps doubling it.
+    static let steadyAfter: Duration = .seconds(10)
+
+    /// The backoff after a connection whose watch spoke for `spokeFor` (nil: it never spoke):
+    /// its least again after a working link, else `current`.
+    static func backoff(_ current: Double, spokeFor: Duration?) -> Double {
+        guard let spokeFor, spokeFor >= steadyAfter else { return current }
+        return 0.5
+    }
+
+    /// What a watch's end means for the follower. It ends the follower only for what the server
+    /// alone says: a refusal of this token (401, 403) or a cursor that is not one (a line or
+    /// event past its bound included). Anything else on the way (a proxy's 404 while a service is
+    /// replaced, a TLS stream cut without its close, a 5xx, a redirect) is a link to make again,
+    /// with the pause the answer asked for.
+    static func afterWatch(_ f: TransferFailure) -> TransferFailure {
+        switch f.code {
+        case .unauthorized, .forbidden: return f
+        case .invalidAnswer where f.status == nil: return f
+        default:
+            var again = TransferFailure.transient(f.message, code: f.retry == .transient ? f.code : .network)
+            again.retryAfter = f.retryAfter
+            return again
+        }
+    }
+
     /// Runs until the task is cancelled (returns) or a permanent failure (throws).
     public func run() async throws {
         let (store, project, limits, retry) = (self.store, self.project, self.limits, self.retry)
@@ -87,6 +121,7 @@ public struct LiveSync: Sendable {
         var backoff = 0.5
         while !Task.isCancelled {
             let t = try connect()
+            var heard: ContinuousClock.Instant?  // when this connection's watch first spoke
             do {
                 defer { Task { await t.shutdown() } }
                 let first = try await exchange(t, true, true, nil, [:])
@@ -122,11 +157,7 @@ public struct LiveSync: Sendable {
                     try Task.checkCancellation()
                     switch trigger {
                     case .remote(let c):
-                        // The link is whole once the watch speaks (it sends the cursor at once):
-                        // only then does the backoff start again from its least. Reset after the
-                        // first exchange instead, a watch refused at every connection had the
-                        // follower connect and exchange twice a second for ever.
-                        backoff = 0.5
+                        if heard == nil { heard = .now }
                         server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
                         if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil, refused)) }
                     case .local(let c):
@@ -144,7 +175,7 @@ public struct LiveSync: Sendable {
                             if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: refused)) }
                         }
                     case .ended(let failure):
-                        throw failure
+                        throw Self.afterWatch(failure)
                     }
                 }
             } catch is CancellationError {
@@ -153,12 +184,18 @@ public struct LiveSync: Sendable {
                 throw f
             } catch {
                 if Task.isCancelled { return }
+                // The backoff starts again from its least only after a working link: a watch
+                // that spoke (it sends the cursor at once) and then lasted. Reset
+                // after each first exchange instead, a watch refused at every connection had the
+                // follower connect and exchange twice a second for ever.
+                backoff = Self.backoff(backoff, spokeFor: heard.map { ContinuousClock.now - $0 })
                 // A server that said how long to stay away is taken at its word, within bounds.
-                let pause = TransferFailure.pause(backoff: backoff, asked: (error as? TransferFailure)?.retryAfter,
-                                                  jitter: Double.random(in: 0...1))
+                let draw = min(1, max(0, jitter()))
+                let pause = TransferFailure.pause(backoff: backoff * (0.5 + 0.5 * draw),
+                                                  asked: (error as? TransferFailure)?.retryAfter, jitter: draw)
                 onState(.retrying(after: pause, because: String(describing: error)))
-                do { try await Task.sleep(nanoseconds: UInt64(pause * 1e9)) } catch { return }
-                backoff = min(backoffMax, backoff * 2)
+                do { try await Task.sleep(nanoseconds: TransferFailure.nanoseconds(pause)) } catch { return }
+                backoff = min(backoffMax >= 0.5 ? backoffMax : 0.5, backoff * 2)  // a cap that is not a number is none
             }
         }
     }

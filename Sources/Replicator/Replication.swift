@@ -169,7 +169,7 @@ public enum Replication {
                     action = session.failed(.permanent("a page was refused: \(error)"))
                 }
             case .wait(let seconds):
-                do { try await Task.sleep(nanoseconds: UInt64(seconds * 1e9)) } catch { return .failure(error) }
+                do { try await Task.sleep(nanoseconds: TransferFailure.nanoseconds(seconds)) } catch { return .failure(error) }
                 action = session.resume()
             case .done(let summary):
                 let now = joined()
@@ -238,7 +238,7 @@ public enum Replication {
                     action = session.failed(failure(error))
                 }
             case .wait(let seconds):
-                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                try await Task.sleep(nanoseconds: TransferFailure.nanoseconds(seconds))
                 action = session.resume()
             case .done(let summary):
                 return summary

@@ -91,23 +91,35 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var seqs: ClosedRange<UInt64>?
     /// The HTTP status it came with, over HTTP.
     public var status: Int?
-    /// Seconds the peer asked the client to wait before trying again (HTTP `Retry-After`, kept
-    /// on an answer worth retrying: 408, 429, 5xx), within `0...retryAfterMax`. A session waits
-    /// at least this long before its next attempt, and its backoff when that is longer.
+    /// Seconds the peer asked the client to wait before trying again (HTTP `Retry-After`), kept
+    /// on a failure worth trying again (its code says so: 408, 429 and 5xx answers, or an
+    /// answer whose JSON code is one of those), within `0...retryAfterMax`. A session waits at
+    /// least this long before its next attempt, and its backoff when that is longer.
     public var retryAfter: Double?
 
-    /// The longest pause a peer's `Retry-After` can set: a hostile or broken server asking for a
-    /// day would otherwise park every sync of its clients for a day.
+    /// The longest pause a peer's `Retry-After` can ask for: a hostile or broken server asking
+    /// for a day would otherwise park every sync of its clients for a day. The pause taken is
+    /// spread over up to half of it more (`pause`), so at most 90 s.
     public static let retryAfterMax = 60.0
 
-    /// The pause before trying again: `backoff`, or what the peer `asked` when that is longer,
-    /// spread over up to half of it more by `jitter` (a draw in [0, 1]) and at most
-    /// `retryAfterMax`. A server tells every client it turns away at once the same pause; taken
-    /// as it is, they would all come back at the same moment.
+    /// The pause before trying again: `backoff`, or what the peer `asked` (at most
+    /// `retryAfterMax`) when that is longer, spread over up to half of it more by `jitter` (a
+    /// draw in [0, 1]). A server tells every client it turns away at once the same pause; taken
+    /// as it is, they would all come back at the same moment. A backoff that is not a number, or
+    /// below zero, is none.
     static func pause(backoff: Double, asked: Double?, jitter: Double) -> Double {
+        let backoff = backoff >= 0 ? backoff : 0
         let asked = min(retryAfterMax, max(0, asked ?? 0))
         guard asked > backoff else { return backoff }
-        return min(retryAfterMax, asked * (1 + 0.5 * min(1, max(0, jitter))))
+        return asked * (1 + 0.5 * min(1, max(0, jitter)))
+    }
+
+    /// `seconds` as the nanoseconds of a sleep: a pause that is not a number or below zero is
+    /// none, and one past a year is a year, so that no setting (a `RetryPolicy` or a follower's
+    /// `backoffMax` of an app's) traps the conversion.
+    static func nanoseconds(_ seconds: Double) -> UInt64 {
+        guard seconds > 0 else { return 0 }
+        return UInt64(min(seconds, 31_536_000) * 1e9)
     }
 
     public init(_ code: FailureCode, _ message: String, origin: ReplicaID? = nil, seqs: ClosedRange<UInt64>? = nil, status: Int? = nil) {

@@ -249,12 +249,20 @@ import TestSupport
         _ = p.peerCursor(.empty)
         _ = p.collected(FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false))
         // Clients turned away together are told the same pause: each comes back within half of
-        // it more (here the draw is 1), not all at the same moment; and never past the bound.
+        // it more (here the draw is 1), not all at the same moment; the pause asked is taken at
+        // most at the bound, so a wait is at most half again as long.
         #expect(p.failed(asking(2)) == .wait(seconds: 3))
         _ = p.resume()
         _ = p.peerCursor(.empty)
         _ = p.collected(FramePage(frames: [[1]], next: ReplicationCursor([a: Seq(1)]), more: false))
-        #expect(p.failed(asking(50)) == .wait(seconds: TransferFailure.retryAfterMax))
+        #expect(p.failed(asking(86_400)) == .wait(seconds: TransferFailure.retryAfterMax * 1.5))
+        // A policy of an app's whose delays are not numbers waits none rather than trapping
+        // the sleep, and no pause converts to a sleep that traps.
+        var odd = PullSession(local: .empty, retry: RetryPolicy(attempts: 3, base: 0.2, cap: .nan), jitter: { 1 })
+        _ = odd.start()
+        #expect(odd.failed(.transient("reset")) == .wait(seconds: 0))
+        #expect(TransferFailure.nanoseconds(.nan) == 0 && TransferFailure.nanoseconds(-1) == 0)
+        #expect(TransferFailure.nanoseconds(.infinity) == 31_536_000_000_000_000 && TransferFailure.nanoseconds(1.5) == 1_500_000_000)
         // A refusal is not waited on, whatever it carries.
         var refusal = TransferFailure(.forbidden, "403", status: 403)
         refusal.retryAfter = 30

@@ -105,6 +105,8 @@ import Testing
                     "Thu, 29 Feb 1900 00:00:00 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
                     "Sun, 06 Nov 1994 08:49:61 GMT", "Sun, 06 Nov 1994 8:49:37 GMT", "Sun, 6 Nov 1994 8:49:37 GMT\u{301}",
                     "Sun\u{301}" + String(repeating: "x", count: 24), "Sun, 06 Nov 1994 08:49:37 GMT ,", "\u{0}",
+                    "Sun, 0: Nov 1994 08:49:37 GMT", "Sun,  6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:\u{E9} GMT",
+                    "Sun, 06 Nov 19 4 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 gmt",
                     String(repeating: "a", count: 29)] {
             #expect(seconds(bad) == nil, "\(bad)")
         }
