@@ -80,6 +80,8 @@ put("FuzzCursor", "two", token([(origin, 1), (b"\x11" * 16, 2**40)]).encode())
 # The /v1/watch stream: cursor events, a comment keep-alive, CRLF lines, data over several lines.
 put("FuzzEventStream", "cursors", ("event: cursor\ndata: %s\n\n: keep-alive\n\nevent: cursor\ndata: %s\n\n" % (empty, token([(origin, 31)]))).encode())
 put("FuzzEventStream", "crlf-multiline", b"event: cursor\r\ndata: a\r\ndata: b\r\n\r\ndata\n\n")
+put("FuzzEventStream", "retry-after-date", b"Sun, 06 Nov 1994 08:49:37 GMT")
+put("FuzzEventStream", "retry-after-seconds", b" 0120 ")
 for i in range(0, min(len(frames), 6), 2):
     put("FuzzPageReceive", "golden-%d" % i, page(frames[: i + 2], token([(origin, 99)])))
 put("FuzzPageReceive", "empty", page([], empty))

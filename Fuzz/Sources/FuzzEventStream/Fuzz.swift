@@ -1,8 +1,10 @@
 import CFuzzDriver
+import Foundation
 import Replicator
 
 /// The event stream a server sends to `sync --follow` (`/v1/watch`): any bytes, split anywhere,
 /// parse to the same events or the same error, and every event's data is a cursor or an error.
+/// The same bytes as the `Retry-After` of a server's answer: a pause within its bound, or none.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: count))
@@ -18,6 +20,12 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     precondition(all == pieces, "an event stream parses differently when split")
     for e in all ?? [] where e.name == "cursor" {
         _ = try? ReplicationCursor(token: e.data)
+    }
+    if let s = HTTPTransport.retryAfterSeconds(String(decoding: bytes, as: UTF8.self), now: Date()) {
+        precondition(s >= 0 && s <= TransferFailure.retryAfterMax, "a Retry-After read as \(s) s")
+    }
+    if bytes.count >= 29, let at = HTTPTransport.imfFixdate(Array(bytes.prefix(29))) {
+        precondition(at.isFinite && abs(at) < 300_000_000_000, "a date read as \(at)")
     }
     return 0
 }
