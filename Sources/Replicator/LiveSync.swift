@@ -5,14 +5,14 @@ import Foundation
 /// up both ways, then pulls each time the server says its durable cursor moved (`/v1/watch`) and
 /// pushes each time this store's durable cursor moves (`CursorWatcher`: any process's append), and
 /// reconnects with backoff when the link breaks: 0.5 s doubling to `backoffMax`, each pause
-/// spread over [0.5, 1] of it, and started again after a watch that spoke and then
-/// lasted; or the longer pause a server asks for with `Retry-After` (at most
+/// spread over [0.5, 1] of it, and started again after a watch that spoke and then lasted; or
+/// the longer pause a server asks for with `Retry-After` (at most
 /// `TransferFailure.retryAfterMax`, spread over up to half of it more). A permanent failure (a
-/// refused token, refused frames, a watch the server refuses for good with 401 or 403, a cursor
-/// that is not one) ends it with that failure; an origin other than
-/// the store's own that the server refuses to take is left out (`TransferSummary.refused`, in
-/// each exchange's summary), not sent again until the next connection, and named by the state
-/// (`State.partlyInSync`) rather than reported as in sync.
+/// refused token, refused frames, a cursor that is not one) ends it with that failure, except
+/// that once connected, a proxy's answer on the way (`onTheWay`: a 404, a redirect) is retried.
+/// An origin other than the store's own that the server refuses to take is left out
+/// (`TransferSummary.refused`, in each exchange's summary), not sent again until the next
+/// connection, and named by the state (`State.partlyInSync`) rather than reported as in sync.
 public struct LiveSync: Sendable {
     /// One exchange: what a pull and a push moved (nil for the half not run).
     public struct Exchange: Sendable {
@@ -52,6 +52,8 @@ public struct LiveSync: Sendable {
     public var project = true
     public var limits = PageLimits()
     public var retry = RetryPolicy()
+    /// The longest pause between connections of the follower's own backoff, at least 0.5 s (not
+    /// a number: 30 s).
     public var backoffMax = 30.0
     /// The random draw that spreads each reconnection's pause over [0.5, 1] of the backoff (a
     /// server that restarts drops every follower at once; they should not all come back at
@@ -75,28 +77,36 @@ public struct LiveSync: Sendable {
         case remote(ReplicationCursor)
         case local(ReplicationCursor)
         /// The watch ended, and why: with the pause its server asked for (a 429 past the watches
-        /// one user may hold open, a 503), or for good (a token refused, an answer that is not
-        /// a stream of cursors).
+        /// one user may hold open, a 503), or for good (`afterWatch`: a token refused, a cursor
+        /// that is not one).
         case ended(TransferFailure)
     }
 
     /// A connection whose watch stayed up at least this long after it first spoke was a working
     /// link: the backoff starts again from its least after it. One that ends sooner (a server
     /// that sends a cursor and hangs up, over and over) keeps doubling it.
-    static let steadyAfter: Duration = .seconds(10)
+    var steadyAfter: Duration = .seconds(10)
 
     /// The backoff after a connection whose watch spoke for `spokeFor` (nil: it never spoke):
-    /// its least again after a working link, else `current`.
-    static func backoff(_ current: Double, spokeFor: Duration?) -> Double {
+    /// its least again after a working link (`steadyAfter`), else `current`.
+    static func backoff(_ current: Double, spokeFor: Duration?, steadyAfter: Duration) -> Double {
         guard let spokeFor, spokeFor >= steadyAfter else { return current }
         return 0.5
     }
 
+    /// Whether a failure is an answer from something on the way rather than the server's own
+    /// word: one with an HTTP status whose code says only that it was not a Logbook answer (a
+    /// proxy's 404 while the service behind it is replaced, a redirect, a 400 page). Once this
+    /// follower has been connected, an exchange that meets one is tried again, as a watch is.
+    static func onTheWay(_ f: TransferFailure) -> Bool {
+        f.status != nil && (f.code == .invalidAnswer || f.code == .badRequest)
+    }
+
     /// What a watch's end means for the follower. It ends the follower only for what the server
-    /// alone says: a refusal of this token (401, 403) or a cursor that is not one (a line or
-    /// event past its bound included). Anything else on the way (a proxy's 404 while a service is
-    /// replaced, a TLS stream cut without its close, a 5xx, a redirect) is a link to make again,
-    /// with the pause the answer asked for.
+    /// alone says: a refusal of this token (codes `unauthorized` and `forbidden`: 401, 403) or a
+    /// cursor that is not one (a line or event of the stream past its bound included). Anything
+    /// else on the way (a proxy's 404 while a service is replaced, a TLS stream cut without its
+    /// close, a 5xx, a redirect) is a link to make again, with the pause the answer asked for.
     static func afterWatch(_ f: TransferFailure) -> TransferFailure {
         switch f.code {
         case .unauthorized, .forbidden: return f
@@ -119,12 +129,16 @@ public struct LiveSync: Sendable {
         let local = try CursorWatcher(store: store)
         defer { local.stop() }
         var backoff = 0.5
+        // Whether a connection got as far as its first exchange: from then on, what a proxy on
+        // the way answers is a link to make again, not a wrong address.
+        var connected = false
         while !Task.isCancelled {
             let t = try connect()
             var heard: ContinuousClock.Instant?  // when this connection's watch first spoke
             do {
                 defer { Task { await t.shutdown() } }
                 let first = try await exchange(t, true, true, nil, [:])
+                connected = true
                 onExchange(first)
                 var server = first.pushed?.peerCursor ?? first.pulled?.peerHolds ?? .empty
                 // Where the push answers placed each origin. A scoped server's watch shows only
@@ -180,7 +194,8 @@ public struct LiveSync: Sendable {
                 }
             } catch is CancellationError {
                 return
-            } catch let f as TransferFailure where f.retry == .permanent {
+            } catch let f as TransferFailure where f.retry == .permanent && !(connected && Self.onTheWay(f)) {
+                if Task.isCancelled { return }
                 throw f
             } catch {
                 if Task.isCancelled { return }
@@ -188,14 +203,14 @@ public struct LiveSync: Sendable {
                 // that spoke (it sends the cursor at once) and then lasted. Reset
                 // after each first exchange instead, a watch refused at every connection had the
                 // follower connect and exchange twice a second for ever.
-                backoff = Self.backoff(backoff, spokeFor: heard.map { ContinuousClock.now - $0 })
+                backoff = Self.backoff(backoff, spokeFor: heard.map { ContinuousClock.now - $0 }, steadyAfter: steadyAfter)
                 // A server that said how long to stay away is taken at its word, within bounds.
                 let draw = min(1, max(0, jitter()))
                 let pause = TransferFailure.pause(backoff: backoff * (0.5 + 0.5 * draw),
                                                   asked: (error as? TransferFailure)?.retryAfter, jitter: draw)
                 onState(.retrying(after: pause, because: String(describing: error)))
                 do { try await Task.sleep(nanoseconds: TransferFailure.nanoseconds(pause)) } catch { return }
-                backoff = min(backoffMax >= 0.5 ? backoffMax : 0.5, backoff * 2)  // a cap that is not a number is none
+                backoff = min(backoffMax.isNaN ? 30 : max(0.5, backoffMax), backoff * 2)
             }
         }
     }

@@ -55,6 +55,10 @@ import Testing
         #expect(told.allSatisfy { $0.1.contains("503") }, "\(told)")
         let asked = peer.requests
         #expect(asked.count >= 4 && asked.allSatisfy { $0.hasPrefix("GET /v1/watch ") }, "\(asked)")
+        // Each pause is spread over [0.5, 1] of the backoff: here the least draw.
+        var (least, more) = try Self.follower(peer.url, TempDir())
+        least.jitter = { 0 }
+        #expect(await Self.pauses(of: least, more, count: 2).map(\.0) == [0.25, 0.5])
     }
 
     /// The backoff starts again from its least only after a working link: a watch that sent a
@@ -67,12 +71,15 @@ import Testing
         let told = await Self.pauses(of: live, states, count: 4)
         #expect(told.map(\.0) == [0.5, 1, 2, 4], "\(told)")
         #expect(peer.requests.count >= 4)
-        // The rule itself (a watch that lasts is not timed here: under a full test run a task
-        // can wait seconds for a thread, and such a test would measure that).
-        #expect(LiveSync.backoff(8, spokeFor: nil) == 8)
-        #expect(LiveSync.backoff(8, spokeFor: .seconds(9)) == 8)
-        #expect(LiveSync.backoff(8, spokeFor: LiveSync.steadyAfter) == 0.5)
-        #expect(LiveSync.backoff(8, spokeFor: .seconds(600)) == 0.5)
+        // Counted as lasting from the moment the watch spoke (a link that lasted is not timed
+        // here: under a full test run a task can wait seconds for a thread): each connection
+        // starts the backoff again. A watch that never spoke does not.
+        var (steady, again) = try Self.follower(peer.url, TempDir())
+        steady.steadyAfter = .zero
+        #expect(await Self.pauses(of: steady, again, count: 3).map(\.0) == [0.5, 0.5, 0.5])
+        #expect(LiveSync.backoff(8, spokeFor: nil, steadyAfter: .zero) == 8)
+        #expect(LiveSync.backoff(8, spokeFor: .seconds(9), steadyAfter: .seconds(10)) == 8)
+        #expect(LiveSync.backoff(8, spokeFor: .seconds(10), steadyAfter: .seconds(10)) == 0.5)
     }
 
     /// A watch refused for good by the server (a token it no longer knows) or answered with a
@@ -117,5 +124,53 @@ import Testing
             }
             withExtendedLifetime(peer) {}
         }
+    }
+
+    /// A proxy in front of the server answers for it while the service behind is replaced (a
+    /// 404 with no route, a redirect): once the follower has been connected, an exchange that
+    /// meets such an answer is tried again, as a watch is. Before, the next connection's exchange
+    /// ended the follower. A first exchange that meets one (a wrong address) still ends it, and
+    /// so does the server's own refusal of the token at any time.
+    @Test(.timeLimit(.minutes(1))) func aProxysAnswerToALaterExchangeIsRetried() async throws {
+        let peer = try CannedServer { _, _ in Self.answer("503 Service Unavailable") }
+        let proxy = HTTPTransport.failure(status: 404, body: "404 page not found", url: "u")
+        let refused = HTTPTransport.failure(status: 401, body: #"{"error":"unknown token","code":"unauthorized"}"#, url: "u")
+        for (first, later, ends) in [(false, proxy, nil), (true, proxy, FailureCode.invalidAnswer), (false, refused, .unauthorized)] {
+            let calls = Counter()
+            var (live, states) = try Self.follower(peer.url, TempDir())
+            live.exchange = { _, _, _, _, _ in
+                if calls.next() >= (first ? 0 : 1) { throw later }
+                return LiveSync.Exchange(pulled: nil, pushed: nil)
+            }
+            let run = Task { try await live.run() }
+            let watcher = Task { () -> [String] in
+                var why: [String] = []
+                for await state in states {
+                    guard case .retrying(_, let w) = state else { continue }
+                    why.append(w)
+                    if why.count == 3 { run.cancel() }
+                }
+                return why
+            }
+            let result = await run.result
+            watcher.cancel()
+            let retried = await watcher.value
+            switch (result, ends) {
+            case (.success, nil):
+                #expect(retried.count >= 3 && retried.dropFirst().allSatisfy { $0.contains("404") }, "\(retried)")
+            case (.failure(let f as TransferFailure), let code?):
+                #expect(f.code == code, "\(f)")
+            default:
+                Issue.record("first: \(first), \(later.code): ended with \(result) after \(retried)")
+            }
+        }
+        withExtendedLifetime(peer) {}
+    }
+
+    final class Counter: @unchecked Sendable {
+        private let lock = NSLock()
+        private var n = 0
+        /// The count before this call.
+        func next() -> Int { lock.withLock { defer { n += 1 }; return n } }
     }
 }
