@@ -200,9 +200,9 @@ public struct LiveSync: Sendable {
             } catch {
                 if Task.isCancelled { return }
                 // The backoff starts again from its least only after a working link: a watch
-                // that spoke (it sends the cursor at once) and then lasted. Reset
-                // after each first exchange instead, a watch refused at every connection had the
-                // follower connect and exchange twice a second for ever.
+                // that spoke (it sends the cursor at once) and then lasted. When it started again
+                // after each connection's first exchange, a watch refused at every connection had
+                // the follower connect and exchange twice a second for ever.
                 backoff = Self.backoff(backoff, spokeFor: heard.map { ContinuousClock.now - $0 }, steadyAfter: steadyAfter)
                 // A server that said how long to stay away is taken at its word, within bounds.
                 let draw = min(1, max(0, jitter()))
