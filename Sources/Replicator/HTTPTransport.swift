@@ -286,8 +286,7 @@ public final class HTTPTransport: ReplicaTransport {
             // Past nine digits (already far past the bound) it is the bound, never converted,
             // so no length of them overflows.
             let digits = b.drop { $0 == UInt8(ascii: "0") }
-            guard digits.count <= 9 else { return TransferFailure.retryAfterMax }
-            let n = digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
+            guard digits.count <= 9, let n = decimal(digits) else { return TransferFailure.retryAfterMax }
             return min(TransferFailure.retryAfterMax, Double(n))
         }
         guard let at = imfFixdate(Array(b)) else { return nil }
@@ -300,14 +299,7 @@ public final class HTTPTransport: ReplicaTransport {
     public static func imfFixdate(_ s: [UInt8]) -> Double? {
         guard s.count == 29 else { return nil }
         func has(_ text: String, at i: Int) -> Bool { s[i..<(i + text.utf8.count)].elementsEqual(text.utf8) }
-        func number(at i: Int, digits n: Int) -> Int? {
-            var v = 0
-            for d in s[i..<(i + n)] {
-                guard d >= UInt8(ascii: "0"), d <= UInt8(ascii: "9") else { return nil }
-                v = v * 10 + Int(d - UInt8(ascii: "0"))
-            }
-            return v
-        }
+        func number(at i: Int, digits n: Int) -> Int? { decimal(s[i..<(i + n)]) }
         let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
         let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
         guard has(", ", at: 3), has(" ", at: 7), has(" ", at: 11), has(" ", at: 16), has(":", at: 19), has(":", at: 22),
@@ -332,6 +324,17 @@ public final class HTTPTransport: ReplicaTransport {
         guard (days % 7 + 11) % 7 == weekday else { return nil }  // 1970-01-01 was a Thursday
         // In 64 bits: a date past 2038 passes a 32-bit Int's seconds.
         return Double(Int64(days) * 86_400 + Int64(hour * 3_600 + minute * 60 + second))
+    }
+
+    /// ASCII digits as their number; nil when any byte is not a digit. The caller bounds their
+    /// count (nine at most here), so that the number cannot overflow.
+    private static func decimal(_ digits: some Collection<UInt8>) -> Int? {
+        var v = 0
+        for d in digits {
+            guard d >= UInt8(ascii: "0"), d <= UInt8(ascii: "9") else { return nil }
+            v = v * 10 + Int(d - UInt8(ascii: "0"))
+        }
+        return v
     }
 
     static func classify(_ error: any Error, url: String) -> TransferFailure {

@@ -18,7 +18,7 @@ import Testing
     static let oneCursor = answer("200 OK", ["Content-Type: text/event-stream"],
                                   body: "event: cursor\ndata: \(ReplicationCursor.empty.token)\n\n", length: false)
 
-    /// The pauses a follower of `peer` tells, until it has told `count`.
+    /// The pauses `live` tells (with why), until it has told `count`.
     static func pauses(of live: LiveSync, _ states: AsyncStream<LiveSync.State>, count: Int) async -> [(Double, String)] {
         let run = Task { try await live.run() }
         defer { run.cancel() }
@@ -29,6 +29,25 @@ import Testing
             if told.count == count { break }
         }
         return told
+    }
+
+    /// How `live` ends when stopped at its `retries`th retry: its result (success: stopped
+    /// there) and why it retried each time.
+    static func outcome(of live: LiveSync, _ states: AsyncStream<LiveSync.State>, stoppingAt retries: Int) async
+        -> (Result<Void, any Error>, [String]) {
+        let run = Task { try await live.run() }
+        let watcher = Task { () -> [String] in
+            var why: [String] = []
+            for await state in states {
+                guard case .retrying(_, let w) = state else { continue }
+                why.append(w)
+                if why.count == retries { run.cancel() }
+            }
+            return why
+        }
+        let result = await run.result
+        watcher.cancel()
+        return (result, await watcher.value)
     }
 
     /// A follower of `url` from a new store under `dir`, with every state it tells.
@@ -100,27 +119,15 @@ import Testing
             let peer = try CannedServer { _, _ in text }
             let dir = TempDir()
             let (live, states) = try Self.follower(peer.url, dir)
-            let run = Task { try await live.run() }
             // A retry: what a link to make again gets, and what a refusal got before.
-            let watcher = Task { () -> String? in
-                for await state in states {
-                    if case .retrying(_, let why) = state {
-                        run.cancel()
-                        return why
-                    }
-                }
-                return nil
-            }
-            let result = await run.result
-            watcher.cancel()
-            let retried = await watcher.value
+            let (result, retried) = await Self.outcome(of: live, states, stoppingAt: 1)
             switch (result, ends) {
             case (.failure(let f as TransferFailure), let code?):
                 #expect(f.code == code, "\(f)")
             case (.success, nil):
-                #expect(retried != nil)
+                #expect(retried.count == 1)
             default:
-                Issue.record("\(text.prefix(while: { $0 != "\r" })): ended with \(result), retried: \(retried ?? "no")")
+                Issue.record("\(text.prefix(while: { $0 != "\r" })): ended with \(result), retried: \(retried)")
             }
             withExtendedLifetime(peer) {}
         }
@@ -136,25 +143,14 @@ import Testing
         let proxy = HTTPTransport.failure(status: 404, body: "404 page not found", url: "u")
         let refused = HTTPTransport.failure(status: 401, body: #"{"error":"unknown token","code":"unauthorized"}"#, url: "u")
         for (first, later, ends) in [(false, proxy, nil), (true, proxy, FailureCode.invalidAnswer), (false, refused, .unauthorized)] {
-            let calls = Counter()
+            let calls = Locked(0)
             var (live, states) = try Self.follower(peer.url, TempDir())
             live.exchange = { _, _, _, _, _ in
-                if calls.next() >= (first ? 0 : 1) { throw later }
+                let before = calls.withLock { n in defer { n += 1 }; return n }
+                if before >= (first ? 0 : 1) { throw later }
                 return LiveSync.Exchange(pulled: nil, pushed: nil)
             }
-            let run = Task { try await live.run() }
-            let watcher = Task { () -> [String] in
-                var why: [String] = []
-                for await state in states {
-                    guard case .retrying(_, let w) = state else { continue }
-                    why.append(w)
-                    if why.count == 3 { run.cancel() }
-                }
-                return why
-            }
-            let result = await run.result
-            watcher.cancel()
-            let retried = await watcher.value
+            let (result, retried) = await Self.outcome(of: live, states, stoppingAt: 3)
             switch (result, ends) {
             case (.success, nil):
                 #expect(retried.count >= 3 && retried.dropFirst().allSatisfy { $0.contains("404") }, "\(retried)")
@@ -165,12 +161,5 @@ import Testing
             }
         }
         withExtendedLifetime(peer) {}
-    }
-
-    final class Counter: @unchecked Sendable {
-        private let lock = NSLock()
-        private var n = 0
-        /// The count before this call.
-        func next() -> Int { lock.withLock { defer { n += 1 }; return n } }
     }
 }

@@ -6,8 +6,9 @@ import Darwin
 #endif
 
 /// A peer on loopback that answers each connection's first request with the bytes `answer`
-/// gives for it (the request's number from 0, its head), then closes the connection: a server that says exactly what a test needs,
-/// hostile or broken, where `evctl serve` never would. Stopped when released.
+/// gives for it (the request's number from 0, its head), then closes the connection: a server
+/// that says exactly what a test needs, hostile or broken, where `evctl serve` never would.
+/// Stopped when released.
 public final class CannedServer: @unchecked Sendable {
     /// `http://127.0.0.1:PORT/`.
     public let url: String
