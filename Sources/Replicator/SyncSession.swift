@@ -237,9 +237,12 @@ package struct PushSession: Sendable {
     private var budget: RetryBudget
     private var stalls = 0
     private var lastPage: FramePage?
-    /// The peer's cursor was asked for again after a page refused for a gap, and no page has
-    /// been taken since.
-    private var askedAfterGap = false
+    /// The gaps the peer's cursor was asked for again after, since a page last made progress:
+    /// the origins they named, and whether one named none (`Trust.all`). Each origin is asked
+    /// about once, so a peer that lost several logs at once (restored from a backup) has each
+    /// explained in one push; a gap naming an origin asked about already, or any gap after one
+    /// that named none, ends the push.
+    private var gapsAsked: (origins: Set<ReplicaID>, all: Bool) = ([], false)
     /// Per origin, how far the peer's answers showed it holds the frames this session sent: the
     /// answer's seq, up to the last frame of that origin sent. Pages are collected from this
     /// store, so this is bounded by its log, and a page makes progress only by raising it: a
@@ -386,7 +389,7 @@ package struct PushSession: Sendable {
         summary.peerCursor = answer
         position = cursor
         budget.reset()
-        if progressed { askedAfterGap = false }
+        if progressed { gapsAsked = ([], false) }
         if progressed { stalls = 0 } else {
             stalls += 1
             if stalls >= 3 {
@@ -406,9 +409,11 @@ package struct PushSession: Sendable {
         precondition(phase == .cursor || phase == .sending || phase == .collecting, "failure outside a step")
         // A page refused for a gap: where this session thought the peer stood was wrong (a
         // cursor learnt before, an answer that showed frames the peer later dropped). The peer is
-        // asked where it is, once until its cursor moves; a second gap ends the push.
-        if phase == .sending, failure.code == .gap, !askedAfterGap {
-            askedAfterGap = true
+        // asked where it is, once per origin until a page makes progress (`gapsAsked`); a gap
+        // naming an origin asked about already ends the push. After the first, only an origin the
+        // page held: a peer naming made-up origins cannot keep a push asking.
+        if phase == .sending, failure.code == .gap, gapsAllow(failure.origin) {
+            if let o = failure.origin { gapsAsked.origins.insert(o) } else { gapsAsked.all = true }
             trusting = failure.origin.map(Trust.origin) ?? .all
             phase = .cursor
             return .requestCursor
@@ -433,6 +438,14 @@ package struct PushSession: Sendable {
             phase = .waiting
             return .wait(seconds: seconds)
         }
+    }
+
+    /// Whether a gap naming `origin` (nil: none) has the peer's cursor asked for again.
+    private func gapsAllow(_ origin: ReplicaID?) -> Bool {
+        if gapsAsked.all { return false }
+        guard let origin else { return gapsAsked.origins.isEmpty }
+        if gapsAsked.origins.isEmpty { return true }
+        return !gapsAsked.origins.contains(origin) && lastPage?.frames.contains(where: { FrameHeader(parsing: $0)?.origin == origin }) == true
     }
 
     /// The pause is over: ask the peer where it is now (the failed page may have landed).

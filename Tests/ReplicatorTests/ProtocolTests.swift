@@ -372,6 +372,75 @@ import TestSupport
         #expect(f.code == .gap)
     }
 
+    /// A peer that lost the logs of two origins at once (restored from a backup) has each
+    /// explained in the same push: a gap naming the first, then one naming the second, each has
+    /// the peer's cursor asked for again, where the second gap ended the push. A gap naming an
+    /// origin asked about already, one naming an origin the page did not hold, or one naming
+    /// none after those named, still ends it; a page taken lets each be asked about again.
+    @Test func pushSessionHasEachLostOriginExplained() throws {
+        let dir = TempDir()
+        let first = try Store.create(at: dir.path + "/first"), second = try Store.create(at: dir.path + "/second")
+        for (store, seed) in [(first, UInt64(1)), (second, 2)] {
+            let w = try LogAppender(store: store)
+            for k in 0..<6 { _ = try w.append(Workload.mutations(1, seed: seed * 10 + UInt64(k), actor: nil)) }
+            try w.close()
+        }
+        let x = first.replicaID, y = second.replicaID
+        func page(_ since: ReplicationCursor) throws -> FramePage {
+            let fx = try FramePage.collect(from: first, since: ReplicationCursor([x: since[x]]), limits: PageLimits()).frames
+            let fy = try FramePage.collect(from: second, since: ReplicationCursor([y: since[y]]), limits: PageLimits()).frames
+            return FramePage(frames: fx + fy, next: ReplicationCursor([x: Seq(6), y: Seq(6)]), more: false)
+        }
+        func gap(_ o: ReplicaID?) -> TransferFailure {
+            TransferFailure(.gap, "a frame starts past the log's end", origin: o, status: 422)
+        }
+        let stale = ReplicationCursor([x: Seq(5), y: Seq(5)])
+        let other = ReplicaID("5d1c9f4e-8a8b-4c57-9d4e-3f2a1b0c9d8e")!
+        // Both explained, one after the other, and the push goes on to its end.
+        var s = PushSession(jitter: { 1 })
+        #expect(s.start(known: stale) == .collect(since: stale, limits: s.limits))
+        _ = s.collected(try page(stale))
+        #expect(s.failed(gap(x)) == .requestCursor)
+        let afterX = ReplicationCursor([x: Seq(3), y: Seq(5)])
+        #expect(s.peerCursor(afterX) == .collect(since: afterX, limits: s.limits))
+        _ = s.collected(try page(afterX))
+        #expect(s.failed(gap(y)) == .requestCursor)
+        let real = ReplicationCursor([x: Seq(3), y: Seq(2)])
+        #expect(s.peerCursor(real) == .collect(since: real, limits: s.limits))
+        _ = s.collected(try page(real))
+        guard case .done(let summary) = s.sent(received(2, events: 7), peer: ReplicationCursor([x: Seq(6), y: Seq(6)])) else { Issue.record("not done"); return }
+        #expect(summary.peerCursor == ReplicationCursor([x: Seq(6), y: Seq(6)]))
+        // What still ends it, each after a first gap naming x.
+        for (name, second) in [("x again", gap(x)), ("an origin the page did not hold", gap(other)), ("no origin", gap(nil))] {
+            var t = PushSession(jitter: { 1 })
+            _ = t.start(known: stale)
+            _ = t.collected(try page(stale))
+            _ = t.failed(gap(x))
+            _ = t.peerCursor(afterX)
+            _ = t.collected(try page(afterX))
+            guard case .fail(let f) = t.failed(second) else { Issue.record("a gap naming \(name) went on"); continue }
+            #expect(f.code == .gap, "\(name)")
+        }
+        // A gap naming none, then one naming an origin: ends too.
+        var u = PushSession(jitter: { 1 })
+        _ = u.start(known: stale)
+        _ = u.collected(try page(stale))
+        #expect(u.failed(gap(nil)) == .requestCursor)
+        _ = u.peerCursor(afterX)
+        _ = u.collected(try page(afterX))
+        guard case .fail = u.failed(gap(y)) else { Issue.record("a gap after one naming none went on"); return }
+        // A page taken (progress) lets x be asked about again.
+        var v = PushSession(limits: PageLimits(maxBytes: 1 << 20, maxFrames: 1), jitter: { 1 })
+        _ = v.start(known: stale)
+        _ = v.collected(try page(stale))
+        #expect(v.failed(gap(x)) == .requestCursor)
+        _ = v.peerCursor(afterX)
+        _ = v.collected(FramePage(frames: try page(afterX).frames, next: ReplicationCursor([x: Seq(4), y: Seq(5)]), more: true))
+        #expect(v.sent(received(1, events: 1), peer: ReplicationCursor([x: Seq(4), y: Seq(5)])) == .collect(since: ReplicationCursor([x: Seq(4), y: Seq(5)]), limits: v.limits))
+        _ = v.collected(try page(ReplicationCursor([x: Seq(4), y: Seq(5)])))
+        #expect(v.failed(gap(x)) == .requestCursor)
+    }
+
     /// A store of `frames` appends of `eventsPerFrame` events each (a frame each).
     func store(_ dir: TempDir, frames: Int, eventsPerFrame: Int) throws -> Store {
         let store = try Store.create(at: dir.path + "/s\(frames)x\(eventsPerFrame)")
