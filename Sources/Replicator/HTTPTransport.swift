@@ -277,8 +277,9 @@ public final class HTTPTransport: ReplicaTransport {
     /// or an IMF-fixdate (RFC 9110's preferred date form; one passed is 0). Anything else,
     /// including RFC 9110's two obsolete date forms, is no value, and the session's own backoff
     /// stands. Read byte by byte: Foundation's `DateFormatter` on Linux traps on a value whose
-    /// parse stops inside a multi-byte character, which a peer's header can be.
-    public static func retryAfterSeconds(_ value: String, now: Date) -> Double? {
+    /// parse stops inside a multi-byte character, which a peer's header can be. Outside the
+    /// module for the fuzz package only (`@_spi(Fuzz)`), as is `imfFixdate`.
+    @_spi(Fuzz) public static func retryAfterSeconds(_ value: String, now: Date) -> Double? {
         var b = Array(value.utf8)[...]
         while let f = b.first, f == 0x20 || f == 0x09 { b = b.dropFirst() }
         while let l = b.last, l == 0x20 || l == 0x09 { b = b.dropLast() }
@@ -296,7 +297,7 @@ public final class HTTPTransport: ReplicaTransport {
     /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") as seconds since 1970, read at its fixed
     /// places. A field out of range, a day its month does not have, a weekday that is not the
     /// date's, or any byte other than the form's is no date.
-    public static func imfFixdate(_ s: [UInt8]) -> Double? {
+    @_spi(Fuzz) public static func imfFixdate(_ s: [UInt8]) -> Double? {
         guard s.count == 29 else { return nil }
         func has(_ text: String, at i: Int) -> Bool { s[i..<(i + text.utf8.count)].elementsEqual(text.utf8) }
         func number(at i: Int, digits n: Int) -> Int? { decimal(s[i..<(i + n)]) }

@@ -1,7 +1,7 @@
 import EventLog
 import Foundation
 import Testing
-@testable import Replicator
+@_spi(Fuzz) @testable import Replicator
 
 /// The server's JSON answers are written and read through one type each (`Wire`): the bytes the
 /// protocol documents, and a client that takes a hostile server's body without trapping.

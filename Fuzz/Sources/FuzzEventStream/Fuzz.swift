@@ -1,6 +1,6 @@
 import CFuzzDriver
 import Foundation
-import Replicator
+@_spi(Fuzz) import Replicator
 
 /// The event stream a server sends to `sync --follow` (`/v1/watch`): any bytes, split anywhere,
 /// parse to the same events or the same error, and every event's data is a cursor or an error.
