@@ -144,6 +144,13 @@ public final class HTTPTransport: ReplicaTransport {
                         throw Self.failure(status: Int(response.status.code), body: text, url: shown,
                                            retryAfter: response.headers.first(name: "Retry-After"))
                     }
+                    // A 200 of another kind (a proxy's or a portal's page) is named as what it
+                    // is, not read as a stream that sent nothing. A stream without the header
+                    // is read (nothing the server sends lacks it; a link that drops it still
+                    // works).
+                    if let type = response.headers.first(name: "Content-Type"), !Self.isEventStream(type) {
+                        throw TransferFailure(.invalidAnswer, "\(shown) answered 200 with Content-Type \"\(printable(type, limit: 64))\", not an event stream: something other than a Logbook server answered (a proxy, a login page)", status: 200)
+                    }
                     var parser = ServerSentEvents()
                     for try await chunk in response.body {
                         for event in try parser.add(chunk.readableBytesView) where event.name == "cursor" {
@@ -159,6 +166,12 @@ public final class HTTPTransport: ReplicaTransport {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+
+    /// Whether a Content-Type names `text/event-stream` (any case, parameters aside).
+    static func isEventStream(_ type: String) -> Bool {
+        let media = type.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+        return media.trimmingCharacters(in: .whitespaces).lowercased() == "text/event-stream"
     }
 
     public func push(_ page: FramePage) async throws -> (ReceiveResult, ReplicationCursor) {

@@ -133,6 +133,30 @@ import Testing
         }
     }
 
+    /// A watch answered 200 with a page that is not an event stream (a proxy's, a captive
+    /// portal's login page) is named as such, and tried again with backoff. Before, it was read
+    /// as a stream that sent nothing and said only that the server ended it. A stream whose
+    /// Content-Type has parameters or another case, or has none, is read as ever.
+    @Test(.timeLimit(.minutes(1))) func aWatchAnsweredWithAPageIsNamed() async throws {
+        let page = try CannedServer { _, _ in
+            Self.answer("200 OK", ["Content-Type: text/html; charset=utf-8"], body: "<html>sign in</html>")
+        }
+        let (live, states) = try Self.follower(page.url, TempDir())
+        let told = await Self.pauses(of: live, states, count: 2)
+        #expect(told.map(\.0) == [0.5, 1], "\(told)")
+        #expect(told.allSatisfy { $0.1.contains("not an event stream") && $0.1.contains("\"text/html; charset=utf-8\"") }, "\(told)")
+        #expect(HTTPTransport.isEventStream("Text/Event-Stream ; charset=utf-8") && HTTPTransport.isEventStream("text/event-stream"))
+        #expect(!HTTPTransport.isEventStream("text/event-streams") && !HTTPTransport.isEventStream("") && !HTTPTransport.isEventStream("text/html"))
+        for type in [["Content-Type: TEXT/event-stream;charset=utf-8"], []] {
+            let peer = try CannedServer { _, _ in
+                Self.answer("200 OK", type, body: "event: cursor\ndata: \(ReplicationCursor.empty.token)\n\n", length: false)
+            }
+            let (follower, more) = try Self.follower(peer.url, TempDir())
+            let again = await Self.pauses(of: follower, more, count: 1)
+            #expect(again.allSatisfy { !$0.1.contains("not an event stream") }, "\(type): \(again)")
+        }
+    }
+
     /// A proxy in front of the server answers for it while the service behind is replaced (a
     /// 404 with no route, a redirect): once the follower has been connected, an exchange that
     /// meets such an answer is tried again, as a watch is. Before, the next connection's exchange
