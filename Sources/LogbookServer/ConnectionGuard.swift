@@ -4,6 +4,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import Logging
 import NIOCore
 import NIOHTTPTypes
 
@@ -24,6 +25,18 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var writeStallTimeoutMs = 60_000
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
+    /// Open connections from one client address at most: an IPv4 address, or an IPv6 /64 (what
+    /// one host is given). One more is closed as it arrives, before anything of it is read, and
+    /// the server's log says so once while the address stays at its bound. nil: half of
+    /// `connectionsMax`. The per-user limits bound what a token holds, not sockets: without this,
+    /// one host (with a token or without one) could hold every connection the server allows.
+    public var connectionsPerAddressMax: Int?
+    /// Whether connections from this machine (loopback addresses) count against
+    /// `connectionsPerAddressMax`. Off by default: they are this machine's own programs, which
+    /// could take the server's connections anyway.
+    public var countsLoopback = false
+    /// The bound `connectionsPerAddressMax` sets (at least 1).
+    public var connectionsPerAddress: Int { max(1, connectionsPerAddressMax ?? connectionsMax / 2) }
     /// Watch streams (`GET /v1/watch`) one user (or a principal without a user) keeps open at
     /// once, with tokens; one more is answered 429. A watch holds its connection for as long as
     /// the client likes: without a bound, one token's streams could take every connection the
@@ -242,6 +255,125 @@ final class RequestDeadlineHandler: ChannelDuplexHandler, RemovableChannelHandle
         stallTimer?.cancel()
         stallTimer = nil
     }
+}
+
+/// Connections open per client address (`ConnectionLimits.connectionsPerAddressMax`), shared by
+/// every connection of a server. Safe to use from any thread.
+final class AddressConnections: @unchecked Sendable {
+    let max: Int
+    let countsLoopback: Bool
+    private let lock = Lock()
+    private var open: [[UInt8]: Int] = [:]
+    /// Addresses refused since they last held fewer than `max`: each is logged once meanwhile.
+    private var told: Set<[UInt8]> = []
+
+    init(_ limits: ConnectionLimits) {
+        max = limits.connectionsPerAddress
+        countsLoopback = limits.countsLoopback
+    }
+
+    /// The key `address` is counted under: the four bytes of an IPv4 address (an IPv4-mapped
+    /// IPv6 one included), the first eight of an IPv6 address (its /64). nil when it is not
+    /// counted: loopback (unless `countsLoopback`), or not an IP address.
+    func key(_ address: SocketAddress?) -> [UInt8]? {
+        var bytes: [UInt8]
+        switch address {
+        case .v4(let a)?:
+            bytes = withUnsafeBytes(of: a.address.sin_addr) { Array($0) }
+        case .v6(let a)?:
+            let all = withUnsafeBytes(of: a.address.sin6_addr) { Array($0) }
+            if all[0..<10].allSatisfy({ $0 == 0 }) && all[10] == 0xFF && all[11] == 0xFF {
+                bytes = Array(all[12..<16])  // IPv4-mapped
+            } else if all[0..<15].allSatisfy({ $0 == 0 }) && all[15] == 1 {
+                return countsLoopback ? all : nil  // ::1
+            } else {
+                bytes = Array(all[0..<8])
+            }
+        default:
+            return nil
+        }
+        if bytes.count == 4 && bytes[0] == 127 && !countsLoopback { return nil }
+        return bytes
+    }
+
+    /// One connection of `key`: false when it holds `max` already, and then whether this is the
+    /// first refusal since it held fewer (to be logged).
+    func take(_ key: [UInt8]) -> (taken: Bool, first: Bool) {
+        lock.withLock {
+            let n = open[key] ?? 0
+            if n < max {
+                open[key] = n + 1
+                return (true, false)
+            }
+            return (false, told.insert(key).inserted)
+        }
+    }
+
+    func give(_ key: [UInt8]) {
+        lock.withLock {
+            let n = (open[key] ?? 1) - 1
+            open[key] = n > 0 ? n : nil
+            told.remove(key)
+        }
+    }
+
+    /// Connections `key` holds now.
+    func count(_ key: [UInt8]) -> Int { lock.withLock { open[key] ?? 0 } }
+}
+
+/// Closes a connection from an address that holds `ConnectionLimits.connectionsPerAddressMax`
+/// already, as it arrives (before a TLS handshake or a request is read), and counts the others
+/// until they close.
+final class AddressLimitHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+
+    private let connections: AddressConnections
+    private let logger: Logger
+    private var checked = false
+    private var held: [UInt8]?
+
+    init(_ connections: AddressConnections, logger: Logger) {
+        self.connections = connections
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { check(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        check(context)
+        context.fireChannelActive()
+    }
+
+    private func check(_ context: ChannelHandlerContext) {
+        guard !checked else { return }
+        checked = true
+        let address = context.channel.remoteAddress
+        guard let key = connections.key(address) else { return }
+        let (taken, first) = connections.take(key)
+        if taken {
+            held = key
+            return
+        }
+        if first {
+            logger.notice("connections from \(address?.ipAddress ?? "?") refused: it holds \(connections.max) open, the most one address may (ConnectionLimits.connectionsPerAddressMax); logged once until it holds fewer")
+        }
+        context.close(promise: nil)
+    }
+
+    private func release() {
+        if let key = held { connections.give(key) }
+        held = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        release()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { release() }
 }
 
 /// Without tokens the server trusts whatever can reach it, which must then be this machine's

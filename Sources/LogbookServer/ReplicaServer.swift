@@ -269,7 +269,8 @@ public enum ReplicaServer {
         try routes(router, policies)
         let server: HTTPServerBuilder
         let limits = configuration.limits
-        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [RequestDeadlineHandler(limits)],
+        let perAddress = AddressConnections(limits)
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [AddressLimitHandler(perAddress, logger: logger), RequestDeadlineHandler(limits)],
                                                idleTimeout: .milliseconds(Int64(limits.idleTimeoutMs)))
         if let cert = configuration.certificate, let key = configuration.key {
             do {

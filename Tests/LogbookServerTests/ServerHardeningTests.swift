@@ -230,10 +230,17 @@ import Testing
 
     /// A socket connected to the server at `url` (on loopback), with a receive buffer of
     /// `receiveBuffer` bytes if given (set before connecting, so that the window is small).
-    static func openSocket(_ url: String, receiveBuffer: Int32? = nil) throws -> Int32 {
+    static func openSocket(_ url: String, receiveBuffer: Int32? = nil, from source: String? = nil) throws -> Int32 {
         let port = UInt16(url.split(separator: ":").last!)!
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         if var size = receiveBuffer { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+            #expect(bound == 0, "bind to \(source)")
+        }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = port.bigEndian
@@ -241,6 +248,72 @@ import Testing
         let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
         #expect(rc == 0)
         return fd
+    }
+
+    /// One client address holds at most `connectionsPerAddressMax` connections: one more is
+    /// closed as it arrives, another address is served, and a connection closed gives its place
+    /// back. Before, the bound was on all connections together, and one host could take them
+    /// all (with a token or without one: the per-user limits bound requests, not sockets).
+    /// Loopback counts only when asked (127.0.0.1 and 127.0.0.2 are two addresses of it).
+    @Test func oneAddressHoldsABoundedNumberOfConnections() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        let health = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        func served(_ fd: Int32) -> Bool { Self.firstAnswer(fd, to: health, waiting: 30).hasPrefix("HTTP/1.1 200") }
+        try await withServer(s, configure: {
+            $0.limits.connectionsPerAddressMax = 3
+            $0.limits.countsLoopback = true
+        }) { url in
+            var held: [Int32] = []
+            defer { for fd in held { close(fd) } }
+            for _ in 0..<3 { held.append(try Self.openSocket(url)) }
+            #expect(held.allSatisfy(served))
+            // One more from the same address: closed, nothing of its request answered. Sent
+            // after the three were answered, so the server has counted them.
+            let extra = try Self.openSocket(url)
+            defer { close(extra) }
+            let answer = Self.firstAnswer(extra, to: health, waiting: 30)
+            #expect(answer.isEmpty && errno != EAGAIN, "\(answer) (errno \(errno))")
+            // Another address is served, and still served on the three.
+            let other = try Self.openSocket(url, from: "127.0.0.2")
+            defer { close(other) }
+            #expect(served(other) && served(held[0]))
+            // One of the three closed: its place is given back (once the server has seen it go).
+            close(held.removeLast())
+            var again = false
+            for _ in 0..<200 where !again {
+                let fd = try Self.openSocket(url)
+                again = served(fd)
+                if again { held.append(fd) } else {
+                    close(fd)
+                    try await Task.sleep(nanoseconds: 50_000_000)
+                }
+            }
+            #expect(again)
+        }
+        // By default loopback is not counted: four from one of its addresses are all served.
+        try await withServer(s, configure: { $0.limits.connectionsPerAddressMax = 3 }) { url in
+            let fds = try (0..<4).map { _ in try Self.openSocket(url) }
+            defer { for fd in fds { close(fd) } }
+            #expect(fds.allSatisfy(served))
+        }
+        // What is counted together: an IPv6 /64, an IPv4 address however written.
+        var limits = ConnectionLimits()
+        limits.connectionsPerAddressMax = 2
+        let c = AddressConnections(limits)
+        func key(_ ip: String) throws -> [UInt8]? { c.key(try SocketAddress(ipAddress: ip, port: 443)) }
+        #expect(try key("2001:db8:1:2:aaaa::1") == key("2001:db8:1:2:bbbb:cccc:dddd:9"))
+        #expect(try key("2001:db8:1:2::1") != key("2001:db8:1:3::1"))
+        #expect(try key("::ffff:192.0.2.7") == key("192.0.2.7") && key("192.0.2.7") != key("192.0.2.8"))
+        #expect(try key("127.0.0.1") == nil && key("127.9.9.9") == nil && key("::1") == nil && key("::ffff:127.0.0.1") == nil)
+        let k = try #require(try key("192.0.2.7"))
+        #expect(c.take(k) == (true, false) && c.take(k) == (true, false))
+        #expect(c.take(k) == (false, true) && c.take(k) == (false, false))
+        c.give(k)
+        #expect(c.count(k) == 1 && c.take(k) == (true, false) && c.take(k) == (false, true))
+        c.give(k)
+        c.give(k)
+        #expect(c.count(k) == 0)
     }
 
     /// Many clients asking for big pages, or pushing big pages, at once: the server holds at most
