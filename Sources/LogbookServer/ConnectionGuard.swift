@@ -272,9 +272,11 @@ final class AddressConnections: @unchecked Sendable {
         countsLoopback = limits.countsLoopback
     }
 
-    /// The key `address` is counted under: the four bytes of an IPv4 address (an IPv4-mapped
-    /// IPv6 one included), the first eight of an IPv6 address (its /64). nil when it is not
-    /// counted: loopback (unless `countsLoopback`), or not an IP address.
+    /// The key `address` is counted under: the four bytes of an IPv4 address, also when an IPv6
+    /// address carries one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64's
+    /// `64:ff9b::/96`, and 6to4's `2002:a.b.c.d::/48`, whose host is that IPv4 address); else the
+    /// first eight bytes of an IPv6 address (its /64). nil when it is not counted: loopback
+    /// (unless `countsLoopback`), or not an IP address.
     func key(_ address: SocketAddress?) -> [UInt8]? {
         var bytes: [UInt8]
         switch address {
@@ -282,10 +284,15 @@ final class AddressConnections: @unchecked Sendable {
             bytes = withUnsafeBytes(of: a.address.sin_addr) { Array($0) }
         case .v6(let a)?:
             let all = withUnsafeBytes(of: a.address.sin6_addr) { Array($0) }
-            if all[0..<10].allSatisfy({ $0 == 0 }) && all[10] == 0xFF && all[11] == 0xFF {
-                bytes = Array(all[12..<16])  // IPv4-mapped
-            } else if all[0..<15].allSatisfy({ $0 == 0 }) && all[15] == 1 {
+            func zero(_ r: Range<Int>) -> Bool { all[r].allSatisfy { $0 == 0 } }
+            if zero(0..<15) && all[15] == 1 {
                 return countsLoopback ? all : nil  // ::1
+            } else if zero(0..<10) && ((all[10] == 0xFF && all[11] == 0xFF) || (all[10] == 0 && all[11] == 0)) {
+                bytes = Array(all[12..<16])  // IPv4-mapped, IPv4-compatible (and ::)
+            } else if all[0..<4] == [0x00, 0x64, 0xFF, 0x9B] && zero(4..<12) {
+                bytes = Array(all[12..<16])  // NAT64
+            } else if all[0] == 0x20 && all[1] == 0x02 {
+                bytes = Array(all[2..<6])  // 6to4
             } else {
                 bytes = Array(all[0..<8])
             }
@@ -297,7 +304,7 @@ final class AddressConnections: @unchecked Sendable {
     }
 
     /// One connection of `key`: false when it holds `max` already, and then whether this is the
-    /// first refusal since it held fewer (to be logged).
+    /// first refusal since it last held none (to be logged).
     func take(_ key: [UInt8]) -> (taken: Bool, first: Bool) {
         lock.withLock {
             let n = open[key] ?? 0
@@ -313,7 +320,9 @@ final class AddressConnections: @unchecked Sendable {
         lock.withLock {
             let n = (open[key] ?? 1) - 1
             open[key] = n > 0 ? n : nil
-            told.remove(key)
+            // Logged again only once it has let every connection go: told again on each one
+            // it closed, a client at its bound could write a line per connection it opens.
+            if n <= 0 { told.remove(key) }
         }
     }
 
@@ -330,7 +339,7 @@ final class AddressLimitHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private let connections: AddressConnections
     private let logger: Logger
-    private var checked = false
+    private var checked = false, refused = false
     private var held: [UInt8]?
 
     init(_ connections: AddressConnections, logger: Logger) {
@@ -339,28 +348,32 @@ final class AddressLimitHandler: ChannelInboundHandler, RemovableChannelHandler 
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { check(context) }
+        if context.channel.isActive { _ = check(context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        check(context)
-        context.fireChannelActive()
+        // A connection refused is closed, and the handlers after this one have been told it is
+        // inactive: they are not told it is active after that.
+        if check(context) { context.fireChannelActive() }
     }
 
-    private func check(_ context: ChannelHandlerContext) {
-        guard !checked else { return }
+    /// Counts the connection (once); false when it is refused, and closed.
+    private func check(_ context: ChannelHandlerContext) -> Bool {
+        guard !checked else { return !refused }
         checked = true
         let address = context.channel.remoteAddress
-        guard let key = connections.key(address) else { return }
+        guard let key = connections.key(address) else { return true }
         let (taken, first) = connections.take(key)
         if taken {
             held = key
-            return
+            return true
         }
         if first {
-            logger.notice("connections from \(address?.ipAddress ?? "?") refused: it holds \(connections.max) open, the most one address may (ConnectionLimits.connectionsPerAddressMax); logged once until it holds fewer")
+            logger.notice("connections from \(address?.ipAddress ?? "?") refused: it holds \(connections.max) open, the most one address may (ConnectionLimits.connectionsPerAddressMax); logged again once it has closed them all")
         }
+        refused = true
         context.close(promise: nil)
+        return false
     }
 
     private func release() {

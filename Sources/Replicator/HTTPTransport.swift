@@ -149,7 +149,7 @@ public final class HTTPTransport: ReplicaTransport {
                     // is read (nothing the server sends lacks it; a link that drops it still
                     // works).
                     if let type = response.headers.first(name: "Content-Type"), !Self.isEventStream(type) {
-                        throw TransferFailure(.invalidAnswer, "\(shown) answered 200 with Content-Type \"\(printable(type, limit: 64))\", not an event stream: something other than a Logbook server answered (a proxy, a login page)", status: 200)
+                        throw TransferFailure(.invalidAnswer, "\(shown) answered 200 with Content-Type \"\(Self.quoted(type))\", not an event stream: something other than a Logbook server answered (a proxy, a login page)", status: 200)
                     }
                     var parser = ServerSentEvents()
                     for try await chunk in response.body {
@@ -166,6 +166,13 @@ public final class HTTPTransport: ReplicaTransport {
             }
             continuation.onTermination = { _ in task.cancel() }
         }
+    }
+
+    /// A peer's header as shown between quotes: its quotes and backslashes escaped (so that it
+    /// can neither close the quotes and pass what follows for the message's own words, nor
+    /// imitate an escape), then `printable`, at most 64 characters.
+    static func quoted(_ value: String) -> String {
+        printable(value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""), limit: 64)
     }
 
     /// Whether a Content-Type names `text/event-stream` (any case, parameters aside).

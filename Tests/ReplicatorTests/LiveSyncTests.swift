@@ -145,6 +145,8 @@ import Testing
         let told = await Self.pauses(of: live, states, count: 2)
         #expect(told.map(\.0) == [0.5, 1], "\(told)")
         #expect(told.allSatisfy { $0.1.contains("not an event stream") && $0.1.contains("\"text/html; charset=utf-8\"") }, "\(told)")
+        // Shown so that it can neither close its quotes nor pass for an escape of ours.
+        #expect(HTTPTransport.quoted("a\"b\\u{1b}\u{1B}") == #"a\"b\\u{1b}\u{1b}"#)
         #expect(HTTPTransport.isEventStream("Text/Event-Stream ; charset=utf-8") && HTTPTransport.isEventStream("text/event-stream"))
         #expect(!HTTPTransport.isEventStream("text/event-streams") && !HTTPTransport.isEventStream("") && !HTTPTransport.isEventStream("text/html"))
         for type in [["Content-Type: TEXT/event-stream;charset=utf-8"], []] {
