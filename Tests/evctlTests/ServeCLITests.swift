@@ -212,6 +212,46 @@ import Testing
         #expect(down.status == 1 && down.stderr.contains("gave up after 2 attempts"))
     }
 
+    /// `--max-connections-per-address` with `--count-loopback`: while one connection from this
+    /// machine is held open, a pull (another connection from the same address) is turned away;
+    /// once it is closed, the pull goes through. A bound below 1 is refused by name.
+    @Test func servesAtMostTheConnectionsOneAddressMayHold() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", b = dir.path + "/b"
+        try Evctl.run(["init", "--store", a])
+        try Evctl.run(["init", "--store", b])
+        let zero = try Evctl.run(["serve", "--store", a, "--max-connections-per-address", "0"])
+        #expect(zero.status != 0 && zero.stderr.contains("--max-connections-per-address must be at least 1"), "\(zero.stderr)")
+        let (server, url) = try serve(["--store", a, "--max-connections-per-address", "1", "--count-loopback"], dir: dir)
+        defer { server.terminate(); server.waitUntilExit() }
+        // One connection, held open and answered once (so the server has counted it).
+        let port = UInt16(url.split(separator: ":").last!.filter(\.isNumber))!
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        #expect(rc == 0)
+        let health = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        _ = health.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        var tv = timeval(tv_sec: 30, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        let n = recv(fd, &buffer, buffer.count, 0), why = errno
+        let first = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
+        #expect(first.hasPrefix("HTTP/1.1 200"), "\(n) bytes, errno \(why): \(Array(first.utf8.prefix(40)))")
+        let turnedAway = try Evctl.run(["pull", "--store", b, url, "--attempts", "1"])
+        #expect(turnedAway.status != 0, "\(turnedAway.stdout)")
+        close(fd)
+        var pulled = false
+        for _ in 0..<100 where !pulled {
+            pulled = try Evctl.run(["pull", "--store", b, url, "--attempts", "1"]).status == 0
+            if !pulled { Thread.sleep(forTimeInterval: 0.1) }
+        }
+        #expect(pulled)
+    }
+
     /// `sync --follow`: an append on either side reaches the other without anyone running sync,
     /// and a follower whose server goes away reconnects once it is back.
     @Test func syncFollowKeepsBothSidesInSync() throws {
