@@ -339,12 +339,14 @@ final class AddressLimitHandler: ChannelInboundHandler, RemovableChannelHandler 
 
     private let connections: AddressConnections
     private let logger: Logger
+    private let metrics: ServerMetrics
     private var checked = false, refused = false
     private var held: [UInt8]?
 
-    init(_ connections: AddressConnections, logger: Logger) {
+    init(_ connections: AddressConnections, logger: Logger, metrics: ServerMetrics) {
         self.connections = connections
         self.logger = logger
+        self.metrics = metrics
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -372,6 +374,7 @@ final class AddressLimitHandler: ChannelInboundHandler, RemovableChannelHandler 
             logger.notice("connections from \(address?.ipAddress ?? "?") refused: it holds \(connections.max) open, the most one address may (ConnectionLimits.connectionsPerAddressMax); logged again once it has closed them all")
         }
         refused = true
+        metrics.connectionRefused()
         context.close(promise: nil)
         return false
     }

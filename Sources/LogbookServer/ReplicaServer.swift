@@ -270,7 +270,7 @@ public enum ReplicaServer {
         let server: HTTPServerBuilder
         let limits = configuration.limits
         let perAddress = AddressConnections(limits)
-        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [AddressLimitHandler(perAddress, logger: logger), RequestDeadlineHandler(limits)],
+        let http1 = HTTP1Channel.Configuration(additionalChannelHandlers: [AddressLimitHandler(perAddress, logger: logger, metrics: endpoint.metrics), RequestDeadlineHandler(limits)],
                                                idleTimeout: .milliseconds(Int64(limits.idleTimeoutMs)))
         if let cert = configuration.certificate, let key = configuration.key {
             do {

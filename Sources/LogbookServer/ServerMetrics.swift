@@ -14,6 +14,7 @@ public final class ServerMetrics: @unchecked Sendable {
     private var requests: [Int: Int] = [:]
     private var snapshotsMade = 0
     private var snapshotsServed = 0
+    private var connectionsRefused = 0
     private var cursor = ReplicationCursor.empty
     private var peers: [String: (lag: UInt64?, seen: Date, user: String?)] = [:]
     /// Peers remembered at most (oldest forgotten first), so `Logbook-Replica` headers cannot grow memory.
@@ -54,6 +55,7 @@ public final class ServerMetrics: @unchecked Sendable {
 
     func snapshotMade() { lock.withLock { snapshotsMade += 1 } }
     func snapshotServed() { lock.withLock { snapshotsServed += 1 } }
+    func connectionRefused() { lock.withLock { connectionsRefused += 1 } }
 
     public func request(status: Int) {
         lock.withLock { requests[status, default: 0] += 1 }
@@ -90,6 +92,9 @@ public final class ServerMetrics: @unchecked Sendable {
             metric("logbook_snapshots_made_total", "counter", "Snapshots made for bootstrapping replicas.", [("", "\(snapshotsMade)")])
             metric("logbook_snapshots_served_total", "counter", "Snapshots sent (a kept one is sent again while the store has not moved).",
                    [("", "\(snapshotsServed)")])
+            metric("logbook_connections_refused_total", "counter",
+                   "Connections closed as they arrived: their client address held the most it may (--max-connections-per-address).",
+                   [("", "\(connectionsRefused)")])
             metric("logbook_http_requests_total", "counter", "Requests answered, by HTTP status.",
                    requests.keys.sorted().map { ("{status=\"\($0)\"}", "\(requests[$0]!)") })
             let shown = scope.map { cursor.filtered($0.origins) } ?? cursor

@@ -283,6 +283,15 @@ import Testing
             let other = try Self.openSocket(url, from: "127.0.0.2")
             defer { close(other) }
             #expect(served(other) && served(held[0]))
+            // The refusal is counted in /metrics (asked from the other address).
+            var metrics = Self.firstAnswer(other, to: Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8), waiting: 30)
+            for _ in 0..<50 where !metrics.contains("logbook_http_requests_total") {
+                var more = [UInt8](repeating: 0, count: 4096)
+                let n = recv(other, &more, more.count, 0)
+                if n <= 0 { break }
+                metrics += String(decoding: more.prefix(n), as: UTF8.self)
+            }
+            #expect(metrics.contains("\nlogbook_connections_refused_total 1\n"), "\(metrics)")
             // One of the three closed: its place is given back (once the server has seen it go).
             close(held.removeLast())
             var again = false
