@@ -25,8 +25,8 @@ public struct ConnectionLimits: Sendable, Equatable {
     public var writeStallTimeoutMs = 60_000
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
-    /// Open connections from one client address at most: an IPv4 address, or an IPv6 /64 (what
-    /// one host is given). One more is closed as it arrives, before anything of it is read, and
+    /// Open connections from one client address at most: an IPv4 address, or an IPv6 /64 (one
+    /// network's share: the hosts of one LAN, and every link-local peer, count together). One more is closed as it arrives, before anything of it is read, and
     /// the server's log says so once while the address stays at its bound. nil: half of
     /// `connectionsMax`. The per-user limits bound what a token holds, not sockets: without this,
     /// one host (with a token or without one) could hold every connection the server allows.
@@ -276,7 +276,8 @@ final class AddressConnections: @unchecked Sendable {
     /// address carries one (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64's
     /// `64:ff9b::/96`, and 6to4's `2002:a.b.c.d::/48`, whose host is that IPv4 address); else the
     /// first eight bytes of an IPv6 address (its /64). nil when it is not counted: loopback
-    /// (unless `countsLoopback`), or not an IP address.
+    /// (`127.0.0.0/8`, `::1`, `::ffff:127.0.0.0/104`, unless `countsLoopback`; an embedded
+    /// IPv4 address of 127 is not this machine), or not an IP address.
     func key(_ address: SocketAddress?) -> [UInt8]? {
         var bytes: [UInt8]
         switch address {
@@ -287,12 +288,14 @@ final class AddressConnections: @unchecked Sendable {
             func zero(_ r: Range<Int>) -> Bool { all[r].allSatisfy { $0 == 0 } }
             if zero(0..<15) && all[15] == 1 {
                 return countsLoopback ? all : nil  // ::1
-            } else if zero(0..<10) && ((all[10] == 0xFF && all[11] == 0xFF) || (all[10] == 0 && all[11] == 0)) {
-                bytes = Array(all[12..<16])  // IPv4-mapped, IPv4-compatible (and ::)
+            } else if zero(0..<10) && all[10] == 0xFF && all[11] == 0xFF {
+                bytes = Array(all[12..<16])  // IPv4-mapped: the IPv4 address itself
+            } else if zero(0..<12) {
+                return Array(all[12..<16])  // IPv4-compatible (and ::): counted, never loopback
             } else if all[0..<4] == [0x00, 0x64, 0xFF, 0x9B] && zero(4..<12) {
-                bytes = Array(all[12..<16])  // NAT64
+                return Array(all[12..<16])  // NAT64: counted, never loopback
             } else if all[0] == 0x20 && all[1] == 0x02 {
-                bytes = Array(all[2..<6])  // 6to4
+                return Array(all[2..<6])  // 6to4: counted, never loopback
             } else {
                 bytes = Array(all[0..<8])
             }

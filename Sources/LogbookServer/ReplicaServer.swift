@@ -52,6 +52,9 @@ public struct ServerConfiguration: Sendable {
             throw ServerError("refusing to listen on \(host) without --tokens: anyone who can reach this machine could read and write the store (give a tokens file, or listen on 127.0.0.1)")
         }
         if (certificate == nil) != (key == nil) { throw ServerError("TLS needs both --tls-cert and --tls-key") }
+        if let n = limits.connectionsPerAddressMax, n < 1 {
+            throw ServerError("ConnectionLimits.connectionsPerAddressMax is \(n): one client address must be let hold at least one connection")
+        }
         guard (1...65535).contains(port) || port == 0 else { throw ServerError("port \(port) is out of range") }
         let need = max(2 * pushBytesMax, OutgoingPage.bytesBound(pageMax))
         guard memoryBytesMax >= need else {

@@ -43,18 +43,22 @@ struct ServeCommand: AsyncStoreCommand {
     @Option(help: "Serve a hub kept in this PostgreSQL database (postgres://USER@HOST[:PORT]/DATABASE) instead of a store.") var hub: String?
     @Flag(name: .customLong("no-project"), help: "Do not project pushes as they arrive (a pure relay): pulls, pushes and the pages' log views work as before, and the projection is brought up to date when a snapshot is made.")
     var noProject = false
-    @Option(name: .customLong("max-connections-per-address"), help: "Connections one client address (an IPv4 address, an IPv6 /64) may hold open at once; one more is closed as it arrives. Default: half of those the server accepts.")
+    @Option(name: .customLong("max-connections-per-address"), help: "Connections one client address (an IPv4 address, an IPv6 /64) may hold open at once; one more is closed as it arrives. Default: half of those the server accepts. Behind a balancer or proxy on another machine (or Docker's, or a NAT), every client is one address: give 1024 or more.")
     var maxConnectionsPerAddress: Int?
-    @Flag(name: .customLong("count-loopback"), help: "Count connections from this machine (loopback) against --max-connections-per-address, as from any address: set it behind a proxy or tunnel on this machine, through which every client arrives from loopback.")
+    @Flag(name: .customLong("count-loopback"), help: "Count this machine's own connections (loopback) against --max-connections-per-address, as one address: on a machine shared with users who should not hold every connection. Not for a proxy on this machine: its clients would share one bound.")
     var countLoopback = false
     @Flag(help: "Log every request.") var verbose = false
 
-    /// The connection limits the options set.
-    func limits(_ config: inout ServerConfiguration) throws {
-        if let n = maxConnectionsPerAddress {
-            guard n > 0 else { throw ValidationError("--max-connections-per-address must be at least 1 (got \(n))") }
-            config.limits.connectionsPerAddressMax = n
+    /// Bad usage is refused before the store is opened (exit status 64).
+    func validate() throws {
+        if let n = maxConnectionsPerAddress, n < 1 {
+            throw ValidationError("--max-connections-per-address must be at least 1 (got \(n))")
         }
+    }
+
+    /// The connection limits the options set.
+    func limits(_ config: inout ServerConfiguration) {
+        if let n = maxConnectionsPerAddress { config.limits.connectionsPerAddressMax = n }
         config.limits.countsLoopback = countLoopback
     }
 
@@ -94,7 +98,7 @@ struct ServeCommand: AsyncStoreCommand {
         guard maxPushBytes > 0 else { throw ValidationError("--max-push-bytes must be positive") }
         config.pushBytesMax = maxPushBytes
         config.memoryBytesMax = maxMemory
-        try limits(&config)
+        limits(&config)
         var logger = Logger(label: "evctl.serve")
         logger.logLevel = verbose ? .debug : .notice
         let scheme = tlsCert == nil ? "http" : "https"
@@ -132,7 +136,7 @@ struct ServeCommand: AsyncStoreCommand {
         guard maxPushBytes > 0 else { throw ValidationError("--max-push-bytes must be positive") }
         config.pushBytesMax = maxPushBytes
         config.memoryBytesMax = maxMemory
-        try limits(&config)
+        limits(&config)
         try config.validate()
         var logger = Logger(label: "evctl.serve")
         logger.logLevel = verbose ? .debug : .notice

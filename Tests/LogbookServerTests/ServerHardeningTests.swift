@@ -311,6 +311,10 @@ import Testing
             defer { for fd in fds { close(fd) } }
             #expect(fds.allSatisfy(served))
         }
+        // A bound below one is refused, not taken as one.
+        var zero = ServerConfiguration()
+        zero.limits.connectionsPerAddressMax = 0
+        #expect(throws: ServerError.self) { try zero.validate() }
         // What is counted together: an IPv6 /64, an IPv4 address however written.
         var limits = ConnectionLimits()
         limits.connectionsPerAddressMax = 2
@@ -323,6 +327,8 @@ import Testing
         #expect(try key("::192.0.2.7") == key("192.0.2.7") && key("64:ff9b::192.0.2.7") == key("192.0.2.7"))
         #expect(try key("2002:c000:0207:1::1") == key("192.0.2.7") && key("2002:c000:0207:2::9") == key("192.0.2.7"))
         #expect(try key("127.0.0.1") == nil && key("127.9.9.9") == nil && key("::1") == nil && key("::ffff:127.0.0.1") == nil)
+        // Only this machine's own addresses are loopback, not a 127 carried by another form.
+        #expect(try key("2002:7f00:0001::1") == [127, 0, 0, 1] && key("64:ff9b::127.0.0.1") == [127, 0, 0, 1] && key("::127.0.0.1") == [127, 0, 0, 1])
         var counted = limits
         counted.countsLoopback = true
         #expect(try AddressConnections(counted).key(SocketAddress(ipAddress: "127.0.0.1", port: 1)) == [127, 0, 0, 1])

@@ -215,12 +215,13 @@ import Testing
     /// `--max-connections-per-address` with `--count-loopback`: while one connection from this
     /// machine is held open, a pull (another connection from the same address) is turned away;
     /// once it is closed, the pull goes through. A bound below 1 is refused by name.
+    #if os(Linux)  // a raw socket's constants as Glibc names them
     @Test func servesAtMostTheConnectionsOneAddressMayHold() throws {
         let dir = TempDir()
         let a = dir.path + "/a", b = dir.path + "/b"
         try Evctl.run(["init", "--store", a])
         try Evctl.run(["init", "--store", b])
-        let zero = try Evctl.run(["serve", "--store", a, "--max-connections-per-address", "0"])
+        let zero = try Evctl.run(["serve", "--store", a, "--listen", "127.0.0.1:0", "--max-connections-per-address", "0"])
         #expect(zero.status != 0 && zero.stderr.contains("--max-connections-per-address must be at least 1"), "\(zero.stderr)")
         let (server, url) = try serve(["--store", a, "--max-connections-per-address", "1", "--count-loopback"], dir: dir)
         defer { server.terminate(); server.waitUntilExit() }
@@ -242,7 +243,8 @@ import Testing
         let first = String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
         #expect(first.hasPrefix("HTTP/1.1 200"), "\(n) bytes, errno \(why): \(Array(first.utf8.prefix(40)))")
         let turnedAway = try Evctl.run(["pull", "--store", b, url, "--attempts", "1"])
-        #expect(turnedAway.status != 0, "\(turnedAway.stdout)")
+        // Closed as it arrived: the client tells of a link lost, not of an answer.
+        #expect(turnedAway.status != 0 && turnedAway.stderr.contains("[network]") && turnedAway.stderr.contains(url), "\(turnedAway.stderr)")
         close(fd)
         var pulled = false
         for _ in 0..<100 where !pulled {
@@ -251,6 +253,7 @@ import Testing
         }
         #expect(pulled)
     }
+    #endif
 
     /// `sync --follow`: an append on either side reaches the other without anyone running sync,
     /// and a follower whose server goes away reconnects once it is back.
