@@ -26,9 +26,10 @@ public struct ConnectionLimits: Sendable, Equatable {
     /// Open connections at most; further ones wait in the listen backlog.
     public var connectionsMax = ConnectionLimits.defaultConnectionsMax
     /// Open connections from one client address at most: an IPv4 address, or an IPv6 /64 (one
-    /// network's share: the hosts of one LAN, and every link-local peer, count together). One more is closed as it arrives, before anything of it is read, and
-    /// the server's log says so once while the address stays at its bound. nil: half of
-    /// `connectionsMax`. The per-user limits bound what a token holds, not sockets: without this,
+    /// network's share: the hosts of one LAN, and every link-local peer, count together). One
+    /// more is closed as it arrives, before anything of it is read; the server logs it once, and
+    /// again only after the address has closed every connection, and `/metrics` counts each
+    /// (`logbook_connections_refused_total`). nil: half of `connectionsMax`. The per-user limits bound what a token holds, not sockets: without this,
     /// one host (with a token or without one) could hold every connection the server allows.
     public var connectionsPerAddressMax: Int?
     /// Whether connections from this machine (loopback addresses) count against
@@ -264,7 +265,7 @@ final class AddressConnections: @unchecked Sendable {
     let countsLoopback: Bool
     private let lock = Lock()
     private var open: [[UInt8]: Int] = [:]
-    /// Addresses refused since they last held fewer than `max`: each is logged once meanwhile.
+    /// Addresses refused since they last held no connection: each is logged once meanwhile.
     private var told: Set<[UInt8]> = []
 
     init(_ limits: ConnectionLimits) {
