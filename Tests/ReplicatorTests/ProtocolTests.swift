@@ -387,9 +387,11 @@ import TestSupport
         }
         let x = first.replicaID, y = second.replicaID
         func page(_ since: ReplicationCursor) throws -> FramePage {
-            let fx = try FramePage.collect(from: first, since: ReplicationCursor([x: since[x]]), limits: PageLimits()).frames
-            let fy = try FramePage.collect(from: second, since: ReplicationCursor([y: since[y]]), limits: PageLimits()).frames
-            return FramePage(frames: fx + fy, next: ReplicationCursor([x: Seq(6), y: Seq(6)]), more: false)
+            var frames: [[UInt8]] = []
+            for (store, o) in [(first, x), (second, y)] {
+                frames += try FramePage.collect(from: store, since: ReplicationCursor([o: since[o]]), limits: PageLimits()).frames
+            }
+            return FramePage(frames: frames, next: ReplicationCursor([x: Seq(6), y: Seq(6)]), more: false)
         }
         func gap(_ o: ReplicaID?) -> TransferFailure {
             TransferFailure(.gap, "a frame starts past the log's end", origin: o, status: 422)
