@@ -638,6 +638,152 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
+    /// A store restored from a backup (every file of it older, its durable mark and event-id
+    /// index too) holds no evidence of the tail it lost. A peer that holds that tail returns
+    /// frames signed by this replica's own key: only this replica could have written them, so
+    /// they are taken back and appends go on after them. An unsigned origin's frames prove no
+    /// author and stay refused. A store that was written to after the restore has forked: the
+    /// peer's frames are refused, naming the fork, and nothing is written.
+    @Test func aStoreRestoredFromABackupTakesBackItsOwnTailSignedByItsKey() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/store")
+        let id = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            _ = try a.append([item("kept")])
+            try a.close()
+        }
+        copyTree(store.path, dir.path + "/backup")
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            _ = try a.append([item("lost", eventID: id), item("lost too")])
+            try a.close()
+        }
+        var tail: [[UInt8]] = []
+        try LogReader(store: store).forEachFrame(origin: store.replicaID, from: Seq(2)) { _, b in tail.append(Array(b)); return true }
+        #expect(tail.count == 1)
+        func restore() throws -> Store {
+            copyTree(dir.path + "/backup", store.path)
+            return try Store.open(at: store.path)
+        }
+        // Restored: no evidence of the loss; the peer's frames are taken back.
+        var restored = try restore()
+        do {
+            let b = try LogAppender(store: restored, wallClock: ManualClock())
+            #expect(b.lostOwnTail == nil && b.tip.lastSeq == Seq(1))
+            #expect(try b.receive(tail).frames == 1)
+            #expect(b.tip.lastSeq == Seq(3))
+            let r = try b.append([item("lost", eventID: id), item("new")])
+            #expect(r.appended == 1 && r.duplicateCount == 1 && r.firstSeq == Seq(4))
+            try b.close()
+        }
+        #expect(try Verifier(store: restored).run().isClean)
+        #expect(try LogReader(store: restored).events(origin: restored.replicaID).map { $0.field("title") } == ["kept", "lost", "lost too", "new"].map { .text($0) })
+        // Written to after the restore: the peer's frame does not follow, and says why.
+        restored = try restore()
+        do {
+            let b = try LogAppender(store: restored, wallClock: ManualClock())
+            _ = try b.append([item("written after the restore")])
+            #expect { try b.receive(tail) } throws: { e in
+                let text = String(describing: e)
+                return text.contains("this replica's own log has forked") && text.contains("restored from a backup")
+            }
+            #expect(b.tip.lastSeq == Seq(2))
+            try b.close()
+        }
+        #expect(try LogReader(store: restored).events(origin: restored.replicaID).count == 2)
+        // A frame of the own origin whose signature fails is damage, never taken, never called
+        // a fork (only this replica's key can prove one), whether it follows the log or not.
+        var forged = tail[0]
+        forged[forged.count - 1] ^= 0x01  // the signature's last byte
+        forged = SignedLogTests.reframe(forged, signed: true, stored: Array(forged[FrameHeader.size...]))
+        for writtenSince in [false, true] {
+            restored = try restore()
+            let b = try LogAppender(store: restored, wallClock: ManualClock())
+            if writtenSince { _ = try b.append([item("written after the restore")]) }
+            #expect { try b.receive([forged]) } throws: { e in
+                let text = String(describing: e)
+                return text.contains("signature does not verify") && !text.contains("forked")
+            }
+            #expect(b.tip.lastSeq == Seq(writtenSince ? 2 : 1))
+            try b.close()
+        }
+        // An unsigned origin: its frames prove no author, and stay refused.
+        let plainDir = TempDir()
+        let plain = try makeStore(plainDir)
+        do {
+            let a = try LogAppender(store: plain, wallClock: ManualClock())
+            _ = try a.append([item("kept")])
+            try a.close()
+        }
+        copyTree(plain.path, plainDir.path + "/backup")
+        var plainTail: [[UInt8]] = []
+        do {
+            let a = try LogAppender(store: plain, wallClock: ManualClock())
+            _ = try a.append([item("lost")])
+            try a.close()
+            try LogReader(store: plain).forEachFrame(origin: plain.replicaID, from: Seq(2)) { _, b in plainTail.append(Array(b)); return true }
+        }
+        copyTree(plainDir.path + "/backup", plain.path)
+        let c = try LogAppender(store: try Store.open(at: plain.path), wallClock: ManualClock())
+        #expect { try c.receive(plainTail) } throws: { e in
+            guard let e = e as? LogError else { return false }
+            return e.isOwnLogDamaged && e.description.contains("which only this replica writes")
+        }
+        try c.close()
+    }
+
+    /// The lost tail may come back an append at a time over several pages: while its last frame
+    /// has not arrived, the next request asks from where it got to (`openAppends`), an append of
+    /// this store's own is refused (it would link onto the open frames and take the seqs of the
+    /// rest), and closing leaves no evidence of a loss (the open frames are dropped at the next
+    /// open, and the event-id index does not claim them).
+    @Test func anOwnAppendGivenBackOverSeveralPagesIsCompletedBeforeAnyAppend() throws {
+        let dir = TempDir()
+        let store = try Store.create(at: dir.path + "/store")
+        var options = AppendOptions()
+        options.frameEventsMax = 2
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+            _ = try a.append([item("kept")])
+            try a.close()
+        }
+        copyTree(store.path, dir.path + "/backup")
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+            _ = try a.append((1...5).map { item("lost \($0)") })  // one append, three frames
+            try a.close()
+        }
+        var tail: [[UInt8]] = []
+        try LogReader(store: store).forEachFrame(origin: store.replicaID, from: Seq(2)) { _, b in tail.append(Array(b)); return true }
+        #expect(tail.count == 3)
+        copyTree(dir.path + "/backup", store.path)
+        let restored = try Store.open(at: store.path)
+        do {
+            let b = try LogAppender(store: restored, wallClock: ManualClock(), options: options)
+            let first = try b.receive(Array(tail.prefix(2)))
+            #expect(first.incomplete == 2 && first.events == 0)
+            #expect(b.openAppends[restored.replicaID] == Seq(5))
+            #expect(try b.receivePosition()[restored.replicaID] == Seq(5))
+            #expect { try b.append([item("too soon")]) } throws: { e in
+                guard let e = e as? LogError else { return false }
+                return e.isOwnLogDamaged && e.description.contains("still open")
+            }
+            try b.close()
+        }
+        do {
+            // Reopened: the open frames are dropped, and nothing says a tail was lost.
+            let b = try LogAppender(store: restored, wallClock: ManualClock(), options: options)
+            #expect(b.lostOwnTail == nil && b.tip.lastSeq == Seq(1))
+            _ = try b.receive(Array(tail.prefix(2)))
+            #expect(try b.receive([tail[2]]).events == 5)
+            #expect(b.openAppends.isEmpty && b.tip.lastSeq == Seq(6))
+            #expect(try b.append([item("new")]).firstSeq == Seq(7))
+            try b.close()
+        }
+        #expect(try Verifier(store: restored).run().isClean)
+    }
+
     @Test func aSecondWriterIsRefusedNamingTheHolder() throws {
         let dir = TempDir()
         let store = try makeStore(dir)

@@ -55,11 +55,13 @@ package struct ReceivedFrames: Sendable {
     /// seqs that continue the log without a gap, a link to the hash of the frame before, a clock
     /// that moves forward and is at most `clockDriftMaxMs` ahead of `nowMillis`. A frame at or
     /// below its origin's tip is counted as already held. `refuse` names why an origin may not be
-    /// extended here (nil when it may).
+    /// extended here (nil when it may). `own` is the receiver's own origin, if it has one: a
+    /// frame of it signed by its key that does not follow its log is named a fork of that log.
     /// - Throws: `LogError` naming the frame (its position, origin, seq range) and what is wrong;
     ///   nothing of the batch is to be written then.
     public static func verify(_ frames: [[UInt8]], nowMillis now: UInt64, clockDriftMaxMs: UInt64, requireSignatures: Bool = false,
-                              tip: (ReplicaID) throws -> LogTip, refuse: (ReplicaID) -> String? = { _ in nil }) throws -> ReceivedFrames {
+                              tip: (ReplicaID) throws -> LogTip, refuse: (ReplicaID) -> String? = { _ in nil },
+                              own: ReplicaID? = nil) throws -> ReceivedFrames {
         var out = ReceivedFrames()
         let checked = LogAppender.checkEach(frames)
         for i in frames.indices {
@@ -72,12 +74,20 @@ package struct ReceivedFrames: Sendable {
                 out.alreadyHeld += 1
                 continue
             }
-            if let why = refuse(origin) { throw LogError(.invalidInput, "receive", "\(where_()) \(why)", seqs: seqs) }
+            if let why = refuse(origin) { throw LogError(origin == own ? .ownLogDamaged : .invalidInput, "receive", "\(where_()) \(why)", seqs: seqs) }
             if requireSignatures, !header.signed {
                 throw LogError(.invalidInput, "receive", "\(where_()) is unsigned (origin \(origin) predates signed logs), and signatures are required here",
                                seqs: seqs, hint: "nothing was written; this receiver takes signed frames only (LOGBOOK_REQUIRE_SIGNATURES)")
             }
-            switch ChainState(after: tip).fault(of: header) {
+            let fault = ChainState(after: tip).fault(of: header)
+            if origin == own, header.signed, let fault {
+                switch fault {
+                case .hashBroken: try ownFork(frames[i], header: header, where: where_(), tip: tip)
+                case .seqGap where header.baseSeq <= tip.lastSeq: try ownFork(frames[i], header: header, where: where_(), tip: tip)
+                default: break
+                }
+            }
+            switch fault {
             case nil:
                 break
             case .seqGap:
@@ -110,6 +120,31 @@ package struct ReceivedFrames: Sendable {
                            seqs: a.header.baseSeq.rawValue...a.header.lastSeq.rawValue, hint: "nothing was written; fetch it again")
         }
         return out
+    }
+
+    /// Throws for a frame of the receiver's own origin, signed, that does not follow the log the
+    /// receiver holds (`tip`): damage when its signature fails; else a fork of the receiver's own
+    /// log, proven by its key (only this replica signs its frames): the store was restored from a
+    /// backup or copied, and written to since, so two histories claim the same seqs.
+    private static func ownFork(_ frame: [UInt8], header: FrameHeader, where place: String, tip: LogTip) throws -> Never {
+        let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
+        let failure: FrameDecodeError? = frame.withUnsafeBytes { p in
+            do throws(FrameDecodeError) {
+                try FrameSignature.verify(p, header: header)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure {
+            throw LogError(.corrupt, "receive", "\(place) is damaged: \(failure.message)", seqs: seqs, hint: "nothing was written; fetch it again")
+        }
+        throw LogError(.ownLogDamaged, "receive",
+                       "\(place) holds seqs \(header.baseSeq)…\(header.lastSeq) of this replica's own log (origin \(header.origin)), signed by its key, "
+                       + "which do not follow the log this store holds (through seq \(tip.lastSeq)): this replica's own log has forked. "
+                       + "This store was restored from a backup or copied, then written to: what it wrote since and what the peer holds claim the same seqs",
+                       seqs: seqs,
+                       hint: "nothing was written; both histories are kept (this store's and the peer's), and peers will not take this store's own events past the fork. See docs/PROTOCOL.md, \"A store restored from a backup\"")
     }
 }
 
@@ -264,7 +299,10 @@ extension LogAppender {
     /// of the frame before it (a rewritten history is refused), that its clock moves forward and
     /// is not further ahead of this machine's than `AppendOptions.clockDriftMaxMs`. A frame
     /// already held is skipped. If any frame fails, none is written and the store is unchanged.
-    /// Frames of this store's own origin are accepted only when already held.
+    /// Frames of this store's own origin are taken when they extend its log and are signed by
+    /// its key (the tail of its own log it lost: restored from a backup, a damaged tail cut off),
+    /// or, unsigned, when the store knows it lost them (`lostOwnTail`); else only when already
+    /// held. A signed one that does not follow its log is refused as a fork of it.
     ///
     /// An append may arrive over several calls (pages and batches are bounded, appends are not):
     /// its frames are written as they come, and become visible to readers, cursors and the
@@ -325,7 +363,15 @@ extension LogAppender {
             do {
                 checked = try ReceivedFrames.verify(frames, nowMillis: now, clockDriftMaxMs: options.clockDriftMaxMs, requireSignatures: options.requireSignatures && !allowingUnsigned,
                                                     tip: { try groupTips[$0] ?? currentTip($0) },
-                                                    refuse: { origin in origin == self.origin && self.lostOwnTail == nil ? "extends this replica's own log (origin \(origin)), which only this replica writes" : nil })
+                                                    refuse: { origin in
+                                                        // This replica's own frames come back when its log lost them (a
+                                                        // damaged tail cut off, the store restored from a backup). A
+                                                        // key-derived origin's are signed by its key, checked before anything
+                                                        // is written: only this replica wrote them. An unsigned origin's prove
+                                                        // no author: taken only on this store's own evidence of a loss.
+                                                        guard origin == self.origin, !origin.isKeyDerived, self.lostOwnTail == nil else { return nil }
+                                                        return "extends this replica's own log (origin \(origin)), which only this replica writes"
+                                                    }, own: self.origin)
             } catch let e as LogError {
                 results[b] = .failure(e)
                 continue
@@ -433,6 +479,8 @@ extension LogAppender {
     public var openAppends: [ReplicaID: Seq] {
         var out: [ReplicaID: Seq] = [:]
         for (o, w) in received where w.hasOpenAppend { out[o] = w.active.lastSeq }
+        // This replica's own log, while a peer gives back its lost tail an append at a time.
+        if own.hasOpenAppend { out[origin] = own.active.lastSeq }
         return out
     }
 

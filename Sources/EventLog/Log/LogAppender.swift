@@ -269,7 +269,9 @@ public final class LogAppender {
         }
         guard let index else { return }
         try index.begin()
-        try index.setIndexedThrough(origin, active.lastSeq)
+        // What is committed: an append of the own log received and still open is dropped at the
+        // next open, and its ids were never indexed.
+        try index.setIndexedThrough(origin, own.committed.lastSeq)
         try index.commit()
     }
 
@@ -324,6 +326,14 @@ public final class LogAppender {
                            "this store's own log ends at seq \(lost.holds), but seq \(lost.committed) was committed (\(lost.evidence) says so): the frames after \(lost.holds) were lost to damage, and new events would reuse their seqs",
                            file: store.directory(origin).path,
                            hint: "nothing was appended; get the lost frames back from a peer that holds them (`evctl pull PEER`), then append again")
+        }
+        // An append of this replica's own log received from a peer (its lost tail given back),
+        // whose last frame has not arrived: a local append would link onto it and take its seqs.
+        if own.hasOpenAppend {
+            throw LogError(.ownLogDamaged, "append",
+                           "an append of this store's own log received from a peer is still open (through seq \(own.active.lastSeq)): its last frame has not arrived, and new events would take the seqs of its rest",
+                           file: store.directory(origin).path,
+                           hint: "nothing was appended; pull from that peer again to complete it (or reopen the store, which drops it), then append again")
         }
         // The key is read here, not at open (a peer's store, which never appends, is never asked
         // for it). The format is raised before the first signed frame (checked on its own: a

@@ -55,7 +55,9 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     /// Received frames carry a clock further ahead of this machine's than the drift bound allows;
     /// nothing was written. Trying again once the clock has caught up can succeed.
     public var isClockAhead: Bool { kind == .clockAhead }
-    /// This store's own log lost frames it had committed; appends wait until they are restored.
+    /// This store's own log lost frames it had committed (appends wait until they are
+    /// restored), or a peer's frames of it were refused: a fork of it, or unsigned frames the
+    /// store has no evidence of losing.
     public var isOwnLogDamaged: Bool { kind == .ownLogDamaged }
     /// The input was refused; nothing was written.
     public var isInvalidInput: Bool { kind == .invalidInput }
