@@ -72,6 +72,10 @@ public struct Exchange: Sendable {
     public var pushed: TransferSummary?
     /// What a store reached by path received from a push.
     public var received: ReceiveResult?
+    /// Push: how far the peer holds this store's own log, when that is past where the log here
+    /// ends (`TransferSummary.peerHoldsOwnLogTo`; for a peer reached by path, its cursor after
+    /// the push).
+    public var peerHoldsOwnLogTo: Seq?
 
     /// Events pulled.
     public var pulledEvents: Int { pulled?.events ?? 0 }
@@ -130,8 +134,11 @@ extension Logbook {
                 var e = Exchange()
                 if pull { e.pulled = try await self.pullFrom(StoreTransport(store: other), peer: peer, progress: progress) }
                 if push {
+                    let holds = try other.cursor()
                     let (store, recovered) = (self.store, self.options.recovered)
                     e.received = try await Blocking.run { try StoreSync.ship(from: store, toPeer: other, recovered: recovered) }
+                    let own = store.replicaID
+                    if holds[own] > (try store.cursor())[own] { e.peerHoldsOwnLogTo = holds[own] }
                 }
                 return (e, try other.cursor())
             }
@@ -147,6 +154,7 @@ extension Logbook {
             if push {
                 e.pushed = try await Replication.push(from: self.store, to: t, known: e.pulled?.peerHolds ?? known, limits: peer.limits,
                                                       retry: peer.retry, refused: refused, progress: progress)
+                e.peerHoldsOwnLogTo = e.pushed?.peerHoldsOwnLogTo
             }
             // What the server holds by its own word: its answer to the push, or the cursor it
             // sent with the pull's pages (never the pull's next cursor, which is this store's).

@@ -45,7 +45,7 @@ public enum Replication {
             projected.appender.beginReceivingSession()
             return try projected.appender.receivePosition()
         }
-        let outcome = await runPull(peer, local: local, limits: limits, retry: retry, progress: progress,
+        let outcome = await runPull(peer, local: local, own: projected.store.replicaID, limits: limits, retry: retry, progress: progress,
                                     receive: { frames in
                                         let r = try projected.receive(frames)
                                         if r.frames > 0 { received = true }
@@ -105,7 +105,7 @@ public enum Replication {
         }
         // Share logs declined by earlier sessions (and purged ones) are not asked for again.
         let local = try store.cursor().merged(with: ReplicationCursor(ShareDirectory.declinedOrPurgedLogs(store)))
-        let outcome = await runPull(peer, local: local, limits: limits, retry: retry, progress: progress,
+        let outcome = await runPull(peer, local: local, own: store.replicaID, limits: limits, retry: retry, progress: progress,
                                     receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() },
                                     joined: { (appender ?? projected?.appender)?.sharesJoinedAfterDeclining ?? 0 })
         try await Blocking.run {
@@ -118,12 +118,12 @@ public enum Replication {
         return outcome
     }
 
-    private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, limits: PageLimits, retry: RetryPolicy,
+    private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, own: ReplicaID, limits: PageLimits, retry: RetryPolicy,
                                 progress: (@Sendable (TransferProgress) -> Void)?,
                                 receive: ([[UInt8]]) throws -> ReceiveResult,
                                 cursor: () throws -> ReplicationCursor,
                                 joined: () -> Int = { 0 }) async -> Result<TransferSummary, any Error> {
-        var session = PullSession(local: local, limits: limits, retry: retry)
+        var session = PullSession(local: local, own: own, limits: limits, retry: retry)
         var action = session.start()
         // A page that joined this replica to a share whose logs an earlier page brought (and this
         // store declined) has them asked for again: the session goes on once more from here.
@@ -176,7 +176,7 @@ public enum Replication {
                 if now != joinedSoFar, let again = try? cursor() {
                     joinedSoFar = now
                     before = Self.adding(summary, to: before)
-                    session = PullSession(local: again, limits: limits, retry: retry)
+                    session = PullSession(local: again, own: own, limits: limits, retry: retry)
                     action = session.start()
                     continue
                 }
@@ -197,6 +197,7 @@ public enum Replication {
         s.alreadyHeld = s.alreadyHeld.addingClamped(before.alreadyHeld)
         s.retries = s.retries.addingClamped(before.retries)
         s.bootstrapped = s.bootstrapped || before.bootstrapped
+        s.ownLogRefused = s.ownLogRefused ?? before.ownLogRefused
         return s
     }
 
@@ -240,7 +241,11 @@ public enum Replication {
             case .wait(let seconds):
                 try await Task.sleep(nanoseconds: TransferFailure.nanoseconds(seconds))
                 action = session.resume()
-            case .done(let summary):
+            case .done(var summary):
+                let own = store.replicaID
+                if summary.peerCursor[own] > Seq(0), try await Blocking.run({ try store.cursor()[own] }) < summary.peerCursor[own] {
+                    summary.peerHoldsOwnLogTo = summary.peerCursor[own]
+                }
                 return summary
             case .fail(var f):
                 // Origins left out before the failure are said with it.

@@ -68,6 +68,17 @@ public struct TransferSummary: Sendable, Equatable {
     /// pushed past them: a replica that took another user's frames (from a shared folder, say)
     /// is not kept from pushing its own. A refusal of the store's own origin ends the push.
     public var refused: [ReplicaID: String] = [:]
+    /// Push: how far the peer holds this store's own log, when that is past where the log here
+    /// ends (nil otherwise). This store lost that tail: it was restored from a backup, or a
+    /// damaged tail was cut off. A pull takes it back when its frames are signed by this
+    /// replica's key; until then, what this store appends takes seqs the peer holds with other
+    /// events (a fork of its own log, which peers refuse past what they hold).
+    public var peerHoldsOwnLogTo: Seq?
+    /// Pull: why this store refused the peer's frames of its own origin, when it did (a fork of
+    /// its own log, restored from a backup and written to since; an unsigned origin's frames it
+    /// has no evidence of losing). The pull went on without that origin: everything else the
+    /// peer holds was taken.
+    public var ownLogRefused: String?
     public init() {}
 }
 
@@ -113,13 +124,24 @@ package struct PullSession: Sendable {
     private var budget: RetryBudget
     private var stalls = 0
     public private(set) var summary = TransferSummary()
+    /// The receiving store's own origin.
+    public let own: ReplicaID?
+    /// How far the peer's frames of the own origin are left out, once the store refused them
+    /// (`ownLogRefused`): each request asks from there for that origin. Raised only forward, to
+    /// where the refused page or the peer's cursor said that origin goes.
+    private var ownPast: Seq?
+    /// Where the last page's frames end, per origin (its `next`).
+    private var pageNext: ReplicationCursor?
 
     /// - Parameters:
     ///   - local: the receiving store's cursor when the session starts.
+    ///   - own: the receiving store's own origin: a page refused for frames of it (`own_log`)
+    ///     is asked for again without them (`TransferSummary.ownLogRefused`).
     ///   - jitter: the random draw for backoff (tests pass a fixed one).
-    public init(local: ReplicationCursor, limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+    public init(local: ReplicationCursor, own: ReplicaID? = nil, limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
         cursor = local
+        self.own = own
         self.limits = limits
         budget = RetryBudget(policy: retry, jitter: jitter)
     }
@@ -127,7 +149,15 @@ package struct PullSession: Sendable {
     public mutating func start() -> Action {
         precondition(phase == .idle, "start called twice")
         phase = .requesting
-        return .request(since: cursor, limits: limits)
+        return .request(since: asked, limits: limits)
+    }
+
+    /// What a request asks from: the store's cursor, with the own origin's refused frames left out.
+    private var asked: ReplicationCursor {
+        guard let own, let ownPast, ownPast > cursor[own] else { return cursor }
+        var c = cursor
+        c[own] = ownPast
+        return c
     }
 
     /// The peer answered with a page (whole, or cut off: then only its whole frames count).
@@ -137,6 +167,7 @@ package struct PullSession: Sendable {
         summary.bytes = summary.bytes.addingClamped(bytes)
         cutOff = !page.complete
         more = page.more || !page.complete
+        pageNext = page.next
         // What a page's frames hold uncompressed is bounded here too, by their headers, before
         // anything is decompressed: LZ4 expands up to 255 times, so a peer's page of 32 MiB could
         // cost 8 GiB of checks and projection. The frames past the bound are left for the next
@@ -186,13 +217,32 @@ package struct PullSession: Sendable {
             }
         }
         phase = .requesting
-        return .request(since: cursor, limits: limits)
+        return .request(since: asked, limits: limits)
     }
 
     /// A request failed. Transient failures are retried with backoff until the policy's attempts
-    /// are used up; anything else ends the session.
+    /// are used up; anything else ends the session, but for a page the store refused for frames
+    /// of its own origin: that page is asked for again without them (once per reach of that
+    /// origin: a page refused again with nothing further to leave out ends the session, and
+    /// each such page counts as one that brought nothing new).
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .requesting || phase == .applying, "failure outside a step")
+        if phase == .applying, failure.code == .ownLog, let own {
+            let reach = max(pageNext?[own] ?? Seq(0), summary.peerHolds?[own] ?? Seq(0))
+            if reach > max(cursor[own], ownPast ?? Seq(0)) {
+                // A page refused is no progress: a peer that keeps naming the origin further on
+                // (and sends nothing else new) ends the session as any peer sending nothing new.
+                stalls += 1
+                if stalls >= 3 {
+                    phase = .finished
+                    return .fail(failure)
+                }
+                ownPast = reach
+                summary.ownLogRefused = failure.message
+                phase = .requesting
+                return .request(since: asked, limits: limits)
+            }
+        }
         switch budget.after(failure) {
         case .failure(let f):
             phase = .finished
@@ -209,7 +259,7 @@ package struct PullSession: Sendable {
         precondition(phase == .waiting, "resume without a wait")
         cutOff = false
         phase = .requesting
-        return .request(since: cursor, limits: limits)
+        return .request(since: asked, limits: limits)
     }
 }
 

@@ -32,6 +32,12 @@ struct TransferReport: Encodable {
     var bootstrapped: Bool
     /// Push: the origins the peer refused, with its message (their frames stay here).
     var refused: ReportJSON.Map<String>
+    /// Push: how far the peer holds this store's own log, when past where it ends here (absent
+    /// otherwise): this store lost that tail.
+    var peerHoldsOwnLogTo: UInt64?
+    /// Pull: why this store refused the peer's frames of its own origin (absent when it did
+    /// not); everything else was pulled.
+    var ownLogRefused: String?
 }
 
 /// `import --json`: frames received from a bundle, and each origin's tip after.
@@ -57,6 +63,9 @@ struct SyncReport: Encodable {
     var cursor: String
     /// The origins the peer refused to take from this principal, with its message.
     var refused: ReportJSON.Map<String>
+    /// As `TransferReport`'s, for the pull and the push.
+    var peerHoldsOwnLogTo: UInt64?
+    var ownLogRefused: String?
 }
 
 /// `follow --json`: one line per exchange that moved events.

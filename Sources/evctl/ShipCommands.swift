@@ -45,12 +45,32 @@ func transferProgress(_ verb: String) -> @Sendable (TransferProgress) -> Void {
 func printSummary(_ s: TransferSummary, json: Bool, verb: String) throws {
     if json {
         Reports.print(TransferReport(frames: s.frames, events: s.events, alreadyHeld: s.alreadyHeld, pages: s.pages, bytes: s.bytes,
-                                     retries: s.retries, peerCursor: s.peerCursor.token, bootstrapped: s.bootstrapped, refused: refusedMap(s.refused)))
+                                     retries: s.retries, peerCursor: s.peerCursor.token, bootstrapped: s.bootstrapped, refused: refusedMap(s.refused),
+                                     peerHoldsOwnLogTo: s.peerHoldsOwnLogTo?.rawValue, ownLogRefused: s.ownLogRefused))
     } else {
         if s.bootstrapped { print("bootstrapped from the peer's snapshot (the peer no longer holds the log from this store's cursor)") }
         print("\(verb) \(s.events) events in \(s.frames) frames (\(s.pages) pages, \(s.bytes) bytes)" + (s.retries > 0 ? ", \(s.retries) retries" : ""))
     }
+    let ownRefused = reportOwnLogRefused(s)
     try reportRefused(s.refused)
+    if ownRefused { throw ExitCode(1) }
+}
+
+/// Says on stderr why a pull left out the peer's frames of this store's own origin (a fork of
+/// its own log, say; everything else was pulled), and whether it did: the command then ends
+/// with exit status 1.
+func reportOwnLogRefused(_ s: TransferSummary?) -> Bool {
+    guard let why = s?.ownLogRefused else { return false }
+    Terminal.error("the peer's frames of this store's own log were not taken (everything else was): \(why) [own_log]")
+    return true
+}
+
+/// Says on stderr when a push's peer holds more of this store's own log than the store does.
+func reportOwnLogBehind(_ held: Seq?) {
+    guard let held else { return }
+    Terminal.note("warning: the peer holds this store's own log through seq \(held) (by its cursor), past where it ends here: this store lost that tail "
+                  + "(restored from a backup, or a damaged tail cut off). Pull from the peer before appending (`evctl pull`): "
+                  + "events appended first take seqs the peer holds with other events, and no peer takes them")
 }
 
 /// The origins a push's peer refused, by origin, for a `--json` report.
@@ -142,6 +162,7 @@ struct PushCommand: AsyncStoreCommand {
     func execute() async throws {
         let e = try await peer.book(options).push(to: peer.peer(target), progress: transferProgress("pushing"))
         Terminal.endProgress()
+        defer { reportOwnLogBehind(e.peerHoldsOwnLogTo) }
         if let r = e.received { return printReceive(r, json: options.json, verb: "pushed") }
         try printSummary(e.pushed ?? TransferSummary(), json: options.json, verb: "pushed")
     }
@@ -171,10 +192,15 @@ struct SyncCommand: AsyncStoreCommand {
         Terminal.endProgress()
         let refused = e.pushed?.refused ?? [:]
         if options.json {
-            Reports.print(SyncReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents, cursor: try book.cursor().token, refused: refusedMap(refused)))
+            Reports.print(SyncReport(pulledEvents: e.pulledEvents, pushedEvents: e.pushedEvents, cursor: try book.cursor().token, refused: refusedMap(refused),
+                                     peerHoldsOwnLogTo: e.peerHoldsOwnLogTo?.rawValue, ownLogRefused: e.pulled?.ownLogRefused))
         } else {
             print("pulled \(e.pulledEvents) events, pushed \(e.pushedEvents) events; now at \(try book.cursor().token)")
         }
+        // A fork named by the pull says more than the push's warning.
+        if e.pulled?.ownLogRefused == nil { reportOwnLogBehind(e.peerHoldsOwnLogTo) }
+        let ownRefused = reportOwnLogRefused(e.pulled)
         try reportRefused(refused)
+        if ownRefused { throw ExitCode(1) }
     }
 }

@@ -182,6 +182,56 @@ import TestSupport
         #expect(summary.pages == 2 && summary.frames == 4 && summary.events == 20 && summary.bytes == 100 && summary.peerCursor == c2)
     }
 
+    /// A page the store refused for frames of its own origin (`own_log`: a fork of its own log,
+    /// or an unsigned origin's frames it has no evidence of losing) is asked for again without
+    /// that origin, from where the page or the peer's cursor says it goes, and the pull goes on;
+    /// a refusal with nothing further to leave out, or in a session that knows no own origin,
+    /// ends it as before.
+    @Test func pullSessionLeavesOutTheOwnOriginTheStoreRefused() {
+        let own = ReplicaID("5d1c9f4e-8a8b-4c57-9d4e-3f2a1b0c9d8e")!
+        let refusal = TransferFailure(.ownLog, "this replica's own log has forked")
+        let local = ReplicationCursor([a: Seq(2), own: Seq(3)])
+        var s = PullSession(local: local, own: own, jitter: { 1 })
+        _ = s.start()
+        let next = ReplicationCursor([a: Seq(5), own: Seq(6)])
+        #expect(s.received(decoded(2, next: next, more: false), bytes: 50) == .apply([[0], [0]]))
+        let without = ReplicationCursor([a: Seq(2), own: Seq(6)])
+        #expect(s.failed(refusal) == .request(since: without, limits: s.limits))
+        #expect(s.summary.ownLogRefused == "this replica's own log has forked")
+        #expect(s.received(decoded(1, next: ReplicationCursor([a: Seq(5), own: Seq(6)]), more: true), bytes: 20) == .apply([[0]]))
+        // Taken: the store's cursor moved for `a`; the own origin is still left out past 6.
+        #expect(s.applied(received(1, events: 3), cursor: ReplicationCursor([a: Seq(5), own: Seq(3)]))
+                == .request(since: ReplicationCursor([a: Seq(5), own: Seq(6)]), limits: s.limits))
+        // Refused again with nothing further to leave out: the session ends.
+        _ = s.received(decoded(1, next: ReplicationCursor([a: Seq(5), own: Seq(6)]), more: false), bytes: 20)
+        guard case .fail(let f) = s.failed(refusal) else { Issue.record("a second refusal went on"); return }
+        #expect(f.code == .ownLog)
+        // A session that knows no own origin ends at the first.
+        var t = PullSession(local: local, jitter: { 1 })
+        _ = t.start()
+        _ = t.received(decoded(2, next: next, more: false), bytes: 50)
+        guard case .fail = t.failed(refusal) else { Issue.record("went on without an own origin"); return }
+        // A peer naming the origin one seq further at each page, and sending nothing else new,
+        // ends the session as one sending nothing new does.
+        var h = PullSession(local: local, own: own, jitter: { 1 })
+        _ = h.start()
+        var ended = false
+        for k in 1...10 {
+            _ = h.received(decoded(1, next: ReplicationCursor([a: Seq(2), own: Seq(3 + UInt64(k))]), more: true), bytes: 20)
+            if case .fail(let f) = h.failed(refusal) {
+                #expect(f.code == .ownLog && k == 3, "ended at page \(k)")
+                ended = true
+                break
+            }
+        }
+        #expect(ended)
+        // Another refusal (not of the own origin) ends it too.
+        var u = PullSession(local: local, own: own, jitter: { 1 })
+        _ = u.start()
+        _ = u.received(decoded(2, next: next, more: false), bytes: 50)
+        guard case .fail = u.failed(TransferFailure(.corrupt, "a broken chain")) else { Issue.record("a corrupt page went on"); return }
+    }
+
     @Test func pullSessionNothingNewIsOneRequest() {
         var s = PullSession(local: ReplicationCursor([a: Seq(3)]))
         _ = s.start()

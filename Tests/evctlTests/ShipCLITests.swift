@@ -26,6 +26,41 @@ import Testing
         #expect(recorded != mine)
     }
 
+    /// A store restored from a backup, against the peer it synced with: a push alone warns that
+    /// the peer holds more of its own log; a sync takes that tail back. Written to after the
+    /// restore instead, a sync names the fork of its own log and exits 1, having pulled the rest.
+    @Test func aStoreRestoredFromABackupIsWarnedThenTakesItsTailBack() throws {
+        let dir = TempDir()
+        let a = dir.path + "/a", hub = dir.path + "/hub", backup = dir.path + "/backup"
+        try Evctl.run(["init", "--store", a])
+        try Evctl.run(["init", "--store", hub])
+        func append(_ id: Int, _ title: String) throws {
+            try Evctl.run(["append", "--store", a], stdin: #"{"entity":"item","op":"create","id":"00000000-0000-4000-8000-00000000000\#(id)","fields":{"title":"\#(title)"}}"# + "\n")
+        }
+        func restore() throws {
+            try FileManager.default.removeItem(atPath: a)
+            try FileManager.default.copyItem(atPath: backup, toPath: a)
+        }
+        try append(1, "kept")
+        try FileManager.default.copyItem(atPath: a, toPath: backup)
+        try append(2, "lost")
+        try append(3, "lost too")
+        #expect(try Evctl.run(["push", "--store", a, hub]).status == 0)
+        try restore()
+        let pushed = try Evctl.run(["push", "--store", a, hub])
+        #expect(pushed.status == 0 && pushed.stderr.contains("warning: the peer holds this store's own log through seq 3 (by its cursor), past where it ends here"), "\(pushed.stderr)")
+        let synced = try Evctl.run(["sync", "--store", a, hub])
+        #expect(synced.status == 0 && synced.stdout.contains("pulled 2 events") && !synced.stderr.contains("warning"), "\(synced.stdout) \(synced.stderr)")
+        #expect(try Evctl.run(["items", "--store", a]).stdout.contains("lost too"))
+        // Written to after the restore: the fork is named, the rest pulled, exit status 1.
+        try restore()
+        try append(4, "written after the restore")
+        let forked = try Evctl.run(["sync", "--store", a, hub, "--json"])
+        #expect(forked.status == 1, "\(forked.stderr)")
+        #expect(forked.stderr.contains("this replica's own log has forked") && forked.stderr.contains("[own_log]") && !forked.stderr.contains("warning"), "\(forked.stderr)")
+        #expect((json(forked.stdout)["own_log_refused"] as? String)?.contains("forked") == true, "\(forked.stdout)")
+    }
+
     @Test func controlCharactersNeverReachTheTerminal() throws {
         let dir = TempDir()
         let a = dir.path + "/a"

@@ -1,0 +1,96 @@
+import Foundation
+import Projections
+import Testing
+import TestSupport
+@testable import EventLog
+@testable import Replicator
+
+/// A store restored from a backup holds no trace of the tail of its own log it lost: its
+/// durable mark, event-id index and projection are as old as its log. A peer that holds that
+/// tail (the hub it synced with) gives it back, signed by the replica's own key; a store written
+/// to after the restore has forked its own log, and is told so.
+@Suite struct RestoredBackupTests {
+    static func item(_ title: String) -> Mutation {
+        Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text(title))])
+    }
+
+    static func append(_ store: Store, _ titles: [String]) throws {
+        let p = try ProjectedStore.open(store: store, waitingUpTo: 5)
+        _ = try p.append(titles.map(item))
+        try p.close()
+    }
+
+    static func titles(_ store: Store) throws -> [String] {
+        let p = try Projection(store: store)
+        defer { try? p.close() }
+        return try p.items(limit: 100).compactMap(\.title).sorted()
+    }
+
+    static func frames(_ store: Store, of origin: ReplicaID) throws -> [[UInt8]] {
+        var out: [[UInt8]] = []
+        try LogReader(store: store).forEachFrame(origin: origin) { _, b in out.append(Array(b)); return true }
+        return out
+    }
+
+    /// A replica that writes, is backed up, writes and pushes to the hub, and is then restored
+    /// from the backup: the hub holds its own log past the restored store's end, and another
+    /// replica's event.
+    static func restoredReplica(_ dir: TempDir) async throws -> (replica: Store, hub: Store) {
+        let a = try Store.create(at: dir.path + "/a"), hub = try Store.create(at: dir.path + "/hub")
+        let other = try Store.create(at: dir.path + "/other")
+        try append(a, ["kept"])
+        try FileManager.default.copyItem(atPath: a.path, toPath: dir.path + "/backup")
+        try append(a, ["lost", "lost too"])
+        let pushed = try await Replication.push(from: a, to: StoreTransport(store: hub))
+        #expect(pushed.events == 3 && pushed.peerHoldsOwnLogTo == nil)
+        try append(other, ["another replica's"])
+        _ = try await Replication.push(from: other, to: StoreTransport(store: hub))
+        try FileManager.default.removeItem(atPath: a.path)
+        try FileManager.default.copyItem(atPath: dir.path + "/backup", toPath: a.path)
+        let restored = try Store.open(at: a.path)
+        #expect(try restored.cursor()[restored.replicaID] == Seq(1))
+        return (restored, hub)
+    }
+
+    /// Synced before it writes: the pull takes its own tail back (before, the page was refused
+    /// whole, so the replica could pull nothing from that hub, and its next append took seqs the
+    /// hub held with other events: a fork no push could mend). Appends go on after it, and the
+    /// hub and the replica hold the same log, byte for byte.
+    @Test func aReplicaRestoredFromABackupTakesItsOwnTailBackFromTheHub() async throws {
+        let dir = TempDir()
+        let (a, hub) = try await Self.restoredReplica(dir)
+        // A push alone says how far the hub holds this store's own log (it sends nothing).
+        let told = try await Replication.push(from: a, to: StoreTransport(store: hub))
+        #expect(told.events == 0 && told.peerHoldsOwnLogTo == Seq(3))
+        let pulled = try await Replication.pull(from: StoreTransport(store: hub), store: a)
+        #expect(pulled.events == 3 && pulled.ownLogRefused == nil)
+        #expect(try a.cursor()[a.replicaID] == Seq(3))
+        #expect(try Self.titles(a) == ["another replica's", "kept", "lost", "lost too"])
+        try Self.append(a, ["new"])
+        #expect(try a.cursor()[a.replicaID] == Seq(4))
+        let pushed = try await Replication.push(from: a, to: StoreTransport(store: hub))
+        #expect(pushed.events == 1 && pushed.peerHoldsOwnLogTo == nil)
+        #expect(try Self.frames(hub, of: a.replicaID) == Self.frames(a, of: a.replicaID))
+        #expect(try Self.titles(a) == ["another replica's", "kept", "lost", "lost too", "new"])
+    }
+
+    /// Written to after the restore, before any sync: the replica's own log has forked. The
+    /// peer's frames of it are refused naming the fork (not a forgery, not damage), and nothing
+    /// of them is written; the pull goes on without them and takes everything else (before, the
+    /// page was refused whole, at every pull, for good).
+    @Test func aReplicaWrittenToAfterARestoreIsToldItsOwnLogForkedAndPullsTheRest() async throws {
+        let dir = TempDir()
+        let (a, hub) = try await Self.restoredReplica(dir)
+        try Self.append(a, ["written after the restore"])
+        let before = try Self.frames(a, of: a.replicaID)
+        let pulled = try await Replication.pull(from: StoreTransport(store: hub), store: a)
+        let why = try #require(pulled.ownLogRefused)
+        #expect(why.contains("this replica's own log has forked") && why.contains("restored from a backup"), "\(why)")
+        #expect(pulled.events == 1)
+        #expect(try Self.frames(a, of: a.replicaID) == before)
+        #expect(try Self.titles(a) == ["another replica's", "kept", "written after the restore"])
+        // Again: the same, nothing more.
+        let again = try await Replication.pull(from: StoreTransport(store: hub), store: a)
+        #expect(again.events == 0 && again.ownLogRefused != nil)
+    }
+}
