@@ -36,7 +36,11 @@ public struct LiveSync: Sendable {
         /// message. Those origins were not pushed: the server holds what of them it had from
         /// elsewhere (their writer's own push, say), nothing from this store. The set only grows
         /// until the connection ends, and the next connection asks again. (A case added on
-        /// 2026-11-30: a `switch` over `State` must name it.)
+        /// 2026-11-30: a `switch` over `State` must name it.) It names this store's own origin
+        /// too when this store refused the server's frames of it (`TransferSummary.ownLogRefused`:
+        /// a fork of its own log, restored from a backup and written to since): everything else
+        /// is pulled, and changes to that origin alone push nothing on the connection (the
+        /// server refuses them past what it holds).
         case partlyInSync(ReplicationCursor, refused: [ReplicaID: String])
         /// The link broke or the server failed for now; the follower tries again `after` seconds.
         case retrying(after: Double, because: String)
@@ -151,7 +155,13 @@ public struct LiveSync: Sendable {
                 // The origins the server refuses to take from this principal: left out of the
                 // pushes of this connection, and a change to them alone sends nothing.
                 var refused = first.pushed?.refused ?? [:]
-                onState(.caughtUp(try store.cursor(), refused: refused))
+                // Why this store refused the server's frames of its own origin, if it did.
+                var ownRefused = first.pulled?.ownLogRefused
+                func notCaughtUp() -> [ReplicaID: String] {
+                    guard let ownRefused else { return refused }
+                    return refused.merging([store.replicaID: ownRefused]) { old, _ in old }
+                }
+                onState(.caughtUp(try store.cursor(), refused: notCaughtUp()))
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
                 let remote = Task {
                     do {
@@ -173,9 +183,16 @@ public struct LiveSync: Sendable {
                     case .remote(let c):
                         if heard == nil { heard = .now }
                         server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
-                        if !(try store.cursor().includes(c)) { onExchange(try await exchange(t, true, false, nil, refused)) }
+                        if !(try store.cursor().includes(c)) {
+                            let e = try await exchange(t, true, false, nil, refused)
+                            onExchange(e)
+                            if ownRefused == nil, let why = e.pulled?.ownLogRefused {
+                                ownRefused = why
+                                onState(.partlyInSync(try store.cursor(), refused: notCaughtUp()))
+                            }
+                        }
                     case .local(let c):
-                        if !server.includes(c.filtered { refused[$0] == nil }) {
+                        if !server.includes(c.filtered { refused[$0] == nil && (ownRefused == nil || $0 != store.replicaID) }) {
                             let e = try await exchange(t, false, true, server, refused)
                             let known = refused.count
                             refused.merge(e.pushed?.refused ?? [:]) { old, _ in old }
@@ -186,7 +203,7 @@ public struct LiveSync: Sendable {
                             onExchange(e)
                             // The server refused an origin it had not on this connection: no
                             // longer wholly in sync, and the app is told so.
-                            if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: refused)) }
+                            if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: notCaughtUp())) }
                         }
                     case .ended(let failure):
                         throw Self.afterWatch(failure)

@@ -3,6 +3,7 @@ import Projections
 import Testing
 import TestSupport
 @testable import EventLog
+import LogbookServer
 @testable import Replicator
 
 /// A store restored from a backup holds no trace of the tail of its own log it lost: its
@@ -92,5 +93,27 @@ import TestSupport
         // Again: the same, nothing more.
         let again = try await Replication.pull(from: StoreTransport(store: hub), store: a)
         #expect(again.events == 0 && again.ownLogRefused != nil)
+    }
+
+    /// A live sync of that replica does not call itself in sync: its state names the store's own
+    /// origin with the fork, and it has pulled everything else (before, its first pull failed
+    /// and the follower ended).
+    @Test(.timeLimit(.minutes(1))) func aLiveSyncOfAForkedReplicaSaysSoAndPullsTheRest() async throws {
+        let dir = TempDir()
+        let (a, hub) = try await Self.restoredReplica(dir)
+        try Self.append(a, ["written after the restore"])
+        try await withServer(hub) { url in
+            let states = AsyncStream.makeStream(of: LiveSync.State.self)
+            var live = LiveSync(store: a) { try HTTPTransport(url: url, replica: a.replicaID) }
+            live.onState = { states.continuation.yield($0) }
+            var told = states.stream.makeAsyncIterator()
+            let follower = Task { try await live.run() }
+            defer { follower.cancel() }
+            let first = try #require(await told.next())
+            guard case .partlyInSync(_, let refused) = first else { Issue.record("first state: \(first)"); return }
+            #expect(Array(refused.keys) == [a.replicaID] && refused[a.replicaID]?.contains("this replica's own log has forked") == true, "\(refused)")
+            #expect(try a.cursor().origins.count == 2, "the other replica's event was pulled")
+            follower.cancel()
+        }
     }
 }
