@@ -198,7 +198,8 @@ extension Logbook {
     /// - Parameters:
     ///   - onExchange: told of every exchange (also those that moved nothing).
     ///   - onState: told when the follower is in sync (`.partlyInSync` naming the origins the server
-    ///     refuses, when it refuses any), and when it retries and why.
+    ///     refuses, when it refuses any, and this store's own origin when it refused the server's
+    ///     frames of it), and when it retries and why.
     /// - Throws: a permanent `TransferFailure` (refused token, a peer that is not a Logbook…).
     package func follow(_ peer: Peer, onExchange: @escaping @Sendable (Exchange) -> Void = { _ in },
                        onState: @escaping @Sendable (LiveSync.State) -> Void = { _ in }) async throws {

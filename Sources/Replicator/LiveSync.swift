@@ -183,7 +183,9 @@ public struct LiveSync: Sendable {
                     case .remote(let c):
                         if heard == nil { heard = .now }
                         server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
-                        if !(try store.cursor().includes(c)) {
+                        // The own origin the store refused: the server's other history of it moves
+                        // nothing here.
+                        if !(try store.cursor().includes(c.filtered { ownRefused == nil || $0 != store.replicaID })) {
                             let e = try await exchange(t, true, false, nil, refused)
                             onExchange(e)
                             if ownRefused == nil, let why = e.pulled?.ownLogRefused {

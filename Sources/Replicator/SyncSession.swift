@@ -132,6 +132,8 @@ package struct PullSession: Sendable {
     private var ownPast: Seq?
     /// Where the last page's frames end, per origin (its `next`).
     private var pageNext: ReplicationCursor?
+    /// The last seq of the own origin's frames in the last page handed to the store (0: none).
+    private var pageOwnReach = Seq(0)
 
     /// - Parameters:
     ///   - local: the receiving store's cursor when the session starts.
@@ -181,9 +183,23 @@ package struct PullSession: Sendable {
             summary.peerCursor = next
         }
         if let holder = page.holder { summary.peerHolds = holder }
-        if page.frames.isEmpty { return afterApply(progressed: false) }
+        var frames = kept < page.frames.count ? Array(page.frames.prefix(kept)) : page.frames
+        pageOwnReach = Seq(0)
+        if let own {
+            // Once the store refused the own origin's frames, those a page still holds (a peer
+            // that sends no cursor of its own, a page past the first) are left out here, and
+            // move the place asked from past them.
+            let refusedOwn = ownPast != nil
+            frames.removeAll { f in
+                guard let h = FrameHeader(parsing: f), h.origin == own else { return false }
+                pageOwnReach = max(pageOwnReach, h.lastSeq)
+                if refusedOwn { ownPast = max(ownPast ?? h.lastSeq, h.lastSeq) }
+                return refusedOwn
+            }
+        }
+        if frames.isEmpty { return afterApply(progressed: false) }
         phase = .applying
-        return .apply(kept < page.frames.count ? Array(page.frames.prefix(kept)) : page.frames)
+        return .apply(frames)
     }
 
     /// The store took the frames of the last page; `cursor` is its cursor now.
@@ -228,7 +244,9 @@ package struct PullSession: Sendable {
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .requesting || phase == .applying, "failure outside a step")
         if phase == .applying, failure.code == .ownLog, let own {
-            let reach = max(pageNext?[own] ?? Seq(0), summary.peerHolds?[own] ?? Seq(0))
+            // As far as the page's own frames went (a page cut off has no `next`), its `next`, or
+            // the peer's cursor says.
+            let reach = max(pageOwnReach, pageNext?[own] ?? Seq(0), summary.peerHolds?[own] ?? Seq(0))
             if reach > max(cursor[own], ownPast ?? Seq(0)) {
                 // A page refused is no progress: a peer that keeps naming the origin further on
                 // (and sends nothing else new) ends the session as any peer sending nothing new.

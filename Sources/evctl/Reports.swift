@@ -76,6 +76,9 @@ struct ExchangeReport: Encodable {
     /// The origins the server refused that this exchange is the first to leave out (origin →
     /// the server's message); absent when none.
     var refused: [String: String]?
+    /// Why this store refused the server's frames of its own origin, when this exchange is the
+    /// first to (a fork of its own log); absent otherwise.
+    var ownLogRefused: String? = nil
 }
 
 /// `conflicts --json`: one line per conflict; the values are JSON as the log keeps them.

@@ -232,6 +232,32 @@ import TestSupport
         guard case .fail = u.failed(TransferFailure(.corrupt, "a broken chain")) else { Issue.record("a corrupt page went on"); return }
     }
 
+    /// Once the store refused its own origin, a page's frames of it are left out before the
+    /// store sees them (a peer that sends no cursor of its own: they would start past the store's
+    /// log, a gap), each moving the place asked from; a page cut off (no `next`, no cursor of the
+    /// peer's) is placed by its own frames, where before the refusal ended the pull.
+    @Test func pullSessionLeavesOutTheRefusedOwnOriginsFramesAsTheyCome() throws {
+        let dir = TempDir()
+        let mine = try store(dir, frames: 3, eventsPerFrame: 2)
+        let own = mine.replicaID
+        var frames: [[UInt8]] = []
+        try LogReader(store: mine).forEachFrame(origin: own) { _, b in frames.append(Array(b)); return true }
+        let refusal = TransferFailure(.ownLog, "this replica's own log has forked")
+        var s = PullSession(local: ReplicationCursor([a: Seq(1)]), own: own, jitter: { 1 })
+        _ = s.start()
+        let cut = FramePage.Decoded(frames: [frames[0], [0]], next: nil, more: true, complete: false)
+        #expect(s.received(cut, bytes: 10) == .apply([frames[0], [0]]))
+        #expect(s.failed(refusal) == .request(since: ReplicationCursor([a: Seq(1), own: Seq(2)]), limits: s.limits))
+        let mixed = FramePage.Decoded(frames: [frames[1], [0], frames[2]], next: ReplicationCursor([a: Seq(2)]), more: true, complete: true)
+        #expect(s.received(mixed, bytes: 10) == .apply([[0]]))
+        #expect(s.applied(received(1, events: 1), cursor: ReplicationCursor([a: Seq(2)]))
+                == .request(since: ReplicationCursor([a: Seq(2), own: Seq(6)]), limits: s.limits))
+        // A page of its frames alone brings nothing new.
+        let ownOnly = FramePage.Decoded(frames: [frames[2]], next: ReplicationCursor([a: Seq(2)]), more: false, complete: true)
+        guard case .done(let summary) = s.received(ownOnly, bytes: 10) else { Issue.record("not done"); return }
+        #expect(summary.ownLogRefused != nil)
+    }
+
     @Test func pullSessionNothingNewIsOneRequest() {
         var s = PullSession(local: ReplicationCursor([a: Seq(3)]))
         _ = s.start()

@@ -37,6 +37,11 @@ import LogbookServer
     /// from the backup: the hub holds its own log past the restored store's end, and another
     /// replica's event.
     static func restoredReplica(_ dir: TempDir) async throws -> (replica: Store, hub: Store) {
+        let (a, hub, _) = try await restoredReplicaAndOther(dir)
+        return (a, hub)
+    }
+
+    static func restoredReplicaAndOther(_ dir: TempDir) async throws -> (replica: Store, hub: Store, other: Store) {
         let a = try Store.create(at: dir.path + "/a"), hub = try Store.create(at: dir.path + "/hub")
         let other = try Store.create(at: dir.path + "/other")
         try append(a, ["kept"])
@@ -50,7 +55,7 @@ import LogbookServer
         try FileManager.default.copyItem(atPath: dir.path + "/backup", toPath: a.path)
         let restored = try Store.open(at: a.path)
         #expect(try restored.cursor()[restored.replicaID] == Seq(1))
-        return (restored, hub)
+        return (restored, hub, other)
     }
 
     /// Synced before it writes: the pull takes its own tail back (before, the page was refused
@@ -98,21 +103,43 @@ import LogbookServer
     /// A live sync of that replica does not call itself in sync: its state names the store's own
     /// origin with the fork, and it has pulled everything else (before, its first pull failed
     /// and the follower ended).
+    /// It goes on following: its own appends since (past the server's tip, whose push the server
+    /// would refuse for a broken link, which would end it) push nothing, and what other replicas
+    /// push is pulled.
     @Test(.timeLimit(.minutes(1))) func aLiveSyncOfAForkedReplicaSaysSoAndPullsTheRest() async throws {
         let dir = TempDir()
-        let (a, hub) = try await Self.restoredReplica(dir)
+        let (a, hub, other) = try await Self.restoredReplicaAndOther(dir)
         try Self.append(a, ["written after the restore"])
         try await withServer(hub) { url in
             let states = AsyncStream.makeStream(of: LiveSync.State.self)
+            let exchanges = AsyncStream.makeStream(of: LiveSync.Exchange.self)
             var live = LiveSync(store: a) { try HTTPTransport(url: url, replica: a.replicaID) }
             live.onState = { states.continuation.yield($0) }
+            live.onExchange = { exchanges.continuation.yield($0) }
             var told = states.stream.makeAsyncIterator()
+            var moved = exchanges.stream.makeAsyncIterator()
             let follower = Task { try await live.run() }
             defer { follower.cancel() }
             let first = try #require(await told.next())
             guard case .partlyInSync(_, let refused) = first else { Issue.record("first state: \(first)"); return }
             #expect(Array(refused.keys) == [a.replicaID] && refused[a.replicaID]?.contains("this replica's own log has forked") == true, "\(refused)")
             #expect(try a.cursor().origins.count == 2, "the other replica's event was pulled")
+            let firstExchange = try #require(await moved.next())
+            #expect(firstExchange.pushed?.events == 0)
+            // Past the server's tip (3): not pushed.
+            try Self.append(a, ["after it", "and after that"])
+            #expect(try a.cursor()[a.replicaID] == Seq(4))
+            // Another replica's new event reaches the follower, which is still running.
+            try Self.append(other, ["another one"])
+            let t = try HTTPTransport(url: url, replica: other.replicaID)
+            _ = try await Replication.push(from: other, to: t)
+            await t.shutdown()
+            while let e = await moved.next() {
+                #expect(e.pushed?.events ?? 0 == 0, "the forked own log was pushed")
+                if (e.pulled?.events ?? 0) > 0 { break }
+            }
+            #expect(try LogReader(store: a).tip(origin: other.replicaID).lastSeq == Seq(2))
+            #expect(try LogReader(store: hub).tip(origin: a.replicaID).lastSeq == Seq(3))
             follower.cancel()
         }
     }

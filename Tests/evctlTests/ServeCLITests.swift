@@ -123,7 +123,7 @@ import Testing
         follower.terminate()
         follower.waitUntilExit()
         #expect(named?.contains("may not push frames of origin") == true, "\((try? String(contentsOfFile: lines, encoding: .utf8)) ?? "")")
-        #expect(state.contains("but for 1 origin the server refuses"), "\(state)")
+        #expect(state.contains("but for 1 origin (named above)"), "\(state)")
         // a2's token revoked: the file is replaced, and SIGHUP has it read at once.
         try tokens([all[0], all[2]]).write(toFile: file, atomically: true, encoding: .utf8)
         kill(server.processIdentifier, SIGHUP)
