@@ -736,8 +736,8 @@ import Testing
     /// The lost tail may come back an append at a time over several pages: while its last frame
     /// has not arrived, the next request asks from where it got to (`openAppends`), an append of
     /// this store's own is refused (it would link onto the open frames and take the seqs of the
-    /// rest), and closing leaves no evidence of a loss (the open frames are dropped at the next
-    /// open, and the event-id index does not claim them).
+    /// rest), and closing keeps that refusal: the open frames are dropped at the next open, and
+    /// the event-id index, which claims them, says the log lost them until they come back.
     @Test func anOwnAppendGivenBackOverSeveralPagesIsCompletedBeforeAnyAppend() throws {
         let dir = TempDir()
         let store = try Store.create(at: dir.path + "/store")
@@ -772,12 +772,13 @@ import Testing
             try b.close()
         }
         do {
-            // Reopened: the open frames are dropped, and nothing says a tail was lost.
+            // Reopened: the open frames are dropped, and the index says they were lost.
             let b = try LogAppender(store: restored, wallClock: ManualClock(), options: options)
-            #expect(b.lostOwnTail == nil && b.tip.lastSeq == Seq(1))
+            #expect(b.lostOwnTail == LogAppender.LostTail(holds: Seq(1), committed: Seq(5), evidence: "its event-id index") && b.tip.lastSeq == Seq(1))
+            #expect { try b.append([item("too soon")]) } throws: { e in (e as? LogError)?.isOwnLogDamaged == true }
             _ = try b.receive(Array(tail.prefix(2)))
             #expect(try b.receive([tail[2]]).events == 5)
-            #expect(b.openAppends.isEmpty && b.tip.lastSeq == Seq(6))
+            #expect(b.openAppends.isEmpty && b.tip.lastSeq == Seq(6) && b.lostOwnTail == nil)
             #expect(try b.append([item("new")]).firstSeq == Seq(7))
             try b.close()
         }

@@ -269,9 +269,11 @@ public final class LogAppender {
         }
         guard let index else { return }
         try index.begin()
-        // What is committed: an append of the own log received and still open is dropped at the
-        // next open, and its ids were never indexed.
-        try index.setIndexedThrough(origin, own.committed.lastSeq)
+        // Through the own log's last frame, an append of it received from a peer and still open
+        // included: that append is dropped at the next open, and the index then says the log
+        // lost it (`lostOwnTail`), so appends wait until a peer gives it back rather than take
+        // its seqs. (Its ids are indexed when it comes back whole.)
+        try index.setIndexedThrough(origin, active.lastSeq)
         try index.commit()
     }
 
