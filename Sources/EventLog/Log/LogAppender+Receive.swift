@@ -479,8 +479,9 @@ extension LogAppender {
     public var openAppends: [ReplicaID: Seq] {
         var out: [ReplicaID: Seq] = [:]
         for (o, w) in received where w.hasOpenAppend { out[o] = w.active.lastSeq }
-        // This replica's own log, while a peer gives back its lost tail an append at a time.
-        if own.hasOpenAppend { out[origin] = own.active.lastSeq }
+        // This replica's own log, while a peer gives back its lost tail an append at a time (not
+        // this store's own append in progress).
+        if txn == nil, own.hasOpenAppend { out[origin] = own.active.lastSeq }
         return out
     }
 
