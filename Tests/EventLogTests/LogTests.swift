@@ -772,10 +772,20 @@ import Testing
             try b.close()
         }
         do {
-            // Reopened: the open frames are dropped, and the index says they were lost.
+            // Reopened, and reopened again: the open frames are dropped, and the index says they
+            // were lost, at every open until they come back.
+            for k in 0..<2 {
+                let b = try LogAppender(store: restored, wallClock: ManualClock(), options: options)
+                #expect(b.lostOwnTail == LogAppender.LostTail(holds: Seq(1), committed: Seq(5), evidence: "its event-id index") && b.tip.lastSeq == Seq(1))
+                #expect { try b.append([item("too soon")]) } throws: { e in (e as? LogError)?.isOwnLogDamaged == true }
+                if k == 0 { copyTree(restored.path, dir.path + "/crashed") }  // its files as a crash leaves them
+                try b.close()
+            }
+            // Crashed after that open, before any close: the evidence is still there.
+            let crashed = try LogAppender(store: try Store.open(at: dir.path + "/crashed"), wallClock: ManualClock(), options: options)
+            #expect(crashed.lostOwnTail?.committed == Seq(5))
+            try crashed.close()
             let b = try LogAppender(store: restored, wallClock: ManualClock(), options: options)
-            #expect(b.lostOwnTail == LogAppender.LostTail(holds: Seq(1), committed: Seq(5), evidence: "its event-id index") && b.tip.lastSeq == Seq(1))
-            #expect { try b.append([item("too soon")]) } throws: { e in (e as? LogError)?.isOwnLogDamaged == true }
             _ = try b.receive(Array(tail.prefix(2)))
             #expect(try b.receive([tail[2]]).events == 5)
             #expect(b.openAppends.isEmpty && b.tip.lastSeq == Seq(6) && b.lostOwnTail == nil)

@@ -451,7 +451,11 @@ extension LogAppender {
             }
         }
         if let index {
-            for (origin, seq) in tips where !indexFailed { if (try? index.setIndexedThrough(origin, seq)) == nil { indexFailed = true } }
+            for (origin, seq) in tips where !indexFailed {
+                // The own origin's mark stays past a lost tail given back in part (the evidence).
+                let through = origin == self.origin ? max(seq, lostOwnTail?.committed ?? Seq(0)) : seq
+                if (try? index.setIndexedThrough(origin, through)) == nil { indexFailed = true }
+            }
             if indexFailed || (try? index.commit()) == nil { index.rollback() }
         }
         // The frames are durable: an index checkpoint that fails now is written again later

@@ -269,11 +269,14 @@ public final class LogAppender {
         }
         guard let index else { return }
         try index.begin()
-        // Through the own log's last frame, an append of it received from a peer and still open
-        // included: that append is dropped at the next open, and the index then says the log
-        // lost it (`lostOwnTail`), so appends wait until a peer gives it back rather than take
-        // its seqs. (Its ids are indexed when it comes back whole.)
-        try index.setIndexedThrough(origin, active.lastSeq)
+        // Through the own log's last committed frame, and further: through an append of it
+        // received from a peer and still open (dropped at the next open; the index then says the
+        // log lost it, `lostOwnTail`, so appends wait until a peer gives it back rather than take
+        // its seqs; its ids are indexed when it comes back whole), and through a lost tail not
+        // yet given back (the evidence is kept).
+        var through = pending[origin] != nil ? active.lastSeq : own.committed.lastSeq
+        if let lost = lostOwnTail { through = max(through, lost.committed) }
+        try index.setIndexedThrough(origin, through)
         try index.commit()
     }
 
@@ -709,7 +712,10 @@ public final class LogAppender {
             try ids.begin()
             do {
                 if through > tip {
-                    try ids.forget(after: tip, origin: origin)
+                    // This store's own log lost a committed tail (`lostOwnTail` says so, from
+                    // this mark): the mark stays, so that every later open refuses appends
+                    // until the tail comes back, not only this one.
+                    try ids.forget(after: tip, origin: origin, keepingMark: origin == self.origin)
                 } else {
                     var last = through
                     do {

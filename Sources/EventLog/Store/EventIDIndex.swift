@@ -99,11 +99,14 @@ final class EventIDIndex {
         }
     }
 
-    /// Forgets ids past `tip` (their frames were cut off by recovery).
-    func forget(after tip: Seq, origin: ReplicaID) throws {
+    /// Forgets ids past `tip` (their frames were cut off by recovery). `keepingMark`: the
+    /// indexed-through mark stays where it is (the store's own origin: the mark past its log is
+    /// the evidence that it lost a committed tail, kept until the tail comes back).
+    func forget(after tip: Seq, origin: ReplicaID, keepingMark: Bool = false) throws {
         precondition(inTransaction)
         try run("write event-id index") { db in
             try db.execute(sql: "DELETE FROM event_ids WHERE origin = ? AND seq > ?", arguments: [blob(origin.rawValue), Int64(tip.rawValue)])
+            guard !keepingMark else { return }
             try db.execute(sql: "UPDATE indexed_through SET seq = ? WHERE origin = ? AND seq > ?",
                            arguments: [Int64(tip.rawValue), blob(origin.rawValue), Int64(tip.rawValue)])
         }
