@@ -133,14 +133,17 @@ extension Logbook {
             return try await remembering(peer) {
                 var e = Exchange()
                 if pull { e.pulled = try await self.pullFrom(StoreTransport(store: other), peer: peer, progress: progress) }
+                let holds: ReplicationCursor
                 if push {
-                    let holds = try other.cursor()
                     let (store, recovered) = (self.store, self.options.recovered)
                     e.received = try await Blocking.run { try StoreSync.ship(from: store, toPeer: other, recovered: recovered) }
-                    let own = store.replicaID
-                    if holds[own] > (try store.cursor())[own] { e.peerHoldsOwnLogTo = holds[own] }
+                    holds = try other.cursor()
+                    // A push never takes the peer's own-origin position past this store's.
+                    e.peerHoldsOwnLogTo = try Replication.ownLogHeld(by: holds, pastThatOf: store)
+                } else {
+                    holds = try other.cursor()
                 }
-                return (e, try other.cursor())
+                return (e, holds)
             }
         }
     }

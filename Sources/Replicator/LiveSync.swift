@@ -161,6 +161,8 @@ public struct LiveSync: Sendable {
                     guard let ownRefused else { return refused }
                     return refused.merging([store.replicaID: ownRefused]) { old, _ in old }
                 }
+                // Whether moves of origin `o` count: not those of the own origin once refused.
+                func counts(_ o: ReplicaID) -> Bool { ownRefused == nil || o != store.replicaID }
                 onState(.caughtUp(try store.cursor(), refused: notCaughtUp()))
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
                 let remote = Task {
@@ -185,7 +187,7 @@ public struct LiveSync: Sendable {
                         server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
                         // The own origin the store refused: the server's other history of it moves
                         // nothing here.
-                        if !(try store.cursor().includes(c.filtered { ownRefused == nil || $0 != store.replicaID })) {
+                        if !(try store.cursor().includes(c.filtered(counts))) {
                             let e = try await exchange(t, true, false, nil, refused)
                             onExchange(e)
                             if ownRefused == nil, let why = e.pulled?.ownLogRefused {
@@ -194,7 +196,7 @@ public struct LiveSync: Sendable {
                             }
                         }
                     case .local(let c):
-                        if !server.includes(c.filtered { refused[$0] == nil && (ownRefused == nil || $0 != store.replicaID) }) {
+                        if !server.includes(c.filtered { refused[$0] == nil && counts($0) }) {
                             let e = try await exchange(t, false, true, server, refused)
                             let known = refused.count
                             refused.merge(e.pushed?.refused ?? [:]) { old, _ in old }

@@ -242,10 +242,8 @@ public enum Replication {
                 try await Task.sleep(nanoseconds: TransferFailure.nanoseconds(seconds))
                 action = session.resume()
             case .done(var summary):
-                let own = store.replicaID
-                if summary.peerCursor[own] > Seq(0), try await Blocking.run({ try store.cursor()[own] }) < summary.peerCursor[own] {
-                    summary.peerHoldsOwnLogTo = summary.peerCursor[own]
-                }
+                let peerCursor = summary.peerCursor
+                summary.peerHoldsOwnLogTo = try await Blocking.run { try ownLogHeld(by: peerCursor, pastThatOf: store) }
                 return summary
             case .fail(var f):
                 // Origins left out before the failure are said with it.
@@ -254,6 +252,14 @@ public enum Replication {
                 throw f
             }
         }
+    }
+
+    /// How far `peer` holds `store`'s own log, when past where the store's log of it ends (it
+    /// lost that tail); nil otherwise. Reads the store's own tip only when the peer holds any.
+    package static func ownLogHeld(by peer: ReplicationCursor, pastThatOf store: Store) throws -> Seq? {
+        let held = peer[store.replicaID]
+        guard held > Seq(0) else { return nil }
+        return try LogReader(store: store).tip(origin: store.replicaID, hashing: false).lastSeq < held ? held : nil
     }
 
     static func failure(_ error: any Error) -> TransferFailure {

@@ -132,8 +132,8 @@ package struct PullSession: Sendable {
     private var ownPast: Seq?
     /// Where the last page's frames end, per origin (its `next`).
     private var pageNext: ReplicationCursor?
-    /// The last seq of the own origin's frames in the last page handed to the store (0: none).
-    private var pageOwnReach = Seq(0)
+    /// The frames of the page handed to the store, while it applies them (for `failed`).
+    private var applying: [[UInt8]] = []
 
     /// - Parameters:
     ///   - local: the receiving store's cursor when the session starts.
@@ -184,22 +184,30 @@ package struct PullSession: Sendable {
         }
         if let holder = page.holder { summary.peerHolds = holder }
         var frames = kept < page.frames.count ? Array(page.frames.prefix(kept)) : page.frames
-        pageOwnReach = Seq(0)
-        if let own {
+        if let own, let past = ownPast {
             // Once the store refused the own origin's frames, those a page still holds (a peer
             // that sends no cursor of its own, a page past the first) are left out here, and
             // move the place asked from past them.
-            let refusedOwn = ownPast != nil
+            var reach = past
             frames.removeAll { f in
                 guard let h = FrameHeader(parsing: f), h.origin == own else { return false }
-                pageOwnReach = max(pageOwnReach, h.lastSeq)
-                if refusedOwn { ownPast = max(ownPast ?? h.lastSeq, h.lastSeq) }
-                return refusedOwn
+                reach = max(reach, h.lastSeq)
+                return true
             }
+            ownPast = reach
         }
         if frames.isEmpty { return afterApply(progressed: false) }
         phase = .applying
+        applying = frames
         return .apply(frames)
+    }
+
+    /// The last seq of `origin`'s frames in `frames` (0: none).
+    private static func reach(of origin: ReplicaID, in frames: [[UInt8]]) -> Seq {
+        frames.reduce(Seq(0)) { r, f in
+            guard let h = FrameHeader(parsing: f), h.origin == origin else { return r }
+            return max(r, h.lastSeq)
+        }
     }
 
     /// The store took the frames of the last page; `cursor` is its cursor now.
@@ -210,6 +218,7 @@ package struct PullSession: Sendable {
         summary.alreadyHeld = summary.alreadyHeld.addingClamped(r.alreadyHeld)
         let progressed = now != cursor
         cursor = now
+        applying = []
         return afterApply(progressed: progressed)
     }
 
@@ -243,10 +252,12 @@ package struct PullSession: Sendable {
     /// each such page counts as one that brought nothing new).
     public mutating func failed(_ failure: TransferFailure) -> Action {
         precondition(phase == .requesting || phase == .applying, "failure outside a step")
+        let refusedFrames = applying
+        applying = []
         if phase == .applying, failure.code == .ownLog, let own {
             // As far as the page's own frames went (a page cut off has no `next`), its `next`, or
             // the peer's cursor says.
-            let reach = max(pageOwnReach, pageNext?[own] ?? Seq(0), summary.peerHolds?[own] ?? Seq(0))
+            let reach = max(Self.reach(of: own, in: refusedFrames), pageNext?[own] ?? Seq(0), summary.peerHolds?[own] ?? Seq(0))
             if reach > max(cursor[own], ownPast ?? Seq(0)) {
                 // A page refused is no progress: a peer that keeps naming the origin further on
                 // (and sends nothing else new) ends the session as any peer sending nothing new.

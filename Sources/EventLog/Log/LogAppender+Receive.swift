@@ -128,15 +128,7 @@ package struct ReceivedFrames: Sendable {
     /// backup or copied, and written to since, so two histories claim the same seqs.
     private static func ownFork(_ frame: [UInt8], header: FrameHeader, where place: String, tip: LogTip) throws -> Never {
         let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
-        let failure: FrameDecodeError? = frame.withUnsafeBytes { p in
-            do throws(FrameDecodeError) {
-                try FrameSignature.verify(p, header: header)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let failure {
+        if let failure = LogAppender.signatureFailure(of: frame, header: header) {
             throw LogError(.corrupt, "receive", "\(place) is damaged: \(failure.message)", seqs: seqs, hint: "nothing was written; fetch it again")
         }
         throw LogError(.ownLogDamaged, "receive",
@@ -538,6 +530,18 @@ extension LogAppender {
         return results
     }
 
+    /// Why a signed frame's signature does not verify; nil when it does.
+    static func signatureFailure(of frame: [UInt8], header: FrameHeader) -> FrameDecodeError? {
+        frame.withUnsafeBytes { p in
+            do throws(FrameDecodeError) {
+                try FrameSignature.verify(p, header: header)
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
+
     /// Verifies the signatures of `accepted` frames over the machine's cores.
     /// - Returns: the first failing frame's position in `frames` and why; nil when all verify.
     static func verifySignatures(_ frames: [[UInt8]], _ accepted: [ReceivedFrames.Accepted]) -> (Int, FrameDecodeError)? {
@@ -549,15 +553,7 @@ extension LogAppender {
             for j in stride(from: w, to: accepted.count, by: workers) {
                 let a = accepted[j]
                 if firstFailure.isBefore(a.index) { break }
-                let failure: FrameDecodeError? = frames[a.index].withUnsafeBytes { p in
-                    do throws(FrameDecodeError) {
-                        try FrameSignature.verify(p, header: a.header)
-                        return nil
-                    } catch {
-                        return error
-                    }
-                }
-                if let failure {
+                if let failure = signatureFailure(of: frames[a.index], header: a.header) {
                     firstFailure.note(a.index)
                     errors.set(a.index, failure)
                 }
