@@ -409,16 +409,20 @@ extension LogAppender {
         // checkpoints.
         // A peer's store reached by path has no index open here: its owner indexes these ids
         // from the log at its next open.
-        try? index?.begin()
+        // The index's transaction may not begin (another connection holds the file's lock, on a
+        // shared path): the frames are durable all the same, and their ids are owed (`owedIDs`).
         // An id that could not be indexed must not be claimed indexed: then nothing of this
-        // receive is committed to the index, and the next open indexes it from the log.
-        var indexFailed = false
+        // receive is committed to the index, and the next index transaction reads its ids from
+        // the log.
+        var indexFailed = index == nil || (try? index!.begin()) == nil
+        if let index, !indexFailed, (try? payOwedIDs(index)) == nil { indexFailed = true }
+        var completed: [(ReplicaID, ClosedRange<Seq>)] = []
         var tips: [ReplicaID: Seq] = [:]
         var originsOf: [Int: Set<ReplicaID>] = [:]
         for a in accepted {
             clock.observe(a.header.lastHLC)
             originsOf[a.batch, default: []].insert(a.origin)
-            var p = pending[a.origin] ?? PendingAppend()
+            var p = pending[a.origin] ?? PendingAppend(first: a.header.baseSeq)
             p.ids += a.ids
             p.frames += 1
             p.events += Int(a.header.count)
@@ -427,7 +431,8 @@ extension LogAppender {
                 continue
             }
             pending[a.origin] = nil
-            if let index, (try? index.insert(p.ids, origin: a.origin)) == nil { indexFailed = true }
+            completed.append((a.origin, p.first...a.header.lastSeq))
+            if let index, !indexFailed, (try? index.insert(p.ids, origin: a.origin)) == nil { indexFailed = true }
             if case .success(var r) = results[a.batch] {
                 r.frames += p.frames
                 r.events += p.events
@@ -448,7 +453,10 @@ extension LogAppender {
                 let through = origin == self.origin ? max(seq, lostOwnTail?.committed ?? Seq(0)) : seq
                 if (try? index.setIndexedThrough(origin, through)) == nil { indexFailed = true }
             }
-            if indexFailed || (try? index.commit()) == nil { index.rollback() }
+            if indexFailed || !commitIDs(index) {
+                if index.isInTransaction { rollbackIDs(index) }
+                for (origin, seqs) in completed { owe(origin, seqs) }
+            }
         }
         // The frames are durable: an index checkpoint that fails now is written again later
         // (it only saves readers a scan), and must not fail the receive.
@@ -483,6 +491,8 @@ extension LogAppender {
 
     /// What a received append still open holds so far: counted and indexed once it commits.
     struct PendingAppend {
+        /// The first seq of the append.
+        var first: Seq
         var ids: [(UUID, Seq)] = []
         var frames = 0
         var events = 0

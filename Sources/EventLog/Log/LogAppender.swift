@@ -124,6 +124,14 @@ public final class LogAppender {
     /// Shares purged in this store (`SharePurge`), read at first use; nil until then.
     var purgedShares: [ShareID: [ReplicaID: Seq]]?
     private var idMark: Seq
+    /// Seqs of committed events, per origin, whose explicit ids the event-id index did not take:
+    /// its transaction failed to begin or to commit after their frames were durable (a full disk,
+    /// another connection holding the file's lock on a shared path). Every later index
+    /// transaction reads them again from the log into itself first (`payOwedIDs`), so that no
+    /// mark is committed past an id the index lacks, and lookups see them again at once.
+    var owedIDs: [ReplicaID: ClosedRange<Seq>] = [:]
+    /// Those of `owedIDs` written into the index transaction now open: owed again if it rolls back.
+    private var owedInFlight: [ReplicaID: ClosedRange<Seq>] = [:]
     let encoder = FrameEncoder()
     /// Signs this replica's frames; read from `replica.key` at the first append (a missing key
     /// stops appends, not receiving or recovery); nil for a store whose id is not derived from a key.
@@ -276,6 +284,12 @@ public final class LogAppender {
         // yet given back (the evidence is kept).
         var through = pending[origin] != nil ? active.lastSeq : own.committed.lastSeq
         if let lost = lostOwnTail { through = max(through, lost.committed) }
+        if (try? payOwedIDs(index)) == nil, let owed = owedIDs[origin], pending[origin] == nil, lostOwnTail == nil {
+            // Ids of this log the index still lacks: the mark stops before them, and the next open
+            // reads them from the log. (A mark past a lost or open tail is that loss's evidence,
+            // which the next open needs more: it stays.)
+            through = min(through, Seq(owed.lowerBound.rawValue - 1))
+        }
         try index.setIndexedThrough(origin, through)
         try index.commit()
     }
@@ -418,6 +432,9 @@ public final class LogAppender {
         if !txn!.hasIDs {
             try ids.begin()
             txn!.hasIDs = true
+            // Ids a failed index write left out are looked up too (paid again at `commit` if
+            // reading them fails now).
+            try? payOwedIDs(ids)
         }
         guard let (o, s) = try ids.lookup(id) else { return false }
         txn!.result.duplicateCount += 1
@@ -589,13 +606,15 @@ public final class LogAppender {
         let t = txn!
         txn = nil
         // The log is durable from here; the derived index follows (and is rebuilt if this is lost).
+        // A failure here cannot fail the append: its ids are owed (`owedIDs`), and the mark stays.
         if t.hasIDs {
-            try? ids.setIndexedThrough(origin, active.lastSeq)
-            if (try? ids.commit()) == nil { ids.rollback() } else { idMark = active.lastSeq }
-        } else if active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents {
-            try? ids.begin()
-            try? ids.setIndexedThrough(origin, active.lastSeq)
-            if (try? ids.commit()) == nil { ids.rollback() } else { idMark = active.lastSeq }
+            if commitIDs(ids, through: active.lastSeq) {
+                idMark = active.lastSeq
+            } else if let first = t.result.firstSeq {
+                owe(origin, first...active.lastSeq)
+            }
+        } else if !owedIDs.isEmpty || active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents {
+            if (try? ids.begin()) != nil, commitIDs(ids, through: active.lastSeq) { idMark = active.lastSeq }
         }
         // The segment index is an accelerator, written again at the next checkpoint or close (and
         // recovery rebuilds it): a failure to write it now must not report a durable append as
@@ -609,7 +628,7 @@ public final class LogAppender {
         guard let t = txn else { return }
         txn = nil
         encoder.reset()  // the frame not yet written
-        if t.hasIDs { ids.rollback() }
+        if t.hasIDs { rollbackIDs(ids) }
         try own.truncate(to: t.start, op: "rollback")
     }
 
@@ -649,6 +668,53 @@ public final class LogAppender {
     }
 
     // MARK: Event-id index
+
+    /// Records that the ids of `origin`'s events in `seqs` are not in the index (see `owedIDs`).
+    func owe(_ origin: ReplicaID, _ seqs: ClosedRange<Seq>) {
+        let o = owedIDs[origin]
+        owedIDs[origin] = min(seqs.lowerBound, o?.lowerBound ?? seqs.lowerBound)...max(seqs.upperBound, o?.upperBound ?? seqs.upperBound)
+    }
+
+    /// Writes the owed ids into the index's open transaction, read again from the log, origin by
+    /// origin (an origin read whole moves to `owedInFlight`; one that fails stays owed).
+    func payOwedIDs(_ index: EventIDIndex) throws {
+        guard !owedIDs.isEmpty else { return }
+        let reader = LogReader(store: store)
+        for (origin, seqs) in owedIDs.sorted(by: { $0.key < $1.key }) {
+            var found: [(UUID, Seq)] = []
+            try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
+                guard v.seq <= seqs.upperBound else { return false }
+                if let id = v.explicitEventID { found.append((id, v.seq)) }
+                return true
+            }
+            try index.insert(found, origin: origin)
+            owedIDs[origin] = nil
+            let f = owedInFlight[origin]
+            owedInFlight[origin] = min(seqs.lowerBound, f?.lowerBound ?? seqs.lowerBound)...max(seqs.upperBound, f?.upperBound ?? seqs.upperBound)
+        }
+    }
+
+    /// Commits the index's open transaction, the owed ids and `origin`'s mark (`through`) in it;
+    /// rolls it back on failure. True when committed.
+    func commitIDs(_ index: EventIDIndex, through: Seq? = nil) -> Bool {
+        do {
+            try payOwedIDs(index)
+            if let through { try index.setIndexedThrough(origin, through) }
+            try index.commit()
+        } catch {
+            rollbackIDs(index)
+            return false
+        }
+        owedInFlight = [:]
+        return true
+    }
+
+    /// Rolls the index's transaction back: what it held of the owed ids is owed again.
+    func rollbackIDs(_ index: EventIDIndex) {
+        index.rollback()
+        for (origin, seqs) in owedInFlight { owe(origin, seqs) }
+        owedInFlight = [:]
+    }
 
     /// Origins whose log starts after a floor and whose events before it have ids this store's
     /// event-id index does not hold yet, with the floor's seq: the snapshot the store was

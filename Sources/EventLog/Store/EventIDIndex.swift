@@ -114,9 +114,17 @@ final class EventIDIndex {
 
     func commit() throws {
         precondition(inTransaction)
+        if commitsToFail > 0 {
+            commitsToFail -= 1
+            throw LogError(.io, "write event-id index", "event-id index: the commit failed (a fault a test asked for)")
+        }
         try run("write event-id index") { try $0.execute(sql: "COMMIT") }
         inTransaction = false
     }
+
+    /// Tests only: how many of the next commits fail as a full disk's would (the transaction
+    /// stays open, to be rolled back), after the log's frames were made durable.
+    var commitsToFail = 0
 
     func rollback() {
         guard inTransaction else { return }

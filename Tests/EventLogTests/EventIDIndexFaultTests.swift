@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import TestSupport
+import Testing
+@testable import EventLog
+
+/// The event-id index is derived from the log, and written after the log's frames are durable:
+/// a write of it that fails then (its commit, or its transaction never begun because another
+/// connection holds the file's lock: a store on a shared path) must neither fail nor trap the
+/// append or receive, and must not let a mark claim ids the index lacks. Those ids stay
+/// recognised for the rest of the session (a retry of one is a duplicate), and after a reopen.
+@Suite struct EventIDIndexFaultTests {
+    let peerReplica = ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!
+
+    /// A peer's store holding one append of `titles`, each with the id given, and its frames.
+    func peerFrames(_ dir: TempDir, _ entries: [(String, UUID)]) throws -> [[UInt8]] {
+        let peer = try Store.create(at: dir.path + "/peer", replicaID: peerReplica)
+        let p = try LogAppender(store: peer, wallClock: ManualClock())
+        _ = try p.append(entries.map { item($0.0, eventID: $0.1) })
+        try p.close()
+        var frames: [[UInt8]] = []
+        try LogReader(store: peer).forEachFrame(origin: peerReplica) { _, b in frames.append(Array(b)); return true }
+        return frames
+    }
+
+    @Test func anAppendWhoseIndexCommitFailsKeepsItsIdsRecognised() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let first = UUID(), second = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            _ = try a.append([item("before")])
+            a.index!.commitsToFail = 1
+            // The log took it: the append succeeds (a retry would append it twice otherwise).
+            let r = try a.append([item("one", eventID: first), item("two", eventID: second)])
+            #expect(r.appended == 2 && r.firstSeq == Seq(2))
+            // A retry in the same session is still recognised.
+            let again = try a.append([item("one", eventID: first)])
+            #expect(again.appended == 0 && again.duplicateCount == 1)
+            #expect(again.duplicates.first?.seq == Seq(2))
+            try a.close()
+        }
+        // And after a reopen (the marks written since never claimed what the index lacked).
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        let r = try b.append([item("two", eventID: second), item("three")])
+        #expect(r.appended == 1 && r.duplicateCount == 1 && r.duplicates.first?.seq == Seq(3))
+        try b.close()
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    @Test func anIndexCommitFailingUntilCloseLeavesTheMarkBehindItsIds() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let id = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            // The append's commit fails, and the next one's (which writes the owed ids first).
+            a.index!.commitsToFail = 2
+            _ = try a.append([item("one", eventID: id)])
+            _ = try a.append((0..<3).map { item("plain \($0)") })
+            #expect(a.owedIDs[a.origin] == Seq(1)...Seq(1))
+            // The close's commit works: the ids are written with its mark.
+            try a.close()
+        }
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        let r = try b.append([item("one", eventID: id)])
+        #expect(r.appended == 0 && r.duplicateCount == 1 && r.duplicates.first?.seq == Seq(1))
+        try b.close()
+    }
+
+    @Test func aReceiveWhoseIndexCommitFailsKeepsTheIdsRecognised() throws {
+        let dir = TempDir()
+        let id = UUID()
+        let frames = try peerFrames(dir, [("from the peer", id), ("another", UUID())])
+        let store = try makeStore(dir)
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            a.index!.commitsToFail = 1
+            #expect(try a.receive(frames).events == 2)
+            // The id is the peer's event's: a retry of it here is a duplicate, not a new event.
+            let r = try a.append([item("from the peer", eventID: id)])
+            #expect(r.appended == 0 && r.duplicates.first?.origin == peerReplica)
+            try a.close()
+        }
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        let r = try b.append([item("from the peer", eventID: id)])
+        #expect(r.appended == 0 && r.duplicates.first?.origin == peerReplica && r.duplicates.first?.seq == Seq(1))
+        try b.close()
+    }
+
+    /// Another connection (another process, on a shared path) holds the index's write lock: the
+    /// receive's index transaction cannot begin. The frames are durable and the receive succeeds,
+    /// without trapping; the ids are written once the lock is free.
+    @Test func aReceiveWhileAnotherConnectionLocksTheIndexNeitherTrapsNorLosesIds() throws {
+        let dir = TempDir()
+        let id = UUID()
+        let frames = try peerFrames(dir, [("from the peer", id)])
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        var config = Configuration()
+        config.allowsUnsafeTransactions = true
+        config.busyMode = .immediateError
+        let other = try DatabaseQueue(path: store.layout.eventIDs, configuration: config)
+        try other.writeWithoutTransaction { try $0.execute(sql: "BEGIN IMMEDIATE") }
+        #expect(try a.receive(frames).events == 1)
+        try other.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        try other.close()
+        let r = try a.append([item("from the peer", eventID: id)])
+        #expect(r.appended == 0 && r.duplicates.first?.origin == peerReplica)
+        try a.close()
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try b.append([item("from the peer", eventID: id)]).duplicateCount == 1)
+        try b.close()
+    }
+}
