@@ -652,6 +652,10 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         /// A file is damaged (a checksum, a hash chain, a gap): one of the store's, or one handed in
         /// (a bundle, a peer's frames); `underlying` names file and offset.
         public static let damaged = Code("damaged")
+        /// This store's own log is behind what it committed (a damaged tail cut off) or still
+        /// arriving from a peer (a store restored from a backup): appends wait until a pull gives
+        /// the rest back. `underlying` is the `LogError` (`isRetryable` while it arrives).
+        public static let ownLog = Code("own_log")
         /// A file was written by a newer format than this build reads.
         public static let unsupportedFormat = Code("unsupported_format")
         /// A write was refused for lack of space; nothing acknowledged was lost.
@@ -720,7 +724,8 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
             case "locked": code = .locked
             case "notAStore": code = .notAStore
             case "alreadyExists": code = .alreadyExists
-            case "corrupt", "ownLogDamaged": code = .damaged
+            case "corrupt": code = .damaged
+            case "ownLogDamaged", "ownLogRestoring": code = .ownLog
             case "gap", "clockAhead": code = .peer  // received frames this store refuses
             case "unsupportedFormat": code = .unsupportedFormat
             case "invalidInput": code = .invalidInput

@@ -318,8 +318,10 @@ public struct ItemInTree: Sendable, Equatable, FetchableRecord {
 /// Every call throws `LogbookError` alone: its `code` to match on, the lower error as
 /// `underlying`. Every write may throw `.locked` (another process held the lock past
 /// `lockWait`), `.diskFull` (nothing acknowledged is lost; the append did not happen),
-/// `.damaged` (recovery found the store's own log damaged beyond a torn tail), `.io`,
-/// `.database` and `.closed`; each call's documentation names the codes it adds.
+/// `.damaged` (recovery found the store's own log damaged beyond a torn tail), `.ownLog` (the
+/// store's own log is behind what it committed, or its tail is still arriving from a peer:
+/// appends wait until a pull gives it back), `.io`, `.database` and `.closed`; each call's
+/// documentation names the codes it adds.
 public final class LogbookWriter: Sendable {
     /// Reads the same store; never takes the lock.
     public let reader: LogbookReader

@@ -204,3 +204,42 @@ import Testing
         #expect(second.cursor.values.map(\.rawValue) == [2])
     }
 }
+
+/// An append refused because the store's own log is behind what it committed is told apart from
+/// damage at the door (`.ownLog`): what brings the tail back is a pull, not a repair.
+@Suite struct OwnLogDoorTests {
+    @Test func anAppendToAStoreThatLostItsOwnTailIsRefusedAsOwnLog() throws {
+        let dir = TempDir()
+        let path = dir.path + "/s"
+        do {
+            let writer = try LogbookWriter.open(at: path, creating: true)
+            try writer.create(Item(title: "kept"))
+            try writer.close()
+        }
+        let fm = FileManager.default
+        try fm.copyItem(atPath: path, toPath: dir.path + "/backup")
+        do {
+            let writer = try LogbookWriter.open(at: path)
+            try writer.create(Item(title: "lost one"))
+            try writer.create(Item(title: "lost two"))
+            try writer.close()
+        }
+        // The log and projection restored from the backup; the event-id index, newer, remembers
+        // the seqs the log no longer holds.
+        let ids = try Data(contentsOf: URL(fileURLWithPath: path + "/eventids.sqlite"))
+        try fm.removeItem(atPath: path)
+        try fm.copyItem(atPath: dir.path + "/backup", toPath: path)
+        for suffix in ["", "-wal", "-shm"] { try? fm.removeItem(atPath: path + "/eventids.sqlite" + suffix) }
+        try ids.write(to: URL(fileURLWithPath: path + "/eventids.sqlite"))
+
+        let writer = try LogbookWriter.open(at: path)
+        defer { try? writer.close() }
+        #expect(DoorTests.code { try writer.create(Item(title: "new")) } == .ownLog)
+        do {
+            try writer.create(Item(title: "new"))
+        } catch let e as LogbookError {
+            #expect(e.description.contains("were lost") && e.hint?.contains("pull") == true)
+        }
+        #expect(try writer.reader.items().compactMap(\.title) == ["kept"])
+    }
+}

@@ -342,14 +342,14 @@ public final class LogAppender {
         }
         if let lost = lostOwnTail {
             throw LogError(.ownLogDamaged, "append",
-                           "this store's own log ends at seq \(lost.holds), but seq \(lost.committed) was committed (\(lost.evidence) says so): the frames after \(lost.holds) were lost to damage, and new events would reuse their seqs",
+                           "this store's own log ends at seq \(lost.holds), but seq \(lost.committed) was committed (\(lost.evidence) says so): the frames after \(lost.holds) were lost (to damage, or to a restore of the log alone from a backup), and new events would reuse their seqs",
                            file: store.directory(origin).path,
                            hint: "nothing was appended; get the lost frames back from a peer that holds them (`evctl pull PEER`), then append again")
         }
         // An append of this replica's own log received from a peer (its lost tail given back),
         // whose last frame has not arrived: a local append would link onto it and take its seqs.
         if own.hasOpenAppend {
-            throw LogError(.ownLogDamaged, "append",
+            throw LogError(.ownLogRestoring, "append",
                            "an append of this store's own log received from a peer is still open (through seq \(own.active.lastSeq)): its last frame has not arrived, and new events would take the seqs of its rest",
                            file: store.directory(origin).path,
                            hint: "nothing was appended; pull from that peer again to complete it (or reopen the store, which drops it), then append again")

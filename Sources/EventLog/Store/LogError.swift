@@ -12,6 +12,7 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
         case gap
         case clockAhead
         case ownLogDamaged
+        case ownLogRestoring
     }
 
     let kind: Kind
@@ -57,12 +58,21 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     public var isClockAhead: Bool { kind == .clockAhead }
     /// This store's own log lost frames it had committed (appends wait until they are
     /// restored), or a peer's frames of it were refused: a fork of it, or unsigned frames the
-    /// store has no evidence of losing.
-    public var isOwnLogDamaged: Bool { kind == .ownLogDamaged }
+    /// store has no evidence of losing. True too while they are being restored
+    /// (`isOwnLogRestoring`).
+    public var isOwnLogDamaged: Bool { kind == .ownLogDamaged || kind == .ownLogRestoring }
+    /// An append was refused because a peer is giving this store back an append of its own log
+    /// (a store restored from a backup, a tail lost to damage) whose last frame has not arrived:
+    /// the pull going on completes it, and the append can be tried again then. Nothing was
+    /// appended.
+    public var isOwnLogRestoring: Bool { kind == .ownLogRestoring }
     /// The input was refused; nothing was written.
     public var isInvalidInput: Bool { kind == .invalidInput }
-    /// Trying again later can succeed (a lock held by another process, a transient I/O error).
-    public var isRetryable: Bool { kind == .locked || kind == .clockAhead || (kind == .io && (errno == EINTR || errno == EAGAIN)) }
+    /// Trying again later can succeed (a lock held by another process, a transient I/O error,
+    /// the own log's tail still arriving from a peer).
+    public var isRetryable: Bool {
+        kind == .locked || kind == .clockAhead || kind == .ownLogRestoring || (kind == .io && (errno == EINTR || errno == EAGAIN))
+    }
 
     public var description: String {
         var s = "\(operation): \(message)"
