@@ -176,7 +176,7 @@ public enum Replication {
                 if now != joinedSoFar, let again = try? cursor() {
                     joinedSoFar = now
                     before = Self.adding(summary, to: before)
-                    session = PullSession(local: again, own: own, limits: limits, retry: retry)
+                    session = PullSession(local: again, own: own, ownPast: session.ownPast, limits: limits, retry: retry)
                     action = session.start()
                     continue
                 }

@@ -129,7 +129,7 @@ package struct PullSession: Sendable {
     /// How far the peer's frames of the own origin are left out, once the store refused them
     /// (`ownLogRefused`): each request asks from there for that origin. Raised only forward, to
     /// where the refused page or the peer's cursor said that origin goes.
-    private var ownPast: Seq?
+    public private(set) var ownPast: Seq?
     /// Where the last page's frames end, per origin (its `next`).
     private var pageNext: ReplicationCursor?
     /// The frames of the page handed to the store, while it applies them (for `failed`).
@@ -139,11 +139,14 @@ package struct PullSession: Sendable {
     ///   - local: the receiving store's cursor when the session starts.
     ///   - own: the receiving store's own origin: a page refused for frames of it (`own_log`)
     ///     is asked for again without them (`TransferSummary.ownLogRefused`).
+    ///   - ownPast: where an earlier session of the same pull left the own origin out (its
+    ///     `ownPast`): this one starts past it, not asking for a page the store refuses again.
     ///   - jitter: the random draw for backoff (tests pass a fixed one).
-    public init(local: ReplicationCursor, own: ReplicaID? = nil, limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+    public init(local: ReplicationCursor, own: ReplicaID? = nil, ownPast: Seq? = nil, limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
         cursor = local
         self.own = own
+        self.ownPast = own == nil ? nil : ownPast
         self.limits = limits
         budget = RetryBudget(policy: retry, jitter: jitter)
     }

@@ -206,6 +206,11 @@ import TestSupport
         _ = s.received(decoded(1, next: ReplicationCursor([a: Seq(5), own: Seq(6)]), more: false), bytes: 20)
         guard case .fail(let f) = s.failed(refusal) else { Issue.record("a second refusal went on"); return }
         #expect(f.code == .ownLog)
+        // A session that goes on once more (a share joined) starts where this one left the own
+        // origin out, not asking for the page the store refused again.
+        var again = PullSession(local: ReplicationCursor([a: Seq(5), own: Seq(3)]), own: own, ownPast: s.ownPast, jitter: { 1 })
+        #expect(s.ownPast == Seq(6))
+        #expect(again.start() == .request(since: ReplicationCursor([a: Seq(5), own: Seq(6)]), limits: again.limits))
         // A session that knows no own origin ends at the first.
         var t = PullSession(local: local, jitter: { 1 })
         _ = t.start()
