@@ -153,7 +153,10 @@ extension Logbook {
                   progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Exchange {
         try await remembering(peer) {
             var e = Exchange()
-            if pull { e.pulled = try await self.pullFrom(t, peer: peer, progress: progress) }
+            // An exchange that pulls and pushes (a follower's first on each connection, or a sync)
+            // compares the server's frame at this store's own tip with its own (a fork of its own
+            // log); a follower's pulls after a move of the server ask past the tip only.
+            if pull { e.pulled = try await self.pullFrom(t, peer: peer, checkingOwnTip: push, progress: progress) }
             if push {
                 e.pushed = try await Replication.push(from: self.store, to: t, known: e.pulled?.peerHolds ?? known, limits: peer.limits,
                                                       retry: peer.retry, refused: refused, progress: progress)
@@ -165,12 +168,14 @@ extension Logbook {
         }
     }
 
-    func pullFrom(_ t: any ReplicaTransport, peer: Peer, progress: (@Sendable (TransferProgress) -> Void)?) async throws -> TransferSummary {
+    func pullFrom(_ t: any ReplicaTransport, peer: Peer, checkingOwnTip: Bool = true,
+                  progress: (@Sendable (TransferProgress) -> Void)?) async throws -> TransferSummary {
         if writer != nil {
-            return try await Replication.pull(from: t, into: try requireWriter("pull"), limits: peer.limits, retry: peer.retry, progress: progress)
+            return try await Replication.pull(from: t, into: try requireWriter("pull"), limits: peer.limits, retry: peer.retry,
+                                              checkingOwnTip: checkingOwnTip, progress: progress)
         }
         return try await Replication.pull(from: t, store: store, project: options.project, limits: peer.limits, retry: peer.retry,
-                                          lockWait: options.lockWait, recovered: options.recovered, progress: progress)
+                                          lockWait: options.lockWait, checkingOwnTip: checkingOwnTip, recovered: options.recovered, progress: progress)
     }
 
     func remembering(_ peer: Peer, _ body: () async throws -> (Exchange, cursor: ReplicationCursor?)) async throws -> Exchange {

@@ -126,7 +126,10 @@ public struct LiveSync: Sendable {
     public func run() async throws {
         let (store, project, limits, retry) = (self.store, self.project, self.limits, self.retry)
         let exchange = self.exchange ?? { t, pull, push, known, refused in
-            let a = pull ? try await Replication.pull(from: t, store: store, project: project, limits: limits, retry: retry) : nil
+            // A connection's first exchange (the one that pulls and pushes) compares the server's
+            // frame at the store's own tip with the store's (a fork of its own log); the pulls
+            // that follow a move of the server ask past the tip only.
+            let a = pull ? try await Replication.pull(from: t, store: store, project: project, limits: limits, retry: retry, checkingOwnTip: push) : nil
             let b = push ? try await Replication.push(from: store, to: t, known: a?.peerHolds ?? known, limits: limits, retry: retry, refused: refused) : nil
             return Exchange(pulled: a, pushed: b)
         }

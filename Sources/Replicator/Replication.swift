@@ -35,17 +35,22 @@ public enum Replication {
     /// Pulls everything `peer` holds past `projected`'s cursor, page by page, verifying and
     /// appending each page as it arrives; projects what arrived at the end (also when the
     /// session fails partway, so what was kept is visible).
+    /// - Parameter checkingOwnTip: ask once for the peer's frame at the store's tip of its own
+    ///   log and compare it with the store's (`PullSession`'s `ownTip`): a fork of that log is
+    ///   named even where the peer holds it as far as the store does. One frame more on the
+    ///   wire; a follower asks at its first pull.
     public static func pull(from peer: any ReplicaTransport, into projected: ProjectedStore,
-                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+                            limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), checkingOwnTip: Bool = true,
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
         var received = false
         // Share logs declined by earlier sessions (and purged ones) are not asked for again;
         // membership logs are (their declines hold for one session).
-        let local = try projected.exclusive { () throws -> ReplicationCursor in
+        let (local, tip) = try projected.exclusive { () throws -> (ReplicationCursor, LogTip) in
             projected.appender.beginReceivingSession()
-            return try projected.appender.receivePosition()
+            return (try projected.appender.receivePosition(), projected.appender.tip)
         }
-        let outcome = await runPull(peer, local: local, own: projected.store.replicaID, limits: limits, retry: retry, progress: progress,
+        let ownTip = checkingOwnTip && projected.store.replicaID.isKeyDerived ? tip : nil
+        let outcome = await runPull(peer, local: local, own: projected.store.replicaID, ownTip: ownTip, limits: limits, retry: retry, progress: progress,
                                     receive: { frames in
                                         let r = try projected.receive(frames)
                                         if r.frames > 0 { received = true }
@@ -63,14 +68,16 @@ public enum Replication {
     /// and the pull goes on from the snapshot's cursor.
     /// - Parameter lockWait: how long to wait while another process (such as `evctl serve` on this
     ///   store, which holds the lock briefly after each push) holds the writer lock.
+    /// - Parameter checkingOwnTip: as for the pull into a `ProjectedStore`.
     public static func pull(from peer: any ReplicaTransport, store: Store, project: Bool = true, bootstrap: Bool = true,
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), lockWait: Double = 2,
+                            checkingOwnTip: Bool = true,
                             recovered: ((RecoveryReport) -> Void)? = nil,
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {
         var bootstrapped = false
         while true {
             let outcome = try await pullOnce(from: peer, store: store, project: project, limits: limits, retry: retry,
-                                             lockWait: lockWait, recovered: recovered, progress: progress)
+                                             lockWait: lockWait, checkingOwnTip: checkingOwnTip, recovered: recovered, progress: progress)
             if case .failure(let f as TransferFailure) = outcome, f.code == .cursorExpired, bootstrap, !bootstrapped {
                 let file = store.layout.snapshotIncoming
                 defer { try? FileManager.default.removeItem(atPath: file) }
@@ -86,7 +93,7 @@ public enum Replication {
     }
 
     private static func pullOnce(from peer: any ReplicaTransport, store: Store, project: Bool, limits: PageLimits, retry: RetryPolicy,
-                                 lockWait: Double, recovered: ((RecoveryReport) -> Void)?,
+                                 lockWait: Double, checkingOwnTip: Bool, recovered: ((RecoveryReport) -> Void)?,
                                  progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Result<TransferSummary, any Error> {
         var projected: ProjectedStore?
         var appender: LogAppender?
@@ -105,7 +112,9 @@ public enum Replication {
         }
         // Share logs declined by earlier sessions (and purged ones) are not asked for again.
         let local = try store.cursor().merged(with: ReplicationCursor(ShareDirectory.declinedOrPurgedLogs(store)))
-        let outcome = await runPull(peer, local: local, own: store.replicaID, limits: limits, retry: retry, progress: progress,
+        // Read without the lock: a tip that moved since is not at `local`, and is not checked.
+        let ownTip = checkingOwnTip && store.replicaID.isKeyDerived ? try? LogReader(store: store).tip(origin: store.replicaID) : nil
+        let outcome = await runPull(peer, local: local, own: store.replicaID, ownTip: ownTip, limits: limits, retry: retry, progress: progress,
                                     receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() },
                                     joined: { (appender ?? projected?.appender)?.sharesJoinedAfterDeclining ?? 0 })
         try await Blocking.run {
@@ -118,12 +127,12 @@ public enum Replication {
         return outcome
     }
 
-    private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, own: ReplicaID, limits: PageLimits, retry: RetryPolicy,
+    private static func runPull(_ peer: any ReplicaTransport, local: ReplicationCursor, own: ReplicaID, ownTip: LogTip?, limits: PageLimits, retry: RetryPolicy,
                                 progress: (@Sendable (TransferProgress) -> Void)?,
                                 receive: ([[UInt8]]) throws -> ReceiveResult,
                                 cursor: () throws -> ReplicationCursor,
                                 joined: () -> Int = { 0 }) async -> Result<TransferSummary, any Error> {
-        var session = PullSession(local: local, own: own, limits: limits, retry: retry)
+        var session = PullSession(local: local, own: own, ownTip: ownTip, limits: limits, retry: retry)
         var action = session.start()
         // A page that joined this replica to a share whose logs an earlier page brought (and this
         // store declined) has them asked for again: the session goes on once more from here.

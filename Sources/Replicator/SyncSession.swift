@@ -130,6 +130,12 @@ package struct PullSession: Sendable {
     /// (`ownLogRefused`): each request asks from there for that origin. Raised only forward, to
     /// where the refused page or the peer's cursor said that origin goes.
     public private(set) var ownPast: Seq?
+    /// The store's tip of its own log, while its first request asks for the peer's frame there
+    /// to compare it (`ownTip`); nil once a page has come, or when not asked.
+    private var checking: LogTip?
+    /// The page with the store is the first, which held the peer's frame at the store's tip: a
+    /// refusal of it for a fork is news even though it reaches no further than the tip.
+    private var comparing = false
     /// Where the last page's frames end, per origin (its `next`).
     private var pageNext: ReplicationCursor?
     /// The frames of the page handed to the store, while it applies them (for `failed`).
@@ -141,12 +147,21 @@ package struct PullSession: Sendable {
     ///     is asked for again without them (`TransferSummary.ownLogRefused`).
     ///   - ownPast: where an earlier session of the same pull left the own origin out (its
     ///     `ownPast`): this one starts past it, not asking for a page the store refuses again.
+    ///   - ownTip: the store's tip of its own log, to compare with the peer's: the first request
+    ///     asks for the own origin from one seq before it, so that the peer's frame ending there
+    ///     comes back. The same frame (by its hash) is dropped here, before the store sees it (a
+    ///     pull with nothing new still opens nothing); another goes to the store, which names it
+    ///     a fork of its own log when its key signed it (a store restored from a backup, written
+    ///     to as far as the peer holds its log or less far, which asking past its tip never
+    ///     shows). Used only when `local` is at that tip.
     ///   - jitter: the random draw for backoff (tests pass a fixed one).
-    public init(local: ReplicationCursor, own: ReplicaID? = nil, ownPast: Seq? = nil, limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
+    public init(local: ReplicationCursor, own: ReplicaID? = nil, ownPast: Seq? = nil, ownTip: LogTip? = nil,
+                limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(),
                 jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }) {
         cursor = local
         self.own = own
         self.ownPast = own == nil ? nil : ownPast
+        if let own, let ownTip, ownPast == nil, ownTip.lastSeq > Seq(0), local[own] == ownTip.lastSeq { checking = ownTip }
         self.limits = limits
         budget = RetryBudget(policy: retry, jitter: jitter)
     }
@@ -159,7 +174,13 @@ package struct PullSession: Sendable {
 
     /// What a request asks from: the store's cursor, with the own origin's refused frames left out.
     private var asked: ReplicationCursor {
-        guard let own, let ownPast, ownPast > cursor[own] else { return cursor }
+        guard let own else { return cursor }
+        if let checking, checking.lastSeq == cursor[own] {
+            var c = cursor
+            c[own] = Seq(checking.lastSeq.rawValue - 1)
+            return c
+        }
+        guard let ownPast, ownPast > cursor[own] else { return cursor }
         var c = cursor
         c[own] = ownPast
         return c
@@ -187,6 +208,16 @@ package struct PullSession: Sendable {
         }
         if let holder = page.holder { summary.peerHolds = holder }
         var frames = kept < page.frames.count ? Array(page.frames.prefix(kept)) : page.frames
+        if let own, let tip = checking {
+            // The first page: the peer's frame at the store's tip, asked for only to be compared,
+            // is left out when it is the store's; any other goes on to the store.
+            checking = nil
+            frames.removeAll { f in
+                guard let h = FrameHeader(parsing: f), h.origin == own, h.lastSeq == tip.lastSeq else { return false }
+                return f.withUnsafeBytes { FrameHash.of($0) } == tip.lastHash
+            }
+            comparing = !frames.isEmpty
+        }
         if let own, let past = ownPast {
             // Once the store refused the own origin's frames, those a page still holds (a peer
             // that sends no cursor of its own, a page past the first) are left out here, and
@@ -219,6 +250,7 @@ package struct PullSession: Sendable {
         summary.frames = summary.frames.addingClamped(r.frames)
         summary.events = summary.events.addingClamped(r.events)
         summary.alreadyHeld = summary.alreadyHeld.addingClamped(r.alreadyHeld)
+        comparing = false
         let progressed = now != cursor
         cursor = now
         applying = []
@@ -257,11 +289,13 @@ package struct PullSession: Sendable {
         precondition(phase == .requesting || phase == .applying, "failure outside a step")
         let refusedFrames = applying
         applying = []
+        let compared = comparing
+        comparing = false
         if phase == .applying, failure.code == .ownLog, let own {
             // As far as the page's own frames went (a page cut off has no `next`), its `next`, or
             // the peer's cursor says.
             let reach = max(Self.reach(of: own, in: refusedFrames), pageNext?[own] ?? Seq(0), summary.peerHolds?[own] ?? Seq(0))
-            if reach > max(cursor[own], ownPast ?? Seq(0)) {
+            if reach > max(cursor[own], ownPast ?? Seq(0)) || compared && reach >= cursor[own] {
                 // A page refused is no progress: a peer that keeps naming the origin further on
                 // (and sends nothing else new) ends the session as any peer sending nothing new.
                 stalls += 1

@@ -100,6 +100,53 @@ import LogbookServer
         #expect(again.events == 0 && again.ownLogRefused != nil)
     }
 
+    /// Written to after the restore as far as the hub holds its own log, or less far: no frame
+    /// of the hub's follows the store's log, so asking past its tip would show nothing, and both
+    /// would call themselves in sync while holding different events under the same seqs. A pull
+    /// asks once for the hub's frame at the store's tip and compares it: the fork is named.
+    @Test(arguments: [2, 1]) func aForkAtOrBelowThePeersTipIsNamed(written: Int) async throws {
+        let dir = TempDir()
+        let (a, hub) = try await Self.restoredReplica(dir)
+        try Self.append(a, (0..<written).map { "written after the restore \($0)" })
+        let before = try Self.frames(a, of: a.replicaID)
+        let pulled = try await Replication.pull(from: StoreTransport(store: hub), store: a)
+        let why = try #require(pulled.ownLogRefused, "the fork went unseen")
+        #expect(why.contains("this replica's own log has forked"), "\(why)")
+        #expect(try Self.frames(a, of: a.replicaID) == before)
+        #expect(pulled.alreadyHeld == 0)
+    }
+
+    /// A store whose own log the peer holds as it is: the frame asked for to compare is not
+    /// counted as a frame the peer sent again, and nothing is refused.
+    @Test func aPullOfAStoreInStepComparesItsTipSilently() async throws {
+        let dir = TempDir()
+        let (a, hub) = try await Self.restoredReplica(dir)
+        _ = try await Replication.pull(from: StoreTransport(store: hub), store: a)
+        let again = try await Replication.pull(from: StoreTransport(store: hub), store: a)
+        #expect(again.ownLogRefused == nil && again.events == 0 && again.alreadyHeld == 0)
+    }
+
+    /// A live sync of a replica forked exactly as far as the server holds its log: the first
+    /// exchange compares the server's frame at the store's tip, and names the fork (before, the
+    /// follower called itself in sync).
+    @Test(.timeLimit(.minutes(1))) func aLiveSyncOfAReplicaForkedAsFarAsTheServerSaysSo() async throws {
+        let dir = TempDir()
+        let (a, hub) = try await Self.restoredReplica(dir)
+        try Self.append(a, ["written after the restore", "and again"])
+        try await withServer(hub) { url in
+            let states = AsyncStream.makeStream(of: LiveSync.State.self)
+            var live = LiveSync(store: a) { try HTTPTransport(url: url, replica: a.replicaID) }
+            live.onState = { states.continuation.yield($0) }
+            var told = states.stream.makeAsyncIterator()
+            let follower = Task { try await live.run() }
+            defer { follower.cancel() }
+            let first = try #require(await told.next())
+            guard case .partlyInSync(_, let refused) = first else { Issue.record("first state: \(first)"); return }
+            #expect(refused[a.replicaID]?.contains("this replica's own log has forked") == true, "\(refused)")
+            follower.cancel()
+        }
+    }
+
     /// A live sync of that replica does not call itself in sync: its state names the store's own
     /// origin with the fork, and it has pulled everything else (before, its first pull failed
     /// and the follower ended).

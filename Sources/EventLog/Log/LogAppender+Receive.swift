@@ -71,6 +71,13 @@ package struct ReceivedFrames: Sendable {
             let seqs = header.baseSeq.rawValue...header.lastSeq.rawValue
             let tip = try out.tips[origin] ?? tip(origin)
             if header.lastSeq <= tip.lastSeq {
+                // A frame of the own origin, signed, ending where this store's log ends but not
+                // the frame it holds there (its hash): the two logs claim the same seqs with
+                // different events, a fork that asking past the tip never shows (a pull asks for
+                // that frame once, `PullSession`'s check).
+                if origin == own, header.signed, header.lastSeq == tip.lastSeq, hash != tip.lastHash {
+                    try ownFork(frames[i], header: header, where: where_(), tip: tip)
+                }
                 out.alreadyHeld += 1
                 continue
             }
