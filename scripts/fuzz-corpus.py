@@ -82,6 +82,8 @@ put("FuzzEventStream", "cursors", ("event: cursor\ndata: %s\n\n: keep-alive\n\ne
 put("FuzzEventStream", "crlf-multiline", b"event: cursor\r\ndata: a\r\ndata: b\r\n\r\ndata\n\n")
 put("FuzzEventStream", "retry-after-date", b"Sun, 06 Nov 1994 08:49:37 GMT")
 put("FuzzEventStream", "retry-after-seconds", b" 0120 ")
+put("FuzzEventStream", "retry-after-rfc850", b"Sunday, 06-Nov-94 08:49:37 GMT")
+put("FuzzEventStream", "retry-after-asctime", b"Sun Nov  6 08:49:37 1994")
 for i in range(0, min(len(frames), 6), 2):
     put("FuzzPageReceive", "golden-%d" % i, page(frames[: i + 2], token([(origin, 99)])))
 put("FuzzPageReceive", "empty", page([], empty))

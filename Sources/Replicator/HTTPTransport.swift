@@ -294,11 +294,11 @@ public final class HTTPTransport: ReplicaTransport {
 
     /// A `Retry-After` value as seconds from `now`, within `0...TransferFailure.retryAfterMax`:
     /// delay-seconds (ASCII digits only, leading zeros ignored; more than the bound is the bound)
-    /// or an IMF-fixdate (RFC 9110's preferred date form; one passed is 0). Anything else,
-    /// including RFC 9110's two obsolete date forms, is no value, and the session's own backoff
-    /// stands. Read byte by byte: Foundation's `DateFormatter` on Linux traps on a value whose
-    /// parse stops inside a multi-byte character, which a peer's header can be. Outside the
-    /// module for the fuzz package only (`@_spi(Fuzz)`), as is `imfFixdate`.
+    /// or an HTTP date in any of RFC 9110's three forms (`httpDate`; one passed is 0). Anything
+    /// else is no value, and the session's own backoff stands. Read byte by byte: Foundation's
+    /// `DateFormatter` on Linux traps on a value whose parse stops inside a multi-byte character,
+    /// which a peer's header can be. Outside the module for the fuzz package only
+    /// (`@_spi(Fuzz)`), as are the date readers.
     @_spi(Fuzz) public static func retryAfterSeconds(_ value: String, now: Date) -> Double? {
         var b = Array(value.utf8)[...]
         while let f = b.first, f == 0x20 || f == 0x09 { b = b.dropFirst() }
@@ -310,27 +310,98 @@ public final class HTTPTransport: ReplicaTransport {
             guard digits.count <= 9, let n = decimal(digits) else { return TransferFailure.retryAfterMax }
             return min(TransferFailure.retryAfterMax, Double(n))
         }
-        guard let at = imfFixdate(Array(b)) else { return nil }
+        guard let at = httpDate(Array(b), now: now) else { return nil }
         return min(TransferFailure.retryAfterMax, max(0, at - now.timeIntervalSince1970))
     }
+
+    /// An HTTP date as seconds since 1970, in any of the three forms RFC 9110 (§5.6.7) has a
+    /// recipient read: the IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), and the two obsolete
+    /// ones, rfc850-date ("Sunday, 06-Nov-94 08:49:37 GMT") and asctime-date ("Sun Nov  6
+    /// 08:49:37 1994"). An rfc850-date's two-digit year is the year of `now`'s century with those
+    /// digits, or of the century before when that would be more than 50 years after `now`'s.
+    @_spi(Fuzz) public static func httpDate(_ s: [UInt8], now: Date) -> Double? {
+        imfFixdate(s) ?? rfc850Date(s, now: now) ?? asctimeDate(s)
+    }
+
+    private static let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+    private static let longWeekdays = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
     /// An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") as seconds since 1970, read at its fixed
     /// places. A field out of range, a day its month does not have, a weekday that is not the
     /// date's, or any byte other than the form's is no date.
     @_spi(Fuzz) public static func imfFixdate(_ s: [UInt8]) -> Double? {
         guard s.count == 29 else { return nil }
-        func has(_ text: String, at i: Int) -> Bool { s[i..<(i + text.utf8.count)].elementsEqual(text.utf8) }
-        func number(at i: Int, digits n: Int) -> Int? { decimal(s[i..<(i + n)]) }
-        let weekdays = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
-        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
-        guard has(", ", at: 3), has(" ", at: 7), has(" ", at: 11), has(" ", at: 16), has(":", at: 19), has(":", at: 22),
-              has(" GMT", at: 25),
-              let weekday = weekdays.firstIndex(where: { has($0, at: 0) }),
-              let month = months.firstIndex(where: { has($0, at: 8) }).map({ $0 + 1 }),
-              let day = number(at: 5, digits: 2), let year = number(at: 12, digits: 4),
-              let hour = number(at: 17, digits: 2), let minute = number(at: 20, digits: 2), let second = number(at: 23, digits: 2),
-              hour < 24, minute < 60, second <= 60  // 60: a leap second
+        let f = FixedText(s)
+        guard f.has(", ", at: 3), f.has(" ", at: 7), f.has(" ", at: 11), f.has(" GMT", at: 25),
+              let weekday = weekdays.firstIndex(where: { f.has($0, at: 0) }),
+              let month = months.firstIndex(where: { f.has($0, at: 8) }).map({ $0 + 1 }),
+              let day = f.number(at: 5, digits: 2), let year = f.number(at: 12, digits: 4),
+              let (hour, minute, second) = f.time(at: 17)
         else { return nil }
+        return gmtSeconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second, weekday: weekday)
+    }
+
+    /// An rfc850-date ("Sunday, 06-Nov-94 08:49:37 GMT"): the weekday's full name, then fixed places.
+    static func rfc850Date(_ s: [UInt8], now: Date) -> Double? {
+        guard let weekday = longWeekdays.firstIndex(where: { s.starts(with: $0.utf8) }) else { return nil }
+        let at = longWeekdays[weekday].utf8.count
+        guard s.count == at + 24 else { return nil }
+        let f = FixedText(s)
+        guard f.has(", ", at: at), f.has("-", at: at + 4), f.has("-", at: at + 8), f.has(" ", at: at + 11), f.has(" GMT", at: at + 20),
+              let day = f.number(at: at + 2, digits: 2),
+              let month = months.firstIndex(where: { f.has($0, at: at + 5) }).map({ $0 + 1 }),
+              let yy = f.number(at: at + 9, digits: 2),
+              let (hour, minute, second) = f.time(at: at + 12)
+        else { return nil }
+        // `now`'s year, from its days since 1970 (within what a `Date` holds, whole years of
+        // 365.2425 days place it; a date a day off at a year's turn moves the window by a year).
+        let days = (now.timeIntervalSince1970 / 86_400).rounded(.down)
+        guard days.isFinite, abs(days) < 100_000_000 else { return nil }
+        let nowYear = 1970 + Int((days / 365.2425).rounded(.down))
+        var year = nowYear - nowYear % 100 + yy
+        if year > nowYear + 50 { year -= 100 }
+        return gmtSeconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second, weekday: weekday)
+    }
+
+    /// An asctime-date ("Sun Nov  6 08:49:37 1994"; a day below 10 after a space, or as two digits).
+    static func asctimeDate(_ s: [UInt8]) -> Double? {
+        guard s.count == 24 else { return nil }
+        let f = FixedText(s)
+        let day = f.has(" ", at: 8) ? f.number(at: 9, digits: 1) : f.number(at: 8, digits: 2)
+        guard f.has(" ", at: 3), f.has(" ", at: 7), f.has(" ", at: 10), f.has(" ", at: 19),
+              let weekday = weekdays.firstIndex(where: { f.has($0, at: 0) }),
+              let month = months.firstIndex(where: { f.has($0, at: 4) }).map({ $0 + 1 }),
+              let day, let year = f.number(at: 20, digits: 4),
+              let (hour, minute, second) = f.time(at: 11)
+        else { return nil }
+        return gmtSeconds(year: year, month: month, day: day, hour: hour, minute: minute, second: second, weekday: weekday)
+    }
+
+    /// Bytes read at fixed places (every place within them: the caller checks the length).
+    private struct FixedText {
+        let s: [UInt8]
+        init(_ s: [UInt8]) { self.s = s }
+        func has(_ text: String, at i: Int) -> Bool {
+            i >= 0 && i + text.utf8.count <= s.count && s[i..<(i + text.utf8.count)].elementsEqual(text.utf8)
+        }
+        func number(at i: Int, digits n: Int) -> Int? {
+            guard i >= 0, i + n <= s.count else { return nil }
+            return HTTPTransport.decimal(s[i..<(i + n)])
+        }
+        /// "HH:MM:SS" at `i`: hours below 24, minutes below 60, seconds to 60 (a leap second).
+        func time(at i: Int) -> (Int, Int, Int)? {
+            guard has(":", at: i + 2), has(":", at: i + 5),
+                  let h = number(at: i, digits: 2), let m = number(at: i + 3, digits: 2), let sec = number(at: i + 6, digits: 2),
+                  h < 24, m < 60, sec <= 60
+            else { return nil }
+            return (h, m, sec)
+        }
+    }
+
+    /// A date and time of day in GMT as seconds since 1970; nil for a day its month does not
+    /// have, or a weekday (0 for Sunday) that is not the date's.
+    private static func gmtSeconds(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, weekday: Int) -> Double? {
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
         let monthDays = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
         guard day >= 1, day <= monthDays else { return nil }
@@ -342,7 +413,7 @@ public final class HTTPTransport: ReplicaTransport {
         let dayOfYear = (153 * ((month + 9) % 12) + 2) / 5 + day - 1
         let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
         let days = era * 146_097 + dayOfEra - 719_468
-        guard (days % 7 + 11) % 7 == weekday else { return nil }  // 1970-01-01 was a Thursday
+        guard ((days % 7) + 11) % 7 == weekday else { return nil }  // 1970-01-01 was a Thursday
         // In 64 bits: a date past 2038 passes a 32-bit Int's seconds.
         return Double(Int64(days) * 86_400 + Int64(hour * 3_600 + minute * 60 + second))
     }

@@ -95,11 +95,29 @@ import Testing
         #expect(seconds("Sun, 06 Nov 1994 08:00:00 GMT") == 0)   // passed
         #expect(seconds("Mon, 06 Nov 1995 08:49:37 GMT") == TransferFailure.retryAfterMax)
         #expect(seconds("\t9\t") == 9)
-        // RFC 9110's obsolete forms are not read; nor is a date whose weekday, day, month or time
-        // is not one (29 February is one only in a leap year), nor any byte not of the form.
+        // RFC 9110's two obsolete forms, which a recipient must read too (before 2026-12-01 they
+        // were not, and the session's own backoff stood).
+        #expect(seconds("Sunday, 06-Nov-94 08:50:07 GMT") == 30)
+        #expect(seconds("Sun Nov  6 08:50:07 1994") == 30)
+        #expect(seconds("Sun Nov 06 08:50:07 1994") == 30)
+        #expect(seconds("Wed Nov  9 08:49:37 1994") == TransferFailure.retryAfterMax)
+        // An rfc850-date's two-digit year: in `now`'s century, or the one before when that is
+        // more than 50 years ahead.
+        let today = Date(timeIntervalSince1970: 1_796_083_200)  // 2026-12-01
+        #expect(HTTPTransport.httpDate(Array("Saturday, 01-Jan-77 00:00:00 GMT".utf8), now: today) == 220_924_800)
+        #expect(HTTPTransport.httpDate(Array("Monday, 01-Jan-46 00:00:00 GMT".utf8), now: today) == 2_398_377_600)
+        #expect(HTTPTransport.httpDate(Array("Friday, 31-Dec-99 00:00:00 GMT".utf8), now: today) == 946_598_400)
+        #expect(HTTPTransport.httpDate(Array("Thursday, 01-Jan-70 00:00:00 GMT".utf8), now: now) == 0)
+        // No date whose weekday, day, month or time is not one (29 February is one only in a leap
+        // year), nor any byte not of its form, nor a form's weekday in another's spelling.
         // Foundation's DateFormatter, used at first, traps on Linux when its parse stops inside
         // a multi-byte character: the two values with a combining accent (29 bytes each).
-        for bad in ["", " ", "-1", "1.5", "+3", "5s", "٣", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
+        for bad in ["", " ", "-1", "1.5", "+3", "5s", "٣", "Sun, 06-Nov-94 08:49:37 GMT", "Sunday, 06 Nov 1994 08:49:37 GMT",
+                    "Monday, 06-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 PST", "Sunday, 6-Nov-94 08:49:37 GMT",
+                    "Sunday, 06-Nov-1994 08:49:37 GMT", "Sunday, 31-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-94 24:49:37 GMT",
+                    "Sunday", "Sunday, ", "Sunday, 06-Nov-94 08:49:37 GMT\u{301}", "Sunday\u{301}, 06-Nov-94 08:49:37 GMT",
+                    "Sun Nov 6 08:49:37 1994", "Sun Nov  6 08:49:37 94", "Mon Nov  6 08:49:37 1994", "Sun Nov  0 08:49:37 1994",
+                    "Sun Nov 6  08:49:37 1994", "Sun, Nov  6 08:49:37 1994", "Sun Nov  6 08:49:37 1994 GMT", "Sun Nov  6 08:49:37 1994\u{301}",
                     "Sun, 06 Nov 1994 08:49:37 PST", "Mon, 06 Nov 1994 08:49:37 GMT", "sun, 06 Nov 1994 08:49:37 GMT",
                     "Sun, 99 Nov 1994 08:49:37 GMT", "Thu, 31 Nov 1994 08:49:37 GMT", "Thu, 00 Dec 1994 08:49:37 GMT",
                     "Thu, 29 Feb 1900 00:00:00 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",

@@ -27,6 +27,13 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ count: Int) -> CInt {
     if bytes.count >= 29, let at = HTTPTransport.imfFixdate(Array(bytes.prefix(29))) {
         precondition(at >= -62_167_219_200 && at <= 253_402_300_800, "a date read as \(at)")  // 0000-01-01 to 9999-12-31 23:59:60
     }
+    // The two obsolete forms too (an asctime-date's four-digit year, an rfc850-date's two within
+    // a century around now): never a trap, always within years 0000-9999.
+    for n in [24, 30, 31, 32, 33, 34] where bytes.count >= n {
+        if let at = HTTPTransport.httpDate(Array(bytes.prefix(n)), now: Date(timeIntervalSince1970: 1_796_083_200)) {
+            precondition(at >= -62_167_219_200 && at <= 253_402_300_800, "a date read as \(at)")
+        }
+    }
     return 0
 }
 
