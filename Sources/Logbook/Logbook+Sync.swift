@@ -121,7 +121,7 @@ extension Logbook {
         case .url:
             let t = try peer.transport(for: store.replicaID)
             do {
-                let e = try await exchange(t, peer: peer, pull: pull, push: push, known: nil, refused: [:], progress: progress)
+                let e = try await exchange(t, peer: peer, pull: pull, push: push, known: nil, refused: [:], checkingOwnTip: true, progress: progress)
                 await t.shutdown()
                 return e
             } catch {
@@ -149,14 +149,16 @@ extension Logbook {
     }
 
     /// One exchange over an open HTTP link (also the step of `follow`).
+    /// - Parameter checkingOwnTip: the pull compares the server's frame at this store's own tip
+    ///   with its own (a fork of its own log): a one-off exchange does, and a follower's first on
+    ///   each connection (the one that pulls and pushes); its pulls after a move of the server
+    ///   ask past the tip only.
     func exchange(_ t: HTTPTransport, peer: Peer, pull: Bool, push: Bool, known: ReplicationCursor?, refused: [ReplicaID: String],
+                  checkingOwnTip: Bool,
                   progress: (@Sendable (TransferProgress) -> Void)?) async throws -> Exchange {
         try await remembering(peer) {
             var e = Exchange()
-            // An exchange that pulls and pushes (a follower's first on each connection, or a sync)
-            // compares the server's frame at this store's own tip with its own (a fork of its own
-            // log); a follower's pulls after a move of the server ask past the tip only.
-            if pull { e.pulled = try await self.pullFrom(t, peer: peer, checkingOwnTip: push, progress: progress) }
+            if pull { e.pulled = try await self.pullFrom(t, peer: peer, checkingOwnTip: checkingOwnTip, progress: progress) }
             if push {
                 e.pushed = try await Replication.push(from: self.store, to: t, known: e.pulled?.peerHolds ?? known, limits: peer.limits,
                                                       retry: peer.retry, refused: refused, progress: progress)
@@ -218,7 +220,7 @@ extension Logbook {
         live.limits = peer.limits
         live.retry = peer.retry
         live.exchange = { [self] t, pull, push, known, refused in
-            let e = try await self.exchange(t, peer: peer, pull: pull, push: push, known: known, refused: refused, progress: nil)
+            let e = try await self.exchange(t, peer: peer, pull: pull, push: push, known: known, refused: refused, checkingOwnTip: pull && push, progress: nil)
             return LiveSync.Exchange(pulled: e.pulled, pushed: e.pushed)
         }
         live.onExchange = { e in onExchange(Exchange(pulled: e.pulled, pushed: e.pushed)) }

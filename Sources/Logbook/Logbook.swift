@@ -652,9 +652,12 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         /// A file is damaged (a checksum, a hash chain, a gap): one of the store's, or one handed in
         /// (a bundle, a peer's frames); `underlying` names file and offset.
         public static let damaged = Code("damaged")
-        /// This store's own log is behind what it committed (a damaged tail cut off) or still
-        /// arriving from a peer (a store restored from a backup): appends wait until a pull gives
-        /// the rest back. `underlying` is the `LogError` (`isRetryable` while it arrives).
+        /// This store's own log: an append waits because the log is behind what it committed
+        /// (a damaged tail cut off, the log alone restored from a backup: a pull gives the rest
+        /// back) or its tail is still arriving from a peer (`isRetryable` on the `LogError`
+        /// underneath: the pull going on completes it); or frames of it handed in (a bundle) were
+        /// refused: unsigned ones it has no evidence of losing, or a fork of it (the store
+        /// restored from a backup, then written to), which no pull mends. `underlying` says which.
         public static let ownLog = Code("own_log")
         /// A file was written by a newer format than this build reads.
         public static let unsupportedFormat = Code("unsupported_format")

@@ -631,8 +631,9 @@ public final class LogbookWriter: Sendable {
 
     /// Appends a bundle's frames (the lock taken for the moment); nothing when any is refused.
     /// - Throws: `.damaged` when the file fails its checksums or a frame its verification;
-    ///   `.peer` when the frames leave a gap or carry a clock too far ahead; `.invalidInput` when
-    ///   a frame claims this store's own origin; `.unsupportedFormat` for a newer bundle version;
+    ///   `.peer` when the frames leave a gap or carry a clock too far ahead; `.ownLog` when a
+    ///   frame of this store's own origin is refused (unsigned frames it has no evidence of
+    ///   losing, or a fork of its log); `.unsupportedFormat` for a newer bundle version;
     ///   `.invalid` inside a burst of this writer.
     @discardableResult
     public func importBundle(_ file: String) throws -> ReceiveResult {

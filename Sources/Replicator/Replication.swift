@@ -113,7 +113,7 @@ public enum Replication {
         // Share logs declined by earlier sessions (and purged ones) are not asked for again.
         let local = try store.cursor().merged(with: ReplicationCursor(ShareDirectory.declinedOrPurgedLogs(store)))
         // Read without the lock: a tip that moved since is not at `local`, and is not checked.
-        let ownTip = checkingOwnTip && store.replicaID.isKeyDerived ? try? LogReader(store: store).tip(origin: store.replicaID) : nil
+        let ownTip = checkingOwnTip && store.replicaID.isKeyDerived ? (try? LogReader(store: store).tip(origin: store.replicaID)).flatMap { $0.lastHash == .zero ? nil : $0 } : nil
         let outcome = await runPull(peer, local: local, own: store.replicaID, ownTip: ownTip, limits: limits, retry: retry, progress: progress,
                                     receive: { try receiver().receive($0) }, cursor: { try receiver().receivePosition() },
                                     joined: { (appender ?? projected?.appender)?.sharesJoinedAfterDeclining ?? 0 })

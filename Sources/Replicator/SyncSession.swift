@@ -208,15 +208,24 @@ package struct PullSession: Sendable {
         }
         if let holder = page.holder { summary.peerHolds = holder }
         var frames = kept < page.frames.count ? Array(page.frames.prefix(kept)) : page.frames
+        var dropped = false
         if let own, let tip = checking {
-            // The first page: the peer's frame at the store's tip, asked for only to be compared,
-            // is left out when it is the store's; any other goes on to the store.
-            checking = nil
+            // The peer's frame at the store's tip, asked for only to be compared, is left out when
+            // it is the store's; any other goes on to the store. Asked for until a page holds a
+            // frame of that origin reaching the tip, or goes past it, or is the last (other
+            // origins' frames may fill the first pages).
+            var seen = false
             frames.removeAll { f in
-                guard let h = FrameHeader(parsing: f), h.origin == own, h.lastSeq == tip.lastSeq else { return false }
-                return f.withUnsafeBytes { FrameHash.of($0) } == tip.lastHash
+                guard let h = FrameHeader(parsing: f), h.origin == own, h.lastSeq >= tip.lastSeq else { return false }
+                seen = true
+                guard h.lastSeq == tip.lastSeq, f.withUnsafeBytes({ FrameHash.of($0) }) == tip.lastHash else { return false }
+                dropped = true
+                return true
             }
-            comparing = !frames.isEmpty
+            if seen || !more || (page.next?[own] ?? Seq(0)) >= tip.lastSeq {
+                checking = nil
+                comparing = seen && !dropped
+            }
         }
         if let own, let past = ownPast {
             // Once the store refused the own origin's frames, those a page still holds (a peer
@@ -230,7 +239,8 @@ package struct PullSession: Sendable {
             }
             ownPast = reach
         }
-        if frames.isEmpty { return afterApply(progressed: false) }
+        // A page whose only frame was the one compared brought what was asked.
+        if frames.isEmpty { return afterApply(progressed: dropped) }
         phase = .applying
         applying = frames
         return .apply(frames)
@@ -291,6 +301,12 @@ package struct PullSession: Sendable {
         applying = []
         let compared = comparing
         comparing = false
+        if phase == .requesting, checking != nil, failure.code == .cursorExpired {
+            // The peer no longer holds the own origin from one seq before the store's tip (its
+            // floor is there): the compare is given up, and the request asked from the tip.
+            checking = nil
+            return .request(since: asked, limits: limits)
+        }
         if phase == .applying, failure.code == .ownLog, let own {
             // As far as the page's own frames went (a page cut off has no `next`), its `next`, or
             // the peer's cursor says.

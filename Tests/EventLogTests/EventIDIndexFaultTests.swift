@@ -54,8 +54,9 @@ import Testing
         let id = UUID()
         do {
             let a = try LogAppender(store: store, wallClock: ManualClock())
-            // The append's commit fails, and the next one's (which writes the owed ids first).
-            a.index!.commitsToFail = 2
+            // The append's commit fails; the next append, with no ids, does not try again so
+            // soon (a lasting failure would cost every append a read of what is owed).
+            a.index!.commitsToFail = 1
             _ = try a.append([item("one", eventID: id)])
             _ = try a.append((0..<3).map { item("plain \($0)") })
             #expect(a.owedIDs[a.origin] == Seq(1)...Seq(1))
@@ -86,6 +87,31 @@ import Testing
         let r = try b.append([item("from the peer", eventID: id)])
         #expect(r.appended == 0 && r.duplicates.first?.origin == peerReplica && r.duplicates.first?.seq == Seq(1))
         try b.close()
+    }
+
+    /// Owed ids of one origin whose log turns out damaged do not hold back another's: each
+    /// origin is read on its own, and the damaged range is given up (reported), as an open's
+    /// catch-up gives it up.
+    @Test func aDamagedOwedRangeDoesNotHoldBackTheOthers() throws {
+        let dir = TempDir()
+        let frames = try peerFrames(dir, [("from the peer", UUID())])
+        let store = try makeStore(dir)
+        #expect(peerReplica < store.replicaID, "the damaged origin is read first")
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        a.index!.commitsToFail = 1
+        #expect(try a.receive(frames).events == 1)
+        let seg = segmentFiles(store, peerReplica)[0]
+        var bytes = readBytes(seg)
+        bytes[frameOffsets(seg)[0] + FrameHeader.size + 8] ^= 0xFF
+        writeBytes(seg, bytes)
+        let id = UUID()
+        a.index!.commitsToFail = 1
+        #expect(try a.append([item("mine", eventID: id)]).appended == 1)
+        let r = try a.append([item("mine", eventID: id)])
+        #expect(r.appended == 0 && r.duplicateCount == 1)
+        #expect(a.owedIDs.isEmpty)
+        #expect(a.recovery.actions.contains { if case .eventIDIndexIncomplete(let o, _, _) = $0 { o == peerReplica } else { false } })
+        try a.close()
     }
 
     /// Another connection (another process, on a shared path) holds the index's write lock: the

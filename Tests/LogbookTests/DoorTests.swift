@@ -1,6 +1,7 @@
 import Foundation
 import TestSupport
 import Logbook
+import EventLog
 import Testing
 
 /// The door's two types: what a burst may do, what a reader gives, and the one error type.
@@ -241,5 +242,40 @@ import Testing
             #expect(e.description.contains("were lost") && e.hint?.contains("pull") == true)
         }
         #expect(try writer.reader.items().compactMap(\.title) == ["kept"])
+    }
+}
+
+/// A pull over HTTP (`Logbook.pull`, `evctl pull URL`) compares the server's frame at the
+/// store's own tip: a store restored from a backup and written to as far as the server holds
+/// its log is told its own log forked (a pull alone over HTTP skipped the compare at first).
+@Suite struct OwnLogForkOverHTTPTests {
+    @Test func aPullOverHTTPNamesAForkAsFarAsTheServersTip() async throws {
+        let dir = TempDir()
+        let a = dir.path + "/a"
+        do {
+            let book = try await Logbook.open(at: a, creating: true)
+            _ = try await book.create(ItemValues(title: "kept"))
+            try await book.close()
+        }
+        try FileManager.default.copyItem(atPath: a, toPath: dir.path + "/backup")
+        let hub = try Store.create(at: dir.path + "/hub")
+        try await withServer(hub) { url in
+            do {
+                let book = try await Logbook.open(at: a)
+                _ = try await book.create(ItemValues(title: "lost"))
+                _ = try await book.create(ItemValues(title: "lost too"))
+                #expect(try await book.push(to: Peer(url)).pushedEvents == 3)
+                try await book.close()
+            }
+            try FileManager.default.removeItem(atPath: a)
+            try FileManager.default.copyItem(atPath: dir.path + "/backup", toPath: a)
+            let book = try await Logbook.open(at: a)
+            _ = try await book.create(ItemValues(title: "written after the restore"))
+            _ = try await book.create(ItemValues(title: "and again"))
+            let e = try await book.pull(from: Peer(url))
+            let why = try #require(e.pulled?.ownLogRefused, "the fork went unseen")
+            #expect(why.contains("this replica's own log has forked"), "\(why)")
+            try await book.close()
+        }
     }
 }

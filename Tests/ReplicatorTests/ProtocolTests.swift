@@ -211,6 +211,18 @@ import TestSupport
         var again = PullSession(local: ReplicationCursor([a: Seq(5), own: Seq(3)]), own: own, ownPast: s.ownPast, jitter: { 1 })
         #expect(s.ownPast == Seq(6))
         #expect(again.start() == .request(since: ReplicationCursor([a: Seq(5), own: Seq(6)]), limits: again.limits))
+        // Comparing the store's tip: the first request asks for the own origin from one seq
+        // before it; a peer whose floor is there (cursor expired) is asked again from the tip,
+        // the compare given up, not the pull.
+        let tip = LogTip(lastSeq: Seq(3), lastHLC: .zero, lastHash: FrameHash(bytes: [UInt8](repeating: 7, count: 32)))
+        var c = PullSession(local: local, own: own, ownTip: tip, jitter: { 1 })
+        #expect(c.start() == .request(since: ReplicationCursor([a: Seq(2), own: Seq(2)]), limits: c.limits))
+        #expect(c.failed(TransferFailure(.cursorExpired, "gone")) == .request(since: local, limits: c.limits))
+        guard case .fail(let expired) = c.failed(TransferFailure(.cursorExpired, "gone")) else { Issue.record("went on"); return }
+        #expect(expired.code == .cursorExpired)
+        // A tip the cursor is not at (it moved) is not compared.
+        var d = PullSession(local: ReplicationCursor([a: Seq(2), own: Seq(4)]), own: own, ownTip: tip, jitter: { 1 })
+        #expect(d.start() == .request(since: ReplicationCursor([a: Seq(2), own: Seq(4)]), limits: d.limits))
         // A session that knows no own origin ends at the first.
         var t = PullSession(local: local, jitter: { 1 })
         _ = t.start()

@@ -421,8 +421,14 @@ extension LogAppender {
         // An id that could not be indexed must not be claimed indexed: then nothing of this
         // receive is committed to the index, and the next index transaction reads its ids from
         // the log.
-        var indexFailed = index == nil || (try? index!.begin()) == nil
-        if let index, !indexFailed, (try? payOwedIDs(index)) == nil { indexFailed = true }
+        // While an earlier failure's pause lasts, the index is left alone (a connection holding
+        // its lock would cost every receive the wait for it).
+        var indexFailed = index == nil || !owedIDs.isEmpty && !owedDue
+        if !indexFailed, (try? index!.begin()) == nil {
+            indexFailed = true
+            pauseOwedIDs()
+        }
+        if let index, !indexFailed { payOwedIDs(index) }
         var completed: [(ReplicaID, ClosedRange<Seq>)] = []
         var tips: [ReplicaID: Seq] = [:]
         var originsOf: [Int: Set<ReplicaID>] = [:]
@@ -456,11 +462,13 @@ extension LogAppender {
         }
         if let index {
             for (origin, seq) in tips where !indexFailed {
-                // The own origin's mark stays past a lost tail given back in part (the evidence).
-                let through = origin == self.origin ? max(seq, lostOwnTail?.committed ?? Seq(0)) : seq
+                // Never past ids still owed; the own origin's mark stays past a lost tail given back
+                // in part (the evidence).
+                let within = markWithin(origin, seq)
+                let through = origin == self.origin ? max(within, lostOwnTail?.committed ?? Seq(0)) : within
                 if (try? index.setIndexedThrough(origin, through)) == nil { indexFailed = true }
             }
-            if indexFailed || !commitIDs(index) {
+            if indexFailed || !commitIDs(index, paying: false) {
                 if index.isInTransaction { rollbackIDs(index) }
                 for (origin, seqs) in completed { owe(origin, seqs) }
             }

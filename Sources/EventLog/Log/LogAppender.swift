@@ -126,12 +126,17 @@ public final class LogAppender {
     private var idMark: Seq
     /// Seqs of committed events, per origin, whose explicit ids the event-id index did not take:
     /// its transaction failed to begin or to commit after their frames were durable (a full disk,
-    /// another connection holding the file's lock on a shared path). Every later index
-    /// transaction reads them again from the log into itself first (`payOwedIDs`), so that no
-    /// mark is committed past an id the index lacks, and lookups see them again at once.
+    /// another connection holding the file's lock on a shared path). Index transactions read
+    /// them again from the log into themselves (`payOwedIDs`), and no mark is committed past
+    /// what is still owed (`markWithin`), so an open after a crash reads them from the log.
     var owedIDs: [ReplicaID: ClosedRange<Seq>] = [:]
     /// Those of `owedIDs` written into the index transaction now open: owed again if it rolls back.
     private var owedInFlight: [ReplicaID: ClosedRange<Seq>] = [:]
+    /// When owed ids are next read again outside an append that looks ids up (`DispatchTime`
+    /// nanoseconds), and the pause after a failure (doubling from 1 s to 64 s): a lasting failure
+    /// of the index must not cost every append and receive a read of a growing range.
+    private var owedRetryAt: UInt64 = 0
+    private var owedRetryPause: UInt64 = 0
     let encoder = FrameEncoder()
     /// Signs this replica's frames; read from `replica.key` at the first append (a missing key
     /// stops appends, not receiving or recovery); nil for a store whose id is not derived from a key.
@@ -283,13 +288,13 @@ public final class LogAppender {
         // its seqs; its ids are indexed when it comes back whole), and through a lost tail not
         // yet given back (the evidence is kept).
         var through = pending[origin] != nil ? active.lastSeq : own.committed.lastSeq
+        payOwedIDs(index)
+        // Ids of this log the index still lacks: the mark stops before them, and the next open
+        // reads them from the log. A mark past a lost or open tail is that loss's evidence, which
+        // the next open needs more: it stays (then ids still owed at or below the log's end are
+        // not read again; retries of those events are not recognised).
+        if pending[origin] == nil, lostOwnTail == nil { through = markWithin(origin, through) }
         if let lost = lostOwnTail { through = max(through, lost.committed) }
-        if (try? payOwedIDs(index)) == nil, let owed = owedIDs[origin], pending[origin] == nil, lostOwnTail == nil {
-            // Ids of this log the index still lacks: the mark stops before them, and the next open
-            // reads them from the log. (A mark past a lost or open tail is that loss's evidence,
-            // which the next open needs more: it stays.)
-            through = min(through, Seq(owed.lowerBound.rawValue - 1))
-        }
         try index.setIndexedThrough(origin, through)
         try index.commit()
     }
@@ -432,9 +437,8 @@ public final class LogAppender {
         if !txn!.hasIDs {
             try ids.begin()
             txn!.hasIDs = true
-            // Ids a failed index write left out are looked up too (paid again at `commit` if
-            // reading them fails now).
-            try? payOwedIDs(ids)
+            // Ids a failed index write left out are looked up too.
+            payOwedIDs(ids)
         }
         guard let (o, s) = try ids.lookup(id) else { return false }
         txn!.result.duplicateCount += 1
@@ -608,12 +612,12 @@ public final class LogAppender {
         // The log is durable from here; the derived index follows (and is rebuilt if this is lost).
         // A failure here cannot fail the append: its ids are owed (`owedIDs`), and the mark stays.
         if t.hasIDs {
-            if commitIDs(ids, through: active.lastSeq) {
+            if commitIDs(ids, through: active.lastSeq, paying: false) {  // paid as it began
                 idMark = active.lastSeq
             } else if let first = t.result.firstSeq {
                 owe(origin, first...active.lastSeq)
             }
-        } else if !owedIDs.isEmpty || active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents {
+        } else if owedDue || active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents {
             if (try? ids.begin()) != nil, commitIDs(ids, through: active.lastSeq) { idMark = active.lastSeq }
         }
         // The segment index is an accelerator, written again at the next checkpoint or close (and
@@ -675,38 +679,75 @@ public final class LogAppender {
         owedIDs[origin] = min(seqs.lowerBound, o?.lowerBound ?? seqs.lowerBound)...max(seqs.upperBound, o?.upperBound ?? seqs.upperBound)
     }
 
-    /// Writes the owed ids into the index's open transaction, read again from the log, origin by
-    /// origin (an origin read whole moves to `owedInFlight`; one that fails stays owed).
-    func payOwedIDs(_ index: EventIDIndex) throws {
+    /// Writes what it can of the owed ids into the index's open transaction, read again from
+    /// the log, each origin on its own (one read whole moves to `owedInFlight`). An origin whose
+    /// log cannot be read stays owed (tried again later); where its log is damaged, the ids
+    /// before the damage are written and the rest given up, as an open's catch-up gives them
+    /// up (`recovery` says so). Never fails the transaction.
+    func payOwedIDs(_ index: EventIDIndex) {
         guard !owedIDs.isEmpty else { return }
         let reader = LogReader(store: store)
         for (origin, seqs) in owedIDs.sorted(by: { $0.key < $1.key }) {
             var found: [(UUID, Seq)] = []
-            try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
-                guard v.seq <= seqs.upperBound else { return false }
-                if let id = v.explicitEventID { found.append((id, v.seq)) }
-                return true
+            var last = Seq(seqs.lowerBound.rawValue - 1)
+            var damaged = false
+            do {
+                try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
+                    guard v.seq <= seqs.upperBound else { return false }
+                    if let id = v.explicitEventID { found.append((id, v.seq)) }
+                    last = v.seq
+                    return true
+                }
+            } catch let e as LogError where e.isCorruption {
+                damaged = true
+                recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue, reason: e.description))
+            } catch {
+                continue
             }
-            try index.insert(found, origin: origin)
+            if last < seqs.upperBound, !damaged {
+                // Read short of what was committed: the rest is damaged (a reader takes a bad last
+                // frame for one still being written).
+                recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue,
+                                                                reason: "its log reads only through seq \(last), short of seq \(seqs.upperBound), whose id the index was to take"))
+            }
+            guard (try? index.insert(found, origin: origin)) != nil else { continue }
             owedIDs[origin] = nil
             let f = owedInFlight[origin]
             owedInFlight[origin] = min(seqs.lowerBound, f?.lowerBound ?? seqs.lowerBound)...max(seqs.upperBound, f?.upperBound ?? seqs.upperBound)
         }
     }
 
-    /// Commits the index's open transaction, the owed ids and `origin`'s mark (`through`) in it;
-    /// rolls it back on failure. True when committed.
-    func commitIDs(_ index: EventIDIndex, through: Seq? = nil) -> Bool {
+    /// `through` for `origin`'s mark, stopped before the first seq whose id is still owed.
+    func markWithin(_ origin: ReplicaID, _ through: Seq) -> Seq {
+        guard let owed = owedIDs[origin] else { return through }
+        return min(through, Seq(owed.lowerBound.rawValue - 1))
+    }
+
+    /// Whether owed ids are waiting and their next reading is due.
+    var owedDue: Bool { !owedIDs.isEmpty && DispatchTime.now().uptimeNanoseconds >= owedRetryAt }
+
+    /// Commits the index's open transaction with the owed ids written into it first (`paying`)
+    /// and `origin`'s mark (`through`, stopped before what is still owed); rolls it back on
+    /// failure, and pauses the reading of owed ids (`owedDue`). True when committed.
+    func commitIDs(_ index: EventIDIndex, through: Seq? = nil, paying: Bool = true) -> Bool {
+        if paying { payOwedIDs(index) }
         do {
-            try payOwedIDs(index)
-            if let through { try index.setIndexedThrough(origin, through) }
+            if let through { try index.setIndexedThrough(origin, markWithin(origin, through)) }
             try index.commit()
         } catch {
             rollbackIDs(index)
+            pauseOwedIDs()
             return false
         }
         owedInFlight = [:]
+        if owedIDs.isEmpty { owedRetryPause = 0 }
         return true
+    }
+
+    /// After a failed write of the index: owed ids are read again only after a pause.
+    func pauseOwedIDs() {
+        owedRetryPause = min(64_000_000_000, max(1_000_000_000, owedRetryPause * 2))
+        owedRetryAt = DispatchTime.now().uptimeNanoseconds + owedRetryPause
     }
 
     /// Rolls the index's transaction back: what it held of the owed ids is owed again.
@@ -742,6 +783,8 @@ public final class LogAppender {
     public func forEachEventID(_ body: ([(UUID, ReplicaID, Seq)]) throws -> Void) throws {
         precondition(txn == nil, "reading ids during an append")
         try requireIndex("read event ids")
+        // Ids a failed index write left out are written first (a snapshot carries them).
+        if !owedIDs.isEmpty, (try? ids.begin()) != nil { _ = commitIDs(ids) }
         try ids.forEach(body)
     }
 

@@ -347,8 +347,13 @@ public struct LogReader: Sendable {
             return true
         }
         if tip.lastSeq.rawValue == 0 && newest.rawValue > 1 {
-            // An empty newest segment: the tip is where the one before it (or the floor) ends.
+            // An empty newest segment: the tip is where the one before it (or the floor) ends,
+            // its clock and hash included (a cursor needs the seq; a compare of tips, the hash).
             if segments.count == 1, let floor = try dir.loadFloor() { return (floor, end) }
+            if segments.count > 1, let before = try? tipAndFramesEnd(origin: origin, hashing: hashing, segments: Array(segments.dropLast())).tip,
+               before.lastSeq.rawValue == newest.rawValue - 1 {
+                return (before, end)
+            }
             tip.lastSeq = Seq(newest.rawValue - 1)
         }
         return (tip, end)

@@ -63,8 +63,9 @@ public struct LogError: Error, CustomStringConvertible, Sendable {
     public var isOwnLogDamaged: Bool { kind == .ownLogDamaged || kind == .ownLogRestoring }
     /// An append was refused because a peer is giving this store back an append of its own log
     /// (a store restored from a backup, a tail lost to damage) whose last frame has not arrived:
-    /// the pull going on completes it, and the append can be tried again then. Nothing was
-    /// appended.
+    /// the pull going on completes it, and the append can be tried again then (a pull that
+    /// ended first leaves it open until the next pull completes it, or the store is reopened).
+    /// Nothing was appended.
     public var isOwnLogRestoring: Bool { kind == .ownLogRestoring }
     /// The input was refused; nothing was written.
     public var isInvalidInput: Bool { kind == .invalidInput }
