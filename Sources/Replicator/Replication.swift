@@ -35,10 +35,10 @@ public enum Replication {
     /// Pulls everything `peer` holds past `projected`'s cursor, page by page, verifying and
     /// appending each page as it arrives; projects what arrived at the end (also when the
     /// session fails partway, so what was kept is visible).
-    /// - Parameter checkingOwnTip: ask once for the peer's frame at the store's tip of its own
-    ///   log and compare it with the store's (`PullSession`'s `ownTip`): a fork of that log is
-    ///   named even where the peer holds it as far as the store does. One frame more on the
-    ///   wire; a follower asks at its first pull.
+    /// - Parameter checkingOwnTip: ask for the peer's frame at the store's tip of its own log
+    ///   and compare it with the store's (`PullSession`'s `ownTip`): a fork of that log is named
+    ///   even where the peer holds it as far as the store does. One frame more on the wire per
+    ///   pull; a follower compares at each connection's first exchange only.
     public static func pull(from peer: any ReplicaTransport, into projected: ProjectedStore,
                             limits: PageLimits = PageLimits(), retry: RetryPolicy = RetryPolicy(), checkingOwnTip: Bool = true,
                             progress: (@Sendable (TransferProgress) -> Void)? = nil) async throws -> TransferSummary {

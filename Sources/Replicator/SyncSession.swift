@@ -130,10 +130,11 @@ package struct PullSession: Sendable {
     /// (`ownLogRefused`): each request asks from there for that origin. Raised only forward, to
     /// where the refused page or the peer's cursor said that origin goes.
     public private(set) var ownPast: Seq?
-    /// The store's tip of its own log, while its first request asks for the peer's frame there
-    /// to compare it (`ownTip`); nil once a page has come, or when not asked.
+    /// The store's tip of its own log, while requests ask for the peer's frame there to compare
+    /// it (`ownTip`); nil once a page reached it (or went past it, or was the last), or when
+    /// not asked.
     private var checking: LogTip?
-    /// The page with the store is the first, which held the peer's frame at the store's tip: a
+    /// The page with the store held the peer's frame at the store's tip, not the store's: a
     /// refusal of it for a fork is news even though it reaches no further than the tip.
     private var comparing = false
     /// Where the last page's frames end, per origin (its `next`).
@@ -222,7 +223,10 @@ package struct PullSession: Sendable {
                 dropped = true
                 return true
             }
-            if seen || !more || (page.next?[own] ?? Seq(0)) >= tip.lastSeq {
+            // (A page cut at the raw bound has frames past `kept` that were not looked at: its
+            // `next` does not count.)
+            let passed = kept == page.frames.count && (page.next?[own] ?? Seq(0)) >= tip.lastSeq
+            if seen || !more || passed {
                 checking = nil
                 comparing = seen && !dropped
             }

@@ -114,6 +114,22 @@ import Testing
         try a.close()
     }
 
+    /// The ids a snapshot carries (`forEachEventID`) include those still owed, read from the log,
+    /// when the index refuses them again: a replica bootstrapped from it recognises their retries.
+    @Test func theIdsASnapshotCarriesIncludeThoseStillOwed() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        let id = UUID()
+        a.index!.commitsToFail = 2  // the append's, then the one writing the owed ids first
+        _ = try a.append([item("one", eventID: id)])
+        var given: [(UUID, ReplicaID, Seq)] = []
+        try a.forEachEventID { given += $0 }
+        #expect(given.map(\.0) == [id] && given.first?.2 == Seq(1))
+        #expect(a.owedIDs[a.origin] == Seq(1)...Seq(1))
+        try a.close()
+    }
+
     /// Another connection (another process, on a shared path) holds the index's write lock: the
     /// receive's index transaction cannot begin. The frames are durable and the receive succeeds,
     /// without trapping; the ids are written once the lock is free.

@@ -428,7 +428,7 @@ extension LogAppender {
             indexFailed = true
             pauseOwedIDs()
         }
-        if let index, !indexFailed { payOwedIDs(index) }
+        if let index, !indexFailed, !payOwedIDs(index) { indexFailed = true }
         var completed: [(ReplicaID, ClosedRange<Seq>)] = []
         var tips: [ReplicaID: Seq] = [:]
         var originsOf: [Int: Set<ReplicaID>] = [:]
@@ -464,12 +464,17 @@ extension LogAppender {
             for (origin, seq) in tips where !indexFailed {
                 // Never past ids still owed; the own origin's mark stays past a lost tail given back
                 // in part (the evidence).
+                // (Not once this receive gives the lost tail back whole: the log holds it then.)
                 let within = markWithin(origin, seq)
-                let through = origin == self.origin ? max(within, lostOwnTail?.committed ?? Seq(0)) : within
+                let evidence = lostOwnTail.flatMap { seq >= $0.committed ? nil : $0.committed } ?? Seq(0)
+                let through = origin == self.origin ? max(within, evidence) : within
                 if (try? index.setIndexedThrough(origin, through)) == nil { indexFailed = true }
             }
             if indexFailed || !commitIDs(index, paying: false) {
-                if index.isInTransaction { rollbackIDs(index) }
+                if index.isInTransaction {
+                    rollbackIDs(index)
+                    pauseOwedIDs()
+                }
                 for (origin, seqs) in completed { owe(origin, seqs) }
             }
         }

@@ -288,7 +288,12 @@ public final class LogAppender {
         // its seqs; its ids are indexed when it comes back whole), and through a lost tail not
         // yet given back (the evidence is kept).
         var through = pending[origin] != nil ? active.lastSeq : own.committed.lastSeq
-        payOwedIDs(index)
+        if !payOwedIDs(index) {
+            // A write the index refused mid-transaction (SQLite may have rolled it back itself):
+            // the mark goes in a transaction of its own, before everything owed.
+            rollbackIDs(index)
+            try index.begin()
+        }
         // Ids of this log the index still lacks: the mark stops before them, and the next open
         // reads them from the log. A mark past a lost or open tail is that loss's evidence, which
         // the next open needs more: it stays (then ids still owed at or below the log's end are
@@ -438,7 +443,10 @@ public final class LogAppender {
             try ids.begin()
             txn!.hasIDs = true
             // Ids a failed index write left out are looked up too.
-            payOwedIDs(ids)
+            guard payOwedIDs(ids) else {
+                throw LogError(.io, "append", "the event-id index refused the ids of earlier events it had missed, so a retry of one could not be recognised",
+                               file: store.layout.eventIDs, hint: "nothing was appended; try again (a full disk: free space first)")
+            }
         }
         guard let (o, s) = try ids.lookup(id) else { return false }
         txn!.result.duplicateCount += 1
@@ -617,7 +625,7 @@ public final class LogAppender {
             } else if let first = t.result.firstSeq {
                 owe(origin, first...active.lastSeq)
             }
-        } else if owedDue || active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents {
+        } else if owedIDs.isEmpty ? active.lastSeq.rawValue - idMark.rawValue >= options.idCheckpointEvents : owedDue {
             if (try? ids.begin()) != nil, commitIDs(ids, through: active.lastSeq) { idMark = active.lastSeq }
         }
         // The segment index is an accelerator, written again at the next checkpoint or close (and
@@ -683,10 +691,15 @@ public final class LogAppender {
     /// the log, each origin on its own (one read whole moves to `owedInFlight`). An origin whose
     /// log cannot be read stays owed (tried again later); where its log is damaged, the ids
     /// before the damage are written and the rest given up, as an open's catch-up gives them
-    /// up (`recovery` says so). Never fails the transaction.
-    func payOwedIDs(_ index: EventIDIndex) {
-        guard !owedIDs.isEmpty else { return }
+    /// up (`recovery` says so); one that cannot be read for another reason stays owed, and the
+    /// reading pauses (`owedDue`). False when the index refused a write: the transaction is then
+    /// not to be committed (SQLite may have rolled it back itself), only rolled back.
+    @discardableResult
+    func payOwedIDs(_ index: EventIDIndex) -> Bool {
+        guard !owedIDs.isEmpty else { return true }
         let reader = LogReader(store: store)
+        var unread = false
+        defer { if unread { pauseOwedIDs() } }
         for (origin, seqs) in owedIDs.sorted(by: { $0.key < $1.key }) {
             var found: [(UUID, Seq)] = []
             var last = Seq(seqs.lowerBound.rawValue - 1)
@@ -702,6 +715,7 @@ public final class LogAppender {
                 damaged = true
                 recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue, reason: e.description))
             } catch {
+                unread = true
                 continue
             }
             if last < seqs.upperBound, !damaged {
@@ -710,11 +724,15 @@ public final class LogAppender {
                 recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue,
                                                                 reason: "its log reads only through seq \(last), short of seq \(seqs.upperBound), whose id the index was to take"))
             }
-            guard (try? index.insert(found, origin: origin)) != nil else { continue }
+            guard (try? index.insert(found, origin: origin)) != nil else {
+                unread = true
+                return false
+            }
             owedIDs[origin] = nil
             let f = owedInFlight[origin]
             owedInFlight[origin] = min(seqs.lowerBound, f?.lowerBound ?? seqs.lowerBound)...max(seqs.upperBound, f?.upperBound ?? seqs.upperBound)
         }
+        return true
     }
 
     /// `through` for `origin`'s mark, stopped before the first seq whose id is still owed.
@@ -730,8 +748,8 @@ public final class LogAppender {
     /// and `origin`'s mark (`through`, stopped before what is still owed); rolls it back on
     /// failure, and pauses the reading of owed ids (`owedDue`). True when committed.
     func commitIDs(_ index: EventIDIndex, through: Seq? = nil, paying: Bool = true) -> Bool {
-        if paying { payOwedIDs(index) }
         do {
+            if paying, !payOwedIDs(index) { throw LogError(.io, "write event-id index", "a write of owed ids was refused") }
             if let through { try index.setIndexedThrough(origin, markWithin(origin, through)) }
             try index.commit()
         } catch {
@@ -783,9 +801,20 @@ public final class LogAppender {
     public func forEachEventID(_ body: ([(UUID, ReplicaID, Seq)]) throws -> Void) throws {
         precondition(txn == nil, "reading ids during an append")
         try requireIndex("read event ids")
-        // Ids a failed index write left out are written first (a snapshot carries them).
+        // Ids a failed index write left out are written first (a snapshot carries them), and
+        // any still owed are read from the log and given too.
         if !owedIDs.isEmpty, (try? ids.begin()) != nil { _ = commitIDs(ids) }
         try ids.forEach(body)
+        let reader = LogReader(store: store)
+        for (origin, seqs) in owedIDs.sorted(by: { $0.key < $1.key }) {
+            var found: [(UUID, ReplicaID, Seq)] = []
+            try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
+                guard v.seq <= seqs.upperBound else { return false }
+                if let id = v.explicitEventID { found.append((id, origin, v.seq)) }
+                return true
+            }
+            if !found.isEmpty { try body(found) }
+        }
     }
 
     private func catchUpIDs(_ tips: [ReplicaID: Seq]) throws {

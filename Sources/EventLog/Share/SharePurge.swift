@@ -158,6 +158,7 @@ extension LogAppender {
             recoveredOthers[origin] = nil
             parkedStale.remove(origin)
             pending[origin] = nil
+            owedIDs[origin] = nil  // its ids go with it
             declinedShareLogs[origin] = nil
             let dir = store.directory(origin).path
             for name in (try? FileIO.listDirectory(dir, op: op)) ?? [] { result.bytes += FileIO.size(of: dir + "/" + name) ?? 0 }
