@@ -705,12 +705,7 @@ public final class LogAppender {
             var last = Seq(seqs.lowerBound.rawValue - 1)
             var damaged = false
             do {
-                try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
-                    guard v.seq <= seqs.upperBound else { return false }
-                    if let id = v.explicitEventID { found.append((id, v.seq)) }
-                    last = v.seq
-                    return true
-                }
+                try Self.explicitIDs(reader, origin, seqs, into: &found, reached: &last)
             } catch let e as LogError where e.isCorruption {
                 damaged = true
                 recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue, reason: e.description))
@@ -733,6 +728,18 @@ public final class LogAppender {
             owedInFlight[origin] = min(seqs.lowerBound, f?.lowerBound ?? seqs.lowerBound)...max(seqs.upperBound, f?.upperBound ?? seqs.upperBound)
         }
         return true
+    }
+
+    /// The explicit ids of `origin`'s events in `seqs`, read from the log (views: nothing else
+    /// decoded); `reached` is the last seq read, also when the read fails partway.
+    private static func explicitIDs(_ reader: LogReader, _ origin: ReplicaID, _ seqs: ClosedRange<Seq>,
+                                    into found: inout [(UUID, Seq)], reached last: inout Seq) throws {
+        try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
+            guard v.seq <= seqs.upperBound else { return false }
+            if let id = v.explicitEventID { found.append((id, v.seq)) }
+            last = v.seq
+            return true
+        }
     }
 
     /// `through` for `origin`'s mark, stopped before the first seq whose id is still owed.
@@ -807,13 +814,10 @@ public final class LogAppender {
         try ids.forEach(body)
         let reader = LogReader(store: store)
         for (origin, seqs) in owedIDs.sorted(by: { $0.key < $1.key }) {
-            var found: [(UUID, ReplicaID, Seq)] = []
-            try reader.forEachEventView(origin: origin, from: seqs.lowerBound) { v in
-                guard v.seq <= seqs.upperBound else { return false }
-                if let id = v.explicitEventID { found.append((id, origin, v.seq)) }
-                return true
-            }
-            if !found.isEmpty { try body(found) }
+            var found: [(UUID, Seq)] = []
+            var last = Seq(0)
+            try Self.explicitIDs(reader, origin, seqs, into: &found, reached: &last)
+            if !found.isEmpty { try body(found.map { ($0.0, origin, $0.1) }) }
         }
     }
 
