@@ -688,12 +688,12 @@ public final class LogAppender {
     }
 
     /// Writes what it can of the owed ids into the index's open transaction, read again from
-    /// the log, each origin on its own (one read whole moves to `owedInFlight`). An origin whose
-    /// log cannot be read stays owed (tried again later); where its log is damaged, the ids
-    /// before the damage are written and the rest given up, as an open's catch-up gives them
-    /// up (`recovery` says so); one that cannot be read for another reason stays owed, and the
-    /// reading pauses (`owedDue`). False when the index refused a write: the transaction is then
-    /// not to be committed (SQLite may have rolled it back itself), only rolled back.
+    /// the log, each origin on its own (one read whole moves to `owedInFlight`). Where an
+    /// origin's log is damaged (or reads short), the ids before the damage are written and the
+    /// rest given up, as an open's catch-up gives them up (`recovery` says so); an origin that
+    /// cannot be read for another reason stays owed, and the reading pauses (`owedDue`). False
+    /// when the index refused a write: the transaction is then not to be committed (SQLite may
+    /// have rolled it back itself), only rolled back.
     @discardableResult
     func payOwedIDs(_ index: EventIDIndex) -> Bool {
         guard !owedIDs.isEmpty else { return true }
