@@ -655,9 +655,10 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
         /// This store's own log: an append waits because the log is behind what it committed
         /// (a damaged tail cut off, the log alone restored from a backup: a pull gives the rest
         /// back) or its tail is still arriving from a peer (`isRetryable` on the `LogError`
-        /// underneath: the pull going on completes it); or frames of it handed in (a bundle) were
-        /// refused: unsigned ones it has no evidence of losing, or a fork of it (the store
-        /// restored from a backup, then written to), which no pull mends. `underlying` says which.
+        /// underneath: the pull going on completes it); or frames of it handed in (a bundle, or a
+        /// peer's when that ends a sync) were refused: unsigned ones it has no evidence of losing,
+        /// or a fork of it (the store restored from a backup, then written to), which no pull
+        /// mends. `underlying` says which.
         public static let ownLog = Code("own_log")
         /// A file was written by a newer format than this build reads.
         public static let unsupportedFormat = Code("unsupported_format")
@@ -740,6 +741,7 @@ public struct LogbookError: Error, CustomStringConvertible, Sendable, Equatable 
             case .unauthorized, .forbidden: code = .unauthorized
             case .cursorExpired: code = .cursorExpired
             case .network, .timeout, .tls, .busy, .rateLimited, .serverError: code = .network
+            case .ownLog: code = .ownLog  // the same refusal as a bundle's frames of it get
             case .cancelled: code = .cancelled
             case .local: code = .other
             default: code = .peer

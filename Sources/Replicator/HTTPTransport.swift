@@ -389,11 +389,12 @@ public final class HTTPTransport: ReplicaTransport {
             guard i >= 0, i + n <= s.count else { return nil }
             return HTTPTransport.decimal(s[i..<(i + n)])
         }
-        /// "HH:MM:SS" at `i`: hours below 24, minutes below 60, seconds to 60 (a leap second).
+        /// "HH:MM:SS" at `i`: hours below 24, minutes below 60, seconds below 60, or 60 at 23:59
+        /// (a leap second, which UTC inserts only there).
         func time(at i: Int) -> (Int, Int, Int)? {
             guard has(":", at: i + 2), has(":", at: i + 5),
                   let h = number(at: i, digits: 2), let m = number(at: i + 3, digits: 2), let sec = number(at: i + 6, digits: 2),
-                  h < 24, m < 60, sec <= 60
+                  h < 24, m < 60, sec < 60 || sec == 60 && h == 23 && m == 59
             else { return nil }
             return (h, m, sec)
         }

@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import Logbook
 import EventLog
+import Replicator
 import Testing
 
 /// The door's two types: what a burst may do, what a reader gives, and the one error type.
@@ -242,6 +243,13 @@ import Testing
             #expect(e.description.contains("were lost") && e.hint?.contains("pull") == true)
         }
         #expect(try writer.reader.items().compactMap(\.title) == ["kept"])
+    }
+
+    /// A sync that ends on the peer's frames of this store's own log (a fork) gets the code a
+    /// bundle's frames of it get, not the code of a peer's bad answer.
+    @Test func aSyncEndedByAnOwnLogRefusalIsOwnLogAtTheDoor() {
+        #expect(LogbookError(wrapping: TransferFailure(.ownLog, "this replica's own log has forked")).code == .ownLog)
+        #expect(LogbookError(wrapping: TransferFailure(.corrupt, "damaged")).code == .peer)
     }
 }
 

@@ -121,7 +121,7 @@ import Testing
                     "Sun, 06 Nov 1994 08:49:37 PST", "Mon, 06 Nov 1994 08:49:37 GMT", "sun, 06 Nov 1994 08:49:37 GMT",
                     "Sun, 99 Nov 1994 08:49:37 GMT", "Thu, 31 Nov 1994 08:49:37 GMT", "Thu, 00 Dec 1994 08:49:37 GMT",
                     "Thu, 29 Feb 1900 00:00:00 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT",
-                    "Sun, 06 Nov 1994 08:49:61 GMT", "Sun, 06 Nov 1994 8:49:37 GMT", "Sun, 6 Nov 1994 8:49:37 GMT\u{301}",
+                    "Sun, 06 Nov 1994 08:49:61 GMT", "Sun, 06 Nov 1994 08:49:60 GMT", "Sun, 06 Nov 1994 23:58:60 GMT", "Sun, 06 Nov 1994 8:49:37 GMT", "Sun, 6 Nov 1994 8:49:37 GMT\u{301}",
                     "Sun\u{301}" + String(repeating: "x", count: 24), "Sun, 06 Nov 1994 08:49:37 GMT ,", "\u{0}",
                     "Sun, 0: Nov 1994 08:49:37 GMT", "Sun,  6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:\u{E9} GMT",
                     "Sun, 06 Nov 19 4 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 gmt",
