@@ -154,4 +154,107 @@ import Testing
         #expect(try b.append([item("from the peer", eventID: id)]).duplicateCount == 1)
         try b.close()
     }
+
+    /// A store whose own log lost its committed tail at `from` (torn there; `DURABLE` says what
+    /// was committed), the frames lost (from a peer that holds them), and the ids of the lost
+    /// events: one append each of `count` events with ids after one without.
+    func storeWithLostOwnTail(_ dir: TempDir, count: Int) throws -> (Store, [[UInt8]], [UUID]) {
+        let store = try makeStore(dir)
+        let lostIDs = (0..<count).map { _ in UUID() }
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            _ = try a.append([item("keep")])
+            for (k, id) in lostIDs.enumerated() { _ = try a.append([item("lost \(k)", eventID: id)]) }
+            try a.close()
+        }
+        copyTree(store.path, dir.path + "/peer")
+        var lost: [[UInt8]] = []
+        try LogReader(store: try Store.open(at: dir.path + "/peer")).forEachFrame(origin: store.replicaID, from: Seq(2)) { _, b in
+            lost.append(Array(b))
+            return true
+        }
+        let seg = segmentFiles(store)[0]
+        writeBytes(seg, Array(readBytes(seg)[..<(frameOffsets(seg)[1] + 10)]))
+        try? FileManager.default.removeItem(atPath: seg.replacingOccurrences(of: ".seg", with: ".idx"))
+        return (store, lost, lostIDs)
+    }
+
+    /// While the own log's lost tail is given back in part, the mark stays past it as evidence;
+    /// ids of the part given back that the index did not take (a failed write) are not claimed
+    /// with it: the next open reads them from the log, and their retries are recognised.
+    @Test func theEvidenceOfALostTailDoesNotClaimOwedIds() throws {
+        let dir = TempDir()
+        let (store, lost, ids) = try storeWithLostOwnTail(dir, count: 3)
+        do {
+            let b = try LogAppender(store: store, wallClock: ManualClock())
+            #expect(b.lostOwnTail?.committed == Seq(4))
+            b.index!.commitsToFail = 1
+            #expect(try b.receive([lost[0]]).events == 1)  // seq 2 back; its id is owed
+            #expect(b.owedIDs[b.origin] == Seq(2)...Seq(2) && b.lostOwnTail?.committed == Seq(4))
+            b.index!.insertsToFail = 1  // and the close cannot write it either
+            try b.close()
+        }
+        do {
+            // Still lost (the mark says so), and the owed id is read from the log.
+            let c = try LogAppender(store: store, wallClock: ManualClock())
+            #expect(c.lostOwnTail?.holds == Seq(2) && c.lostOwnTail?.committed == Seq(4))
+            #expect(try c.receive(Array(lost[1...])).events == 2)
+            #expect(c.lostOwnTail == nil)
+            let r = try c.append(ids.map { item("retried", eventID: $0) } + [item("new")])
+            #expect(r.appended == 1 && r.duplicates.map(\.seq) == [Seq(2), Seq(3), Seq(4)] && r.firstSeq == Seq(5))
+            try c.close()
+        }
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// A crash right after the lost tail came back whole, its ids owed (the index's write
+    /// failed): the mark, which covered the tail as evidence, never claimed its ids, so the
+    /// next open reads them from the log.
+    @Test func aCrashAfterALostTailCameBackWithOwedIdsLosesNoIds() throws {
+        let dir = TempDir()
+        let (store, lost, ids) = try storeWithLostOwnTail(dir, count: 2)
+        do {
+            let b = try LogAppender(store: store, wallClock: ManualClock())
+            #expect(b.lostOwnTail?.committed == Seq(3))
+            b.index!.commitsToFail = 1
+            #expect(try b.receive(lost).events == 2)
+            #expect(b.lostOwnTail == nil && b.owedIDs[b.origin] == Seq(2)...Seq(3))
+            copyTree(store.path, dir.path + "/crashed")  // its files as a crash leaves them
+            try b.close()
+        }
+        let crashed = try Store.open(at: dir.path + "/crashed")
+        let c = try LogAppender(store: crashed, wallClock: ManualClock())
+        #expect(c.lostOwnTail == nil && c.tip.lastSeq == Seq(3))
+        let r = try c.append(ids.map { item("retried", eventID: $0) })
+        #expect(r.appended == 0 && r.duplicates.map(\.seq) == [Seq(2), Seq(3)])
+        try c.close()
+    }
+
+    /// An index written by a build before `ids_through` holds one mark, which says both how far
+    /// ids are indexed and, past the own log, that a tail was lost. It is read as such: the
+    /// evidence stays, and ids are caught up from it.
+    @Test func anIndexOfAnOlderBuildKeepsItsEvidenceAndIsCaughtUp() throws {
+        let dir = TempDir()
+        let (store, lost, ids) = try storeWithLostOwnTail(dir, count: 2)
+        try? FileManager.default.removeItem(atPath: store.directory(store.replicaID).durablePath)
+        func asOlderBuild() throws {
+            let db = try DatabaseQueue(path: store.layout.eventIDs)
+            try db.write { try $0.execute(sql: "DROP TABLE ids_through") }
+            try db.close()
+        }
+        try asOlderBuild()
+        do {
+            // The older build's mark (3, past the log's end) is the only evidence left.
+            let b = try LogAppender(store: store, wallClock: ManualClock())
+            #expect(b.lostOwnTail == LogAppender.LostTail(holds: Seq(1), committed: Seq(3), evidence: "its event-id index"))
+            try b.close()
+        }
+        try asOlderBuild()
+        let c = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(c.lostOwnTail?.committed == Seq(3))
+        #expect(try c.receive(lost).events == 2)
+        let r = try c.append([item("retried", eventID: ids[1]), item("new")])
+        #expect(r.appended == 1 && r.duplicates.map(\.seq) == [Seq(3)])
+        try c.close()
+    }
 }

@@ -463,12 +463,10 @@ extension LogAppender {
         if let index {
             for (origin, seq) in tips where !indexFailed {
                 // Never past ids still owed; the own origin's mark stays past a lost tail given back
-                // in part (the evidence).
+                // in part (the evidence), without claiming its ids.
                 // (Not once this receive gives the lost tail back whole: the log holds it then.)
-                let within = markWithin(origin, seq)
-                let evidence = lostOwnTail.flatMap { seq >= $0.committed ? nil : $0.committed } ?? Seq(0)
-                let through = origin == self.origin ? max(within, evidence) : within
-                if (try? index.setIndexedThrough(origin, through)) == nil { indexFailed = true }
+                let evidence = origin == self.origin ? lostOwnTail.flatMap { seq >= $0.committed ? nil : $0.committed } ?? Seq(0) : Seq(0)
+                if (try? index.setIndexedThrough(origin, markWithin(origin, seq), evidence: evidence)) == nil { indexFailed = true }
             }
             if indexFailed || !commitIDs(index, paying: false) {
                 if index.isInTransaction {

@@ -233,7 +233,7 @@ public final class LogAppender {
             // Evidence that this store once committed more of its own log than it now holds.
             if let mark = own.markAhead { lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: mark, evidence: "its durable mark (DURABLE)") }
             if let index {
-                let indexed = try index.indexedThrough(store.replicaID)
+                let indexed = try index.marks(store.replicaID).mark
                 if indexed > own.committed.lastSeq, indexed > (lostOwnTail?.committed ?? Seq(0)) {
                     lostOwnTail = LostTail(holds: own.committed.lastSeq, committed: indexed, evidence: "its event-id index")
                 }
@@ -282,25 +282,21 @@ public final class LogAppender {
         }
         guard let index else { return }
         try index.begin()
-        // Through the own log's last committed frame, and further: through an append of it
-        // received from a peer and still open (dropped at the next open; the index then says the
-        // log lost it, `lostOwnTail`, so appends wait until a peer gives it back rather than take
-        // its seqs; its ids are indexed when it comes back whole), and through a lost tail not
-        // yet given back (the evidence is kept).
-        var through = pending[origin] != nil ? active.lastSeq : own.committed.lastSeq
         if !payOwedIDs(index) {
             // A write the index refused mid-transaction (SQLite may have rolled it back itself):
             // the mark goes in a transaction of its own, before everything owed.
             rollbackIDs(index)
             try index.begin()
         }
-        // Ids of this log the index still lacks: the mark stops before them, and the next open
-        // reads them from the log. A mark past a lost or open tail is that loss's evidence, which
-        // the next open needs more: it stays (then ids still owed at or below the log's end are
-        // not read again; retries of those events are not recognised).
-        if pending[origin] == nil, lostOwnTail == nil { through = markWithin(origin, through) }
-        if let lost = lostOwnTail { through = max(through, lost.committed) }
-        try index.setIndexedThrough(origin, through)
+        // The ids are indexed through the own log's last committed frame, stopped before those
+        // the index still lacks (the next open reads them from the log). The mark goes further,
+        // as evidence: through an append of the own log received from a peer and still open
+        // (dropped at the next open; the mark then says the log lost it, `lostOwnTail`, so
+        // appends wait until a peer gives it back rather than take its seqs; its ids are indexed
+        // when it comes back whole), and through a lost tail not yet given back.
+        var evidence = pending[origin] != nil ? active.lastSeq : Seq(0)
+        if let lost = lostOwnTail { evidence = max(evidence, lost.committed) }
+        try index.setIndexedThrough(origin, markWithin(origin, own.committed.lastSeq), evidence: evidence)
         try index.commit()
     }
 
@@ -757,7 +753,7 @@ public final class LogAppender {
     func commitIDs(_ index: EventIDIndex, through: Seq? = nil, paying: Bool = true) -> Bool {
         do {
             if paying, !payOwedIDs(index) { throw LogError(.io, "write event-id index", "a write of owed ids was refused") }
-            if let through { try index.setIndexedThrough(origin, markWithin(origin, through)) }
+            if let through { try index.setIndexedThrough(origin, markWithin(origin, through), evidence: lostOwnTail?.committed ?? Seq(0)) }
             try index.commit()
         } catch {
             rollbackIDs(index)
@@ -824,9 +820,14 @@ public final class LogAppender {
     private func catchUpIDs(_ tips: [ReplicaID: Seq]) throws {
         let reader = LogReader(store: store)
         for (origin, recoveredTip) in tips.sorted(by: { $0.key < $1.key }) {
-            var through = try ids.indexedThrough(origin)
+            let marks = try ids.marks(origin)
+            var through = marks.ids
             let floor = try store.directory(origin).loadFloor()
             let tip = max(recoveredTip, floor?.lastSeq ?? Seq(0))
+            // A mark past this store's own log is the evidence that it lost a committed tail
+            // (`lostOwnTail` says so, from it): it stays, so that every later open refuses
+            // appends until the tail comes back, not only this one.
+            let evidence = origin == self.origin && marks.mark > tip ? marks.mark : Seq(0)
             if let floor {
                 // The log starts after a floor: the ids of the events before it are in no segment
                 // here; the snapshot at the floor carries them (see `adoptEventIDs`).
@@ -838,7 +839,7 @@ public final class LogAppender {
                 if through < floor.lastSeq {
                     try ids.begin()
                     do {
-                        try ids.setIndexedThrough(origin, floor.lastSeq)
+                        try ids.setIndexedThrough(origin, floor.lastSeq, evidence: evidence)
                         try ids.commit()
                     } catch {
                         ids.rollback()
@@ -847,18 +848,19 @@ public final class LogAppender {
                     through = floor.lastSeq
                 }
             }
-            if through == tip {
+            if through == tip, marks.mark <= tip {
                 if origin == self.origin { idMark = tip }
                 continue
             }
             try ids.begin()
             do {
-                if through > tip {
-                    // This store's own log lost a committed tail (`lostOwnTail` says so, from
-                    // this mark): the mark stays, so that every later open refuses appends
-                    // until the tail comes back, not only this one.
-                    try ids.forget(after: tip, origin: origin, keepingMark: origin == self.origin)
-                } else {
+                if through > tip || marks.mark > tip {
+                    // Frames past the log's end were cut off by recovery (or a restore): their
+                    // ids go, at every open while the mark says the tail is lost.
+                    try ids.forget(after: tip, origin: origin, keepingMark: evidence > Seq(0))
+                    through = min(through, tip)
+                }
+                if through < tip {
                     var last = through
                     do {
                         // Only the ids are needed: read in place, nothing else decoded.
@@ -867,10 +869,10 @@ public final class LogAppender {
                             last = v.seq
                             return true
                         }
-                        try ids.setIndexedThrough(origin, tip)
+                        try ids.setIndexedThrough(origin, tip, evidence: evidence)
                     } catch let e as LogError where e.isCorruption {
                         // Damage is reported, not fatal: the writer can still append after it.
-                        try ids.setIndexedThrough(origin, last)
+                        try ids.setIndexedThrough(origin, last, evidence: evidence)
                         recovery.actions.append(.eventIDIndexIncomplete(origin: origin, indexedThrough: last.rawValue, reason: e.description))
                     }
                 }

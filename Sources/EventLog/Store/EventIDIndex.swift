@@ -4,8 +4,12 @@ import GRDB
 /// The persistent index of writer-supplied event ids (`<store>/eventids.sqlite`), so a retried
 /// write is recognised without holding every id in memory.
 ///
-/// Derived from the log and rebuilt from it: each origin's `indexed_through` says how far the
-/// log has been indexed, and opening catches up from there. Not thread-safe: owned by the writer.
+/// Derived from the log and rebuilt from it: each origin's `ids_through` says how far the log has
+/// been indexed, and opening catches up from there. `indexed_through` is that mark, or past it
+/// for the store's own origin when the log is known to have committed more than it holds (a
+/// lost or still-open own tail: the evidence, kept until the tail comes back); stores of builds
+/// before `ids_through` have only `indexed_through`, which then says both. Not thread-safe:
+/// owned by the writer.
 final class EventIDIndex {
     private let db: DatabaseQueue
     private var inTransaction = false
@@ -27,6 +31,7 @@ final class EventIDIndex {
                     CREATE TABLE IF NOT EXISTS event_ids (id BLOB PRIMARY KEY, origin BLOB NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
                     CREATE TABLE IF NOT EXISTS indexed_through (origin BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
                     CREATE TABLE IF NOT EXISTS adopted_through (origin BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE IF NOT EXISTS ids_through (origin BLOB PRIMARY KEY, seq INTEGER NOT NULL) WITHOUT ROWID;
                     """)
             }
         } catch {
@@ -49,9 +54,15 @@ final class EventIDIndex {
         }
     }
 
-    func indexedThrough(_ origin: ReplicaID) throws -> Seq {
+    /// How far `origin`'s ids are indexed (`ids`), and its mark (`mark`: the same, or past it
+    /// as the evidence of a lost own tail). A file of an older build holds the mark alone, which
+    /// then says both; a mark below `ids_through` was moved down by such a build.
+    func marks(_ origin: ReplicaID) throws -> (ids: Seq, mark: Seq) {
         try run("read event-id index") { db in
-            Seq(UInt64(try Int64.fetchOne(db, sql: "SELECT seq FROM indexed_through WHERE origin = ?", arguments: [blob(origin.rawValue)]) ?? 0))
+            let o = blob(origin.rawValue)
+            let mark = max(0, try Int64.fetchOne(db, sql: "SELECT seq FROM indexed_through WHERE origin = ?", arguments: [o]) ?? 0)
+            let ids = max(0, try Int64.fetchOne(db, sql: "SELECT seq FROM ids_through WHERE origin = ?", arguments: [o]) ?? mark)
+            return (Seq(UInt64(min(ids, mark))), Seq(UInt64(mark)))
         }
     }
 
@@ -73,6 +84,7 @@ final class EventIDIndex {
 
     func insert(_ id: UUID, origin: ReplicaID, seq: Seq) throws {
         precondition(inTransaction)
+        try failInsertIfAsked()
         try run("write event-id index") { db in
             try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [blob(id), blob(origin.rawValue), Int64(seq.rawValue)])
         }
@@ -84,6 +96,7 @@ final class EventIDIndex {
     func insert(_ entries: [(UUID, Seq)], origin: ReplicaID) throws {
         precondition(inTransaction)
         guard !entries.isEmpty else { return }
+        try failInsertIfAsked()
         try run("write event-id index") { db in
             let statement = try db.cachedStatement(sql: Self.insertSQL)
             let o = blob(origin.rawValue)
@@ -91,24 +104,36 @@ final class EventIDIndex {
         }
     }
 
-    func setIndexedThrough(_ origin: ReplicaID, _ seq: Seq) throws {
+    /// Records that `origin`'s ids are indexed through `seq`, and its mark at `seq` or at
+    /// `evidence`, whichever is later (the store's own origin: a lost or open own tail's last
+    /// committed seq, which the mark keeps as evidence without claiming its ids indexed).
+    func setIndexedThrough(_ origin: ReplicaID, _ seq: Seq, evidence: Seq = Seq(0)) throws {
         precondition(inTransaction)
         try run("write event-id index") { db in
+            let o = blob(origin.rawValue)
+            try db.execute(sql: "INSERT INTO ids_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq",
+                           arguments: [o, Int64(seq.rawValue)])
             try db.execute(sql: "INSERT INTO indexed_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq",
-                           arguments: [blob(origin.rawValue), Int64(seq.rawValue)])
+                           arguments: [o, Int64(max(seq, evidence).rawValue)])
         }
     }
 
-    /// Forgets ids past `tip` (their frames were cut off by recovery). `keepingMark`: the
-    /// indexed-through mark stays where it is (the store's own origin: the mark past its log is
-    /// the evidence that it lost a committed tail, kept until the tail comes back).
+    /// Forgets ids past `tip` (their frames were cut off by recovery): the ids are indexed
+    /// through `tip` at most. `keepingMark`: the mark stays where it is (the store's own
+    /// origin: the mark past its log is the evidence that it lost a committed tail, kept until
+    /// the tail comes back).
     func forget(after tip: Seq, origin: ReplicaID, keepingMark: Bool = false) throws {
         precondition(inTransaction)
         try run("write event-id index") { db in
-            try db.execute(sql: "DELETE FROM event_ids WHERE origin = ? AND seq > ?", arguments: [blob(origin.rawValue), Int64(tip.rawValue)])
+            let o = blob(origin.rawValue), t = Int64(tip.rawValue)
+            try db.execute(sql: "DELETE FROM event_ids WHERE origin = ? AND seq > ?", arguments: [o, t])
+            // A file of an older build has no row here yet: its ids went as far as its mark.
+            try db.execute(sql: """
+                INSERT INTO ids_through (origin, seq) VALUES (?, ?)
+                ON CONFLICT(origin) DO UPDATE SET seq = min(seq, excluded.seq)
+                """, arguments: [o, t])
             guard !keepingMark else { return }
-            try db.execute(sql: "UPDATE indexed_through SET seq = ? WHERE origin = ? AND seq > ?",
-                           arguments: [Int64(tip.rawValue), blob(origin.rawValue), Int64(tip.rawValue)])
+            try db.execute(sql: "UPDATE indexed_through SET seq = ? WHERE origin = ? AND seq > ?", arguments: [t, o, t])
         }
     }
 
@@ -120,6 +145,16 @@ final class EventIDIndex {
         }
         try run("write event-id index") { try $0.execute(sql: "COMMIT") }
         inTransaction = false
+    }
+
+    /// Tests only: how many of the next inserts fail as a refused write would (the transaction
+    /// stays open, to be rolled back).
+    var insertsToFail = 0
+
+    private func failInsertIfAsked() throws {
+        guard insertsToFail > 0 else { return }
+        insertsToFail -= 1
+        throw LogError(.io, "write event-id index", "event-id index: an insert failed (a fault a test asked for)")
     }
 
     /// Tests only: how many of the next commits fail as a full disk's would (the transaction
