@@ -155,10 +155,10 @@ import Testing
         try b.close()
     }
 
-    /// A store whose own log lost its committed tail at `from` (torn there; `DURABLE` says what
-    /// was committed), the frames lost (from a peer that holds them), and the ids of the lost
-    /// events: one append each of `count` events with ids after one without.
-    func storeWithLostOwnTail(_ dir: TempDir, count: Int) throws -> (Store, [[UInt8]], [UUID]) {
+    /// A store whose own log lost its committed tail after its first `kept` frames (torn there;
+    /// `DURABLE` says what was committed), the frames lost (from a peer that holds them), and
+    /// the ids of the events with ids: one append each of `count` such events after one without.
+    func storeWithLostOwnTail(_ dir: TempDir, count: Int, keeping kept: Int = 1) throws -> (Store, [[UInt8]], [UUID]) {
         let store = try makeStore(dir)
         let lostIDs = (0..<count).map { _ in UUID() }
         do {
@@ -169,12 +169,12 @@ import Testing
         }
         copyTree(store.path, dir.path + "/peer")
         var lost: [[UInt8]] = []
-        try LogReader(store: try Store.open(at: dir.path + "/peer")).forEachFrame(origin: store.replicaID, from: Seq(2)) { _, b in
+        try LogReader(store: try Store.open(at: dir.path + "/peer")).forEachFrame(origin: store.replicaID, from: Seq(UInt64(kept + 1))) { _, b in
             lost.append(Array(b))
             return true
         }
         let seg = segmentFiles(store)[0]
-        writeBytes(seg, Array(readBytes(seg)[..<(frameOffsets(seg)[1] + 10)]))
+        writeBytes(seg, Array(readBytes(seg)[..<(frameOffsets(seg)[kept] + 10)]))
         try? FileManager.default.removeItem(atPath: seg.replacingOccurrences(of: ".seg", with: ".idx"))
         return (store, lost, lostIDs)
     }
@@ -194,10 +194,12 @@ import Testing
             b.index!.insertsToFail = 1  // and the close cannot write it either
             try b.close()
         }
+        // Its durable mark gone too: the index's mark alone says the tail is still lost.
+        try FileManager.default.removeItem(atPath: store.directory(store.replicaID).durablePath)
         do {
             // Still lost (the mark says so), and the owed id is read from the log.
             let c = try LogAppender(store: store, wallClock: ManualClock())
-            #expect(c.lostOwnTail?.holds == Seq(2) && c.lostOwnTail?.committed == Seq(4))
+            #expect(c.lostOwnTail == LogAppender.LostTail(holds: Seq(2), committed: Seq(4), evidence: "its event-id index"))
             #expect(try c.receive(Array(lost[1...])).events == 2)
             #expect(c.lostOwnTail == nil)
             let r = try c.append(ids.map { item("retried", eventID: $0) } + [item("new")])
@@ -256,5 +258,80 @@ import Testing
         let r = try c.append([item("retried", eventID: ids[1]), item("new")])
         #expect(r.appended == 1 && r.duplicates.map(\.seq) == [Seq(3)])
         try c.close()
+    }
+
+    /// Ids owed when the log alone is restored from a backup (its durable mark with it): the
+    /// index's mark still says how far the log had committed, past the ids it lacks, so the
+    /// open refuses appends that would take the lost seqs.
+    @Test func aLogRestoredAloneIsSeenToHaveLostItsTailWhateverIdsAreOwed() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let id = UUID()
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            _ = try a.append([item("kept")])
+            try a.close()
+        }
+        copyTree(store.path + "/log", dir.path + "/backup")
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            a.index!.commitsToFail = 1
+            _ = try a.append([item("lost", eventID: id)])
+            _ = try a.append([item("lost too")])
+            #expect(a.owedIDs[a.origin] == Seq(2)...Seq(2))
+            a.index!.insertsToFail = 1  // the close cannot write it either
+            try a.close()
+        }
+        copyTree(dir.path + "/backup", store.path + "/log")
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(b.lostOwnTail == LogAppender.LostTail(holds: Seq(1), committed: Seq(3), evidence: "its event-id index"))
+        #expect { try b.append([item("would take seq 2")]) } throws: { e in (e as? LogError)?.isOwnLogDamaged == true }
+        try b.close()
+    }
+
+    /// An older build kept its mark past a lost tail even over ids it had not indexed (at or
+    /// below the log's end): this build reads the own log again whole, once, and their retries
+    /// are recognised.
+    @Test func anOlderBuildsEvidenceOverOwedIdsIsReadAgain() throws {
+        let dir = TempDir()
+        let (store, lost, ids) = try storeWithLostOwnTail(dir, count: 2, keeping: 2)
+        let db = try DatabaseQueue(path: store.layout.eventIDs)
+        try db.write { db in
+            try db.execute(sql: "DROP TABLE ids_through")
+            try db.execute(sql: "DELETE FROM event_ids WHERE seq = 2")  // never indexed by that build
+        }
+        try db.close()
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(b.lostOwnTail?.holds == Seq(2) && b.lostOwnTail?.committed == Seq(3))
+        #expect(try b.receive(lost).events == 1)
+        let r = try b.append(ids.map { item("retried", eventID: $0) } + [item("new")])
+        #expect(r.appended == 1 && r.duplicates.map(\.seq) == [Seq(2), Seq(3)])
+        try b.close()
+    }
+
+    /// Marks as builds before and after `ids_through` may leave them between them: the ids are
+    /// caught up from the lower of the two (a mark alone, from the mark).
+    @Test(arguments: [(Int64?.some(3), Int64(1)), (Int64?.some(1), Int64(3)), (Int64?.none, Int64(1))])
+    func idsAreCaughtUpFromTheLowerMark(idsThrough: Int64?, mark: Int64) throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let ids = (0..<3).map { _ in UUID() }
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            for (k, id) in ids.enumerated() { _ = try a.append([item("one \(k)", eventID: id)]) }
+            try a.close()
+        }
+        let db = try DatabaseQueue(path: store.layout.eventIDs)
+        try db.write { db in
+            try db.execute(sql: "DELETE FROM event_ids WHERE seq > ?", arguments: [min(idsThrough ?? mark, mark)])
+            try db.execute(sql: "UPDATE indexed_through SET seq = ?", arguments: [mark])
+            if let idsThrough { try db.execute(sql: "UPDATE ids_through SET seq = ?", arguments: [idsThrough]) } else { try db.execute(sql: "DROP TABLE ids_through") }
+        }
+        try db.close()
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(b.lostOwnTail == nil)
+        let r = try b.append(ids.map { item("retried", eventID: $0) })
+        #expect(r.appended == 0 && r.duplicates.map(\.seq) == [Seq(1), Seq(2), Seq(3)])
+        try b.close()
     }
 }

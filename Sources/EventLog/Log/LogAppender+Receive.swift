@@ -462,10 +462,10 @@ extension LogAppender {
         }
         if let index {
             for (origin, seq) in tips where !indexFailed {
-                // Never past ids still owed; the own origin's mark stays past a lost tail given back
-                // in part (the evidence), without claiming its ids.
-                // (Not once this receive gives the lost tail back whole: the log holds it then.)
-                let evidence = origin == self.origin ? lostOwnTail.flatMap { seq >= $0.committed ? nil : $0.committed } ?? Seq(0) : Seq(0)
+                // Never past ids still owed; the own origin's mark reaches what its log committed
+                // (the evidence), and stays past a lost tail given back in part, without claiming
+                // their ids. (Not past the tail once this receive gives it back whole.)
+                let evidence = origin == self.origin ? max(seq, lostOwnTail.flatMap { seq >= $0.committed ? nil : $0.committed } ?? Seq(0)) : Seq(0)
                 if (try? index.setIndexedThrough(origin, markWithin(origin, seq), evidence: evidence)) == nil { indexFailed = true }
             }
             if indexFailed || !commitIDs(index, paying: false) {

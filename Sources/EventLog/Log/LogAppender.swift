@@ -289,12 +289,14 @@ public final class LogAppender {
             try index.begin()
         }
         // The ids are indexed through the own log's last committed frame, stopped before those
-        // the index still lacks (the next open reads them from the log). The mark goes further,
-        // as evidence: through an append of the own log received from a peer and still open
+        // the index still lacks (the next open reads them from the log). The mark is the
+        // evidence of what the log committed: through its last committed frame whatever ids are
+        // owed (a log restored alone from a backup is then seen as having lost its tail), and
+        // further, through an append of the own log received from a peer and still open
         // (dropped at the next open; the mark then says the log lost it, `lostOwnTail`, so
         // appends wait until a peer gives it back rather than take its seqs; its ids are indexed
         // when it comes back whole), and through a lost tail not yet given back.
-        var evidence = pending[origin] != nil ? active.lastSeq : Seq(0)
+        var evidence = pending[origin] != nil ? active.lastSeq : own.committed.lastSeq
         if let lost = lostOwnTail { evidence = max(evidence, lost.committed) }
         try index.setIndexedThrough(origin, markWithin(origin, own.committed.lastSeq), evidence: evidence)
         try index.commit()
@@ -753,7 +755,7 @@ public final class LogAppender {
     func commitIDs(_ index: EventIDIndex, through: Seq? = nil, paying: Bool = true) -> Bool {
         do {
             if paying, !payOwedIDs(index) { throw LogError(.io, "write event-id index", "a write of owed ids was refused") }
-            if let through { try index.setIndexedThrough(origin, markWithin(origin, through), evidence: lostOwnTail?.committed ?? Seq(0)) }
+            if let through { try index.setIndexedThrough(origin, markWithin(origin, through), evidence: max(through, lostOwnTail?.committed ?? Seq(0))) }
             try index.commit()
         } catch {
             rollbackIDs(index)
@@ -826,8 +828,14 @@ public final class LogAppender {
             let tip = max(recoveredTip, floor?.lastSeq ?? Seq(0))
             // A mark past this store's own log is the evidence that it lost a committed tail
             // (`lostOwnTail` says so, from it): it stays, so that every later open refuses
-            // appends until the tail comes back, not only this one.
-            let evidence = origin == self.origin && marks.mark > tip ? marks.mark : Seq(0)
+            // appends until the tail comes back, not only this one. The own mark reaches the
+            // log's end whatever ids are owed (see `close`).
+            let own = origin == self.origin
+            let lost = own && marks.mark > tip ? marks.mark : Seq(0)
+            let evidence = own ? max(lost, tip) : Seq(0)
+            // An older build's file: its mark alone, which it kept past the log as evidence
+            // even over ids it had not indexed. The own log is read again whole, once.
+            if lost > Seq(0), !marks.idsRecorded { through = Seq(0) }
             if let floor {
                 // The log starts after a floor: the ids of the events before it are in no segment
                 // here; the snapshot at the floor carries them (see `adoptEventIDs`).
@@ -857,7 +865,7 @@ public final class LogAppender {
                 if through > tip || marks.mark > tip {
                     // Frames past the log's end were cut off by recovery (or a restore): their
                     // ids go, at every open while the mark says the tail is lost.
-                    try ids.forget(after: tip, origin: origin, keepingMark: evidence > Seq(0))
+                    try ids.forget(after: tip, origin: origin, keepingMark: lost > Seq(0))
                     through = min(through, tip)
                 }
                 if through < tip {

@@ -54,15 +54,17 @@ final class EventIDIndex {
         }
     }
 
-    /// How far `origin`'s ids are indexed (`ids`), and its mark (`mark`: the same, or past it
-    /// as the evidence of a lost own tail). A file of an older build holds the mark alone, which
-    /// then says both; a mark below `ids_through` was moved down by such a build.
-    func marks(_ origin: ReplicaID) throws -> (ids: Seq, mark: Seq) {
+    /// How far `origin`'s ids are indexed (`ids`), and its mark (`mark`: the same, or, for the
+    /// store's own origin, how far its log is known to have committed). A file of an older build
+    /// holds the mark alone (`idsRecorded` false), which then says both; a mark below
+    /// `ids_through` was moved down by such a build, and bounds it.
+    func marks(_ origin: ReplicaID) throws -> (ids: Seq, mark: Seq, idsRecorded: Bool) {
         try run("read event-id index") { db in
             let o = blob(origin.rawValue)
             let mark = max(0, try Int64.fetchOne(db, sql: "SELECT seq FROM indexed_through WHERE origin = ?", arguments: [o]) ?? 0)
-            let ids = max(0, try Int64.fetchOne(db, sql: "SELECT seq FROM ids_through WHERE origin = ?", arguments: [o]) ?? mark)
-            return (Seq(UInt64(min(ids, mark))), Seq(UInt64(mark)))
+            let recorded = try Int64.fetchOne(db, sql: "SELECT seq FROM ids_through WHERE origin = ?", arguments: [o])
+            let ids = max(0, recorded ?? mark)
+            return (Seq(UInt64(min(ids, mark))), Seq(UInt64(mark)), recorded != nil)
         }
     }
 
@@ -105,8 +107,9 @@ final class EventIDIndex {
     }
 
     /// Records that `origin`'s ids are indexed through `seq`, and its mark at `seq` or at
-    /// `evidence`, whichever is later (the store's own origin: a lost or open own tail's last
-    /// committed seq, which the mark keeps as evidence without claiming its ids indexed).
+    /// `evidence`, whichever is later (the store's own origin: the last seq its log is known to
+    /// have committed, a lost or open tail's included, which the mark keeps as evidence without
+    /// claiming their ids indexed).
     func setIndexedThrough(_ origin: ReplicaID, _ seq: Seq, evidence: Seq = Seq(0)) throws {
         precondition(inTransaction)
         try run("write event-id index") { db in
