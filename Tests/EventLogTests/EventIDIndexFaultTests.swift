@@ -334,4 +334,29 @@ import Testing
         #expect(r.appended == 0 && r.duplicates.map(\.seq) == [Seq(1), Seq(2), Seq(3)])
         try b.close()
     }
+
+    /// An older build's file whose mark reaches the log's end over an id it never indexed (the
+    /// rest of a lost tail came back under that build): the first open by this build reads the
+    /// own log's ids again whole, and records how far, so later opens do not.
+    @Test func anOlderBuildsFileIsReadAgainWholeOnce() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        let ids = (0..<3).map { _ in UUID() }
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            for (k, id) in ids.enumerated() { _ = try a.append([item("one \(k)", eventID: id)]) }
+            try a.close()
+        }
+        let db = try DatabaseQueue(path: store.layout.eventIDs)
+        try db.write { db in
+            try db.execute(sql: "DROP TABLE ids_through")
+            try db.execute(sql: "DELETE FROM event_ids WHERE seq = 2")
+        }
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try db.read { try Int64.fetchOne($0, sql: "SELECT seq FROM ids_through") } == 3)
+        let r = try b.append(ids.map { item("retried", eventID: $0) })
+        #expect(r.appended == 0 && r.duplicates.map(\.seq) == [Seq(1), Seq(2), Seq(3)])
+        try b.close()
+        try db.close()
+    }
 }

@@ -833,9 +833,11 @@ public final class LogAppender {
             let own = origin == self.origin
             let lost = own && marks.mark > tip ? marks.mark : Seq(0)
             let evidence = own ? max(lost, tip) : Seq(0)
-            // An older build's file: its mark alone, which it kept past the log as evidence
-            // even over ids it had not indexed. The own log is read again whole, once.
-            if lost > Seq(0), !marks.idsRecorded { through = Seq(0) }
+            // An older build's file: its mark alone, which it kept past the log as evidence even
+            // over ids it had not indexed (and the log may have been given the rest of that
+            // tail since, under that build or by path). The own log is read again whole, once:
+            // the row written after says how far.
+            if own, !marks.idsRecorded { through = Seq(0) }
             if let floor {
                 // The log starts after a floor: the ids of the events before it are in no segment
                 // here; the snapshot at the floor carries them (see `adoptEventIDs`).
