@@ -309,18 +309,22 @@ import Testing
         try b.close()
     }
 
+    /// A store of three appends of one event each, with ids (seqs 1-3), closed.
+    func storeWithThreeIDs(_ dir: TempDir) throws -> (Store, [UUID]) {
+        let store = try makeStore(dir)
+        let ids = (0..<3).map { _ in UUID() }
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        for (k, id) in ids.enumerated() { _ = try a.append([item("one \(k)", eventID: id)]) }
+        try a.close()
+        return (store, ids)
+    }
+
     /// Marks as builds before and after `ids_through` may leave them between them: the ids are
     /// caught up from the lower of the two (a mark alone, from the mark).
     @Test(arguments: [(Int64?.some(3), Int64(1)), (Int64?.some(1), Int64(3)), (Int64?.none, Int64(1))])
     func idsAreCaughtUpFromTheLowerMark(idsThrough: Int64?, mark: Int64) throws {
         let dir = TempDir()
-        let store = try makeStore(dir)
-        let ids = (0..<3).map { _ in UUID() }
-        do {
-            let a = try LogAppender(store: store, wallClock: ManualClock())
-            for (k, id) in ids.enumerated() { _ = try a.append([item("one \(k)", eventID: id)]) }
-            try a.close()
-        }
+        let (store, ids) = try storeWithThreeIDs(dir)
         let db = try DatabaseQueue(path: store.layout.eventIDs)
         try db.write { db in
             try db.execute(sql: "DELETE FROM event_ids WHERE seq > ?", arguments: [min(idsThrough ?? mark, mark)])
@@ -340,13 +344,7 @@ import Testing
     /// own log's ids again whole, and records how far, so later opens do not.
     @Test func anOlderBuildsFileIsReadAgainWholeOnce() throws {
         let dir = TempDir()
-        let store = try makeStore(dir)
-        let ids = (0..<3).map { _ in UUID() }
-        do {
-            let a = try LogAppender(store: store, wallClock: ManualClock())
-            for (k, id) in ids.enumerated() { _ = try a.append([item("one \(k)", eventID: id)]) }
-            try a.close()
-        }
+        let (store, ids) = try storeWithThreeIDs(dir)
         let db = try DatabaseQueue(path: store.layout.eventIDs)
         try db.write { db in
             try db.execute(sql: "DROP TABLE ids_through")
