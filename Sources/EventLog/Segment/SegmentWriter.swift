@@ -90,6 +90,7 @@ final class SegmentWriter {
     /// Writes one whole frame at the end of the newest segment, reads it back and compares.
     /// `hash` is the frame's SHA-256 when the caller already computed it.
     func write(_ bytes: [UInt8], header: FrameHeader, hash: FrameHash? = nil, op: String) throws {
+        try requireWhole(op: op)
         let offset = active.coveredBytes
         writing = true
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
@@ -131,6 +132,7 @@ final class SegmentWriter {
             try sync(op: op)
             return
         }
+        try requireWhole(op: op)
         let offset = active.coveredBytes
         writing = true
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
@@ -142,7 +144,7 @@ final class SegmentWriter {
             return bytes.withUnsafeBytes { FrameHash.of($0) }
         }
         DispatchQueue.global(qos: .userInitiated).async { check.runIfUnclaimed() }
-        let synced = Result { try FileIO.fdatasync(fd, path: path, op: op) }
+        let synced = Result { try fdatasync(op: op) }
         let hash = try check.result().get()
         try synced.get()
         active.add(header, at: offset, hash: hash)
@@ -209,8 +211,53 @@ final class SegmentWriter {
     /// readers ship only frames that are on disk (a frame shipped and then lost to a crash
     /// here would have its seq reused by a later append).
     func sync(op: String) throws {
-        try FileIO.fdatasync(fd, path: path, op: op)
+        try fdatasync(op: op)
         try writeDurableMark(op: op)
+    }
+
+    private func fdatasync(op: String) throws {
+        if syncsToFail > 0 {
+            syncsToFail -= 1
+            throw LogError(.io, op, "fdatasync failed (a fault a test asked for)", file: path)
+        }
+        try FileIO.fdatasync(fd, path: path, op: op)
+    }
+
+    /// Tests only: how many of the next fdatasyncs of frames, and of the cuts of a failed
+    /// write, fail as a failing disk's would.
+    var syncsToFail = 0
+    var cutsToFail = 0
+
+    /// Set when the cut of a failed write itself failed: the file may hold bytes past the last
+    /// frame this writer knows of (a frame whose append failed, perhaps on disk). No frame is
+    /// written after them: each write tries the cut again first (`requireWhole`), and so do
+    /// `close` and a reopen's recovery.
+    private(set) var cutFailure: LogError?
+
+    /// Cuts the file to `bytes` (a test may ask this to fail: `cutsToFail`).
+    private func cutFile(to bytes: Int, op: String) throws {
+        if cutsToFail > 0 {
+            cutsToFail -= 1
+            throw LogError(.io, op, "ftruncate failed (a fault a test asked for)", file: path)
+        }
+        try FileIO.truncate(fd, to: bytes, path: path, op: op)
+    }
+
+    /// Before a frame is written: a cut that failed is tried again, and until it succeeds
+    /// nothing is written after what it was to cut off.
+    private func requireWhole(op: String) throws {
+        guard let failure = cutFailure else { return }
+        do {
+            try cutFile(to: active.coveredBytes, op: op)
+            try FileIO.fsync(fd, path: path, op: op)
+        } catch {
+            throw LogError(.io, op, "the cut of a write that failed (\(failure.message)) failed again (\(error)): nothing is written after it until it succeeds",
+                           file: path, offset: active.coveredBytes,
+                           hint: "nothing was written; try again, or close and reopen the store (recovery checks the segment)")
+        }
+        fileEnd = active.coveredBytes
+        writing = false
+        cutFailure = nil
     }
 
     /// Records the committed end in `DURABLE` (every frame up to it must be on disk).
@@ -243,9 +290,20 @@ final class SegmentWriter {
         // rollback of an append refused before its first frame costs nothing).
         let cut = try writing || active.coveredBytes != mark.active.coveredBytes || FileIO.fileSize(fd, path: path, op: op) != fileEnd
         if cut {
-            try FileIO.truncate(fd, to: mark.active.coveredBytes, path: path, op: op)
+            do {
+                try cutFile(to: mark.active.coveredBytes, op: op)
+            } catch {
+                // The file keeps what could not be cut. What the writer counts goes back to the
+                // mark all the same (a frame whose append failed is never counted committed, nor
+                // claimed by a mark), and it takes no more frames (`requireWhole`).
+                active = mark.active
+                committed = mark.committed
+                cutFailure = error as? LogError ?? LogError(.io, op, "\(error)", file: path)
+                throw error
+            }
             fileEnd = mark.active.coveredBytes
             writing = false
+            cutFailure = nil  // nothing was written since (`requireWhole`): the same cut
         }
         // What the writer knows of the file follows the cut at once (the sync may fail).
         active = mark.active
@@ -258,6 +316,7 @@ final class SegmentWriter {
     /// two segments).
     func rollIfFull(bytesMax: Int) throws {
         guard !hasOpenAppend, active.coveredBytes >= bytesMax && active.lastSeq >= active.firstSeq else { return }
+        try requireWhole(op: "seal segment")
         // A sealed segment ends with its last frame: the cut is durable before the next begins.
         try cutFill(durably: true, op: "seal segment")
         try writeIndex()
