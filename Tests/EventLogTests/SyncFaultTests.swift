@@ -51,4 +51,35 @@ import Testing
         #expect(try LogReader(store: store).events(origin: store.replicaID).map { $0.field("title") } == ["kept", "failed"].map { .text($0) })
         #expect(try Verifier(store: store).run().isClean)
     }
+
+    /// The same for a peer's frames being received: a received origin's writer keeps no zero
+    /// fill, so only the cut tried again (at the next receive, or at close) takes them off.
+    @Test func receivedFramesWhoseSyncAndCutFailAreCutAtClose() throws {
+        let dir = TempDir()
+        let peerReplica = ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!
+        let peer = try Store.create(at: dir.path + "/peer", replicaID: peerReplica)
+        do {
+            let p = try LogAppender(store: peer, wallClock: ManualClock())
+            _ = try p.append([item("one")])
+            _ = try p.append([item("two")])
+            try p.close()
+        }
+        var frames: [[UInt8]] = []
+        try LogReader(store: peer).forEachFrame(origin: peerReplica) { _, b in frames.append(Array(b)); return true }
+        let store = try makeStore(dir)
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            #expect(try a.receive([frames[0]]).events == 1)
+            a.received[peerReplica]!.syncsToFail = 1
+            a.received[peerReplica]!.cutsToFail = 1
+            #expect(throws: LogError.self) { try a.receive([frames[1]]) }
+            #expect(a.received[peerReplica]!.committed.lastSeq == Seq(1) && a.received[peerReplica]!.cutFailure != nil)
+            try a.close()
+        }
+        #expect(try LogReader(store: store).tip(origin: peerReplica).lastSeq == Seq(1))
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try b.receive([frames[1]]).events == 1)
+        try b.close()
+        #expect(try Verifier(store: store).run().isClean)
+    }
 }

@@ -273,6 +273,10 @@ public final class LogAppender {
             index?.close()
             lock.release()
         }
+        // A cut of a failed write that failed: tried again, and a failure reported (the index
+        // written after would describe a file that still holds those bytes).
+        try own.cutWhatFailed(op: "close")
+        for w in received.values { try w.cutWhatFailed(op: "close") }
         try own.writeIndex()
         for w in received.values { try w.writeIndex() }
         for o in parkedStale {

@@ -230,9 +230,13 @@ final class SegmentWriter {
 
     /// Set when the cut of a failed write itself failed: the file may hold bytes past the last
     /// frame this writer knows of (a frame whose append failed, perhaps on disk). No frame is
-    /// written after them: each write tries the cut again first (`requireWhole`), and so do
-    /// `close` and a reopen's recovery.
+    /// written after them: each write tries the cut again first (`requireWhole`), and so does
+    /// closing (`cutWhatFailed`). Bytes that can never be cut stay on disk, and a reopen's
+    /// recovery takes whole frames among them as any other.
     private(set) var cutFailure: LogError?
+
+    /// Tries again, durably, a cut that failed (nothing to do when none did): before a close.
+    func cutWhatFailed(op: String) throws { try requireWhole(op: op) }
 
     /// Cuts the file to `bytes` (a test may ask this to fail: `cutsToFail`).
     private func cutFile(to bytes: Int, op: String) throws {
@@ -303,12 +307,14 @@ final class SegmentWriter {
             }
             fileEnd = mark.active.coveredBytes
             writing = false
-            cutFailure = nil  // nothing was written since (`requireWhole`): the same cut
         }
         // What the writer knows of the file follows the cut at once (the sync may fail).
         active = mark.active
         committed = mark.committed
-        if cut { try FileIO.fsync(fd, path: path, op: op) }
+        if cut {
+            try FileIO.fsync(fd, path: path, op: op)
+            cutFailure = nil  // nothing was written since (`requireWhole`): the same cut, durable
+        }
     }
 
     /// Seals the newest segment and starts the next one once it has reached `bytesMax`
@@ -353,6 +359,9 @@ final class SegmentWriter {
     }
 
     func close() {
+        // A cut that failed is tried again (a writer without a fill, a received origin's, has
+        // nothing else that would cut those bytes).
+        if fd >= 0 { try? requireWhole(op: "close") }
         // The fill is cut (a writer that opens the segment again finds it as it was left; one
         // that finds it uncut after a crash has recovery cut it).
         if fd >= 0 { try? cutFill(durably: false, op: "close") }
