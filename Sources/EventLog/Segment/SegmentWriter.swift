@@ -90,7 +90,7 @@ final class SegmentWriter {
     /// Writes one whole frame at the end of the newest segment, reads it back and compares.
     /// `hash` is the frame's SHA-256 when the caller already computed it.
     func write(_ bytes: [UInt8], header: FrameHeader, hash: FrameHash? = nil, op: String) throws {
-        try requireWhole(op: op)
+        try cutWhatFailed(op: op)
         let offset = active.coveredBytes
         writing = true
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
@@ -132,7 +132,7 @@ final class SegmentWriter {
             try sync(op: op)
             return
         }
-        try requireWhole(op: op)
+        try cutWhatFailed(op: op)
         let offset = active.coveredBytes
         writing = true
         try bytes.withUnsafeBytes { try FileIO.pwriteAll(fd, $0, at: offset, path: path, op: op) }
@@ -230,13 +230,10 @@ final class SegmentWriter {
 
     /// Set when the cut of a failed write itself failed: the file may hold bytes past the last
     /// frame this writer knows of (a frame whose append failed, perhaps on disk). No frame is
-    /// written after them: each write tries the cut again first (`requireWhole`), and so does
+    /// written after them: each write tries the cut again first, and so does
     /// closing (`cutWhatFailed`). Bytes that can never be cut stay on disk, and a reopen's
     /// recovery takes whole frames among them as any other.
     private(set) var cutFailure: LogError?
-
-    /// Tries again, durably, a cut that failed (nothing to do when none did): before a close.
-    func cutWhatFailed(op: String) throws { try requireWhole(op: op) }
 
     /// Cuts the file to `bytes` (a test may ask this to fail: `cutsToFail`).
     private func cutFile(to bytes: Int, op: String) throws {
@@ -247,9 +244,10 @@ final class SegmentWriter {
         try FileIO.truncate(fd, to: bytes, path: path, op: op)
     }
 
-    /// Before a frame is written: a cut that failed is tried again, and until it succeeds
-    /// nothing is written after what it was to cut off.
-    private func requireWhole(op: String) throws {
+    /// Tries again, durably, a cut that failed (nothing to do when none did): before a frame is
+    /// written (nothing is written after what it was to cut off until it succeeds), and before
+    /// a close.
+    func cutWhatFailed(op: String) throws {
         guard let failure = cutFailure else { return }
         do {
             try cutFile(to: active.coveredBytes, op: op)
@@ -299,7 +297,7 @@ final class SegmentWriter {
             } catch {
                 // The file keeps what could not be cut. What the writer counts goes back to the
                 // mark all the same (a frame whose append failed is never counted committed, nor
-                // claimed by a mark), and it takes no more frames (`requireWhole`).
+                // claimed by a mark), and it takes no more frames (`cutWhatFailed`).
                 active = mark.active
                 committed = mark.committed
                 cutFailure = error as? LogError ?? LogError(.io, op, "\(error)", file: path)
@@ -313,7 +311,7 @@ final class SegmentWriter {
         committed = mark.committed
         if cut {
             try FileIO.fsync(fd, path: path, op: op)
-            cutFailure = nil  // nothing was written since (`requireWhole`): the same cut, durable
+            cutFailure = nil  // nothing was written since (`cutWhatFailed`): the same cut, durable
         }
     }
 
@@ -322,7 +320,7 @@ final class SegmentWriter {
     /// two segments).
     func rollIfFull(bytesMax: Int) throws {
         guard !hasOpenAppend, active.coveredBytes >= bytesMax && active.lastSeq >= active.firstSeq else { return }
-        try requireWhole(op: "seal segment")
+        try cutWhatFailed(op: "seal segment")
         // A sealed segment ends with its last frame: the cut is durable before the next begins.
         try cutFill(durably: true, op: "seal segment")
         try writeIndex()
@@ -361,7 +359,7 @@ final class SegmentWriter {
     func close() {
         // A cut that failed is tried again (a writer without a fill, a received origin's, has
         // nothing else that would cut those bytes).
-        if fd >= 0 { try? requireWhole(op: "close") }
+        if fd >= 0 { try? cutWhatFailed(op: "close") }
         // The fill is cut (a writer that opens the segment again finds it as it was left; one
         // that finds it uncut after a crash has recovery cut it).
         if fd >= 0 { try? cutFill(durably: false, op: "close") }

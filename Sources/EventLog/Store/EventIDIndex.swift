@@ -5,11 +5,11 @@ import GRDB
 /// write is recognised without holding every id in memory.
 ///
 /// Derived from the log and rebuilt from it: each origin's `ids_through` says how far the log has
-/// been indexed, and opening catches up from there. `indexed_through` is that mark, or past it
-/// for the store's own origin when the log is known to have committed more than it holds (a
-/// lost or still-open own tail: the evidence, kept until the tail comes back); stores of builds
-/// before `ids_through` have only `indexed_through`, which then says both. Not thread-safe:
-/// owned by the writer.
+/// been indexed, and opening catches up from there. `indexed_through` is the same seq, except for
+/// the store's own origin, where it is the last seq its log is known to have committed, past ids
+/// still owed, and past the log's end when a tail was lost or is still arriving (the evidence,
+/// kept until the tail comes back). Stores of builds before `ids_through` have only
+/// `indexed_through`, which then says both. Not thread-safe: owned by the writer.
 final class EventIDIndex {
     private let db: DatabaseQueue
     private var inTransaction = false
@@ -114,10 +114,11 @@ final class EventIDIndex {
         precondition(inTransaction)
         try run("write event-id index") { db in
             let o = blob(origin.rawValue)
-            try db.execute(sql: "INSERT INTO ids_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq",
-                           arguments: [o, Int64(seq.rawValue)])
-            try db.execute(sql: "INSERT INTO indexed_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq",
-                           arguments: [o, Int64(max(seq, evidence).rawValue)])
+            // Written at every index commit (an append with ids): statements kept prepared.
+            try db.cachedStatement(sql: "INSERT INTO ids_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq")
+                .execute(arguments: [o, Int64(seq.rawValue)])
+            try db.cachedStatement(sql: "INSERT INTO indexed_through (origin, seq) VALUES (?, ?) ON CONFLICT(origin) DO UPDATE SET seq = excluded.seq")
+                .execute(arguments: [o, Int64(max(seq, evidence).rawValue)])
         }
     }
 
