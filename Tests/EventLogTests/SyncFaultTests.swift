@@ -82,4 +82,75 @@ import Testing
         try b.close()
         #expect(try Verifier(store: store).run().isClean)
     }
+
+    /// A receive of two origins whose second fdatasync fails: both are cut back, and the first
+    /// origin's `DURABLE`, written after its own fdatasync succeeded, must go back with it. A
+    /// mark past the log's end would let a reader ship (as durable) whatever frame is written
+    /// at those seqs next, before its fdatasync, and reads at every open as committed frames lost.
+    @Test func aReceiveWhoseSecondSyncFailsLeavesNoDurableMarkPastTheCut() throws {
+        let dir = TempDir()
+        let (peers, frames) = try twoPeersOfTwoFrames(dir)
+        let store = try makeStore(dir)
+        do {
+            let a = try LogAppender(store: store, wallClock: ManualClock())
+            #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
+            a.received[peers[1]]!.syncsToFail = 1
+            #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+            let reader = LogReader(store: store)
+            for origin in peers {
+                #expect(try reader.tip(origin: origin).lastSeq == Seq(1))
+                #expect(reader.durable(origin: origin) == Seq(1), "the durable mark of \(origin)")
+            }
+            try a.close()
+        }
+        let b = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try b.receive([frames[0][1], frames[1][1]]).events == 2)
+        try b.close()
+        for origin in peers { #expect(LogReader(store: store).durable(origin: origin) == Seq(2)) }
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// The same, with the write that lowers the first origin's `DURABLE` failing: nothing is
+    /// written to that origin until the mark is lowered (tried again before each write).
+    @Test func aDurableMarkThatCannotBeLoweredStopsWritesUntilItIs() throws {
+        let dir = TempDir()
+        let (peers, frames) = try twoPeersOfTwoFrames(dir)
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
+        a.received[peers[1]]!.syncsToFail = 1
+        a.received[peers[0]]!.durableLowersToFail = 2
+        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        let reader = LogReader(store: store)
+        #expect(reader.durable(origin: peers[0]) == Seq(2), "not lowered: the fault")
+        #expect(reader.durable(origin: peers[1]) == Seq(1))
+        // Tried again before the frame is written, and failing: the receive fails with nothing
+        // written (its cut tries a third time, and lowers it).
+        let refused = #expect(throws: LogError.self) { try a.receive([frames[0][1]]) }
+        #expect(refused?.message.contains("durable mark could not be lowered") == true, "\(String(describing: refused))")
+        #expect(try reader.tip(origin: peers[0]).lastSeq == Seq(1))
+        #expect(reader.durable(origin: peers[0]) == Seq(1))
+        #expect(try a.receive([frames[0][1], frames[1][1]]).events == 2)
+        try a.close()
+        for origin in peers { #expect(reader.durable(origin: origin) == Seq(2)) }
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// Two peers ordered as `ReplicaID`s (the order a receive syncs them in), each holding two
+    /// one-event frames.
+    private func twoPeersOfTwoFrames(_ dir: TempDir) throws -> ([ReplicaID], [[[UInt8]]]) {
+        let peers = [ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!, ReplicaID("e1d2c3b4-a596-4877-8899-aabbccddeeff")!]
+        #expect(peers[0] < peers[1])
+        var frames: [[[UInt8]]] = []
+        for (k, peerReplica) in peers.enumerated() {
+            let peer = try Store.create(at: dir.path + "/peer\(k)", replicaID: peerReplica)
+            let p = try LogAppender(store: peer, wallClock: ManualClock())
+            for n in 0..<2 { _ = try p.append([item("\(k).\(n)")]) }
+            try p.close()
+            var f: [[UInt8]] = []
+            try LogReader(store: peer).forEachFrame(origin: peerReplica) { _, b in f.append(Array(b)); return true }
+            frames.append(f)
+        }
+        return (peers, frames)
+    }
 }

@@ -68,6 +68,7 @@ final class SegmentWriter {
         // kept as the evidence until the log is restored past it.
         if let mark = dir.loadDurable(), mark > committed.lastSeq {
             markAhead = mark
+            durableOnFile = mark
             try FileIO.fdatasync(fd, path: path, op: "open")
         } else if created {
             // The segment was just made durable whole (written, synced, renamed, its folder
@@ -81,6 +82,14 @@ final class SegmentWriter {
     /// Set when `DURABLE` records a seq past the end of the recovered log: frames this store
     /// once made durable are gone.
     private(set) var markAhead: Seq?
+
+    /// What `DURABLE` holds as this writer last wrote it (or found it, when ahead of the log): a
+    /// cut of frames it claims lowers it first (`truncate(to:)`).
+    private var durableOnFile = Seq(0)
+    /// Set when a cut had to lower `DURABLE` and could not: the seq to lower it to. Nothing is
+    /// written until it is (`cutWhatFailed`): a frame written at seqs the mark still claims would
+    /// be read as durable before its fdatasync.
+    private var durableToLower: Seq?
 
     deinit { close() }
 
@@ -223,10 +232,11 @@ final class SegmentWriter {
         try FileIO.fdatasync(fd, path: path, op: op)
     }
 
-    /// Tests only: how many of the next fdatasyncs of frames, and of the cuts of a failed
-    /// write, fail as a failing disk's would.
+    /// Tests only: how many of the next fdatasyncs of frames, of the cuts of a failed write, and
+    /// of the writes that lower `DURABLE` for a cut, fail as a failing disk's would.
     var syncsToFail = 0
     var cutsToFail = 0
+    var durableLowersToFail = 0
 
     /// Set when the cut of a failed write itself failed: the file may hold bytes past the last
     /// frame this writer knows of (a frame whose append failed, perhaps on disk). No frame is
@@ -248,6 +258,14 @@ final class SegmentWriter {
     /// written (nothing is written after what it was to cut off until it succeeds), and before
     /// a close.
     func cutWhatFailed(op: String) throws {
+        if let seq = durableToLower {
+            do {
+                try lowerDurable(to: seq, op: op)
+            } catch {
+                throw LogError(.io, op, "the durable mark could not be lowered to seq \(seq) after a cut (\(error)): nothing is written until it is",
+                               file: dir.durablePath, hint: "nothing was written; try again, or close and reopen the store")
+            }
+        }
         guard let failure = cutFailure else { return }
         do {
             try cutFile(to: active.coveredBytes, op: op)
@@ -268,24 +286,60 @@ final class SegmentWriter {
             guard committed.lastSeq >= m else { return }
             markAhead = nil
         }
+        // Counted before it is written: a write that failed part-way may have left it.
+        durableOnFile = committed.lastSeq
+        try writeDurable(committed.lastSeq, op: op)
+    }
+
+    private func writeDurable(_ seq: Seq, op: String) throws {
         if durableFD < 0 {
             durableFD = try FileIO.open(dir.durablePath, O_RDWR | O_CREAT, op: op)
         }
-        try OriginDirectory.durableBytes(committed.lastSeq).withUnsafeBytes {
+        try OriginDirectory.durableBytes(seq).withUnsafeBytes {
             try FileIO.pwriteAll(durableFD, $0, at: 0, path: dir.durablePath, op: op)
         }
     }
 
-    /// Where the writer stands: everything written, and the committed part of it.
+    /// Lowers `DURABLE` to `seq`, durably (unlike its rewrites after an fdatasync, which only
+    /// raise it over frames already on disk: a lowered mark lost to a crash would come back past
+    /// the log's end, read as committed frames lost). Until it succeeds, `durableToLower` holds it.
+    private func lowerDurable(to seq: Seq, op: String) throws {
+        durableToLower = seq
+        if durableLowersToFail > 0 {
+            durableLowersToFail -= 1
+            throw LogError(.io, op, "write failed (a fault a test asked for)", file: dir.durablePath)
+        }
+        try writeDurable(seq, op: op)
+        try FileIO.fdatasync(durableFD, path: dir.durablePath, op: op)
+        durableOnFile = seq
+        durableToLower = nil
+    }
+
+    /// Where the writer stands: everything written, the committed part of it, and its durable
+    /// mark (as `DURABLE` holds it, and when that is ahead of the log).
     struct Mark {
         var active: SegmentIndex
         var committed: SegmentIndex
+        var durable: Seq
+        var markAhead: Seq?
     }
-    var mark: Mark { Mark(active: active, committed: committed) }
+    var mark: Mark { Mark(active: active, committed: committed, durable: durableToLower ?? durableOnFile, markAhead: markAhead) }
 
     /// Cuts the newest segment back to `mark` (frames written since are dropped, and the zero
     /// fill with them).
     func truncate(to mark: Mark, op: String) throws {
+        // `DURABLE` first, if it was raised over frames this cuts (an origin synced in a receive
+        // whose next origin's sync failed): a mark past the log's end has readers take frames
+        // written next at those seqs as durable before their fdatasync, and a reopen read it as
+        // committed frames lost. Lowered durably before the cut, so a crash between the two
+        // leaves it behind the log (a reopen syncs and raises it), never past it. Should that
+        // fail, the cut goes on, its error is thrown after it, and nothing is written until the
+        // mark is lowered.
+        var lowerFailure: Error?
+        if durableOnFile > mark.durable || durableToLower != nil {
+            do { try lowerDurable(to: mark.durable, op: op) } catch { lowerFailure = error }
+        }
+        markAhead = mark.markAhead
         // By what was written, not only by what was recorded: a write that failed part-way
         // recorded nothing but may have left bytes; and by the file's size against what this
         // writer left it at. Nothing written: the file, and its fill, stay as they are (a
@@ -313,6 +367,7 @@ final class SegmentWriter {
             try FileIO.fsync(fd, path: path, op: op)
             cutFailure = nil  // nothing was written since (`cutWhatFailed`): the same cut, durable
         }
+        if let lowerFailure { throw lowerFailure }
     }
 
     /// Seals the newest segment and starts the next one once it has reached `bytesMax`
