@@ -86,7 +86,8 @@ import Testing
     /// A receive of two origins whose second fdatasync fails: both are cut back, and the first
     /// origin's `DURABLE`, written after its own fdatasync succeeded, must go back with it. A
     /// mark past the log's end would let a reader ship (as durable) whatever frame is written
-    /// at those seqs next, before its fdatasync, and reads at every open as committed frames lost.
+    /// at those seqs next, before its fdatasync (and, for the store's own origin, a reopen would read
+    /// it as committed frames lost).
     @Test func aReceiveWhoseSecondSyncFailsLeavesNoDurableMarkPastTheCut() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir)
@@ -136,11 +137,54 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
-    /// Two peers ordered as `ReplicaID`s (the order a receive syncs them in), each holding two
+    /// A received origin whose `DURABLE` waits to be lowered is never parked (closed to save
+    /// descriptors): its close could not lower it either, and a reopen would take the mark as
+    /// evidence of frames lost.
+    @Test func aWriterOwingALoweredDurableMarkIsNotParked() throws {
+        let dir = TempDir()
+        let (peers, frames) = try twoPeersOfTwoFrames(dir, count: 3)
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.receivedWritersOpenMax = 2
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
+        a.received[peers[1]]!.syncsToFail = 1
+        a.received[peers[0]]!.durableLowersToFail = 2
+        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        // A receive of another origin parks every idle writer but the one owing the retry.
+        #expect(try a.receive([frames[2][0]]).events == 1)
+        #expect(a.received[peers[0]] != nil && a.received[peers[1]] == nil)
+        a.received[peers[0]]?.durableLowersToFail = 0  // the disk is back: the close lowers it
+        try a.close()
+        let reader = LogReader(store: store)
+        #expect(try reader.tip(origin: peers[0]).lastSeq == Seq(1))
+        #expect(reader.durable(origin: peers[0]) == Seq(1), "lowered at close")
+    }
+
+    /// A close that fails on the own log's cut (failing again) still lowers a received origin's
+    /// mark: every writer's close tries its retries.
+    @Test func aCloseTriesEveryRetryBeforeItFails() throws {
+        let dir = TempDir()
+        let (peers, frames) = try twoPeersOfTwoFrames(dir)
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
+        a.received[peers[1]]!.syncsToFail = 1
+        a.received[peers[0]]!.durableLowersToFail = 1
+        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        a.own.syncsToFail = 1
+        a.own.cutsToFail = 2  // the rollback's cut, then the close's
+        #expect(throws: LogError.self) { try a.append([item("failed")]) }
+        #expect(throws: LogError.self) { try a.close() }
+        #expect(LogReader(store: store).durable(origin: peers[0]) == Seq(1))
+    }
+
+    /// Peers ordered as `ReplicaID`s (the order a receive syncs them in), each holding two
     /// one-event frames.
-    private func twoPeersOfTwoFrames(_ dir: TempDir) throws -> ([ReplicaID], [[[UInt8]]]) {
-        let peers = [ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!, ReplicaID("e1d2c3b4-a596-4877-8899-aabbccddeeff")!]
-        #expect(peers[0] < peers[1])
+    private func twoPeersOfTwoFrames(_ dir: TempDir, count: Int = 2) throws -> ([ReplicaID], [[[UInt8]]]) {
+        let peers = Array([ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!, ReplicaID("e1d2c3b4-a596-4877-8899-aabbccddeeff")!,
+                           ReplicaID("f3a4b5c6-d7e8-4f90-a1b2-c3d4e5f60718")!].prefix(count))
+        #expect(peers == peers.sorted())
         var frames: [[[UInt8]]] = []
         for (k, peerReplica) in peers.enumerated() {
             let peer = try Store.create(at: dir.path + "/peer\(k)", replicaID: peerReplica)

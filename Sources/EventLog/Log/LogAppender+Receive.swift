@@ -685,8 +685,9 @@ extension LogAppender {
     private func parkIdleWriters() {
         let max = Swift.max(1, options.receivedWritersOpenMax)
         guard received.count > max else { return }
-        // A writer holding bytes it could not cut is kept open (its close could not cut them either).
-        let idle = received.filter { !$0.value.hasOpenAppend && $0.value.cutFailure == nil }.sorted { $0.value.lastUse < $1.value.lastUse }
+        // A writer holding bytes it could not cut, or a durable mark it could not lower, is kept
+        // open (its close could not do it either, and a reopen would take the mark as evidence).
+        let idle = received.filter { !$0.value.hasOpenAppend && !$0.value.owesARetry }.sorted { $0.value.lastUse < $1.value.lastUse }
         for (origin, w) in idle.prefix(received.count - max * 3 / 4) {
             recoveredOthers[origin] = w.parked
             if w.indexStale { parkedStale.insert(origin) }

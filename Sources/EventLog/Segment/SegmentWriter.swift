@@ -245,6 +245,10 @@ final class SegmentWriter {
     /// recovery takes whole frames among them as any other.
     private(set) var cutFailure: LogError?
 
+    /// True while a cut, or the lowering of `DURABLE` for one, failed and waits to be tried again
+    /// (`cutWhatFailed`): such a writer is kept open (closing it would drop the retry).
+    var owesARetry: Bool { cutFailure != nil || durableToLower != nil }
+
     /// Cuts the file to `bytes` (a test may ask this to fail: `cutsToFail`).
     private func cutFile(to bytes: Int, op: String) throws {
         if cutsToFail > 0 {
@@ -262,8 +266,8 @@ final class SegmentWriter {
             do {
                 try lowerDurable(to: seq, op: op)
             } catch {
-                throw LogError(.io, op, "the durable mark could not be lowered to seq \(seq) after a cut (\(error)): nothing is written until it is",
-                               file: dir.durablePath, hint: "nothing was written; try again, or close and reopen the store")
+                throw LogError(.io, op, "the durable mark could not be lowered to seq \(seq) after a cut (\(error)): nothing is written to this origin until it is",
+                               file: dir.durablePath, hint: "nothing was written; try again (the mark is tried again before each write and at close)")
             }
         }
         guard let failure = cutFailure else { return }
