@@ -116,12 +116,7 @@ import Testing
     @Test func aDurableMarkThatCannotBeLoweredStopsWritesUntilItIs() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir)
-        let store = try makeStore(dir)
-        let a = try LogAppender(store: store, wallClock: ManualClock())
-        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
-        a.received[peers[1]]!.syncsToFail = 1
-        a.received[peers[0]]!.durableLowersToFail = 2
-        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        let (store, a) = try receiveFailingAtTheSecondSync(dir, frames, peers, lowersToFail: 2)
         let reader = LogReader(store: store)
         #expect(reader.durable(origin: peers[0]) == Seq(2), "not lowered: the fault")
         #expect(reader.durable(origin: peers[1]) == Seq(1))
@@ -143,14 +138,9 @@ import Testing
     @Test func aWriterOwingALoweredDurableMarkIsNotParked() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir, count: 3)
-        let store = try makeStore(dir)
         var options = AppendOptions()
         options.receivedWritersOpenMax = 2
-        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
-        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
-        a.received[peers[1]]!.syncsToFail = 1
-        a.received[peers[0]]!.durableLowersToFail = 2
-        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        let (store, a) = try receiveFailingAtTheSecondSync(dir, frames, peers, lowersToFail: 2, options: options)
         // A receive of another origin parks every idle writer but the one owing the retry.
         #expect(try a.receive([frames[2][0]]).events == 1)
         #expect(a.received[peers[0]] != nil && a.received[peers[1]] == nil)
@@ -166,17 +156,26 @@ import Testing
     @Test func aCloseTriesEveryRetryBeforeItFails() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir)
-        let store = try makeStore(dir)
-        let a = try LogAppender(store: store, wallClock: ManualClock())
-        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
-        a.received[peers[1]]!.syncsToFail = 1
-        a.received[peers[0]]!.durableLowersToFail = 1
-        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        let (store, a) = try receiveFailingAtTheSecondSync(dir, frames, peers, lowersToFail: 1)
         a.own.syncsToFail = 1
         a.own.cutsToFail = 2  // the rollback's cut, then the close's
         #expect(throws: LogError.self) { try a.append([item("failed")]) }
         #expect(throws: LogError.self) { try a.close() }
         #expect(LogReader(store: store).durable(origin: peers[0]) == Seq(1))
+    }
+
+    /// A store that received the first frame of two peers, then failed to receive their second:
+    /// the second peer's fdatasync fails, and so do the first `lowersToFail` lowerings of the
+    /// first peer's `DURABLE`.
+    private func receiveFailingAtTheSecondSync(_ dir: TempDir, _ frames: [[[UInt8]]], _ peers: [ReplicaID], lowersToFail: Int,
+                                               options: AppendOptions = AppendOptions()) throws -> (Store, LogAppender) {
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
+        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
+        a.received[peers[1]]!.syncsToFail = 1
+        a.received[peers[0]]!.durableLowersToFail = lowersToFail
+        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        return (store, a)
     }
 
     /// Peers ordered as `ReplicaID`s (the order a receive syncs them in), each holding two
