@@ -258,9 +258,9 @@ final class SegmentWriter {
         try FileIO.truncate(fd, to: bytes, path: path, op: op)
     }
 
-    /// Tries again, durably, a cut that failed (nothing to do when none did): before a frame is
-    /// written (nothing is written after what it was to cut off until it succeeds), and before
-    /// a close.
+    /// Tries again, durably, a lowering of `DURABLE` and a cut that failed (nothing to do when
+    /// none did): before a frame is written (nothing is written after what it was to cut off, nor
+    /// at seqs the mark claims, until it succeeds), at a segment's seal, and before a close.
     func cutWhatFailed(op: String) throws {
         if let seq = durableToLower {
             do {
