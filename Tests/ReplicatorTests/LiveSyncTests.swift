@@ -4,6 +4,10 @@ import TestSupport
 import Testing
 @testable import Replicator
 
+// The time limits in this file catch a follower that never ends, not a slow one: on two cores
+// an async test can wait minutes for a thread while synchronous tests hold them (a CI run of
+// 2026-12-02 had three such tests, seconds long alone, take 250 s against a limit of one minute).
+
 /// A live follower against a peer whose watch answers what each test says. The exchanges are
 /// stubbed, so only the watch reaches the peer.
 @Suite struct LiveSyncTests {
@@ -65,7 +69,7 @@ import Testing
     /// proxy in front): the pause doubles from one connection to the next. Before, the backoff
     /// started again at each connection's first exchange, so such a follower connected and
     /// exchanged twice a second for ever.
-    @Test(.timeLimit(.minutes(1))) func aWatchRefusedAtEveryConnectionBacksOff() async throws {
+    @Test(.timeLimit(.minutes(10))) func aWatchRefusedAtEveryConnectionBacksOff() async throws {
         let peer = try CannedServer { _, _ in Self.answer("503 Service Unavailable") }
         let dir = TempDir()
         let (live, states) = try Self.follower(peer.url, dir)
@@ -83,7 +87,7 @@ import Testing
     /// The backoff starts again from its least only after a working link: a watch that sent a
     /// cursor and then lasted. A server that sends a cursor and hangs up at once, over and over,
     /// has the follower back off as from one that refuses.
-    @Test(.timeLimit(.minutes(1))) func theBackoffStartsAgainOnlyAfterALastingWatch() async throws {
+    @Test(.timeLimit(.minutes(10))) func theBackoffStartsAgainOnlyAfterALastingWatch() async throws {
         let peer = try CannedServer { _, _ in Self.oneCursor }
         let dir = TempDir()
         let (live, states) = try Self.follower(peer.url, dir)
@@ -105,7 +109,7 @@ import Testing
     /// cursor that is not one ends the follower with that failure. Before, every failure of the
     /// watch was taken for a broken link and tried again for ever. What else comes on the way (a
     /// proxy's 404 while a service is replaced, a redirect, a 400) is a link to make again.
-    @Test(.timeLimit(.minutes(1))) func aWatchRefusedForGoodEndsTheFollower() async throws {
+    @Test(.timeLimit(.minutes(10))) func aWatchRefusedForGoodEndsTheFollower() async throws {
         let cases: [(String, FailureCode?)] = [
             (Self.answer("401 Unauthorized", ["Content-Type: application/json"],
                          body: #"{"error":"this token is not known here","code":"unauthorized"}"#), .unauthorized),
@@ -137,7 +141,7 @@ import Testing
     /// portal's login page) is named as such, and tried again with backoff. Before, it was read
     /// as a stream that sent nothing and said only that the server ended it. A stream whose
     /// Content-Type has parameters or another case, or has none, is read as ever.
-    @Test(.timeLimit(.minutes(1))) func aWatchAnsweredWithAPageIsNamed() async throws {
+    @Test(.timeLimit(.minutes(10))) func aWatchAnsweredWithAPageIsNamed() async throws {
         let page = try CannedServer { _, _ in
             Self.answer("200 OK", ["Content-Type: text/html; charset=utf-8"], body: "<html>sign in</html>")
         }
@@ -164,7 +168,7 @@ import Testing
     /// meets such an answer is tried again, as a watch is. Before, the next connection's exchange
     /// ended the follower. A first exchange that meets one (a wrong address) still ends it, and
     /// so does the server's own refusal of the token at any time.
-    @Test(.timeLimit(.minutes(1))) func aProxysAnswerToALaterExchangeIsRetried() async throws {
+    @Test(.timeLimit(.minutes(10))) func aProxysAnswerToALaterExchangeIsRetried() async throws {
         let peer = try CannedServer { _, _ in Self.answer("503 Service Unavailable") }
         let proxy = HTTPTransport.failure(status: 404, body: "404 page not found", url: "u")
         let refused = HTTPTransport.failure(status: 401, body: #"{"error":"unknown token","code":"unauthorized"}"#, url: "u")

@@ -6,6 +6,10 @@ import TestSupport
 import LogbookServer
 @testable import Replicator
 
+// The time limits in this file catch a follower that never ends, not a slow one: on two cores
+// an async test can wait minutes for a thread while synchronous tests hold them (a CI run of
+// 2026-12-02 had three such tests, seconds long alone, take 250 s against a limit of one minute).
+
 /// A store restored from a backup holds no trace of the tail of its own log it lost: its
 /// durable mark, event-id index and projection are as old as its log. A peer that holds that
 /// tail (the hub it synced with) gives it back, signed by the replica's own key; a store written
@@ -129,7 +133,7 @@ import LogbookServer
     /// A live sync of a replica forked exactly as far as the server holds its log: the first
     /// exchange compares the server's frame at the store's tip, and names the fork (before, the
     /// follower called itself in sync).
-    @Test(.timeLimit(.minutes(1))) func aLiveSyncOfAReplicaForkedAsFarAsTheServerSaysSo() async throws {
+    @Test(.timeLimit(.minutes(10))) func aLiveSyncOfAReplicaForkedAsFarAsTheServerSaysSo() async throws {
         let dir = TempDir()
         let (a, hub) = try await Self.restoredReplica(dir)
         try Self.append(a, ["written after the restore", "and again"])
@@ -153,7 +157,7 @@ import LogbookServer
     /// It goes on following: its own appends since (past the server's tip, whose push the server
     /// would refuse for a broken link, which would end it) push nothing, and what other replicas
     /// push is pulled.
-    @Test(.timeLimit(.minutes(1))) func aLiveSyncOfAForkedReplicaSaysSoAndPullsTheRest() async throws {
+    @Test(.timeLimit(.minutes(10))) func aLiveSyncOfAForkedReplicaSaysSoAndPullsTheRest() async throws {
         let dir = TempDir()
         let (a, hub, other) = try await Self.restoredReplicaAndOther(dir)
         try Self.append(a, ["written after the restore"])
