@@ -80,15 +80,18 @@ hub-demo: deps
 # runs it with 1,000 replicas).
 HUB_LOAD_REPLICAS ?= 10000
 HUB_LOAD_SECONDS ?= 60
+# `--watch`: every replica also holds a watch stream open (docs/SCALING.md, "Live followers").
+HUB_LOAD_FLAGS ?=
 hub-load: deps
 	$(SWIFT) build -c release --product hub-load
-	.build/release/hub-load --replicas $(HUB_LOAD_REPLICAS) --seconds $(HUB_LOAD_SECONDS)
+	.build/release/hub-load --replicas $(HUB_LOAD_REPLICAS) --seconds $(HUB_LOAD_SECONDS) $(HUB_LOAD_FLAGS)
 
 bench: deps
 	cd Benchmarks && $(SWIFT) package --allow-writing-to-package-directory benchmark --target LogBenchmarks --target ProjectionBenchmarks --target ShippingBenchmarks --no-progress
 	$(MAKE) bench-cli
 	$(MAKE) bench-ui
 	$(MAKE) hub-load HUB_LOAD_REPLICAS=1000 HUB_LOAD_SECONDS=60
+	$(MAKE) hub-load HUB_LOAD_REPLICAS=1000 HUB_LOAD_SECONDS=60 HUB_LOAD_FLAGS=--watch
 
 bench-cli: deps
 	$(SWIFT) build -c release --product evctl

@@ -13,7 +13,12 @@ import Replicator
 /// A step is one replica's small append pushed through one node, then its sibling (the same
 /// user's other replica) pulling through another node, as live sync would on the watch event.
 ///
-///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store] [--unsigned] [--shares N]
+///     hub-load --replicas 10000 --seconds 60 [--concurrency 64] [--skip-store] [--unsigned] [--shares N] [--watch]
+///
+/// With `--watch`, every replica also holds a watch stream (`GET /v1/watch`) open on the node it
+/// pulls through, as `evctl sync --follow` does, and a sibling pulls only once its watch has shown
+/// the push: the push → sibling time then includes the watch's delivery, and the hub serves one
+/// open stream per replica beside the load. A watch that fails or ends counts as an error.
 ///
 /// Replicas sign their frames as stores made now do; `--unsigned` runs them as stores made
 /// before signed logs, to measure what signatures cost the hub. `--shares N` has each user's
@@ -36,7 +41,7 @@ import Replicator
     }
 
     nonisolated static func run(_ arguments: [String]) async throws {
-        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false, unsigned = false, shares = 0
+        var replicas = 10_000, seconds = 60.0, concurrency = 64, skipStore = false, skipHub = false, unsigned = false, shares = 0, watch = false
         var args = arguments.dropFirst()
         func value(_ flag: String) throws -> String {
             guard let v = args.popFirst() else { throw HubError("\(flag) needs a value") }
@@ -51,11 +56,14 @@ import Replicator
             case "--skip-hub": skipHub = true
             case "--unsigned": unsigned = true
             case "--shares": shares = Int(try value(a)) ?? -1
-            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub, --unsigned, --shares N)")
+            case "--watch": watch = true
+            default: throw HubError("unknown argument \(a) (--replicas N, --seconds S, --concurrency C, --skip-store, --skip-hub, --unsigned, --shares N, --watch)")
             }
         }
         guard replicas >= 2, replicas % 2 == 0, seconds > 0, concurrency > 0, shares >= 0 else { throw HubError("--replicas must be even and ≥ 2, --seconds and --concurrency positive") }
         guard shares == 0 || !unsigned else { throw HubError("--shares needs signing replicas (not --unsigned)") }
+        // Each watch holds a connection, and both of its ends are descriptors of this process.
+        guard !watch || replicas <= Run.watchingReplicasMax else { throw HubError("--watch holds a connection per replica: at most \(Run.watchingReplicasMax) replicas") }
         var logger = Logger(label: "hub-load")
         logger.logLevel = .critical
         let fleet = Fleet(replicas: replicas, signed: !unsigned, shares: shares)
@@ -66,7 +74,7 @@ import Replicator
         var config = ServerConfiguration()
         config.port = 0
         config.policy = policy
-        config.limits.connectionsMax = max(config.limits.connectionsMax, concurrency * 4)
+        config.limits.connectionsMax = max(config.limits.connectionsMax, concurrency * 4 + (watch ? replicas : 0))
 
         var rates: [Double] = []
         if !skipHub {
@@ -82,7 +90,7 @@ import Replicator
             }
             try await ReplicaServer.withRunningServer(backend: a, configuration: config, logger: logger) { urlA in
                 try await ReplicaServer.withRunningServer(backend: b, configuration: config, logger: logger) { urlB in
-                    let r = try await Run(fleet: fleet.fresh(), nodes: [urlA, urlB], seconds: seconds, concurrency: concurrency).go()
+                    let r = try await Run(fleet: fleet.fresh(), nodes: [urlA, urlB], seconds: seconds, concurrency: concurrency, watching: watch).go()
                     print(r.json(backend: "postgres (2 nodes)"))
                     rates.append(r.eventsPerSecond)
                 }
@@ -91,7 +99,7 @@ import Replicator
         if !skipStore {
             let store = try Store.create(at: root + "/store")
             try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger) { url in
-                let r = try await Run(fleet: fleet.fresh(), nodes: [url, url], seconds: seconds, concurrency: concurrency).go()
+                let r = try await Run(fleet: fleet.fresh(), nodes: [url, url], seconds: seconds, concurrency: concurrency, watching: watch).go()
                 print(r.json(backend: "store (1 node)"))
                 rates.append(r.eventsPerSecond)
             }
@@ -170,12 +178,40 @@ final class Run: @unchecked Sendable {
     var events = 0, errors = 0, leaks = 0, steps = 0
     var firstError: String?
     let client: HTTPClient
+    /// With `--watch`: per replica, the newest cursor its watch stream showed; the steps waiting
+    /// for one to show a push; the watches that have shown a first cursor; their failures.
+    let watching: Bool
+    var watched: [ReplicationCursor]
+    var waiters: [Int: [Waiter]] = [:]
+    var nextWaiter = 0
+    var watchesReady = 0, watchErrors = 0
+    var stopped = false
+    let watchClient: HTTPClient?
+    /// The most replicas `--watch` takes: a connection each, both of whose ends are this
+    /// process's descriptors.
+    static let watchingReplicasMax = 4_000
 
-    init(fleet: Fleet, nodes: [String], seconds: Double, concurrency: Int) {
+    struct Waiter {
+        let id: Int
+        let origin: ReplicaID
+        let seq: Seq
+        let resume: CheckedContinuation<Bool, Never>
+    }
+
+    init(fleet: Fleet, nodes: [String], seconds: Double, concurrency: Int, watching: Bool = false) {
         self.fleet = fleet
         self.nodes = nodes
         self.seconds = seconds
         self.concurrency = concurrency
+        self.watching = watching
+        watched = Array(repeating: .empty, count: watching ? fleet.origins.count : 0)
+        if watching {
+            var w = HTTPClient.Configuration()
+            w.connectionPool = .init(idleTimeout: .seconds(600), concurrentHTTP1ConnectionsPerHostSoftLimit: fleet.origins.count)
+            watchClient = HTTPClient(eventLoopGroupProvider: .singleton, configuration: w)
+        } else {
+            watchClient = nil
+        }
         builders = fleet.keys.map { ks in
             ks.indices.map { r in fleet.share(r).map { OriginFrameBuilder(signer: ks[r], share: $0.id, key: $0.key) } ?? OriginFrameBuilder(signer: ks[r]) }
         } ?? fleet.origins.map { OriginFrameBuilder(origin: $0) }
@@ -187,6 +223,24 @@ final class Run: @unchecked Sendable {
     }
 
     func go() async throws -> Run {
+        // Every replica's watch is open, and has shown its first cursor, before the clock starts.
+        let watches = watching ? Task { await withTaskGroup(of: Void.self) { g in
+            for s in self.fleet.origins.indices { g.addTask { await self.watch(s) } }
+        } } : nil
+        if watching {
+            let opening = Date().addingTimeInterval(120)
+            while lock.withLock({ watchesReady }) < fleet.origins.count {
+                guard Date() < opening else {
+                    throw HubError("only \(lock.withLock { watchesReady }) of \(fleet.origins.count) watch streams opened in 120 s (\(lock.withLock { firstError ?? "" }))")
+                }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            lock.withLock {
+                watchErrors = 0
+                errors = 0
+                firstError = nil
+            }
+        }
         let start = Date()
         let deadline = start.addingTimeInterval(seconds)
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -215,8 +269,87 @@ final class Run: @unchecked Sendable {
             try await group.waitForAll()
         }
         elapsed = Date().timeIntervalSince(start)
+        lock.withLock { stopped = true }
+        watches?.cancel()
+        try await watchClient?.shutdown()
+        await watches?.value
         try await client.shutdown()
         return self
+    }
+
+    /// Holds replica `s`'s watch stream open on the node it pulls through until the run stops,
+    /// opening it again after a failure (counted as an error).
+    func watch(_ s: Int) async {
+        guard let watchClient else { return }
+        var first = true
+        while !lock.withLock({ stopped }) && !Task.isCancelled {
+            do {
+                var r = HTTPClientRequest(url: nodes[s % nodes.count] + "/v1/watch")
+                r.headers.add(name: "Authorization", value: "Bearer \(fleet.tokens[s])")
+                r.headers.add(name: "Accept", value: "text/event-stream")
+                let answer = try await watchClient.execute(r, timeout: .hours(1))
+                guard answer.status == .ok else { throw HubError("watch \(answer.status.code)") }
+                var parser = ServerSentEvents()
+                for try await chunk in answer.body {
+                    for e in try parser.add(chunk.readableBytesView) where e.name == "cursor" {
+                        saw(try ReplicationCursor(token: e.data), by: s)
+                        if first {
+                            first = false
+                            lock.withLock { watchesReady += 1 }
+                        }
+                    }
+                }
+                throw HubError("the watch stream ended")
+            } catch {
+                let done = lock.withLock { () -> Bool in
+                    guard !stopped else { return true }
+                    watchErrors += 1
+                    errors += 1
+                    if firstError == nil { firstError = "watch: \(error)" }
+                    return false
+                }
+                if done { return }
+                try? await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
+    /// Replica `s`'s watch showed `cursor`: the steps waiting for what it holds go on.
+    func saw(_ cursor: ReplicationCursor, by s: Int) {
+        let ready: [CheckedContinuation<Bool, Never>] = lock.withLock {
+            watched[s] = watched[s].merged(with: cursor)
+            guard let ws = waiters[s] else { return [] }
+            let now = watched[s]
+            waiters[s] = ws.filter { now[$0.origin] < $0.seq }
+            if waiters[s]!.isEmpty { waiters[s] = nil }
+            return ws.filter { now[$0.origin] >= $0.seq }.map(\.resume)
+        }
+        for k in ready { k.resume(returning: true) }
+    }
+
+    /// Waits until replica `s`'s watch shows `origin` at `seq` or past it: false after 60 s.
+    func watchShows(_ s: Int, _ origin: ReplicaID, _ seq: Seq) async -> Bool {
+        let id = lock.withLock { () -> Int in
+            nextWaiter += 1
+            return nextWaiter
+        }
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(60))
+            let k: CheckedContinuation<Bool, Never>? = self.lock.withLock {
+                guard let i = self.waiters[s]?.firstIndex(where: { $0.id == id }) else { return nil }
+                return self.waiters[s]!.remove(at: i).resume
+            }
+            k?.resume(returning: false)
+        }
+        defer { timeout.cancel() }
+        return await withCheckedContinuation { k in
+            let shown = lock.withLock { () -> Bool in
+                if watched[s][origin] >= seq { return true }
+                waiters[s, default: []].append(Waiter(id: id, origin: origin, seq: seq, resume: k))
+                return false
+            }
+            if shown { k.resume(returning: true) }
+        }
     }
 
     var elapsed = 0.0
@@ -224,6 +357,9 @@ final class Run: @unchecked Sendable {
     /// Replica `r` appends 1 to 3 events and pushes them through node `via`; its sibling pulls
     /// through the other node.
     func step(_ r: Int, via: Int) async {
+        // A watching sibling pulls through the node its watch is open on; the push goes through
+        // the other.
+        let via = watching ? (fleet.sibling(r) + 1) % nodes.count : via
         let b = builders[r]
         let n = Int.random(in: 1...3)
         let user = fleet.user(r)
@@ -254,6 +390,9 @@ final class Run: @unchecked Sendable {
             // The sibling pulls through the other node until it holds what was pushed.
             let s = fleet.sibling(r)
             let target = Seq(UInt64(b.events))
+            if watching {
+                guard await watchShows(s, fleet.origins[r], target) else { throw HubError("the sibling's watch did not show the push within 60 s") }
+            }
             var held = false
             var pulls = 0
             for _ in 0..<50 where !held {
@@ -305,7 +444,7 @@ final class Run: @unchecked Sendable {
             #""push_to_sibling_ms_p50":\#(String(format: "%.1f", q(0.5)))"#, #""push_to_sibling_ms_p99":\#(String(format: "%.1f", q(0.99)))"#,
             #""push_ms_p50":\#(String(format: "%.1f", q(0.5, pushes)))"#, #""push_ms_p99":\#(String(format: "%.1f", q(0.99, pushes)))"#,
             #""pulls_per_step":\#(String(format: "%.2f", Double(pullsMade) / Double(max(steps, 1))))"#,
-            #""errors":\#(errors)"#, #""leaks":\#(leaks)"#,
+            #""watch":\#(watching)"#, #""errors":\#(errors)"#, #""watch_errors":\#(watchErrors)"#, #""leaks":\#(leaks)"#,
         ] + (firstError.map { [#""first_error":"\#($0.prefix(200).replacingOccurrences(of: "\"", with: "'"))""#] } ?? [])
         return "{" + fields.joined(separator: ",") + "}"
     }
