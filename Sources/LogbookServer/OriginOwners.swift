@@ -29,6 +29,8 @@ public final class OriginOwners: @unchecked Sendable {
     private var byUser: [String: Set<ReplicaID>] = [:]
     /// The claims not confirmed yet (also in `owners`, not in `byUser`).
     private var unconfirmed: Set<ReplicaID> = []
+    /// See `scopeVersion`.
+    private var version: UInt64 = 0
     private var queue: DatabaseQueue?
     /// Why the file has no `confirmed` column (a file of the first version that could not be
     /// given one: read-only, or a full disk): it is read as before, and claims are refused.
@@ -253,8 +255,13 @@ public final class OriginOwners: @unchecked Sendable {
         try lock.withLock { adopt(try Self.readClaims(try open(), path: path, origins: origins)) }
     }
 
+    /// Changes whenever a confirmed claim may have changed (what `owner(of:)` and `origins(of:)`
+    /// answer): users' scopes are read again only then.
+    public var scopeVersion: UInt64 { lock.withLock { version } }
+
     /// Rows of the file taken as this process's own record of them.
     private func adopt(_ rows: [Entry]) {
+        if !rows.isEmpty { version &+= 1 }
         for r in rows {
             if let u = owners[r.origin] { byUser[u]?.remove(r.origin) }
             owners[r.origin] = r.user
@@ -419,6 +426,7 @@ public final class OriginOwners: @unchecked Sendable {
                 byUser[r.user, default: []].insert(o)
                 done.append(o)
             }
+            if !done.isEmpty { version &+= 1 }
             adopt(Array(winners.values))
             return done
         }

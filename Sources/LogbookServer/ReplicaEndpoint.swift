@@ -56,7 +56,8 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public let idleClose: Double
     public let metrics: ServerMetrics
     private let watcherLock = Lock()
-    private var cursorWatcher: CursorWatcher?
+    /// The watch streams' feed: started by the first watch, stopped once none is left.
+    private var watchFeed: WatchFeed?
     /// Bytes of pages being sent and pushed bodies being read, over every connection.
     public let memory: MemoryBudget
     private let writes = DispatchQueue(label: "logbook.serve.writes")
@@ -117,7 +118,12 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// The origins `principal` may read, found from the owners' record and the shares' membership
     /// (nil: every origin).
     func readableOrigins(_ principal: AccessPolicy.Principal) -> Set<ReplicaID>? {
-        principal.readableUsers.map { owners.origins(of: $0).union(shares.origins(readableBy: $0, owners: owners, holds: index.holds)) }
+        principal.readableUsers.map { Self.origins(readableBy: $0, owners: owners, shares: shares, index: index) }
+    }
+
+    /// The origins `users` may read: theirs, and the logs of the shares their replicas are members of.
+    static func origins(readableBy users: Set<String>, owners: OriginOwners, shares: ShareAccess, index: OriginIndex) -> Set<ReplicaID> {
+        owners.origins(of: users).union(shares.origins(readableBy: users, owners: owners, holds: index.holds))
     }
 
     /// The durable cursor as `principal` may see it, from the index (call `index.refresh()` first).
@@ -180,37 +186,37 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         return (page, mine, reservation)
     }
 
-    /// `GET /v1/watch`: the store's durable cursor now and each time it moves (one watcher for
-    /// every connection, started by the first). The caller must be allowed to pull. A scoped
-    /// principal sees the origins it may read, and only moves of those.
+    /// `GET /v1/watch`: the store's durable cursor now and each time it moves (one feed for
+    /// every connection, started by the first; `WatchFeed`). The caller must be allowed to pull.
+    /// A scoped principal sees the origins it may read, and only moves of those. Only the newest
+    /// cursor is held for a watcher that does not read.
     public func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
-        let w: CursorWatcher = try watcherLock.withLock {
-            if let w = cursorWatcher, !w.isStopped { return w }
-            let w = try CursorWatcher(store: store, stopsWhenUnused: true)
-            cursorWatcher = w
-            return w
-        }
-        let all = w.changes()
-        guard let scope = readable(by: principal) else { return all }
-        // Only the newest cursor matters: a watcher that does not read holds one, not every move.
-        return AsyncStream(bufferingPolicy: .bufferingNewest(1)) { continuation in
-            let task = Task {
-                var last: ReplicationCursor?
-                for await c in all {
-                    let mine = c.filtered(scope)
-                    if mine != last { continuation.yield(mine) }
-                    last = mine
-                }
-                continuation.finish()
+        try index.refresh()
+        while true {
+            let feed: WatchFeed = try watcherLock.withLock {
+                if let f = watchFeed, !f.isStopped { return f }
+                let owners = self.owners, shares = self.shares, index = self.index
+                let f = try WatchFeed(index: index, readers: { o in
+                    var users = shares.readers(of: o, owners: owners, holds: index.holds)
+                    if let u = owners.owner(of: o) { users.insert(u) }
+                    return users
+                }, scopedCursor: { users in
+                    index.cursor(of: Self.origins(readableBy: users, owners: owners, shares: shares, index: index))
+                }, scopeVersion: {
+                    owners.scopeVersion &+ shares.scopeVersion
+                }, stopsWhenUnused: true)
+                watchFeed = f
+                return f
             }
-            continuation.onTermination = { _ in task.cancel() }
+            // A feed whose last watch just ended has stopped: the next one starts another.
+            if let stream = feed.changes(users: principal.readableUsers) { return stream }
         }
     }
 
     /// Stops what `watch` started (the server is shutting down).
     public func stopWatching() {
-        watcherLock.withLock { cursorWatcher?.stop(); cursorWatcher = nil }
+        watcherLock.withLock { watchFeed?.stop(); watchFeed = nil }
     }
 
     func pageRequest(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?) throws -> (ReplicationCursor, PageLimits) {
@@ -501,7 +507,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         if !confirming.isEmpty {
             do {
                 let confirmed = Set(try owners.confirm(confirming.map(\.1)))
-                if !confirmed.isEmpty { watcherLock.withLock { cursorWatcher }?.republish() }  // a scope grew, not the cursor
+                if !confirmed.isEmpty { watcherLock.withLock { watchFeed }?.publish(origins: confirmed) }  // a scope grew, not the cursor
                 for (i, c) in confirming {
                     guard let lost = c.origins.first(where: { !confirmed.contains($0) }) else { continue }
                     unanswered.insert(i)
@@ -520,6 +526,8 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
         // New logs are classified and grown membership logs re-read before anyone is answered
         // (a failure leaves the share's logs readable by their owners only, until the next push).
         shares.note(Set(tips.keys))
+        // Watchers hear of the moves now, with who may read them as the claims and shares stand.
+        watcherLock.withLock { watchFeed }?.publish(origins: tips.keys)
         if project && !tips.isEmpty {
             do { _ = try projected.catchUp(origins: Set(tips.keys)) } catch {
                 // The frames are durable; the projection catches up at the next open. The push

@@ -16,6 +16,8 @@ final class ShareAccess: @unchecked Sendable {
     private var members: [ShareID: Set<ReplicaID>] = [:]
     /// Each membership log as read so far: a log that grows is read from where it was left.
     private var folds: [ReplicaID: ShareDirectory.Fold] = [:]
+    /// See `scopeVersion`.
+    private var version: UInt64 = 0
     private let store: Store
 
     init(store: Store) throws {
@@ -46,16 +48,28 @@ final class ShareAccess: @unchecked Sendable {
             newFolds[o] = fold.withoutKeys()
         }
         lock.withLock {
+            var moved = updates.contains { $0.1 != nil }
             for (o, k) in updates {
                 classified[o] = .some(k)
                 if let k { origins[k.share, default: []].insert(o) }
             }
             for (o, f) in newFolds where f.through > (folds[o]?.through ?? Seq(0)) || folds[o] == nil {
                 folds[o] = f
+                moved = moved || members[f.state.share] != states[f.state.share]
                 members[f.state.share] = states[f.state.share]
             }
+            // A member replica's log that grew may be held for the first time: its share opens
+            // to its owner.
+            if !moved, !members.isEmpty {
+                moved = changed.contains { o in members.values.contains { $0.contains(o) } }
+            }
+            if moved { version &+= 1 }
         }
     }
+
+    /// Changes whenever what `readers`, `isReadable` and `origins(readableBy:)` answer may have
+    /// changed here: a share's log classified, its members changed, a member's log grown.
+    var scopeVersion: UInt64 { lock.withLock { version } }
 
     /// The share `origin` is a log of (from its first frame); nil for any other log.
     /// - Returns: the kind, and whether a frame was there to tell it (an empty log is not classified).
@@ -97,6 +111,20 @@ final class ShareAccess: @unchecked Sendable {
             return self.members[k.share]
         }
         return members?.contains { Self.grants($0, to: users, owners: owners, holds: holds) } ?? false
+    }
+
+    /// The users a replica of whom opens `origin`'s share to them (`isReadable` is true for a set
+    /// of users exactly when it holds one of these): empty when `origin` is no share's log.
+    func readers(of origin: ReplicaID, owners: OriginOwners, holds: (ReplicaID) -> Bool) -> Set<String> {
+        let members: Set<ReplicaID>? = lock.withLock {
+            guard case .some(.some(let k)) = classified[origin] else { return nil }
+            return self.members[k.share]
+        }
+        var out = Set<String>()
+        for m in members ?? [] where holds(m) {
+            if let u = owners.owner(of: m) { out.insert(u) }
+        }
+        return out
     }
 
     /// Whether member replica `member` opens its share to `users`: one of them owns it, and its

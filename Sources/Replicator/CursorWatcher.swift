@@ -2,7 +2,8 @@ import EventLog
 import Foundation
 
 /// Tells subscribers when what a store durably holds moves, whichever process moved it (an
-/// append, a pull, a push received by `serve`): the store's durable cursor, per origin the last
+/// append, a pull, a push received by `serve`): a live sync's own store (the hub's watch streams
+/// follow its origin index instead: `WatchFeed`). The store's durable cursor, per origin the last
 /// seq fsynced (`log/<origin>/DURABLE`; the tip for a log written before marks existed), which
 /// is exactly what a page may ship. It wakes on inotify events in the log directories (each
 /// fsync rewrites the origin's mark; a new origin makes a directory) and looks at least every
@@ -62,13 +63,6 @@ package final class CursorWatcher: @unchecked Sendable {
     }
 
     public var isStopped: Bool { lock.withLock { stopped } }
-
-    /// Gives every subscriber the cursor as last seen again, though it has not moved: for a
-    /// subscriber that filters it by something else that changed (a scope that grew).
-    package func republish() {
-        let (now, conts) = lock.withLock { (current, Array(subscribers.values)) }
-        for c in conts { c.yield(now) }
-    }
 
     public func stop() {
         let conts: [AsyncStream<ReplicationCursor>.Continuation] = lock.withLock {

@@ -3,7 +3,7 @@ import Foundation
 
 /// What a store's hub knows of each origin it holds, kept in memory so that a cursor or a page
 /// touches only the origins it returns, not every origin of the store: per origin, the last seq
-/// durable here (what a page may ship and a cursor says; `CursorWatcher.durableCursor`) and the
+/// durable here (what a page may ship, a cursor says and a watch stream shows) and the
 /// floor a snapshot bootstrap or a compaction left (a client behind it must bootstrap).
 ///
 /// It stays true whoever writes the store. `refresh()` asks inotify which origin directories
@@ -14,6 +14,9 @@ import Foundation
 /// kernel refused, its queue overflowed), `refresh()` reads every origin again: always right,
 /// at the cost of the walk this index exists to avoid. A receiver that wrote frames tells the
 /// index their new tips (`advance`), so its answer needs no read at all.
+///
+/// It also keeps which origins' entries changed since they were last taken (`takeMoves`), so that
+/// what follows the store's moves (the hub's watch streams) looks at those origins only.
 ///
 /// Safe to use from any thread; `refresh` runs under the index's lock.
 package final class OriginIndex: @unchecked Sendable {
@@ -27,6 +30,10 @@ package final class OriginIndex: @unchecked Sendable {
     package let store: Store
     private let lock = Lock()
     private var entries: [ReplicaID: Entry] = [:]
+    /// The origins whose entry changed (or went) since `takeMoves` last took them: at most one
+    /// per origin the store holds or held. Kept once `takeMoves` has been called.
+    private var moves = Set<ReplicaID>()
+    private var tracksMoves = false
     private let watch: DirectoryWatch
     /// Set when the next refresh must read every origin.
     private var everything = true
@@ -89,6 +96,10 @@ package final class OriginIndex: @unchecked Sendable {
             watched = watch.add(log + "/" + o.description) && watched
             if let e = try read(o, known: nil) { fresh[o] = e }
         }
+        if tracksMoves {
+            for (o, e) in fresh where entries[o] != e { moves.insert(o) }
+            for o in entries.keys where fresh[o] == nil { moves.insert(o) }
+        }
         entries = fresh
         // Without a watch on every directory, changes could go unreported: look at all next time.
         everything = !watched
@@ -98,11 +109,11 @@ package final class OriginIndex: @unchecked Sendable {
     private func reread(_ origin: ReplicaID) throws {
         let path = store.layout.log + "/" + origin.description
         guard FileManager.default.fileExists(atPath: path) else {
-            entries[origin] = nil  // purged
+            set(origin, nil)  // purged
             return
         }
         let watched = watch.add(path)
-        entries[origin] = try read(origin, known: entries[origin])
+        set(origin, try read(origin, known: entries[origin]))
         if !watched { unwatched = true }
     }
 
@@ -129,8 +140,31 @@ package final class OriginIndex: @unchecked Sendable {
             for (o, s) in tips {
                 var e = entries[o] ?? Entry(durable: Seq(0), floor: nil)
                 e.durable = max(e.durable, s)
-                entries[o] = e
+                set(o, e)
             }
+        }
+    }
+
+    /// The origins whose entry changed since the last call, with their entry now (nil: the store
+    /// holds nothing of it any more). The first call starts the record and returns nothing: call
+    /// it once, then read the index whole (`cursor`), then take the moves from there on. One
+    /// taker: each move is returned once.
+    package func takeMoves() -> [(ReplicaID, Entry?)] {
+        lock.withLock {
+            guard tracksMoves else {
+                tracksMoves = true
+                return []
+            }
+            defer { moves.removeAll(keepingCapacity: true) }
+            return moves.map { ($0, entries[$0]) }
+        }
+    }
+
+    /// Sets the entry of `origin`, recording a move when it changes (under the lock).
+    private func set(_ origin: ReplicaID, _ entry: Entry?) {
+        if entries[origin] != entry {
+            entries[origin] = entry
+            if tracksMoves { moves.insert(origin) }
         }
     }
 

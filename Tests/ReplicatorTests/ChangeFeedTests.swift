@@ -20,24 +20,6 @@ import Testing
         }
     }
 
-    /// A cursor watcher gives its cursor again when asked, though it has not moved: a watch
-    /// stream filtered by a user's scope shows an origin whose claim was just confirmed, which
-    /// became durable (and moved the cursor) a moment before the scope grew.
-    @Test func aCursorWatcherGivesItsCursorAgainWhenAsked() async throws {
-        let dir = Dir()
-        let a = try Store.create(at: dir.path + "/a")
-        let pa = try ProjectedStore(store: a)
-        _ = try pa.append(ShippingTests().mutations(2, seed: 1))
-        try pa.close()
-        let w = try CursorWatcher(store: a, pollInterval: 30)
-        defer { w.stop() }
-        var it = w.changes().makeAsyncIterator()
-        let now = ReplicationCursor([a.replicaID: Seq(2)])
-        #expect(await it.next() == now)
-        w.republish()
-        #expect(await it.next() == now)
-    }
-
     @Test func aLocalAppendAndAReceivedPageAreEachDeliveredWithWhatTheyApplied() async throws {
         let dir = Dir()
         let a = try Store.create(at: dir.path + "/a"), b = try Store.create(at: dir.path + "/b")
