@@ -3,11 +3,12 @@ import Foundation
 
 /// Tells subscribers when what a store durably holds moves, whichever process moved it (an
 /// append, a pull, a push received by `serve`): a live sync's own store (the hub's watch streams
-/// follow its origin index instead: `WatchFeed`). The store's durable cursor, per origin the last
-/// seq fsynced (`log/<origin>/DURABLE`; the tip for a log written before marks existed), which
-/// is exactly what a page may ship. It wakes on inotify events in the log directories (each
-/// fsync rewrites the origin's mark; a new origin makes a directory) and looks at least every
-/// `pollInterval` seconds otherwise. One thread per watcher, however many subscribers; call
+/// follow their endpoint's index: `WatchFeed`). The store's durable cursor, per origin the last
+/// seq fsynced (`log/<origin>/DURABLE`, never past the log's end; the tip for a log written
+/// before marks existed), which is exactly what a page may ship, kept by an `OriginIndex` that
+/// reads again only the origins that changed. It wakes on inotify events in the log directories
+/// (each fsync rewrites the origin's mark; a new origin makes a directory) and looks at least
+/// every `pollInterval` seconds otherwise. One thread per watcher, however many subscribers; call
 /// `stop()` when done (the thread holds the watcher until then).
 package final class CursorWatcher: @unchecked Sendable {
     public let store: Store
@@ -20,12 +21,15 @@ package final class CursorWatcher: @unchecked Sendable {
     private var thread: Thread?
     /// Stop once the last subscriber goes away.
     private let stopsWhenUnused: Bool
+    /// Each origin's durable seq, read again only for the origins that changed.
+    private let index: OriginIndex
 
     public init(store: Store, pollInterval: Double = 1, stopsWhenUnused: Bool = false) throws {
         self.store = store
         self.pollInterval = pollInterval
         self.stopsWhenUnused = stopsWhenUnused
-        current = try CursorWatcher.durableCursor(store)
+        index = try OriginIndex(store: store)
+        current = index.cursor()
         let t = Thread { [weak self] in self?.run() }
         t.name = "logbook.cursor-watcher"
         thread = t
@@ -73,24 +77,20 @@ package final class CursorWatcher: @unchecked Sendable {
         for c in conts { c.finish() }
     }
 
-    /// Per origin: the durable mark, or the tip where there is none.
-    public static func durableCursor(_ store: Store) throws -> ReplicationCursor {
-        let reader = LogReader(store: store)
-        var c = ReplicationCursor()
-        for o in try store.origins() {
-            c[o] = try reader.durable(origin: o) ?? reader.tip(origin: o, hashing: false).lastSeq
-        }
-        return c
-    }
-
     private func run() {
         let files = DirectoryWatch()
+        let log = store.layout.log
+        // The log directory (a new origin makes a directory in it) and each origin's: listed
+        // once, then each origin the index reports as moved (a new one among them).
+        _ = index.takeMoves()
+        files.add(log)
+        for o in (try? store.origins()) ?? [] { files.add(log + "/" + o.description) }
+        // Looked at before the first wait too: what moved since `init` read the cursor.
         while !lock.withLock({ stopped }) {
-            // The log directory, and each origin's (a new origin makes a new one).
-            let log = store.layout.log
-            files.add(log)
-            for name in (try? FileManager.default.contentsOfDirectory(atPath: log)) ?? [] { files.add(log + "/" + name) }
-            if let now = try? CursorWatcher.durableCursor(store) {
+            // A failed read leaves the index to read everything next time.
+            if (try? index.refresh()) != nil {
+                for (o, _) in index.takeMoves() { files.add(log + "/" + o.description) }
+                let now = index.cursor()
                 let conts: [AsyncStream<ReplicationCursor>.Continuation] = lock.withLock {
                     guard now != current else { return [] }
                     current = now

@@ -20,6 +20,26 @@ import Testing
         }
     }
 
+    /// A cursor watcher (a live sync's own store) shows the log's end, never a durable mark kept
+    /// past it as evidence of a lost tail (docs/FORMAT.md, "Durable mark"), and then each append.
+    @Test func aCursorWatcherShowsTheLogsEndNotAMarkPastIt() async throws {
+        let dir = Dir()
+        let a = try Store.create(at: dir.path + "/a")
+        let pa = try ProjectedStore(store: a)
+        _ = try pa.append(ShippingTests().mutations(3, seed: 1))
+        try pa.close()
+        var mark: [UInt8] = []
+        withUnsafeBytes(of: UInt64(7).littleEndian) { mark += $0 }
+        withUnsafeBytes(of: (UInt64(7) ^ 0x4C42_4455_5241_424C).littleEndian) { mark += $0 }
+        try Data(mark).write(to: URL(fileURLWithPath: a.path + "/log/\(a.replicaID)/DURABLE"))
+        #expect(LogReader(store: a).durable(origin: a.replicaID) == Seq(7))
+        let w = try CursorWatcher(store: a, pollInterval: 30)
+        defer { w.stop() }
+        #expect(w.cursor == ReplicationCursor([a.replicaID: Seq(3)]))
+        var it = w.changes().makeAsyncIterator()
+        #expect(await it.next() == ReplicationCursor([a.replicaID: Seq(3)]))
+    }
+
     @Test func aLocalAppendAndAReceivedPageAreEachDeliveredWithWhatTheyApplied() async throws {
         let dir = Dir()
         let a = try Store.create(at: dir.path + "/a"), b = try Store.create(at: dir.path + "/b")
