@@ -178,8 +178,8 @@ import Testing
         return (store, a)
     }
 
-    /// Peers ordered as `ReplicaID`s (the order a receive syncs them in), each holding two
-    /// one-event frames.
+    /// Peers, each holding two one-event frames. A receive syncs origins in the order it first
+    /// wrote them: here, the order of `peers` (sorted too, so no order of ids could hide it).
     private func twoPeersOfTwoFrames(_ dir: TempDir, count: Int = 2) throws -> ([ReplicaID], [[[UInt8]]]) {
         let peers = Array([ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!, ReplicaID("e1d2c3b4-a596-4877-8899-aabbccddeeff")!,
                            ReplicaID("f3a4b5c6-d7e8-4f90-a1b2-c3d4e5f60718")!].prefix(count))

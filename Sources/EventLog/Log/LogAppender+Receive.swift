@@ -391,6 +391,8 @@ extension LogAppender {
         }
         // 2. Write, origin by origin; on failure cut every origin back to where it was.
         var starts: [ReplicaID: SegmentWriter.Mark] = [:]
+        // The origins in the order their first frame was written: the order they are synced in.
+        var written: [ReplicaID] = []
         do {
             try openNewLogsTogether(Set(accepted.map(\.origin)))
             for a in accepted {
@@ -398,6 +400,7 @@ extension LogAppender {
                 if starts[a.origin] == nil {
                     try w.rollIfFull(bytesMax: options.segmentBytesMax)
                     starts[a.origin] = w.mark
+                    written.append(a.origin)
                 }
                 try w.write(a.bytes, header: a.header, hash: a.hash, op: "receive")
             }
@@ -405,9 +408,10 @@ extension LogAppender {
             // each origin's fdatasync, which stays the answer on durability, finds little left
             // to do. Twenty origins took 6-7 ms one fdatasync after another, 2.5-3 ms this way
             // (docs/SCALING.md).
-            if starts.count >= Self.filesystemSyncOrigins, let any = starts.keys.first { try writer(for: any).syncFilesystem() }
-            // In origin order, the same on every run (a test fails the second one's on purpose).
-            for origin in starts.keys.sorted() { try writer(for: origin).sync(op: "receive") }
+            if written.count >= Self.filesystemSyncOrigins, let any = written.first { try writer(for: any).syncFilesystem() }
+            // In the order written, the same on every run for the same frames (a test fails the
+            // second one's on purpose), with no sort.
+            for origin in written { try writer(for: origin).sync(op: "receive") }
         } catch {
             for (origin, start) in starts { try? writer(for: origin).truncate(to: start, op: "receive") }
             throw error
