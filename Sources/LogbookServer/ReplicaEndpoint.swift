@@ -205,7 +205,7 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                     index.cursor(of: Self.origins(readableBy: users, owners: owners, shares: shares, index: index))
                 }, scopeVersion: {
                     owners.scopeVersion &+ shares.scopeVersion
-                }, stopsWhenUnused: true)
+                }, stopsWhenUnusedFor: Self.watchFeedIdleSeconds)
                 watchFeed = f
                 return f
             }
@@ -799,6 +799,10 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// How long the writer stays open without pushes while a client is in the middle of
     /// sending an append over several pages (closing it would drop the part received).
     public static let openAppendIdleSeconds = 60.0
+
+    /// How long the watch streams' feed keeps running with no stream open (`WatchFeed`): a
+    /// client that reconnects within it finds the feed running, not a new one to start.
+    static let watchFeedIdleSeconds = 10.0
 
     private func scheduleIdleClose() {
         writes.asyncAfter(deadline: .now() + idleClose) { [weak self] in

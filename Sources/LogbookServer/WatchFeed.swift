@@ -52,18 +52,23 @@ final class WatchFeed: @unchecked Sendable {
     private var unscoped = Set<UInt64>()
     private var nextID: UInt64 = 0
     private var stopped = false
-    /// Stop once the last subscriber goes away.
-    private let stopsWhenUnused: Bool
+    /// Stop once no subscriber has been here for this long (nil: run until `stop`). Not at once:
+    /// a client that reconnects, or watches one request after another, would otherwise start a
+    /// feed each time (a thread, an inotify instance and a watch on every origin's directory).
+    private let stopsWhenUnusedFor: Double?
+    /// Since when no subscriber has been here (nil while one is).
+    private var unusedSince: Date?
 
     init(index: OriginIndex, readers: @escaping Readers, scopedCursor: @escaping ScopedCursor, scopeVersion: @escaping ScopeVersion = { 0 },
-         pollInterval: Double = 1, resyncInterval: Double = 30, stopsWhenUnused: Bool = false) throws {
+         pollInterval: Double = 1, resyncInterval: Double = 30, stopsWhenUnusedFor: Double? = nil) throws {
         self.index = index
         self.readers = readers
         self.scopedCursor = scopedCursor
         self.scopeVersion = scopeVersion
         self.pollInterval = pollInterval
         self.resyncInterval = resyncInterval
-        self.stopsWhenUnused = stopsWhenUnused
+        self.stopsWhenUnusedFor = stopsWhenUnusedFor
+        if stopsWhenUnusedFor != nil { unusedSince = Date() }
         // Moves are recorded from here on; a subscriber's first cursor is read after this.
         _ = index.takeMoves()
         try index.refresh()
@@ -88,6 +93,7 @@ final class WatchFeed: @unchecked Sendable {
         let (stream, continuation) = AsyncStream.makeStream(of: ReplicationCursor.self, bufferingPolicy: .bufferingNewest(1))
         let id: UInt64? = lock.withLock {
             guard !stopped else { return nil }
+            unusedSince = nil
             nextID += 1
             let now = users.map(scopedCursor) ?? index.cursor()
             subscribers[nextID] = Subscriber(users: users, cursor: now, continuation: continuation)
@@ -116,8 +122,8 @@ final class WatchFeed: @unchecked Sendable {
             } else {
                 unscoped.remove(id)
             }
-            // Stopped in the same step, so that no subscriber joins a feed about to stop.
-            if subscribers.isEmpty && stopsWhenUnused { stopped = true }
+            // The thread stops the feed once this has lasted (`stopsWhenUnusedFor`).
+            if subscribers.isEmpty && stopsWhenUnusedFor != nil { unusedSince = Date() }
         }
     }
 
@@ -197,6 +203,16 @@ final class WatchFeed: @unchecked Sendable {
         var version = version
         while !lock.withLock({ stopped }) {
             files.wait(seconds: pollInterval)
+            // Unused long enough: stopped in the same step as the check, so that no subscriber
+            // joins a feed about to stop (`changes` then returns nil and the caller starts another).
+            let idle: Bool = lock.withLock {
+                if let after = stopsWhenUnusedFor, let since = unusedSince, subscribers.isEmpty,
+                   Date().timeIntervalSince(since) >= after {
+                    stopped = true
+                }
+                return stopped
+            }
+            if idle { break }
             // A failed read leaves the index to read everything at its next refresh: the next
             // wake (at most `pollInterval` away) tries again.
             try? index.refresh()

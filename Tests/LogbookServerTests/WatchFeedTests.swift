@@ -182,6 +182,30 @@ import Testing
         #expect(await it.next() == ReplicationCursor([a.replicaID: Seq(1), b.replicaID: Seq(2)]))
     }
 
+    /// A feed left without streams keeps running for a while, so that a client that reconnects
+    /// finds it there rather than starting another (a thread, an inotify instance, a watch per
+    /// origin); once that while has passed unused, it stops, and a new stream needs a new feed.
+    @Test(.timeLimit(.minutes(10))) func aFeedLeftUnusedStopsOnlyAfterItsGrace() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let index = try OriginIndex(store: hub)
+        let feed = try WatchFeed(index: index, readers: { _ in [] }, scopedCursor: { _ in .empty }, pollInterval: 0.05,
+                                 stopsWhenUnusedFor: 5)
+        defer { feed.stop() }
+        var stream = feed.changes(users: ["u1"])
+        #expect(stream != nil)
+        stream = nil  // the stream ends: its subscriber is gone
+        #expect(!feed.isStopped, "stopped the moment its last stream ended")
+        stream = feed.changes(users: ["u1"])
+        #expect(stream != nil, "a stream opened again within the grace joins the running feed")
+        stream = nil
+        let start = Date()
+        while !feed.isStopped && Date().timeIntervalSince(start) < 120 { try await Task.sleep(for: .milliseconds(50)) }
+        #expect(feed.isStopped, "still running 120 s after its last stream ended")
+        #expect(Date().timeIntervalSince(start) >= 4.9, "stopped before its grace had passed")
+        #expect(feed.changes(users: ["u1"]) == nil, "a stopped feed takes no stream")
+    }
+
     final class Scopes: @unchecked Sendable {
         var owner: [ReplicaID: String] = [:]
         var version: UInt64 = 0
