@@ -27,7 +27,7 @@ public protocol ReplicaBackend: AnyObject, Sendable {
     func streamedPage(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?,
                       peer: String?) async throws -> StreamedPage
     /// `GET /v1/watch`: the principal's view of the cursor now and each time it moves.
-    func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor>
+    func watch(principal: AccessPolicy.Principal) async throws -> AsyncStream<ReplicationCursor>
     /// `GET /v1/snapshot`.
     func snapshot(principal: AccessPolicy.Principal) async throws -> SnapshotFile
     /// `POST /v1/frames`.

@@ -56,8 +56,11 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     public let idleClose: Double
     public let metrics: ServerMetrics
     private let watcherLock = Lock()
-    /// The watch streams' feed: started by the first watch, stopped once none is left.
+    /// The watch streams' feed: started by the first watch, stopped once it has gone unused for
+    /// `watchFeedIdleSeconds`.
     private var watchFeed: WatchFeed?
+    /// Set by `stopWatching`. Touched only under `watcherLock`.
+    private var watchingStopped = false
     /// Bytes of pages being sent and pushed bodies being read, over every connection.
     public let memory: MemoryBudget
     private let writes = DispatchQueue(label: "logbook.serve.writes")
@@ -190,11 +193,19 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
     /// every connection, started by the first; `WatchFeed`). The caller must be allowed to pull.
     /// A scoped principal sees the origins it may read, and only moves of those. Only the newest
     /// cursor is held for a watcher that does not read.
-    public func watch(principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
+    /// The index's refresh and a feed's start read the disk (a whole rescan after an inotify
+    /// overflow), so they run on the read queue, never on a task's thread.
+    public func watch(principal: AccessPolicy.Principal) async throws -> AsyncStream<ReplicationCursor> {
         if let d = AccessPolicy.checkPull(principal) { throw EndpointError(d.status, d.message) }
+        return try await run(on: reads) { [self] in try watchNow(principal) }
+    }
+
+    private func watchNow(_ principal: AccessPolicy.Principal) throws -> AsyncStream<ReplicationCursor> {
         try index.refresh()
         while true {
             let feed: WatchFeed = try watcherLock.withLock {
+                // After `stopWatching`, no feed is started that nothing would stop.
+                if watchingStopped { throw EndpointError(503, "the server is shutting down", retryAfter: 1) }
                 if let f = watchFeed, !f.isStopped { return f }
                 let owners = self.owners, shares = self.shares, index = self.index
                 let f = try WatchFeed(index: index, readers: { o in
@@ -209,14 +220,18 @@ public final class ReplicaEndpoint: ReplicaBackend, @unchecked Sendable {
                 watchFeed = f
                 return f
             }
-            // A feed whose last watch just ended has stopped: the next one starts another.
+            // A feed that stopped for want of watches (`WatchFeed`): the next one starts another.
             if let stream = feed.changes(users: principal.readableUsers) { return stream }
         }
     }
 
-    /// Stops what `watch` started (the server is shutting down).
+    /// Stops what `watch` started (the server is shutting down); later watches are refused.
     public func stopWatching() {
-        watcherLock.withLock { watchFeed?.stop(); watchFeed = nil }
+        watcherLock.withLock {
+            watchingStopped = true
+            watchFeed?.stop()
+            watchFeed = nil
+        }
     }
 
     func pageRequest(principal: AccessPolicy.Principal, since token: String?, maxBytes: String?, maxFrames: String?) throws -> (ReplicationCursor, PageLimits) {

@@ -171,7 +171,7 @@ public enum ReplicaServer {
                 let p = try endpoint.authenticate(request.headers[.authorization])
                 // Held until the stream ends (or the answer is dropped unsent).
                 let slot = try await watchSlot(p)
-                let cursors = try endpoint.watch(principal: p)
+                let cursors = try await endpoint.watch(principal: p)
                 var headers: HTTPFields = [.contentType: "text/event-stream", .cacheControl: "no-store"]
                 headers[.contentEncoding] = "identity"
                 return Response(status: .ok, headers: headers, body: ResponseBody { writer in

@@ -18,17 +18,24 @@ final class ShareAccess: @unchecked Sendable {
     private var folds: [ReplicaID: ShareDirectory.Fold] = [:]
     /// See `scopeVersion`.
     private var version: UInt64 = 0
+    /// Member replicas whose log was seen to grow since this started. A member counts once its
+    /// log holds frames, so its first growth may open its share to its owner; later ones change
+    /// no one's scope, and do not change the version (every watch stream's scope was read again
+    /// at each push of any member otherwise).
+    private var grownMembers = Set<ReplicaID>()
     private let store: Store
 
     init(store: Store) throws {
         self.store = store
-        note(Set(try store.origins()))
+        note(Set(try store.origins()), grown: false)
     }
 
     /// Classifies origins not seen before and re-reads the membership logs among `changed`.
     /// An origin that cannot be read now (damage, an empty log) is left unclassified and tried
     /// again when it next grows; the others are noted.
-    func note(_ changed: Set<ReplicaID>) {
+    /// - Parameter grown: whether `changed` grew (false for the first look at every origin, whose
+    ///   logs may be empty).
+    func note(_ changed: Set<ReplicaID>, grown: Bool = true) {
         var updates: [(ReplicaID, (share: ShareID, members: Bool)?)] = []
         var states: [ShareID: Set<ReplicaID>] = [:]
         var newFolds: [ReplicaID: ShareDirectory.Fold] = [:]
@@ -58,10 +65,12 @@ final class ShareAccess: @unchecked Sendable {
                 moved = moved || members[f.state.share] != states[f.state.share]
                 members[f.state.share] = states[f.state.share]
             }
-            // A member replica's log that grew may be held for the first time: its share opens
-            // to its owner.
-            if !moved, !members.isEmpty {
-                moved = changed.contains { o in members.values.contains { $0.contains(o) } }
+            // A member replica's log that grew for the first time may be held for the first time:
+            // its share opens to its owner.
+            if grown, !members.isEmpty {
+                let first = changed.filter { o in !grownMembers.contains(o) && members.values.contains { $0.contains(o) } }
+                grownMembers.formUnion(first)
+                moved = moved || !first.isEmpty
             }
             if moved { version &+= 1 }
         }

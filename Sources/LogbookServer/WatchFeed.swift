@@ -56,8 +56,8 @@ final class WatchFeed: @unchecked Sendable {
     /// a client that reconnects, or watches one request after another, would otherwise start a
     /// feed each time (a thread, an inotify instance and a watch on every origin's directory).
     private let stopsWhenUnusedFor: Double?
-    /// Since when no subscriber has been here (nil while one is).
-    private var unusedSince: Date?
+    /// Since when no subscriber has been here (nil while one is), on `WatchFeed.now`'s clock.
+    private var unusedSince: Double?
 
     init(index: OriginIndex, readers: @escaping Readers, scopedCursor: @escaping ScopedCursor, scopeVersion: @escaping ScopeVersion = { 0 },
          pollInterval: Double = 1, resyncInterval: Double = 30, stopsWhenUnusedFor: Double? = nil) throws {
@@ -68,7 +68,7 @@ final class WatchFeed: @unchecked Sendable {
         self.pollInterval = pollInterval
         self.resyncInterval = resyncInterval
         self.stopsWhenUnusedFor = stopsWhenUnusedFor
-        if stopsWhenUnusedFor != nil { unusedSince = Date() }
+        if stopsWhenUnusedFor != nil { unusedSince = Self.now() }
         // Moves are recorded from here on; a subscriber's first cursor is read after this.
         _ = index.takeMoves()
         try index.refresh()
@@ -123,7 +123,7 @@ final class WatchFeed: @unchecked Sendable {
                 unscoped.remove(id)
             }
             // The thread stops the feed once this has lasted (`stopsWhenUnusedFor`).
-            if subscribers.isEmpty && stopsWhenUnusedFor != nil { unusedSince = Date() }
+            if subscribers.isEmpty && stopsWhenUnusedFor != nil { unusedSince = Self.now() }
         }
     }
 
@@ -178,6 +178,10 @@ final class WatchFeed: @unchecked Sendable {
         }
     }
 
+    /// Seconds on a clock that only goes forward (a wall clock set back would hold an unused
+    /// feed, or a resync, for as long as it went back).
+    static func now() -> Double { ProcessInfo.processInfo.systemUptime }
+
     func stop() {
         let conts: [AsyncStream<ReplicationCursor>.Continuation] = lock.withLock {
             stopped = true
@@ -199,7 +203,7 @@ final class WatchFeed: @unchecked Sendable {
         // here, then each origin the index reports as moved (a new one among them).
         files.add(log)
         for o in (try? index.store.origins()) ?? [] { files.add(log + "/" + o.description) }
-        var looked = Date(), resynced = Date()
+        var looked = Self.now(), resynced = Self.now()
         var version = version
         while !lock.withLock({ stopped }) {
             files.wait(seconds: pollInterval)
@@ -207,7 +211,7 @@ final class WatchFeed: @unchecked Sendable {
             // joins a feed about to stop (`changes` then returns nil and the caller starts another).
             let idle: Bool = lock.withLock {
                 if let after = stopsWhenUnusedFor, let since = unusedSince, subscribers.isEmpty,
-                   Date().timeIntervalSince(since) >= after {
+                   Self.now() - since >= after {
                     stopped = true
                 }
                 return stopped
@@ -224,11 +228,11 @@ final class WatchFeed: @unchecked Sendable {
             }
             // Scopes are looked at again at most every `pollInterval`, and only when they may
             // have changed (the version is read first: a change during the look is seen next time).
-            let now = Date()
-            guard now.timeIntervalSince(looked) >= pollInterval else { continue }
+            let now = Self.now()
+            guard now - looked >= pollInterval else { continue }
             looked = now
             let v = scopeVersion()
-            guard v != version || now.timeIntervalSince(resynced) >= resyncInterval else { continue }
+            guard v != version || now - resynced >= resyncInterval else { continue }
             version = v
             resynced = now
             lock.withLock { if !stopped { resync() } }

@@ -577,7 +577,7 @@ import Testing
         // The watch stream (SSE) of a scoped principal: its users' origins only.
         let endpoint = try ReplicaEndpoint(store: hub, policy: policy)
         let carol = try #require(try? policy.authenticate(authorization: "Bearer carol-token-0123456789a").get())
-        var it = try endpoint.watch(principal: carol).makeAsyncIterator()
+        var it = try await endpoint.watch(principal: carol).makeAsyncIterator()
         let first = try #require(await it.next())
         #expect(Set(first.origins) == [alice1.replicaID, alice2.replicaID, alice3.replicaID, carol1.replicaID])
         endpoint.stopWatching()

@@ -44,9 +44,9 @@ import Testing
         defer { endpoint.stopWatching() }
         let (pa, pb, admin) = (try Self.principal("alice-token-0123456789a"), try Self.principal("bob-token-0123456789abc"),
                                try Self.principal("admin-token-0123456789a"))
-        var a = try endpoint.watch(principal: pa).makeAsyncIterator()
-        var b = try endpoint.watch(principal: pb).makeAsyncIterator()
-        var all = try endpoint.watch(principal: admin).makeAsyncIterator()
+        var a = try await endpoint.watch(principal: pa).makeAsyncIterator()
+        var b = try await endpoint.watch(principal: pb).makeAsyncIterator()
+        var all = try await endpoint.watch(principal: admin).makeAsyncIterator()
         #expect(await a.next() == .empty)
         #expect(await b.next() == .empty)
         #expect(await all.next() == .empty)
@@ -90,7 +90,7 @@ import Testing
         let endpoint = try ReplicaEndpoint(store: hub, policy: Self.policy)
         defer { endpoint.stopWatching() }
         let admin = try Self.principal("admin-token-0123456789a")
-        var it = try endpoint.watch(principal: admin).makeAsyncIterator()
+        var it = try await endpoint.watch(principal: admin).makeAsyncIterator()
         let shown = try #require(await it.next())
         #expect(shown == ReplicationCursor([hub.replicaID: Seq(3)]))
         #expect(try await endpoint.cursor(principal: admin).cursor == shown)
@@ -204,6 +204,55 @@ import Testing
         #expect(feed.isStopped, "still running 120 s after its last stream ended")
         #expect(Date().timeIntervalSince(start) >= 4.9, "stopped before its grace had passed")
         #expect(feed.changes(users: ["u1"]) == nil, "a stopped feed takes no stream")
+    }
+
+    /// The scopes' version counts what may change a scope. A share's member replica whose log
+    /// grows for the first time may be held for the first time (the share opens to its owner);
+    /// each push of it after that changes no one's scope, and moved the version before, so every
+    /// watch's scope was read again at every push of every member.
+    @Test func aMembersLogThatGrowsAgainChangesNoScope() throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let alice = try Store.create(at: dir.path + "/alice"), bob = try Store.create(at: dir.path + "/bob")
+        let carol = try Store.create(at: dir.path + "/carol")
+        _ = try ScopeTests.share(of: alice, with: bob, titles: ["shared"])
+        func receive(_ s: Store) throws {
+            var options = AppendOptions()
+            options.takesEveryShare = true  // as a hub does
+            let p = try ProjectedStore.open(store: hub, waitingUpTo: 5, options: options)
+            _ = try p.receive(try FramePage.collect(from: s, since: try hub.cursor(), limits: PageLimits()).frames)
+            try p.close()
+        }
+        try receive(alice)
+        let access = try ShareAccess(store: hub)
+        let start = access.scopeVersion
+        try Workload.edit(bob, 1, seed: 1)
+        try receive(bob)
+        access.note([bob.replicaID])
+        let grown = access.scopeVersion
+        #expect(grown != start, "a member's first frames here may open its share to its owner")
+        try Workload.edit(bob, 1, seed: 2)
+        try receive(bob)
+        access.note([bob.replicaID])
+        #expect(access.scopeVersion == grown, "a member's log grew again")
+        try Workload.edit(carol, 1, seed: 3)
+        try receive(carol)
+        access.note([carol.replicaID])
+        #expect(access.scopeVersion == grown, "a log of no share")
+    }
+
+    /// Once the server has stopped its watches (shutting down), a watch that still arrives is
+    /// refused: it started a feed, and a thread, that nothing would stop.
+    @Test(.timeLimit(.minutes(10))) func aWatchAfterTheWatchesStoppedIsRefused() async throws {
+        let dir = Dir()
+        let endpoint = try ReplicaEndpoint(store: try Store.create(at: dir.path + "/hub"), policy: Self.policy)
+        let admin = try Self.principal("admin-token-0123456789a")
+        var it = try await endpoint.watch(principal: admin).makeAsyncIterator()
+        #expect(await it.next() == .empty)
+        endpoint.stopWatching()
+        #expect(await it.next() == nil, "an open stream ends when the watches stop")
+        let refused = await #expect(throws: EndpointError.self) { _ = try await endpoint.watch(principal: admin) }
+        #expect(refused?.status == 503)
     }
 
     final class Scopes: @unchecked Sendable {
