@@ -310,7 +310,12 @@ public enum ReplicaServer {
         // The store is let go when this returns: its writer closed now, not whenever the last
         // reference to the endpoint goes (a program that writes the store next was refused it
         // as locked, now and then).
-        defer { endpoint.closeWriterNow() }
+        // Its watch feed too: it would otherwise run on for its idle grace, holding a thread,
+        // an inotify instance and the store's index.
+        defer {
+            endpoint.stopWatching()
+            endpoint.closeWriterNow()
+        }
         return try await withRunning(app, ports: ports, configuration: configuration, logger: logger, body)
     }
 

@@ -77,7 +77,10 @@ final class ShareAccess: @unchecked Sendable {
     }
 
     /// Changes whenever what `readers`, `isReadable` and `origins(readableBy:)` answer may have
-    /// changed here: a share's log classified, its members changed, a member's log grown.
+    /// changed here: a share's log classified, its members changed, a member's log grown for the
+    /// first time since this started. Later growths need no change: a member counts once the
+    /// store holds its frames, and a log held is held for good (a purge removes only sealed logs,
+    /// never a member's own). The owners' confirmations count theirs (`OriginOwners.scopeVersion`).
     var scopeVersion: UInt64 { lock.withLock { version } }
 
     /// The share `origin` is a log of (from its first frame); nil for any other log.
