@@ -83,19 +83,46 @@ import Testing
         #expect(try Verifier(store: store).run().isClean)
     }
 
-    /// A receive of two origins whose second fdatasync fails: both are cut back, and the first
-    /// origin's `DURABLE`, written after its own fdatasync succeeded, must go back with it. A
+    /// A receive of two origins whose second fdatasync fails raises no origin's `DURABLE`: every
+    /// origin's log is fdatasynced before any mark is raised. Raised first, the first origin's
+    /// mark had to be lowered again with its cut, and a page or a watch that looked in between
+    /// had shown its frames (the cursor then went back).
+    @Test func aReceiveWhoseSecondSyncFailsRaisesNoMark() throws {
+        let dir = TempDir()
+        let (peers, frames) = try twoPeersOfTwoFrames(dir)
+        let store = try makeStore(dir)
+        let a = try LogAppender(store: store, wallClock: ManualClock())
+        #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
+        a.received[peers[1]]!.syncsToFail = 1
+        // A lowering of the first origin's mark would fail: none may be needed.
+        a.received[peers[0]]!.durableLowersToFail = 1
+        #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
+        let reader = LogReader(store: store)
+        for origin in peers {
+            #expect(try reader.tip(origin: origin).lastSeq == Seq(1))
+            #expect(reader.durable(origin: origin) == Seq(1), "the durable mark of \(origin)")
+        }
+        #expect(a.received[peers[0]]!.durableLowersToFail == 1, "the first origin's mark was raised, then lowered")
+        #expect(a.received[peers[0]]!.owesARetry == false)
+        #expect(try a.receive([frames[0][1], frames[1][1]]).events == 2)
+        try a.close()
+        for origin in peers { #expect(reader.durable(origin: origin) == Seq(2)) }
+        #expect(try Verifier(store: store).run().isClean)
+    }
+
+    /// A receive of two origins whose second mark cannot be raised (after both fdatasyncs): both
+    /// are cut back, and the first origin's `DURABLE`, raised already, must go back with it. A
     /// mark past the log's end would let a reader ship (as durable) whatever frame is written
     /// at those seqs next, before its fdatasync (and, for the store's own origin, a reopen would read
     /// it as committed frames lost).
-    @Test func aReceiveWhoseSecondSyncFailsLeavesNoDurableMarkPastTheCut() throws {
+    @Test func aReceiveWhoseSecondMarkFailsLeavesNoDurableMarkPastTheCut() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir)
         let store = try makeStore(dir)
         do {
             let a = try LogAppender(store: store, wallClock: ManualClock())
             #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
-            a.received[peers[1]]!.syncsToFail = 1
+            a.received[peers[1]]!.durableRaisesToFail = 1
             #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
             let reader = LogReader(store: store)
             for origin in peers {
@@ -116,7 +143,7 @@ import Testing
     @Test func aDurableMarkThatCannotBeLoweredStopsWritesUntilItIs() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir)
-        let (store, a) = try receiveFailingAtTheSecondSync(dir, frames, peers, lowersToFail: 2)
+        let (store, a) = try receiveFailingAtTheSecondMark(dir, frames, peers, lowersToFail: 2)
         let reader = LogReader(store: store)
         #expect(reader.durable(origin: peers[0]) == Seq(2), "not lowered: the fault")
         #expect(reader.durable(origin: peers[1]) == Seq(1))
@@ -140,7 +167,7 @@ import Testing
         let (peers, frames) = try twoPeersOfTwoFrames(dir, count: 3)
         var options = AppendOptions()
         options.receivedWritersOpenMax = 2
-        let (store, a) = try receiveFailingAtTheSecondSync(dir, frames, peers, lowersToFail: 2, options: options)
+        let (store, a) = try receiveFailingAtTheSecondMark(dir, frames, peers, lowersToFail: 2, options: options)
         // A receive of another origin parks every idle writer but the one owing the retry.
         #expect(try a.receive([frames[2][0]]).events == 1)
         #expect(a.received[peers[0]] != nil && a.received[peers[1]] == nil)
@@ -156,7 +183,7 @@ import Testing
     @Test func aCloseTriesEveryRetryBeforeItFails() throws {
         let dir = TempDir()
         let (peers, frames) = try twoPeersOfTwoFrames(dir)
-        let (store, a) = try receiveFailingAtTheSecondSync(dir, frames, peers, lowersToFail: 1)
+        let (store, a) = try receiveFailingAtTheSecondMark(dir, frames, peers, lowersToFail: 1)
         a.own.syncsToFail = 1
         a.own.cutsToFail = 2  // the rollback's cut, then the close's
         #expect(throws: LogError.self) { try a.append([item("failed")]) }
@@ -165,21 +192,22 @@ import Testing
     }
 
     /// A store that received the first frame of two peers, then failed to receive their second:
-    /// the second peer's fdatasync fails, and so do the first `lowersToFail` lowerings of the
-    /// first peer's `DURABLE`.
-    private func receiveFailingAtTheSecondSync(_ dir: TempDir, _ frames: [[[UInt8]]], _ peers: [ReplicaID], lowersToFail: Int,
+    /// the second peer's `DURABLE` cannot be raised (after both fdatasyncs, and the first peer's
+    /// raised), and the first `lowersToFail` lowerings of the first peer's `DURABLE` fail too.
+    private func receiveFailingAtTheSecondMark(_ dir: TempDir, _ frames: [[[UInt8]]], _ peers: [ReplicaID], lowersToFail: Int,
                                                options: AppendOptions = AppendOptions()) throws -> (Store, LogAppender) {
         let store = try makeStore(dir)
         let a = try LogAppender(store: store, wallClock: ManualClock(), options: options)
         #expect(try a.receive([frames[0][0], frames[1][0]]).events == 2)
-        a.received[peers[1]]!.syncsToFail = 1
+        a.received[peers[1]]!.durableRaisesToFail = 1
         a.received[peers[0]]!.durableLowersToFail = lowersToFail
         #expect(throws: LogError.self) { try a.receive([frames[0][1], frames[1][1]]) }
         return (store, a)
     }
 
-    /// Peers, each holding two one-event frames. A receive syncs origins in the order it first
-    /// wrote them: here, the order of `peers` (sorted too, so no order of ids could hide it).
+    /// Peers, each holding two one-event frames. A receive syncs origins, then raises their
+    /// marks, in the order it first wrote them: here, the order of `peers` (sorted too, so no
+    /// order of ids could hide it).
     private func twoPeersOfTwoFrames(_ dir: TempDir, count: Int = 2) throws -> ([ReplicaID], [[[UInt8]]]) {
         let peers = Array([ReplicaID("0b7e5c2a-4d1f-4e8a-9c3b-6a2d8f1e7c40")!, ReplicaID("e1d2c3b4-a596-4877-8899-aabbccddeeff")!,
                            ReplicaID("f3a4b5c6-d7e8-4f90-a1b2-c3d4e5f60718")!].prefix(count))

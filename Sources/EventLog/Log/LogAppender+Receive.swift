@@ -410,8 +410,11 @@ extension LogAppender {
             // (docs/SCALING.md).
             if written.count >= Self.filesystemSyncOrigins, let any = written.first { try writer(for: any).syncFilesystem() }
             // In the order written, the same on every run for the same frames (a test fails the
-            // second one's on purpose), with no sort.
-            for origin in written { try writer(for: origin).sync(op: "receive") }
+            // second one's on purpose), with no sort. Every origin's frames first, then every
+            // mark: a failed fdatasync then leaves no mark raised over frames about to be cut (a
+            // page or a watch that looked in between showed them, and the cursor went back).
+            for origin in written { try writer(for: origin).syncFrames(op: "receive") }
+            for origin in written { try writer(for: origin).raiseDurableMark(op: "receive") }
         } catch {
             for (origin, start) in starts { try? writer(for: origin).truncate(to: start, op: "receive") }
             throw error

@@ -216,13 +216,21 @@ final class SegmentWriter {
         _ = Sys.syncFilesystem(fd)
     }
 
-    /// Makes every frame written durable, then records the committed end in `DURABLE`, so
-    /// readers ship only frames that are on disk (a frame shipped and then lost to a crash
-    /// here would have its seq reused by a later append).
+    /// Makes every frame written durable (`syncFrames`), then records the committed end in
+    /// `DURABLE` (`raiseDurableMark`), so readers ship only frames that are on disk (a frame
+    /// shipped and then lost to a crash here would have its seq reused by a later append). A
+    /// receive of several origins calls the two apart: every origin's fdatasync first, then every
+    /// mark, so that a failed fdatasync leaves no origin's mark raised over frames it then cuts.
     func sync(op: String) throws {
-        try fdatasync(op: op)
-        try writeDurableMark(op: op)
+        try syncFrames(op: op)
+        try raiseDurableMark(op: op)
     }
+
+    /// The first half of `sync`: fdatasync of the frames written.
+    func syncFrames(op: String) throws { try fdatasync(op: op) }
+
+    /// The second half of `sync`, once `syncFrames` succeeded: `DURABLE` raised to the committed end.
+    func raiseDurableMark(op: String) throws { try writeDurableMark(op: op) }
 
     private func fdatasync(op: String) throws {
         if syncsToFail > 0 {
@@ -237,6 +245,9 @@ final class SegmentWriter {
     var syncsToFail = 0
     var cutsToFail = 0
     var durableLowersToFail = 0
+    /// Tests only: how many of the next writes that raise `DURABLE` after an fdatasync fail (as
+    /// if part-way: the mark is counted as possibly written).
+    var durableRaisesToFail = 0
 
     /// Set when the cut of a failed write itself failed: the file may hold bytes past the last
     /// frame this writer knows of (a frame whose append failed, perhaps on disk). No frame is
@@ -292,6 +303,10 @@ final class SegmentWriter {
         }
         // Counted before it is written: a write that failed part-way may have left it.
         durableOnFile = committed.lastSeq
+        if durableRaisesToFail > 0 {
+            durableRaisesToFail -= 1
+            throw LogError(.io, op, "write failed (a fault a test asked for)", file: dir.durablePath)
+        }
         try writeDurable(committed.lastSeq, op: op)
     }
 
