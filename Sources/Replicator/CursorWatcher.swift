@@ -19,15 +19,12 @@ package final class CursorWatcher: @unchecked Sendable {
     private var current: ReplicationCursor
     private var stopped = false
     private var thread: Thread?
-    /// Stop once the last subscriber goes away.
-    private let stopsWhenUnused: Bool
     /// Each origin's durable seq, read again only for the origins that changed.
     private let index: OriginIndex
 
-    public init(store: Store, pollInterval: Double = 1, stopsWhenUnused: Bool = false) throws {
+    public init(store: Store, pollInterval: Double = 1) throws {
         self.store = store
         self.pollInterval = pollInterval
-        self.stopsWhenUnused = stopsWhenUnused
         index = try OriginIndex(store: store)
         current = index.cursor()
         let t = Thread { [weak self] in self?.run() }
@@ -57,11 +54,7 @@ package final class CursorWatcher: @unchecked Sendable {
         }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            let unused: Bool = self.lock.withLock {
-                self.subscribers.removeValue(forKey: id)
-                return self.subscribers.isEmpty
-            }
-            if unused && self.stopsWhenUnused { self.stop() }
+            _ = self.lock.withLock { self.subscribers.removeValue(forKey: id) }
         }
         return stream
     }
