@@ -184,34 +184,34 @@ public enum ReplicaServer {
                         due.ping()
                         ring.yield()
                     }
-                    let forward = Task {
-                        for await c in cursors {
-                            due.cursor("event: cursor\ndata: \(c.token)\n\n")
-                            ring.yield()
+                    // Child tasks (not unstructured ones), so they run where the server's do.
+                    try await withThrowingTaskGroup(of: Void.self) { tasks in
+                        tasks.addTask {
+                            for await c in cursors {
+                                due.cursor("event: cursor\ndata: \(c.token)\n\n")
+                                ring.yield()
+                            }
+                            ring.finish()
                         }
-                        ring.finish()
-                    }
-                    let ping = Task {
-                        while !Task.isCancelled {
-                            try? await Task.sleep(nanoseconds: 15_000_000_000)
-                            due.ping()
-                            ring.yield()
+                        tasks.addTask {
+                            while !Task.isCancelled {
+                                try? await Task.sleep(nanoseconds: 15_000_000_000)
+                                due.ping()
+                                ring.yield()
+                            }
                         }
-                    }
-                    defer {
-                        forward.cancel()
-                        ping.cancel()
-                    }
-                    try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
-                    // A server shutting down ends the stream (clients reconnect elsewhere or later).
-                    try await withGracefulShutdownHandler {
-                        for await _ in bell {
-                            for line in due.take() { try await writer.write(ByteBuffer(string: line)) }
+                        defer { tasks.cancelAll() }
+                        try await writer.write(ByteBuffer(string: "retry: 1000\n\n"))
+                        // A server shutting down ends the stream (clients reconnect elsewhere or later).
+                        try await withGracefulShutdownHandler {
+                            for await _ in bell {
+                                for line in due.take() { try await writer.write(ByteBuffer(string: line)) }
+                            }
+                        } onGracefulShutdown: {
+                            ring.finish()
                         }
-                    } onGracefulShutdown: {
-                        ring.finish()
+                        try await writer.finish(nil)
                     }
-                    try await writer.finish(nil)
                     withExtendedLifetime(slot) {}
                 })
             }
@@ -330,25 +330,29 @@ public enum ReplicaServer {
     private static func withRunning<T>(_ app: some ApplicationProtocol, ports: AsyncStream<Int>, configuration: ServerConfiguration, logger: Logger,
                                        _ body: (String) async throws -> T) async throws -> T {
         // Stopped gracefully (connections closed, none left half made), not by cancelling it.
+        // A child task, not an unstructured one: the server's tasks then run where the caller's
+        // do, so an app (or a test) that prefers a task executor of its own gets it for them.
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        let task = Task { try await group.run() }
-        func stop() async {
-            await group.triggerGracefulShutdown()
-            _ = await task.result
-        }
-        var iterator = ports.makeAsyncIterator()
-        guard let port = await iterator.next() else {
-            await stop()
-            throw ServerError("the server did not start")
-        }
-        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-        do {
-            let r = try await body("\(configuration.certificate == nil ? "http" : "https")://\(host):\(port)")
-            await stop()
-            return r
-        } catch {
-            await stop()
-            throw error
+        return try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            func stop() async {
+                await group.triggerGracefulShutdown()
+                while case .some = try? await tasks.next() {}
+            }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else {
+                await stop()
+                throw ServerError("the server did not start")
+            }
+            let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+            do {
+                let r = try await body("\(configuration.certificate == nil ? "http" : "https")://\(host):\(port)")
+                await stop()
+                return r
+            } catch {
+                await stop()
+                throw error
+            }
         }
     }
 
