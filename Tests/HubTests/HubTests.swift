@@ -89,7 +89,9 @@ final class TestCluster {
         var config = ServerConfiguration()
         config.port = 0
         config.policy = hub.policy
-        return try await ReplicaServer.withRunningServer(backend: hub, configuration: config, logger: Self.logger, body)
+        return try await ServerThreads.run {
+            try await ReplicaServer.withRunningServer(backend: hub, configuration: config, logger: Self.logger, body)
+        }
     }
 
     /// One exchange of `store` with the node at `url`: push, then pull.

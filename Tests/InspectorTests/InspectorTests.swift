@@ -69,11 +69,13 @@ struct Fixture {
         if let tokens { config.policy = try AccessPolicy(json: Data(tokens.utf8)) }
         var source: PolicySource?
         let book = self.book
-        let r = try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
-            let i = try Inspector.open(reader: LogbookReader(book: book), policies: policies)
-            i.install(on: router)
-            source = policies
-        }) { url in try await body(url, source!) }
+        let r = try await ServerThreads.run {
+            try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
+                let i = try Inspector.open(reader: LogbookReader(book: book), policies: policies)
+                i.install(on: router)
+                source = policies
+            }) { url in try await body(url, source!) }
+        }
         return r
     }
 }
@@ -161,28 +163,30 @@ struct Fixture {
         let book = try await Logbook.open(at: path, access: .inspect)
         var config = ServerConfiguration()
         config.port = 0
-        try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
-            try Inspector.open(reader: LogbookReader(book: book), policies: policies).install(on: router)
-        }) { url in
-            let entityPage = "/ui/entity/item/\(f.item.lowercasedString)"
-            let page = try await fetch(url + entityPage)
-            let action = "/ui/conflicts/\(c.id)/resolve"
-            let csrf = try #require(Self.csrf(page.body, form: action))
-            // No token, a wrong one, or a form from another site: refused, nothing appended.
-            let before = try await book.status().log.totalEvents
-            #expect(try await fetch(url + action, method: .POST, form: "keep=loser").status == 403)
-            #expect(try await fetch(url + action, method: .POST, form: "keep=loser&csrf=\(String(repeating: "0", count: 64))").status == 403)
-            #expect(try await fetch(url + action, method: .POST, headers: [("Origin", "https://evil.example")], form: "keep=loser&csrf=\(csrf)").status == 403)
-            #expect(try await fetch(url + action, method: .POST, form: "keep=both&csrf=\(csrf)").status == 400)
-            await #expect(try book.status().log.totalEvents == before)
-            let done = try await fetch(url + action, method: .POST, form: "keep=loser&csrf=\(csrf)")
-            #expect(done.status == 303 && done.headers["Location"].first == entityPage + "#c-\(c.id)")
-            await #expect(try book.status().log.totalEvents == before + 1)
-            let loser = c.loserValue.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
-            await #expect(try book.item(f.item)?.notes == loser)
-            let after = try await fetch(url + entityPage)
-            #expect(Self.csrf(after.body, form: action) == nil, "a resolved conflict has no form")
-            #expect(try await fetch(url + action, method: .POST, form: "keep=winner&csrf=\(csrf)").status == 409)
+        try await ServerThreads.run {
+            try await ReplicaServer.withRunningServer(store: book.store, configuration: config, logger: Logger(label: "test"), routes: { router, policies in
+                try Inspector.open(reader: LogbookReader(book: book), policies: policies).install(on: router)
+            }) { url in
+                let entityPage = "/ui/entity/item/\(f.item.lowercasedString)"
+                let page = try await fetch(url + entityPage)
+                let action = "/ui/conflicts/\(c.id)/resolve"
+                let csrf = try #require(Self.csrf(page.body, form: action))
+                // No token, a wrong one, or a form from another site: refused, nothing appended.
+                let before = try await book.status().log.totalEvents
+                #expect(try await fetch(url + action, method: .POST, form: "keep=loser").status == 403)
+                #expect(try await fetch(url + action, method: .POST, form: "keep=loser&csrf=\(String(repeating: "0", count: 64))").status == 403)
+                #expect(try await fetch(url + action, method: .POST, headers: [("Origin", "https://evil.example")], form: "keep=loser&csrf=\(csrf)").status == 403)
+                #expect(try await fetch(url + action, method: .POST, form: "keep=both&csrf=\(csrf)").status == 400)
+                await #expect(try book.status().log.totalEvents == before)
+                let done = try await fetch(url + action, method: .POST, form: "keep=loser&csrf=\(csrf)")
+                #expect(done.status == 303 && done.headers["Location"].first == entityPage + "#c-\(c.id)")
+                await #expect(try book.status().log.totalEvents == before + 1)
+                let loser = c.loserValue.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+                await #expect(try book.item(f.item)?.notes == loser)
+                let after = try await fetch(url + entityPage)
+                #expect(Self.csrf(after.body, form: action) == nil, "a resolved conflict has no form")
+                #expect(try await fetch(url + action, method: .POST, form: "keep=winner&csrf=\(csrf)").status == 409)
+            }
         }
     }
 

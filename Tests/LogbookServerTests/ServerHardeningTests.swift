@@ -34,6 +34,80 @@ import Testing
         return (Int(response.status.code), text)
     }
 
+    /// The harness's own promise (`ServerThreads`): a server under test answers while every
+    /// thread of Swift's cooperative pool is held by blocking work, as synchronous suites
+    /// running beside hold them. Before, such a server answered nothing until they let go.
+    @Test func aServerUnderTestAnswersWhileThePoolIsHeld() async throws {
+        let dir = Dir()
+        let s = try Store.create(at: dir.path + "/s")
+        try await withServer(s) { url in
+            // Other suites hold pool threads too, for seconds: a try that cannot take every one
+            // in its time (2 s, then twice as long each time up to 16 s) lets go of what it took
+            // and tries again later, so that it holds up nothing for long.
+            let start = Date()
+            var window = 2.0
+            while Date().timeIntervalSince(start) < 1_200 {
+                let hold = PoolHold()
+                guard try await hold.heldWithin(seconds: window) else {
+                    window = min(16, 2 * window)
+                    try await Task.sleep(nanoseconds: 500_000_000)
+                    continue
+                }
+                let (status, body) = try await Self.request(url + "/healthz", timeout: 120)
+                let inTime = hold.letGo()
+                #expect(status == 200 && body == "ok\n")
+                #expect(inTime, "answered only once the pool was let go")
+                return
+            }
+            Issue.record("the pool was never free to be held in 20 minutes")
+        }
+    }
+
+    /// Every thread of Swift's cooperative pool held by a task that blocks, from its start until
+    /// `letGo()`, or for at most 60 s once all are held (so that a test whose server needs the
+    /// pool fails rather than hang the run), or at once if not all are held within the time
+    /// `heldWithin` is given. Its own thread keeps that time.
+    final class PoolHold: @unchecked Sendable {
+        let width = ProcessInfo.processInfo.activeProcessorCount
+        private let release = DispatchSemaphore(value: 0), allHeld = DispatchSemaphore(value: 0)
+        private let asked = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        private let lock = NSLock()
+        private var started = 0, window = 0.0, outcome: Bool?  // true: held; false: let go before
+        private var letGoByTheTimer = false
+
+        init() {
+            for _ in 0..<width {
+                Task.detached { [self] in
+                    if lock.withLock({ started += 1; return started }) == width { allHeld.signal() }
+                    release.wait()
+                }
+            }
+        }
+
+        /// Whether every pool thread was held within `seconds`; if not, they are let go.
+        func heldWithin(seconds: Double) async throws -> Bool {
+            lock.withLock { window = seconds }
+            Thread.detachNewThread { [self] in
+                let held = allHeld.wait(timeout: .now() + lock.withLock { window }) == .success
+                lock.withLock { outcome = held }
+                if held, asked.wait(timeout: .now() + 60) == .timedOut { lock.withLock { letGoByTheTimer = true } }
+                for _ in 0..<width { release.signal() }
+                done.signal()
+            }
+            while true {
+                if let o = lock.withLock({ outcome }) { return o }
+                try await Task.sleep(nanoseconds: 5_000_000)
+            }
+        }
+
+        /// Lets every pool thread go; whether they were still held (not let go by the timer).
+        func letGo() -> Bool {
+            asked.signal()
+            _ = done.wait(timeout: .now() + 60)
+            return lock.withLock { !letGoByTheTimer }
+        }
+    }
+
     @Test func aTokenlessServerRefusesWebPagesAndForeignHosts() async throws {
         let dir = Dir()
         let s = try Store.create(at: dir.path + "/s")
@@ -82,10 +156,7 @@ import Testing
             let (status, body) = try await Self.request(url + "/healthz", timeout: 60)
             #expect(status == 200 && body == "ok\n")
             // The silent ones were closed by the server: reading gives end of file.
-            var buffer = [UInt8](repeating: 0, count: 64)
-            var tv = timeval(tv_sec: 3, tv_usec: 0)
-            setsockopt(sockets[0], SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            #expect(recv(sockets[0], &buffer, 64, 0) == 0)
+            #expect(try await Self.received(sockets[0], waiting: 3, upTo: 64).n == 0)
         }
     }
 
@@ -104,22 +175,17 @@ import Testing
             $0.limits.headerTimeoutMs = 500
             $0.limits.idleTimeoutMs = 600_000
         }) { url in
-            // The socket is read off the cooperative threads (a blocking read there could keep
-            // the server's own handlers from running), with a generous deadline far below the
-            // idle timeout: the test process may be busy with other suites' work.
-            let (answer, got, after) = try await Blocking.run { () throws -> (String, Int, Double) in
-                let fd = try Self.openSocket(url)
-                defer { close(fd) }
-                let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: 10\r\n\r\n"
-                let answer = Self.firstAnswer(fd, to: Array(head.utf8), waiting: 60)
-                var buffer = [UInt8](repeating: 0, count: 4096)
-                // The body's end, after the answer; then nothing.
-                _ = "0123456789".withCString { send(fd, $0, 10, 0) }
-                let start = Date()
-                var got = 1
-                while got > 0 { got = recv(fd, &buffer, buffer.count, 0) }
-                return (answer, got, Date().timeIntervalSince(start))
-            }
+            // A generous deadline far below the idle timeout: the test process may be busy with
+            // other suites' work.
+            let fd = try Self.openSocket(url)
+            defer { close(fd) }
+            let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: 10\r\n\r\n"
+            let answer = try await Self.firstAnswer(fd, to: Array(head.utf8), waiting: 60)
+            // The body's end, after the answer; then nothing.
+            _ = "0123456789".withCString { send(fd, $0, 10, Int32(MSG_NOSIGNAL)) }
+            let start = Date()
+            let got = try await Self.readToEnd(fd, waiting: 60).n
+            let after = Date().timeIntervalSince(start)
             #expect(answer.hasPrefix("HTTP/1.1 401"), "answered before the body, without a token: \(answer)")
             // Closed on the head timeout (recv gives end of file), not held for the idle timeout
             // of ten minutes.
@@ -174,12 +240,8 @@ import Testing
             }
             #expect(freed)
             // The connection was closed by the server: what the client reads ends.
-            var tv = timeval(tv_sec: 30, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            var total = 0, n = 0
-            repeat { n = recv(fd, &buffer, buffer.count, 0); total += max(0, n) } while n > 0
-            #expect(n == 0 || errno == ECONNRESET, "recv \(n), errno \(errno)")
+            let (total, n, why) = try await Self.readToEnd(fd, waiting: 30)
+            #expect(n == 0 || why == ECONNRESET, "recv \(n), errno \(why)")
             #expect(total < 8_000_000, "the client read \(total) bytes: the page was not cut off")
         }
     }
@@ -263,7 +325,7 @@ import Testing
         let dir = Dir()
         let s = try Store.create(at: dir.path + "/s")
         let health = Array("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
-        func served(_ fd: Int32) -> Bool { Self.firstAnswer(fd, to: health, waiting: 30).hasPrefix("HTTP/1.1 200") }
+        func served(_ fd: Int32) async throws -> Bool { try await Self.firstAnswer(fd, to: health, waiting: 30).hasPrefix("HTTP/1.1 200") }
         try await withServer(s, configure: {
             $0.limits.connectionsPerAddressMax = 3
             $0.limits.countsLoopback = true
@@ -271,29 +333,26 @@ import Testing
             var held: [Int32] = []
             defer { for fd in held { close(fd) } }
             for _ in 0..<3 { held.append(try Self.openSocket(url)) }
-            #expect(held.allSatisfy(served))
+            for fd in held { #expect(try await served(fd)) }
             // One more from the same address: closed, nothing of its request answered. Sent
             // after the three were answered, so the server has counted them.
             let extra = try Self.openSocket(url)
             defer { close(extra) }
             _ = health.withUnsafeBytes { send(extra, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            var tv = timeval(tv_sec: 30, tv_usec: 0)
-            setsockopt(extra, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            var buffer = [UInt8](repeating: 0, count: 256)
-            let n = recv(extra, &buffer, buffer.count, 0), why = errno
+            let (n, why, _) = try await Self.received(extra, waiting: 30, upTo: 256)
             // End of file, or a reset: not the receive timeout, and nothing answered.
             #expect(n == 0 || (n < 0 && why != EAGAIN && why != EWOULDBLOCK), "\(n) bytes (errno \(why))")
             // Another address is served, and still served on the three.
             let other = try Self.openSocket(url, from: "127.0.0.2")
             defer { close(other) }
-            #expect(served(other) && served(held[0]))
+            #expect(try await served(other))
+            #expect(try await served(held[0]))
             // The refusal is counted in /metrics (asked from the other address).
-            var metrics = Self.firstAnswer(other, to: Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8), waiting: 30)
+            var metrics = try await Self.firstAnswer(other, to: Array("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8), waiting: 30)
             for _ in 0..<50 where !metrics.contains("logbook_http_requests_total") {
-                var more = [UInt8](repeating: 0, count: 4096)
-                let n = recv(other, &more, more.count, 0)
-                if n <= 0 { break }
-                metrics += String(decoding: more.prefix(n), as: UTF8.self)
+                let more = try await Self.received(other, waiting: 30)
+                if more.n <= 0 { break }
+                metrics += String(decoding: more.bytes, as: UTF8.self)
             }
             #expect(metrics.contains("\nlogbook_connections_refused_total 1\n"), "\(metrics)")
             // One of the three closed: its place is given back (once the server has seen it go).
@@ -301,7 +360,7 @@ import Testing
             var again = false
             for _ in 0..<200 where !again {
                 let fd = try Self.openSocket(url)
-                again = served(fd)
+                again = try await served(fd)
                 if again { held.append(fd) } else {
                     close(fd)
                     try await Task.sleep(nanoseconds: 50_000_000)
@@ -313,7 +372,7 @@ import Testing
         try await withServer(s, configure: { $0.limits.connectionsPerAddressMax = 3 }) { url in
             let fds = try (0..<4).map { _ in try Self.openSocket(url) }
             defer { for fd in fds { close(fd) } }
-            #expect(fds.allSatisfy(served))
+            for fd in fds { #expect(try await served(fd)) }
         }
         // A bound below one is refused, not taken as one.
         var zero = ServerConfiguration()
@@ -562,13 +621,37 @@ import Testing
 
     /// Sends `request` on `fd` and returns what of the answer one read brings, waiting up to
     /// `seconds` (empty when nothing came).
-    static func firstAnswer(_ fd: Int32, to request: [UInt8], waiting seconds: Int) -> String {
-        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-        var tv = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = recv(fd, &buffer, buffer.count, 0)
-        return String(decoding: buffer.prefix(max(0, n)), as: UTF8.self)
+    /// Off the cooperative threads, as every blocking socket call here: the server under test
+    /// answers on those threads, and a test that sat in `recv` there beside a long synchronous
+    /// suite left it none (a CI run of 2026-12-03 saw nothing answered for 338 s).
+    static func firstAnswer(_ fd: Int32, to request: [UInt8], waiting seconds: Int) async throws -> String {
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        return String(decoding: try await received(fd, waiting: seconds).bytes, as: UTF8.self)
+    }
+
+    /// What one `recv` on `fd` brings, waiting up to `seconds`, off the cooperative threads:
+    /// its result, its errno and its bytes.
+    static func received(_ fd: Int32, waiting seconds: Int, upTo size: Int = 4096) async throws -> (n: Int, errno: Int32, bytes: [UInt8]) {
+        try await Blocking.run {
+            var tv = timeval(tv_sec: seconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: size)
+            let n = recv(fd, &buffer, buffer.count, 0), why = errno
+            return (n, why, Array(buffer.prefix(max(0, n))))
+        }
+    }
+
+    /// Reads `fd` until it ends, fails or is silent for `seconds`, off the cooperative threads:
+    /// the bytes read, the last `recv`'s result and its errno.
+    static func readToEnd(_ fd: Int32, waiting seconds: Int) async throws -> (total: Int, n: Int, errno: Int32) {
+        try await Blocking.run {
+            var tv = timeval(tv_sec: seconds, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var total = 0, n = 0
+            repeat { n = recv(fd, &buffer, buffer.count, 0); total += max(0, n) } while n > 0
+            return (total, n, errno)
+        }
     }
 
     /// Runs `body` with a server of an empty store, its principals `tokens` (name to token, each
@@ -603,20 +686,20 @@ import Testing
                 return fd
             }
             /// The status of a push of an empty page by `token`.
-            func push(_ token: String) throws -> Int {
+            func push(_ token: String) async throws -> Int {
                 let fd = try Self.openSocket(url)
                 defer { close(fd) }
                 let body = FramePage(frames: [], next: .empty, more: false).encoded()
                 let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n"
                     + "Content-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
-                let line = Self.firstAnswer(fd, to: Array(head.utf8) + body, waiting: 30).prefix { $0 != "\r" }
+                let line = try await Self.firstAnswer(fd, to: Array(head.utf8) + body, waiting: 30).prefix { $0 != "\r" }
                 return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
             }
             var fds: [Int32] = []
             defer { for fd in fds { close(fd) } }
             for _ in 0..<3 { fds.append(try trickle("slow-token-0123456789abc")) }
             try await Task.sleep(nanoseconds: 500_000_000)  // the three heads taken
-            #expect(try push("slow-token-0123456789abc") == 429)
+            #expect(try await push("slow-token-0123456789abc") == 429)
             // The client reads the pause the 429 asks for: its sessions wait that long at least.
             let client = try HTTPTransport(url: url, token: "slow-token-0123456789abc")
             do {
@@ -626,13 +709,13 @@ import Testing
                 #expect(f.code == .rateLimited && f.retryAfter == 1, "\(f)")
             }
             await client.shutdown()
-            #expect(try push("fine-token-0123456789abc") == 200)
+            #expect(try await push("fine-token-0123456789abc") == 200)
             // A push that ends (its client gone) gives its slot back.
             close(fds.removeFirst())
             var status = 0
             for _ in 0..<50 where status != 200 {
                 try await Task.sleep(nanoseconds: 100_000_000)
-                status = try push("slow-token-0123456789abc")
+                status = try await push("slow-token-0123456789abc")
             }
             #expect(status == 200)
         }
@@ -645,20 +728,20 @@ import Testing
         try await Self.withTwoTokens(["many": "many-token-0123456789abc", "other": "other-token-0123456789ab"],
                                      limits: { $0.watchesPerPrincipalMax = 3 }) { url in
             /// Opens a watch on a socket of its own; the status line of its answer.
-            func watch(_ token: String) throws -> (Int32, String) {
+            func watch(_ token: String) async throws -> (Int32, String) {
                 let fd = try Self.openSocket(url)
                 let get = "GET /v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(token)\r\n\r\n"
-                let text = Self.firstAnswer(fd, to: Array(get.utf8), waiting: 30)
+                let text = try await Self.firstAnswer(fd, to: Array(get.utf8), waiting: 30)
                 return (fd, String(text.prefix { $0 != "\r" }))
             }
             var fds: [Int32] = []
             defer { for fd in fds { close(fd) } }
             for _ in 0..<3 {
-                let (fd, status) = try watch("many-token-0123456789abc")
+                let (fd, status) = try await watch("many-token-0123456789abc")
                 fds.append(fd)
                 #expect(status.contains(" 200"), "\(status)")
             }
-            let (refused, status) = try watch("many-token-0123456789abc")
+            let (refused, status) = try await watch("many-token-0123456789abc")
             fds.append(refused)
             #expect(status.contains(" 429"), "\(status)")
             // The client's watch ends with the pause the server asked for, which a live sync waits.
@@ -670,7 +753,7 @@ import Testing
                 #expect(f.code == .rateLimited && f.retryAfter == 5, "\(f)")
             }
             await client.shutdown()
-            let (fd, other) = try watch("other-token-0123456789ab")
+            let (fd, other) = try await watch("other-token-0123456789ab")
             fds.append(fd)
             #expect(other.contains(" 200"), "\(other)")
             // A client that goes away gives its slot back, found at once: the server asks the
@@ -680,7 +763,7 @@ import Testing
             let start = Date()
             var again = ""
             while Date().timeIntervalSince(start) < 5 {  // well within a ping's 15 s
-                let (fd, status) = try watch("many-token-0123456789abc")
+                let (fd, status) = try await watch("many-token-0123456789abc")
                 fds.append(fd)
                 again = status
                 if status.contains(" 200") { break }
@@ -699,7 +782,7 @@ import Testing
             let held = try Self.openSocket(url)
             defer { close(held) }
             let get = "GET /v1/watch HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer many-token-0123456789abc\r\n\r\n"
-            let status = try await Blocking.run { Self.firstAnswer(held, to: Array(get.utf8), waiting: 30) }
+            let status = try await Self.firstAnswer(held, to: Array(get.utf8), waiting: 30)
             #expect(status.hasPrefix("HTTP/1.1 200"), "\(status)")
             let dir = Dir()
             let store = try Store.create(at: dir.path + "/follower")

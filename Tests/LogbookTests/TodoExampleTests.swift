@@ -17,38 +17,40 @@ import TodoCore
         config.port = 0
         var logger = Logger(label: "test.todo")
         logger.logLevel = .critical
-        try await ReplicaServer.withRunningServer(store: hub, configuration: config, logger: logger) { url in
-            let laptop = try Todos(path: dir.path + "/laptop")
-            let phone = try Todos(path: dir.path + "/phone")
-            let onPhone = phone.watchTasks()
-            let milk = try await laptop.add("Buy milk")
-            try await laptop.tag(milk, "errands")
-            try await laptop.add("Call the plumber")
-            let up = try await laptop.sync(with: url)
-            #expect(up.pushed == 4)  // two items, a tag, a tagging
+        try await ServerThreads.run {
+            try await ReplicaServer.withRunningServer(store: hub, configuration: config, logger: logger) { url in
+                let laptop = try Todos(path: dir.path + "/laptop")
+                let phone = try Todos(path: dir.path + "/phone")
+                let onPhone = phone.watchTasks()
+                let milk = try await laptop.add("Buy milk")
+                try await laptop.tag(milk, "errands")
+                try await laptop.add("Call the plumber")
+                let up = try await laptop.sync(with: url)
+                #expect(up.pushed == 4)  // two items, a tag, a tagging
 
-            let wait = Task { try await first(onPhone, within: 30) { $0.count == 2 } }
-            try await Task.sleep(nanoseconds: 50_000_000)
-            let down = try await phone.sync(with: url)
-            #expect(down.pulled == 4)
-            let seen = try #require(try await wait.value)
-            #expect(Set(seen.map(\.title)) == ["Buy milk", "Call the plumber"])
-            #expect(seen.first { $0.id == milk }?.tags == ["errands"])
+                let wait = Task { try await first(onPhone, within: 30) { $0.count == 2 } }
+                try await Task.sleep(nanoseconds: 50_000_000)
+                let down = try await phone.sync(with: url)
+                #expect(down.pulled == 4)
+                let seen = try #require(try await wait.value)
+                #expect(Set(seen.map(\.title)) == ["Buy milk", "Call the plumber"])
+                #expect(seen.first { $0.id == milk }?.tags == ["errands"])
 
-            // Done on the phone, renamed on the laptop at the same time: both edits survive
-            // (different fields), on both replicas.
-            try await phone.complete(milk)
-            try await laptop.rename(milk, to: "Buy oat milk")
-            try await phone.sync(with: url)
-            try await laptop.sync(with: url)
-            try await phone.sync(with: url)
-            for side in [laptop, phone] {
-                let t = try #require(try side.tasks().first { $0.id == milk })
-                #expect(t.done && t.title == "Buy oat milk")
+                // Done on the phone, renamed on the laptop at the same time: both edits survive
+                // (different fields), on both replicas.
+                try await phone.complete(milk)
+                try await laptop.rename(milk, to: "Buy oat milk")
+                try await phone.sync(with: url)
+                try await laptop.sync(with: url)
+                try await phone.sync(with: url)
+                for side in [laptop, phone] {
+                    let t = try #require(try side.tasks().first { $0.id == milk })
+                    #expect(t.done && t.title == "Buy oat milk")
+                }
+                #expect(try laptop.tasks(matching: "plumber").count == 1)
+                try laptop.close()
+                try phone.close()
             }
-            #expect(try laptop.tasks(matching: "plumber").count == 1)
-            try laptop.close()
-            try phone.close()
         }
     }
 

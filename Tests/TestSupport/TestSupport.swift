@@ -144,7 +144,7 @@ public enum RawHTTP {
     }
 }
 
-/// A server on a free loopback port for the length of `body`.
+/// A server on a free loopback port for the length of `body`, both on `ServerThreads`.
 public func withServer<T>(_ store: Store, configure: (inout ServerConfiguration) -> Void = { _ in },
                    _ body: (String) async throws -> T) async throws -> T {
     var config = ServerConfiguration()
@@ -152,7 +152,36 @@ public func withServer<T>(_ store: Store, configure: (inout ServerConfiguration)
     configure(&config)
     var logger = Logger(label: "test.serve")
     logger.logLevel = .critical
-    return try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
+    return try await ServerThreads.run {
+        try await ReplicaServer.withRunningServer(store: store, configuration: config, logger: logger, body)
+    }
+}
+
+/// Threads of their own for a server under test and the test that drives it, outside Swift's
+/// cooperative pool. That pool has two threads on this machine, and synchronous suites running
+/// beside (a test function that is not async, a process waited for) hold them for seconds or
+/// minutes: a server on them answered nothing meanwhile, and its clients timed out (a CI run of
+/// 2026-12-03 saw a server silent for 338 s while one synchronous suite ran 535 s). The tasks a
+/// server starts for its connections are children of the one run here, so they prefer these
+/// threads too; what the server hands to its own queues runs there as it always does.
+public enum ServerThreads {
+    /// Runs jobs on a concurrent dispatch queue, whose threads grow when some of them block.
+    final class QueueExecutor: TaskExecutor, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.server-threads", attributes: .concurrent)
+
+        func enqueue(_ job: consuming ExecutorJob) {
+            let job = UnownedJob(job)
+            let executor = asUnownedTaskExecutor()
+            queue.async { job.runSynchronously(on: executor) }
+        }
+    }
+
+    static let executor = QueueExecutor()
+
+    /// Runs `body` with its tasks, and their child tasks, preferring `ServerThreads`' threads.
+    public static func run<T>(_ body: () async throws -> T) async throws -> T {
+        try await withTaskExecutorPreference(executor, operation: body)
+    }
 }
 
 /// Frames made up from valid ones, as a hostile peer can: changed bytes under a checksum made
