@@ -67,18 +67,25 @@ import Testing
         let store = try makeStore(dir)
         let writer = try LogWriter(store: store)
         let done = ManagedFlag()
-        let readerTask = Task.detached {
-            var last = 0
-            while !done.value {
-                let n = try LogReader(store: store).events(origin: store.replicaID).count
-                #expect(n >= last)
-                last = n
+        // The reader reads without a pause until the writer is done: on a thread of its own, not
+        // one of Swift's cooperative threads (two here). There it held one for the whole test,
+        // and with a test beside it holding the other, the appends it waited for never ran (a
+        // CI run of 2026-12-03 saw this test take 535 s, and the suites around it stall).
+        let read: [Result<Int, any Error>] = try await withCheckedThrowingContinuation { c in
+            Thread {
+                var counts: [Result<Int, any Error>] = []
+                while !done.value { counts.append(Result { try LogReader(store: store).events(origin: store.replicaID).count }) }
+                c.resume(returning: counts)
+            }.start()
+            Task {
+                do {
+                    for i in 0..<200 { _ = try await writer.append(sampleMutations(1 + i % 7, seed: UInt64(i))) }
+                } catch { Issue.record(error) }
+                done.set()
             }
-            return last
         }
-        for i in 0..<200 { _ = try await writer.append(sampleMutations(1 + i % 7, seed: UInt64(i))) }
-        done.set()
-        _ = try await readerTask.value
+        let counts = try read.map { try $0.get() }
+        #expect(zip(counts, counts.dropFirst()).allSatisfy { $0 <= $1 }, "a count went down: \(counts)")
         try await writer.close()
         #expect(try Verifier(store: store).run().isClean)
     }
