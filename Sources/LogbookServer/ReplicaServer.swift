@@ -168,7 +168,10 @@ public enum ReplicaServer {
         // moves, and a comment every 15 s so that idle timeouts and proxies keep the stream open.
         router.get("v1/watch") { request, _ in
             try await answer {
-                let p = try endpoint.authenticate(request.headers[.authorization])
+                // The stream lasts only as long as its token stands for the principal that opened
+                // it: a reloaded tokens file may revoke the token or change what it may read.
+                let standing = try Standing(policies: endpoint.policies, authorization: request.headers[.authorization])
+                let p = standing.principal
                 // Held until the stream ends (or the answer is dropped unsent).
                 let slot = try await watchSlot(p)
                 let cursors = try await endpoint.watch(principal: p)
@@ -180,6 +183,10 @@ public enum ReplicaServer {
                     // per move of the cursor (an unbounded stream of them grew without end).
                     let due = WatchLines()
                     let (bell, ring) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+                    // A reload rings too, so that a stream whose token no longer stands ends at once,
+                    // not at its next line; and nothing is written once it does not (checked below).
+                    let listener = endpoint.policies.onReplace { ring.yield() }
+                    defer { endpoint.policies.stopListening(listener) }
                     slot?.probe {
                         due.ping()
                         ring.yield()
@@ -205,6 +212,10 @@ public enum ReplicaServer {
                         // A server shutting down ends the stream (clients reconnect elsewhere or later).
                         try await withGracefulShutdownHandler {
                             for await _ in bell {
+                                guard standing.holds() else {
+                                    logger.notice("watch stream of principal \"\(p.name)\" ended: the tokens file no longer gives its token the same rights")
+                                    break
+                                }
                                 for line in due.take() { try await writer.write(ByteBuffer(string: line)) }
                             }
                         } onGracefulShutdown: {
@@ -392,6 +403,47 @@ public enum ReplicaServer {
                 metrics.request(status: 500)
                 throw error
             }
+        }
+    }
+}
+
+/// Whether the token a long-lived answer (a watch stream) was opened with still stands for the
+/// principal it stood for then, rights and scope included, under the policy in force: looked up
+/// again only when the policy was replaced since the last look (`PolicySource.version`), and
+/// never again once it does not stand (a token revoked, then given back, opens a new stream).
+final class Standing: @unchecked Sendable {
+    // Unchecked: `checked` and `fallen` are read and written under `lock`.
+    let principal: AccessPolicy.Principal
+    private let policies: PolicySource
+    private let authorization: String?
+    private let lock = NSLock()
+    private var checked: UInt64
+    private var fallen = false
+
+    /// The principal `authorization` stands for now; refused as `ReplicaBackend.authenticate` refuses.
+    init(policies: PolicySource, authorization: String?) throws(EndpointError) {
+        // The policy and its version read together: a reload after this is seen by `holds`.
+        let (policy, version) = policies.versioned
+        switch policy.authenticate(authorization: authorization) {
+        case .success(let p): principal = p
+        case .failure(let d): throw EndpointError(d.status, d.message)
+        }
+        self.policies = policies
+        self.authorization = authorization
+        checked = version
+    }
+
+    func holds() -> Bool {
+        lock.withLock {
+            guard !fallen else { return false }
+            let (policy, version) = policies.versioned
+            guard version != checked else { return true }
+            if case .success(let p) = policy.authenticate(authorization: authorization), p == principal {
+                checked = version
+                return true
+            }
+            fallen = true
+            return false
         }
     }
 }

@@ -9,15 +9,46 @@ import EventLog
 private let hangups = Atomic<Int>(0)
 
 /// The access policy a server uses now. Requests read it once each; a reload swaps it whole.
+/// What outlives a request (a watch stream) asks to hear of each swap (`onReplace`), and checks
+/// `version` before it tells its client anything more.
 public final class PolicySource: @unchecked Sendable {
     private let lock = Lock()
     private var policy: AccessPolicy
+    /// How many times the policy was replaced (swapped with it, under `lock`).
+    private var replaced: UInt64 = 0
+    private var listeners: [UInt64: @Sendable () -> Void] = [:]
+    private var nextListener: UInt64 = 0
 
     public init(_ policy: AccessPolicy) { self.policy = policy }
 
     public var current: AccessPolicy { lock.withLock { policy } }
 
-    func replace(with p: AccessPolicy) { lock.withLock { policy = p } }
+    /// The policy in force and its version: a different version, later, means it was replaced.
+    public var versioned: (policy: AccessPolicy, version: UInt64) { lock.withLock { (policy, replaced) } }
+
+    /// The version of the policy in force (`versioned`).
+    public var version: UInt64 { lock.withLock { replaced } }
+
+    /// Calls `changed` after each replacement of the policy from now on (on the replacing
+    /// thread, outside the lock), until `stopListening` is given the returned id.
+    public func onReplace(_ changed: @escaping @Sendable () -> Void) -> UInt64 {
+        lock.withLock {
+            nextListener += 1
+            listeners[nextListener] = changed
+            return nextListener
+        }
+    }
+
+    public func stopListening(_ id: UInt64) { _ = lock.withLock { listeners.removeValue(forKey: id) } }
+
+    func replace(with p: AccessPolicy) {
+        let told = lock.withLock {
+            policy = p
+            replaced &+= 1
+            return Array(listeners.values)
+        }
+        for f in told { f() }
+    }
 }
 
 /// Keeps a `PolicySource` in step with its tokens file: re-read when the file changes (written

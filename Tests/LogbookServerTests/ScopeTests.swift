@@ -1174,6 +1174,136 @@ import Testing
         #expect(p.isScoped)
     }
 
+    /// A watch stream lasts only as long as its token stands for the principal that opened it:
+    /// once the tokens file revokes the token, or changes what its principal may read, the
+    /// stream ends (the client's next request learns why). A reload that leaves the principal as
+    /// it was leaves its stream open. Before, a stream went on telling its client of every move of
+    /// the origins it could read when it opened, for as long as the connection lasted.
+    @Test(.timeLimit(.minutes(10))) func aWatchStreamEndsWhenItsTokenIsRevoked() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let writer = try Store.create(at: dir.path + "/writer")
+        let file = dir.path + "/tokens.json"
+        let r = "token-r-0123456789abcdef", w = "token-w-0123456789abcdef", x = "token-x-0123456789abcdef"
+        func tokens(_ reader: String?, extra: Bool = false) -> String {
+            var list = [#"{"name":"writer","token":"\#(w)","push":"*","pull":true}"#]
+            if let reader { list.append(#"{"name":"reader","token":"\#(r)","pull":true\#(reader)}"#) }
+            if extra { list.append(#"{"name":"extra","token":"\#(x)","pull":true}"#) }
+            return "{\"principals\":[" + list.joined(separator: ",") + "]}"
+        }
+        func writeInPlace(_ text: String) throws {
+            let h = try #require(FileHandle(forWritingAtPath: file))
+            try h.truncate(atOffset: 0)
+            try h.write(contentsOf: Data(text.utf8))
+            try h.close()
+        }
+        try Data(tokens("").utf8).write(to: URL(fileURLWithPath: file))
+        /// What a watch stream gave: a cursor, or its end (and why); or a waiter's time ran out.
+        enum Seen { case cursor(ReplicationCursor), ended(String), timeout(Int) }
+        /// A watch opened as a token: what it gives, as it comes, and the waits' time-outs.
+        struct Watch {
+            let client: HTTPTransport
+            let task: Task<Void, Never>
+            let out: AsyncStream<Seen>.Continuation
+            var it: AsyncStream<Seen>.Iterator
+            var waits = 0
+
+            init(_ url: String, _ token: String) throws {
+                let client = try HTTPTransport(url: url, token: token)
+                let (seen, out) = AsyncStream.makeStream(of: Seen.self)
+                self.client = client
+                self.out = out
+                it = seen.makeAsyncIterator()
+                task = Task {
+                    do {
+                        for try await c in client.watch() { out.yield(.cursor(c)) }
+                        out.yield(.ended("finished"))
+                    } catch { out.yield(.ended("\(error)")) }
+                }
+            }
+
+            /// The next cursor or end within `seconds`, or nil.
+            mutating func next(within seconds: Double) async -> Seen? {
+                waits += 1
+                let id = waits, out = out
+                Task { try? await Task.sleep(nanoseconds: UInt64(seconds * 1e9)); out.yield(.timeout(id)) }
+                while let s = await it.next() {
+                    if case .timeout(let t) = s { if t == id { return nil } else { continue } }
+                    return s
+                }
+                return nil
+            }
+
+            func close() async {
+                task.cancel()
+                await client.shutdown()
+            }
+        }
+        /// Waits until `token`'s `/v1/cursor` is answered `want` (the tokens file reloaded).
+        func until(_ url: String, _ token: String, _ want: Int) async throws {
+            for _ in 0..<200 {
+                if try await RawHTTP.request(url + "/v1/cursor", token: token).status == want { return }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            Issue.record("\(token.prefix(7)) never got \(want)")
+        }
+        var seed: UInt64 = 1
+        /// Pushes new events of the writer's; its seq now.
+        func pushMore(_ url: String) async throws -> Seq {
+            seed += 1
+            try edit(writer, 3, seed: seed, actor: nil)
+            try await Self.push(url, w, writer, limits: PageLimits())
+            return try writer.cursor()[writer.replicaID]
+        }
+        /// Reads `watch` until a cursor shows the writer at `seq` (true) or the stream ends (false).
+        func sees(_ watch: inout Watch, _ seq: Seq) async -> Bool {
+            while let s = await watch.next(within: 20) {
+                switch s {
+                case .cursor(let c): if c[writer.replicaID] >= seq { return true }
+                case .ended: return false
+                case .timeout: continue
+                }
+            }
+            return false
+        }
+        try await withServer(hub, configure: {
+            $0.policy = try! AccessPolicy.load(path: file)
+            $0.tokensFile = file
+            $0.tokensCheckInterval = 0.05
+        }) { url in
+            var watch = try Watch(url, r)
+            guard case .cursor = await watch.next(within: 30) else { Issue.record("no first cursor"); await watch.close(); return }
+            #expect(await sees(&watch, try await pushMore(url)), "the stream follows pushes")
+            // Another principal added: the reader's stream stays open and goes on.
+            try writeInPlace(tokens("", extra: true))
+            try await until(url, x, 200)
+            #expect(await sees(&watch, try await pushMore(url)), "a reload that leaves the principal as it was ends nothing")
+            // The reader's token revoked: its stream ends, and tells nothing of what moved after.
+            try writeInPlace(tokens(nil, extra: true))
+            try await until(url, r, 401)
+            let after = try await pushMore(url)
+            var ended = false
+            while let s = await watch.next(within: 20) {
+                if case .cursor(let c) = s { #expect(c[writer.replicaID] < after, "a revoked stream was told of a push after it: \(c)") }
+                if case .ended(let why) = s { ended = true; #expect(why.contains("ended the stream"), "\(why)"); break }
+            }
+            #expect(ended, "the revoked token's watch stream is still open")
+            await watch.close()
+            // The same token, now scoped to a user: a stream of the old scope ends.
+            try writeInPlace(tokens(""))
+            try await until(url, r, 200)
+            var scoped = try Watch(url, r)
+            guard case .cursor = await scoped.next(within: 30) else { Issue.record("no first cursor"); await scoped.close(); return }
+            try writeInPlace(tokens(#","user":"alice""#))
+            var ended2 = false
+            while let s = await scoped.next(within: 20) {
+                if case .ended = s { ended2 = true; break }
+            }
+            #expect(ended2, "a stream whose principal's scope changed is still open")
+            await scoped.close()
+        }
+    }
+
     /// The tokens file is re-read when it changes in place, when it is replaced by a rename, and
     /// on SIGHUP; a file that does not parse leaves the last good one in force.
     @Test func theTokensFileIsReloadedWithoutARestart() async throws {
