@@ -135,7 +135,10 @@ public enum ReplicaServer {
         }
         router.get("v1/frames") { request, _ in
             try await answer {
-                let p = try endpoint.authenticate(request.headers[.authorization])
+                // A streamed page reads its slices as it sends them, for as long as its client
+                // takes to read up to 32 MiB: each is sent only while the token still stands.
+                let standing = try Standing(policies: endpoint.policies, authorization: request.headers[.authorization])
+                let p = standing.principal
                 guard (request.uri.query?.utf8.count ?? 0) <= queryBytesMax else { throw EndpointError(414, "the query is longer than \(queryBytesMax) bytes") }
                 let q = request.uri.queryParameters
                 if q.get("page_version") == "2" {
@@ -144,7 +147,15 @@ public enum ReplicaServer {
                     var headers: HTTPFields = [.contentType: pageContentType]
                     headers[cursorHeader] = page.holder.token
                     return Response(status: .ok, headers: headers, body: ResponseBody { writer in
-                        try await page.write { try await writer.write($0) }
+                        try await page.write { slice in
+                            // Cut short, not ended: the page's client reads a page without its
+                            // end as a failed transfer, never as a whole page.
+                            guard standing.holds() else {
+                                logger.notice("streamed page for principal \"\(p.name)\" cut short: the tokens file no longer gives its token the same rights")
+                                throw EndpointError(401, "the token no longer stands for principal \"\(p.name)\"")
+                            }
+                            try await writer.write(slice)
+                        }
                         try await writer.finish(nil)
                     })
                 }
@@ -212,11 +223,13 @@ public enum ReplicaServer {
                         // A server shutting down ends the stream (clients reconnect elsewhere or later).
                         try await withGracefulShutdownHandler {
                             for await _ in bell {
+                                // Taken, then checked: a line due after a reload is never written.
+                                let lines = due.take()
                                 guard standing.holds() else {
                                     logger.notice("watch stream of principal \"\(p.name)\" ended: the tokens file no longer gives its token the same rights")
                                     break
                                 }
-                                for line in due.take() { try await writer.write(ByteBuffer(string: line)) }
+                                for line in lines { try await writer.write(ByteBuffer(string: line)) }
                             }
                         } onGracefulShutdown: {
                             ring.finish()
@@ -410,7 +423,8 @@ public enum ReplicaServer {
 /// Whether the token a long-lived answer (a watch stream) was opened with still stands for the
 /// principal it stood for then, rights and scope included, under the policy in force: looked up
 /// again only when the policy was replaced since the last look (`PolicySource.version`), and
-/// never again once it does not stand (a token revoked, then given back, opens a new stream).
+/// never again once seen not to stand. Two reloads between two looks (a token revoked, then
+/// given back) are seen as the second left things: the token stands.
 final class Standing: @unchecked Sendable {
     // Unchecked: `checked` and `fallen` are read and written under `lock`.
     let principal: AccessPolicy.Principal

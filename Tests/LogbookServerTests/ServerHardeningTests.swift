@@ -42,15 +42,16 @@ import Testing
         let s = try Store.create(at: dir.path + "/s")
         try await withServer(s) { url in
             // Other suites hold pool threads too, for seconds: a try that cannot take every one
-            // in its time (2 s, then twice as long each time up to 16 s) lets go of what it took
-            // and tries again later, so that it holds up nothing for long.
+            // in its time (2 s, then 4 s) lets go of what it took and tries again a second later,
+            // so that it holds up nothing for long (a thread held 16 s, as tries were allowed
+            // before, could push another suite's waits past their limits).
             let start = Date()
             var window = 2.0
             while Date().timeIntervalSince(start) < 1_200 {
                 let hold = PoolHold()
                 guard try await hold.heldWithin(seconds: window) else {
-                    window = min(16, 2 * window)
-                    try await Task.sleep(nanoseconds: 500_000_000)
+                    window = min(4, 2 * window)
+                    try await Task.sleep(nanoseconds: 1_000_000_000)
                     continue
                 }
                 let (status, body) = try await Self.request(url + "/healthz", timeout: 120)
@@ -257,8 +258,7 @@ import Testing
             defer { close(fd) }
             let get = "GET /v1/frames?page_version=2&max_bytes=33554432 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
             _ = get.withCString { send(fd, $0, strlen($0), 0) }
-            var tv = timeval(tv_sec: 30, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            Self.receiveTimeout(fd, seconds: 30)
             // At most 16 KB every 10 ms: the 8 MB page takes about five seconds, more than two
             // stall timeouts, while the server's buffers stay full. Read on a thread of its own:
             // on the shared cooperative threads, other suites' work paused the reader for seconds.
@@ -276,6 +276,43 @@ import Testing
             }
             #expect(n == 0, "recv \(n), errno \(err)")
             #expect(total > pageBytes, "the client read \(total) bytes of a page of \(pageBytes): cut off")
+        }
+    }
+
+    /// A streamed page (version 2) reads its slices as it sends them, for as long as its client
+    /// takes: once the tokens file revokes its token, the rest is not sent. Before, a client that
+    /// read slowly went on receiving frames, up to 32 MiB of them, after its token was revoked.
+    @Test func aStreamedPageStopsOnceItsTokenIsRevoked() async throws {
+        let dir = Dir()
+        let s = try Self.incompressibleStore(dir.path + "/s")
+        let pageBytes = try FramePage.collect(from: s, since: .empty, limits: PageLimits(maxBytes: 32 << 20, maxFrames: 1000)).frameBytes
+        let file = dir.path + "/tokens.json"
+        let r = "reader-token-0123456789", o = "other-token-0123456789a"
+        func tokens(_ list: [(String, String)]) -> String {
+            "{\"principals\":[" + list.map { "{\"name\":\"\($0)\",\"token\":\"\($1)\",\"pull\":true}" }.joined(separator: ",") + "]}"
+        }
+        try Data(tokens([("reader", r), ("other", o)]).utf8).write(to: URL(fileURLWithPath: file))
+        try await withServer(s, configure: {
+            $0.policy = try! AccessPolicy.load(path: file)
+            $0.tokensFile = file
+            $0.tokensCheckInterval = 0.05
+        }) { url in
+            let fd = try Self.openSocket(url, receiveBuffer: 16 << 10)
+            defer { close(fd) }
+            let get = "GET /v1/frames?page_version=2&max_bytes=33554432 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(r)\r\nConnection: close\r\n\r\n"
+            _ = get.withCString { send(fd, $0, strlen($0), 0) }
+            let first = try await Self.received(fd, waiting: 30, upTo: 16 << 10)
+            #expect(String(decoding: first.bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 200", "\(String(decoding: first.bytes.prefix(64), as: UTF8.self))")
+            try Data(tokens([("other", o)]).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            var revoked = false
+            for _ in 0..<200 where !revoked {
+                revoked = try await RawHTTP.request(url + "/v1/cursor", token: r).status == 401
+                if !revoked { try await Task.sleep(nanoseconds: 50_000_000) }
+            }
+            #expect(revoked, "the tokens file was not reloaded")
+            let (total, n, why) = try await Self.readToEnd(fd, waiting: 30)
+            #expect(n == 0 || why == ECONNRESET, "recv \(n), errno \(why)")
+            #expect(first.n + total < pageBytes, "the client read \(first.n + total) bytes of a page of \(pageBytes) after its token was revoked")
         }
     }
 
@@ -633,20 +670,24 @@ import Testing
     /// its result, its errno and its bytes.
     static func received(_ fd: Int32, waiting seconds: Int, upTo size: Int = 4096) async throws -> (n: Int, errno: Int32, bytes: [UInt8]) {
         try await Blocking.run {
-            var tv = timeval(tv_sec: seconds, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            receiveTimeout(fd, seconds: seconds)
             var buffer = [UInt8](repeating: 0, count: size)
             let n = recv(fd, &buffer, buffer.count, 0), why = errno
             return (n, why, Array(buffer.prefix(max(0, n))))
         }
     }
 
+    /// Makes a `recv` on `fd` give up after `seconds` of silence.
+    static func receiveTimeout(_ fd: Int32, seconds: Int) {
+        var tv = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     /// Reads `fd` until it ends, fails or is silent for `seconds`, off the cooperative threads:
     /// the bytes read, the last `recv`'s result and its errno.
     static func readToEnd(_ fd: Int32, waiting seconds: Int) async throws -> (total: Int, n: Int, errno: Int32) {
         try await Blocking.run {
-            var tv = timeval(tv_sec: seconds, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            receiveTimeout(fd, seconds: seconds)
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             var total = 0, n = 0
             repeat { n = recv(fd, &buffer, buffer.count, 0); total += max(0, n) } while n > 0
@@ -789,7 +830,7 @@ import Testing
             let states = AsyncStream.makeStream(of: LiveSync.State.self)
             var live = LiveSync(store: store) { try HTTPTransport(url: url, token: "many-token-0123456789abc", replica: store.replicaID) }
             live.onState = { states.continuation.yield($0) }
-            let follower = Task { try await live.run() }
+            let follower = ServerThreads.task { try await live.run() }
             defer { follower.cancel() }
             for await state in states.stream {
                 guard case .retrying(let after, let why) = state else { continue }

@@ -142,7 +142,7 @@ import LogbookServer
             var live = LiveSync(store: a) { try HTTPTransport(url: url, replica: a.replicaID) }
             live.onState = { states.continuation.yield($0) }
             var told = states.stream.makeAsyncIterator()
-            let follower = Task { try await live.run() }
+            let follower = ServerThreads.task { try await live.run() }
             defer { follower.cancel() }
             let first = try #require(await told.next())
             guard case .partlyInSync(_, let refused) = first else { Issue.record("first state: \(first)"); return }
@@ -169,7 +169,7 @@ import LogbookServer
             live.onExchange = { exchanges.continuation.yield($0) }
             var told = states.stream.makeAsyncIterator()
             var moved = exchanges.stream.makeAsyncIterator()
-            let follower = Task { try await live.run() }
+            let follower = ServerThreads.task { try await live.run() }
             defer { follower.cancel() }
             let first = try #require(await told.next())
             guard case .partlyInSync(_, let refused) = first else { Issue.record("first state: \(first)"); return }

@@ -182,6 +182,13 @@ public enum ServerThreads {
     public static func run<T>(_ body: () async throws -> T) async throws -> T {
         try await withTaskExecutorPreference(executor, operation: body)
     }
+
+    /// An unstructured task on `ServerThreads`' threads: one made with `Task {}` runs on the
+    /// cooperative pool whatever its creator prefers (a live sync following a server under test,
+    /// which synchronous suites beside it could otherwise hold up for minutes).
+    public static func task<T: Sendable>(_ body: sending @escaping () async throws -> T) -> Task<T, any Error> {
+        Task(executorPreference: executor, operation: body)
+    }
 }
 
 /// Frames made up from valid ones, as a hostile peer can: changed bytes under a checksum made
