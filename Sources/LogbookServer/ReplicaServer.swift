@@ -255,7 +255,8 @@ public enum ReplicaServer {
         }
         router.post("v1/frames") { request, _ in
             try await answer {
-                let p = try endpoint.authenticate(request.headers[.authorization])
+                let standing = try Standing(policies: endpoint.policies, authorization: request.headers[.authorization])
+                let p = standing.principal
                 if case .origins(let set) = p.push, set.isEmpty {
                     throw EndpointError(403, "principal \"\(p.name)\" may not push to this server")
                 }
@@ -287,7 +288,13 @@ public enum ReplicaServer {
                     }
                     chunk.withUnsafeReadableBytes { body.append(contentsOf: $0) }
                 }
-                let a = try await endpoint.push(principal: p, body: body, peer: request.headers[replicaHeader])
+                // A body may take minutes to arrive: what it pushes is checked against the tokens
+                // file in force once it has (a token revoked meanwhile pushes nothing).
+                let pusher = standing.holds() ? p : try endpoint.authenticate(request.headers[.authorization])
+                if case .origins(let set) = pusher.push, set.isEmpty {
+                    throw EndpointError(403, "principal \"\(pusher.name)\" may not push to this server")
+                }
+                let a = try await endpoint.push(principal: pusher, body: body, peer: request.headers[replicaHeader])
                 let r = a.result
                 return json(.ok, Wire.PushAnswer(frames: r.frames, events: r.events, alreadyHeld: r.alreadyHeld, incomplete: r.incomplete,
                                                   cursor: a.cursor.token))

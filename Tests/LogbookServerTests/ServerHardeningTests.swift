@@ -316,6 +316,45 @@ import Testing
         }
     }
 
+    /// A push is carried out with the rights the tokens file gives once its body has arrived, not
+    /// those it had when its head did: a token revoked while the body was on its way pushes
+    /// nothing (401). Before, the push went through with the rights it started with.
+    @Test func aPushWhoseTokenIsRevokedMidBodyStoresNothing() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        let other = try Store.create(at: dir.path + "/other")
+        try Workload.edit(other, 20, seed: 3)
+        let page = try FramePage.collect(from: other, since: .empty, limits: PageLimits()).encoded()
+        let file = dir.path + "/tokens.json"
+        let w = "writer-token-0123456789", o = "other-token-0123456789a"
+        func tokens(_ list: [(String, String)]) -> String {
+            "{\"principals\":[" + list.map { "{\"name\":\"\($0)\",\"token\":\"\($1)\",\"push\":\"*\",\"pull\":true}" }.joined(separator: ",") + "]}"
+        }
+        try Data(tokens([("writer", w), ("other", o)]).utf8).write(to: URL(fileURLWithPath: file))
+        try await withServer(hub, configure: {
+            $0.policy = try! AccessPolicy.load(path: file)
+            $0.tokensFile = file
+            $0.tokensCheckInterval = 0.05
+        }) { url in
+            let fd = try Self.openSocket(url)
+            defer { close(fd) }
+            let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(w)\r\nContent-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: \(page.count)\r\nConnection: close\r\n\r\n"
+            let half = page.count / 2
+            _ = (Array(head.utf8) + page[..<half]).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            try await Task.sleep(nanoseconds: 300_000_000)  // the head is taken, the body is being read
+            try Data(tokens([("other", o)]).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            var revoked = false
+            for _ in 0..<200 where !revoked {
+                revoked = try await RawHTTP.request(url + "/v1/cursor", token: w).status == 401
+                if !revoked { try await Task.sleep(nanoseconds: 50_000_000) }
+            }
+            #expect(revoked, "the tokens file was not reloaded")
+            let answer = try await Self.firstAnswer(fd, to: Array(page[half...]), waiting: 30)
+            #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(200))")
+            #expect(try hub.cursor()[other.replicaID] == Seq(0), "the revoked token's push was stored")
+        }
+    }
+
     /// A store of about 8 MB of log that does not compress: more than a socket's buffers hold.
     static func incompressibleStore(_ path: String) throws -> Store {
         let s = try Store.create(at: path)
