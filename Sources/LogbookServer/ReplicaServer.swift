@@ -242,13 +242,22 @@ public enum ReplicaServer {
         }
         router.get("v1/snapshot") { request, _ in
             try await answer {
-                let p = try endpoint.authenticate(request.headers[.authorization])
+                // A snapshot may be large and its client slow: each chunk is sent only while the
+                // token still stands (cut short, it fails its length and digest at the client).
+                let standing = try Standing(policies: endpoint.policies, authorization: request.headers[.authorization])
+                let p = standing.principal
                 let file = try await endpoint.snapshot(principal: p)
                 var headers: HTTPFields = [.contentType: "application/vnd.sqlite3"]
                 headers[snapshotDigestHeader] = file.sha256
                 headers[snapshotCursorHeader] = file.cursor.token
                 return Response(status: .ok, headers: headers, body: ResponseBody(contentLength: file.size) { writer in
-                    while let chunk = try file.next() { try await writer.write(ByteBuffer(bytes: chunk)) }
+                    while let chunk = try file.next() {
+                        guard standing.holds() else {
+                            logger.notice("snapshot for principal \"\(p.name)\" cut short: the tokens file no longer gives its token the same rights")
+                            throw EndpointError(401, "the token no longer stands for principal \"\(p.name)\"")
+                        }
+                        try await writer.write(ByteBuffer(bytes: chunk))
+                    }
                     try await writer.finish(nil)
                 })
             }

@@ -279,13 +279,14 @@ import Testing
         }
     }
 
-    /// A streamed page (version 2) reads its slices as it sends them, for as long as its client
-    /// takes: once the tokens file revokes its token, the rest is not sent. Before, a client that
-    /// read slowly went on receiving frames, up to 32 MiB of them, after its token was revoked.
-    @Test func aStreamedPageStopsOnceItsTokenIsRevoked() async throws {
+    /// A streamed page (version 2) reads its slices as it sends them, and a snapshot its chunks,
+    /// for as long as their client takes: once the tokens file revokes the token, the rest is not
+    /// sent. Before, a client that read slowly went on receiving frames (up to 32 MiB of them) or
+    /// the store's whole database after its token was revoked.
+    @Test(arguments: ["/v1/frames?page_version=2&max_bytes=33554432", "/v1/snapshot"])
+    func aLongAnswerStopsOnceItsTokenIsRevoked(_ path: String) async throws {
         let dir = Dir()
         let s = try Self.incompressibleStore(dir.path + "/s")
-        let pageBytes = try FramePage.collect(from: s, since: .empty, limits: PageLimits(maxBytes: 32 << 20, maxFrames: 1000)).frameBytes
         let file = dir.path + "/tokens.json"
         let r = "reader-token-0123456789", o = "other-token-0123456789a"
         func tokens(_ list: [(String, String)]) -> String {
@@ -297,9 +298,14 @@ import Testing
             $0.tokensFile = file
             $0.tokensCheckInterval = 0.05
         }) { url in
+            // The whole answer's length, read by a client whose token stays.
+            let (status, body, _) = try await RawHTTP.fetch(url + path, token: o)
+            #expect(status == 200)
+            let wholeBytes = body.count
+            #expect(wholeBytes > 4 << 20, "\(wholeBytes) bytes: not more than the sockets' buffers hold")
             let fd = try Self.openSocket(url, receiveBuffer: 16 << 10)
             defer { close(fd) }
-            let get = "GET /v1/frames?page_version=2&max_bytes=33554432 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(r)\r\nConnection: close\r\n\r\n"
+            let get = "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(r)\r\nConnection: close\r\n\r\n"
             _ = get.withCString { send(fd, $0, strlen($0), 0) }
             let first = try await Self.received(fd, waiting: 30, upTo: 16 << 10)
             #expect(String(decoding: first.bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 200", "\(String(decoding: first.bytes.prefix(64), as: UTF8.self))")
@@ -312,7 +318,7 @@ import Testing
             #expect(revoked, "the tokens file was not reloaded")
             let (total, n, why) = try await Self.readToEnd(fd, waiting: 30)
             #expect(n == 0 || why == ECONNRESET, "recv \(n), errno \(why)")
-            #expect(first.n + total < pageBytes, "the client read \(first.n + total) bytes of a page of \(pageBytes) after its token was revoked")
+            #expect(first.n + total < wholeBytes, "the client read \(first.n + total) bytes of \(wholeBytes) after its token was revoked")
         }
     }
 
