@@ -58,6 +58,10 @@ final class WatchFeed: @unchecked Sendable {
     private let stopsWhenUnusedFor: Double?
     /// Since when no subscriber has been here (nil while one is), on `WatchFeed.now`'s clock.
     private var unusedSince: Double?
+    /// What the thread waits on (inotify, or the poll's timeout); `stop` wakes it.
+    private let files = DirectoryWatch()
+    /// Signalled once the thread has let go of everything it reads (`stop` waits for it).
+    private let finished = DispatchSemaphore(value: 0)
 
     init(index: OriginIndex, readers: @escaping Readers, scopedCursor: @escaping ScopedCursor, scopeVersion: @escaping ScopeVersion = { 0 },
          pollInterval: Double = 1, resyncInterval: Double = 30, stopsWhenUnusedFor: Double? = nil) throws {
@@ -74,12 +78,17 @@ final class WatchFeed: @unchecked Sendable {
         try index.refresh()
         // Read before any subscriber's first cursor: a change after it is seen as one.
         let version = scopeVersion()
-        let t = Thread { [weak self] in self?.run(version: version) }
+        let finished = self.finished
+        let t = Thread { [weak self] in
+            self?.run(version: version)
+            finished.signal()
+        }
         t.name = "logbook.watch-feed"
         t.start()
     }
 
-    deinit { stop() }
+    // The thread holds the feed while it runs: once this runs, the thread has finished with it.
+    deinit { stop(waiting: false) }
 
     var isStopped: Bool { lock.withLock { stopped } }
 
@@ -182,7 +191,12 @@ final class WatchFeed: @unchecked Sendable {
     /// feed, or a resync, for as long as it went back).
     static func now() -> Double { ProcessInfo.processInfo.systemUptime }
 
-    func stop() {
+    /// Ends every subscriber's stream and the thread. `waiting`: returns only once the thread has
+    /// let go of the feed and what it reads (the store's index, its owners' and shares' records,
+    /// whose databases it would otherwise hold open, and close, up to `pollInterval` later: after
+    /// a server that embeds it has stopped, and its caller has moved on to the store). At most
+    /// `stopWaitSeconds`, for a thread in the middle of a long read.
+    func stop(waiting: Bool = true) {
         let conts: [AsyncStream<ReplicationCursor>.Continuation] = lock.withLock {
             stopped = true
             defer {
@@ -193,11 +207,15 @@ final class WatchFeed: @unchecked Sendable {
             return subscribers.values.map(\.continuation)
         }
         for c in conts { c.finish() }
+        files.wake()
+        // Signalled again once seen, for any later stop (a feed stops once, but may be asked twice).
+        if waiting, finished.wait(timeout: .now() + Self.stopWaitSeconds) == .success { finished.signal() }
     }
+
+    static let stopWaitSeconds = 10.0
 
     /// - Parameter version: the scopes' version before the first subscriber.
     private func run(version: UInt64) {
-        let files = DirectoryWatch()
         let log = index.store.layout.log
         // The log directory (a new origin makes a directory in it) and each origin's: listed once
         // here, then each origin the index reports as moved (a new one among them).

@@ -21,6 +21,8 @@ package final class CursorWatcher: @unchecked Sendable {
     private var thread: Thread?
     /// Each origin's durable seq, read again only for the origins that changed.
     private let index: OriginIndex
+    /// What the thread waits on; `stop` wakes it, so that it lets go of the store at once.
+    private let files = DirectoryWatch()
 
     public init(store: Store, pollInterval: Double = 1) throws {
         self.store = store
@@ -68,10 +70,10 @@ package final class CursorWatcher: @unchecked Sendable {
             return Array(subscribers.values)
         }
         for c in conts { c.finish() }
+        files.wake()
     }
 
     private func run() {
-        let files = DirectoryWatch()
         let log = store.layout.log
         // The log directory (a new origin makes a directory in it) and each origin's: listed
         // once, then each origin the index reports as moved (a new one among them).

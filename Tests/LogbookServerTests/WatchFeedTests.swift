@@ -255,6 +255,59 @@ import Testing
         #expect(refused?.status == 503)
     }
 
+    /// A feed stopped lets go of what it reads before `stop` returns: its thread, woken, has
+    /// finished with it. Before, the thread slept out its poll (a second in a server) holding
+    /// the feed, and with it the store's index and the owners' and shares' databases.
+    @Test func aStoppedFeedLetsGoOfWhatItReadsAtOnce() throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        weak var left: WatchFeed?
+        do {
+            let feed = try WatchFeed(index: try OriginIndex(store: hub), readers: { _ in [] }, scopedCursor: { _ in .empty }, pollInterval: 60)
+            left = feed
+            #expect(feed.changes(users: nil) != nil)
+            usleep(200_000)  // the thread is in its wait
+            let start = Date()
+            feed.stop()
+            #expect(Date().timeIntervalSince(start) < 10, "stop waited out the poll")
+        }
+        #expect(left == nil, "the feed's thread still holds it after stop returned")
+    }
+
+    /// Once `withRunningServer(store:)` returns, no file of the store is held open by the server,
+    /// even with watch streams open to the end: its caller may move, restore or remove the store
+    /// at once. Before, the watch feed's thread held the owners' database open for up to a
+    /// second more, and its closing then deleted the `-shm` file of whatever database was at
+    /// that path by then (a test's removal of its folder failed on it, now and then).
+    @Test(.timeLimit(.minutes(10))) func aStoppedServerHoldsNoFileOfItsStore() async throws {
+        let dir = Dir()
+        let hub = try Store.create(at: dir.path + "/hub")
+        /// The files of `hub` this process holds open.
+        func held() -> [String] {
+            let fds = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            let root = URL(fileURLWithPath: hub.path).standardizedFileURL.path
+            return fds.compactMap { try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0) }
+                .filter { $0.hasPrefix(root + "/") }
+        }
+        let alice = try Store.create(at: dir.path + "/alice")
+        try Workload.edit(alice, 3, seed: 1, actor: "alice")
+        var client: HTTPTransport?
+        try await withServer(hub, configure: { $0.policy = Self.policy }) { url in
+            // A scoped push: the server records who owns the origin (a database of its own).
+            let pusher = try HTTPTransport(url: url, token: "alice-token-0123456789a", replica: alice.replicaID)
+            _ = try await Replication.push(from: alice, to: pusher, limits: PageLimits())
+            await pusher.shutdown()
+            let c = try HTTPTransport(url: url, token: "alice-token-0123456789a")
+            client = c
+            var it = c.watch().makeAsyncIterator()
+            #expect(try await it.next() != nil)
+            #expect(!held().isEmpty, "the server holds none of its store's files while it serves")
+            // The stream stays open while the server stops (ended by it, not by the client).
+        }
+        #expect(held() == [], "held after the server stopped")
+        await client?.shutdown()
+    }
+
     final class Scopes: @unchecked Sendable {
         var owner: [ReplicaID: String] = [:]
         var version: UInt64 = 0

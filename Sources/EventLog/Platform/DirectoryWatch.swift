@@ -27,11 +27,15 @@ package enum ChangeWatching: String, Sendable {
 /// Sleeps until a file in one of some directories changes (inotify: written, closed after
 /// writing, created, renamed in), or a timeout passes; polling, or on a filesystem without
 /// inotify, just the timeout. Which file changed is not reported: a caller re-reads what it
-/// follows. Used by the projection watcher and the server's cursor watcher. Not thread-safe.
-package final class DirectoryWatch {
+/// follows. Used by the projection watcher and the server's cursor watcher. Not thread-safe,
+/// but for `wake`, which any thread may call to end a `wait` at once (a watcher being stopped).
+package final class DirectoryWatch: @unchecked Sendable {
     /// The mode in use.
     package let mode: ChangeWatching
     private var fd: Int32 = -1
+    /// A pipe `wake` writes a byte into, which `wait` polls beside `fd` ([-1, -1]: none could be
+    /// made, and a wait runs its time out).
+    private let wakePipe: [Int32]
     private var watched = Set<String>()
     /// The path of each watch descriptor (to say which directory an event is about).
     private var paths: [Int32: String] = [:]
@@ -42,9 +46,29 @@ package final class DirectoryWatch {
         #if os(Linux)
         if mode == .inotify { fd = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC)) }
         #endif
+        var ends: [Int32] = [-1, -1]
+        if pipe(&ends) == 0 {
+            for e in ends {
+                _ = fcntl(e, F_SETFL, fcntl(e, F_GETFL) | O_NONBLOCK)
+                _ = fcntl(e, F_SETFD, FD_CLOEXEC)
+            }
+        } else {
+            ends = [-1, -1]
+        }
+        wakePipe = ends
     }
 
-    deinit { if fd >= 0 { _ = Sys.close(fd) } }
+    deinit {
+        if fd >= 0 { _ = Sys.close(fd) }
+        for e in wakePipe where e >= 0 { _ = Sys.close(e) }
+    }
+
+    /// Ends the `wait` under way, or the next one, at once. Any thread may call it.
+    package func wake() {
+        guard wakePipe[1] >= 0 else { return }
+        var byte: UInt8 = 1
+        _ = write(wakePipe[1], &byte, 1)  // a full pipe is a wake already pending
+    }
 
     /// True when changes are reported by inotify (false: polling, or inotify could not start).
     package var reportsChanges: Bool { fd >= 0 }
@@ -105,13 +129,18 @@ package final class DirectoryWatch {
         return overflow ? nil : out
     }
 
-    /// Returns once something changed or `seconds` passed; pending events are consumed.
+    /// Returns once something changed, `wake` was called or `seconds` passed; pending events
+    /// (and wakes) are consumed.
     package func wait(seconds: Double) {
-        guard fd >= 0 else {
+        var fds: [pollfd] = []
+        if fd >= 0 { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
+        if wakePipe[0] >= 0 { fds.append(pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0)) }
+        guard !fds.isEmpty else {
             usleep(useconds_t(max(1000, seconds * 1_000_000)))
             return
         }
-        _ = Sys.pollReadable(fd, milliseconds: Int32(max(1, seconds * 1000)))
-        while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {}
+        _ = poll(&fds, nfds_t(fds.count), Int32(max(1, seconds * 1000)))
+        if fd >= 0 { while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {} }
+        if wakePipe[0] >= 0 { while buffer.withUnsafeMutableBytes({ read(wakePipe[0], $0.baseAddress, $0.count) }) > 0 {} }
     }
 }
