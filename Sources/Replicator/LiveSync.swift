@@ -168,52 +168,55 @@ public struct LiveSync: Sendable {
                 func counts(_ o: ReplicaID) -> Bool { ownRefused == nil || o != store.replicaID }
                 onState(.caughtUp(try store.cursor(), refused: notCaughtUp()))
                 let (triggers, feed) = AsyncStream.makeStream(of: Trigger.self)
-                let remote = Task {
-                    do {
-                        for try await c in t.watch() { feed.yield(.remote(c)) }
-                        feed.yield(.ended(.transient("the server ended the stream")))
-                    } catch {
-                        feed.yield(.ended((error as? TransferFailure) ?? .transient(String(describing: error))))
-                    }
-                }
                 let changes = local.changes()
-                let mine = Task { for await c in changes { feed.yield(.local(c)) } }
-                defer {
-                    remote.cancel()
-                    mine.cancel()
-                }
-                for await trigger in triggers {
-                    try Task.checkCancellation()
-                    switch trigger {
-                    case .remote(let c):
-                        if heard == nil { heard = .now }
-                        server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
-                        // The own origin the store refused: the server's other history of it moves
-                        // nothing here.
-                        if !(try store.cursor().includes(c.filtered(counts))) {
-                            let e = try await exchange(t, true, false, nil, refused)
-                            onExchange(e)
-                            if ownRefused == nil, let why = e.pulled?.ownLogRefused {
-                                ownRefused = why
-                                onState(.partlyInSync(try store.cursor(), refused: notCaughtUp()))
-                            }
+                // The server's watch and the local changes are read by child tasks, not
+                // unstructured ones: they run where the follower runs (an executor its caller
+                // prefers), and end with it. On Swift's shared pool, held by other work, a watch's
+                // cursor could wait there for seconds while local changes went ahead of it.
+                try await withThrowingTaskGroup(of: Void.self) { readers in
+                    readers.addTask {
+                        do {
+                            for try await c in t.watch() { feed.yield(.remote(c)) }
+                            feed.yield(.ended(.transient("the server ended the stream")))
+                        } catch {
+                            feed.yield(.ended((error as? TransferFailure) ?? .transient(String(describing: error))))
                         }
-                    case .local(let c):
-                        if !server.includes(c.filtered { refused[$0] == nil && counts($0) }) {
-                            let e = try await exchange(t, false, true, server, refused)
-                            let known = refused.count
-                            refused.merge(e.pushed?.refused ?? [:]) { old, _ in old }
-                            if let holds = e.pushed?.peerCursor {
-                                server = server.merged(with: holds)
-                                answered = answered.merged(with: holds)
+                    }
+                    readers.addTask { for await c in changes { feed.yield(.local(c)) } }
+                    defer { readers.cancelAll() }
+                    for await trigger in triggers {
+                        try Task.checkCancellation()
+                        switch trigger {
+                        case .remote(let c):
+                            if heard == nil { heard = .now }
+                            server = c.merged(with: answered.filtered { c[$0].rawValue == 0 })
+                            // The own origin the store refused: the server's other history of it moves
+                            // nothing here.
+                            if !(try store.cursor().includes(c.filtered(counts))) {
+                                let e = try await exchange(t, true, false, nil, refused)
+                                onExchange(e)
+                                if ownRefused == nil, let why = e.pulled?.ownLogRefused {
+                                    ownRefused = why
+                                    onState(.partlyInSync(try store.cursor(), refused: notCaughtUp()))
+                                }
                             }
-                            onExchange(e)
-                            // The server refused an origin it had not on this connection: no
-                            // longer wholly in sync, and the app is told so.
-                            if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: notCaughtUp())) }
+                        case .local(let c):
+                            if !server.includes(c.filtered { refused[$0] == nil && counts($0) }) {
+                                let e = try await exchange(t, false, true, server, refused)
+                                let known = refused.count
+                                refused.merge(e.pushed?.refused ?? [:]) { old, _ in old }
+                                if let holds = e.pushed?.peerCursor {
+                                    server = server.merged(with: holds)
+                                    answered = answered.merged(with: holds)
+                                }
+                                onExchange(e)
+                                // The server refused an origin it had not on this connection: no
+                                // longer wholly in sync, and the app is told so.
+                                if refused.count > known { onState(.partlyInSync(try store.cursor(), refused: notCaughtUp())) }
+                            }
+                        case .ended(let failure):
+                            throw Self.afterWatch(failure)
                         }
-                    case .ended(let failure):
-                        throw Self.afterWatch(failure)
                     }
                 }
             } catch is CancellationError {
