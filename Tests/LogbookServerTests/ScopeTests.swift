@@ -1241,11 +1241,7 @@ import Testing
         }
         /// Waits until `token`'s `/v1/cursor` is answered `want` (the tokens file reloaded).
         func until(_ url: String, _ token: String, _ want: Int) async throws {
-            for _ in 0..<200 {
-                if try await RawHTTP.request(url + "/v1/cursor", token: token).status == want { return }
-                try await Task.sleep(nanoseconds: 50_000_000)
-            }
-            Issue.record("\(token.prefix(7)) never got \(want)")
+            if try await !TestTokens.until(url, token, answers: want) { Issue.record("\(token.prefix(7)) never got \(want)") }
         }
         var seed: UInt64 = 1
         /// Pushes new events of the writer's; its seq now.
@@ -1266,11 +1262,7 @@ import Testing
             }
             return false
         }
-        try await withServer(hub, configure: {
-            $0.policy = try! AccessPolicy.load(path: file)
-            $0.tokensFile = file
-            $0.tokensCheckInterval = 0.05
-        }) { url in
+        try await withServer(hub, tokensFile: file) { url in
             var watch = try Watch(url, r)
             guard case .cursor = await watch.next(within: 30) else { Issue.record("no first cursor"); await watch.close(); return }
             #expect(await sees(&watch, try await pushMore(url)), "the stream follows pushes")
@@ -1331,11 +1323,7 @@ import Testing
             }
             return false
         }
-        try await withServer(hub, configure: {
-            $0.policy = try! AccessPolicy.load(path: file)
-            $0.tokensFile = file
-            $0.tokensCheckInterval = 0.05
-        }) { url in
+        try await withServer(hub, tokensFile: file) { url in
             #expect(try await status(url, a) == 200)
             #expect(try await status(url, b) == 401)
             try writeInPlace(principals([b]))  // a revoked, b added, in place

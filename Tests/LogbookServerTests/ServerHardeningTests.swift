@@ -289,15 +289,8 @@ import Testing
         let s = try Self.incompressibleStore(dir.path + "/s")
         let file = dir.path + "/tokens.json"
         let r = "reader-token-0123456789", o = "other-token-0123456789a"
-        func tokens(_ list: [(String, String)]) -> String {
-            "{\"principals\":[" + list.map { "{\"name\":\"\($0)\",\"token\":\"\($1)\",\"pull\":true}" }.joined(separator: ",") + "]}"
-        }
-        try Data(tokens([("reader", r), ("other", o)]).utf8).write(to: URL(fileURLWithPath: file))
-        try await withServer(s, configure: {
-            $0.policy = try! AccessPolicy.load(path: file)
-            $0.tokensFile = file
-            $0.tokensCheckInterval = 0.05
-        }) { url in
+        try Data(TestTokens.json([("reader", r), ("other", o)]).utf8).write(to: URL(fileURLWithPath: file))
+        try await withServer(s, tokensFile: file) { url in
             // The whole answer's length, read by a client whose token stays.
             let (status, body, _) = try await RawHTTP.fetch(url + path, token: o)
             #expect(status == 200)
@@ -309,13 +302,8 @@ import Testing
             _ = get.withCString { send(fd, $0, strlen($0), 0) }
             let first = try await Self.received(fd, waiting: 30, upTo: 16 << 10)
             #expect(String(decoding: first.bytes.prefix(12), as: UTF8.self) == "HTTP/1.1 200", "\(String(decoding: first.bytes.prefix(64), as: UTF8.self))")
-            try Data(tokens([("other", o)]).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
-            var revoked = false
-            for _ in 0..<200 where !revoked {
-                revoked = try await RawHTTP.request(url + "/v1/cursor", token: r).status == 401
-                if !revoked { try await Task.sleep(nanoseconds: 50_000_000) }
-            }
-            #expect(revoked, "the tokens file was not reloaded")
+            try Data(TestTokens.json([("other", o)]).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            #expect(try await TestTokens.until(url, r, answers: 401), "the tokens file was not reloaded")
             let (total, n, why) = try await Self.readToEnd(fd, waiting: 30)
             #expect(n == 0 || why == ECONNRESET, "recv \(n), errno \(why)")
             #expect(first.n + total < wholeBytes, "the client read \(first.n + total) bytes of \(wholeBytes) after its token was revoked")
@@ -333,28 +321,17 @@ import Testing
         let page = try FramePage.collect(from: other, since: .empty, limits: PageLimits()).encoded()
         let file = dir.path + "/tokens.json"
         let w = "writer-token-0123456789", o = "other-token-0123456789a"
-        func tokens(_ list: [(String, String)]) -> String {
-            "{\"principals\":[" + list.map { "{\"name\":\"\($0)\",\"token\":\"\($1)\",\"push\":\"*\",\"pull\":true}" }.joined(separator: ",") + "]}"
-        }
-        try Data(tokens([("writer", w), ("other", o)]).utf8).write(to: URL(fileURLWithPath: file))
-        try await withServer(hub, configure: {
-            $0.policy = try! AccessPolicy.load(path: file)
-            $0.tokensFile = file
-            $0.tokensCheckInterval = 0.05
-        }) { url in
+        let rights = #""push":"*","pull":true"#
+        try Data(TestTokens.json([("writer", w), ("other", o)], rights: rights).utf8).write(to: URL(fileURLWithPath: file))
+        try await withServer(hub, tokensFile: file) { url in
             let fd = try Self.openSocket(url)
             defer { close(fd) }
             let head = "POST /v1/frames HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(w)\r\nContent-Type: \(ReplicaServer.pageContentType)\r\nContent-Length: \(page.count)\r\nConnection: close\r\n\r\n"
             let half = page.count / 2
             _ = (Array(head.utf8) + page[..<half]).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             try await Task.sleep(nanoseconds: 300_000_000)  // the head is taken, the body is being read
-            try Data(tokens([("other", o)]).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
-            var revoked = false
-            for _ in 0..<200 where !revoked {
-                revoked = try await RawHTTP.request(url + "/v1/cursor", token: w).status == 401
-                if !revoked { try await Task.sleep(nanoseconds: 50_000_000) }
-            }
-            #expect(revoked, "the tokens file was not reloaded")
+            try Data(TestTokens.json([("other", o)], rights: rights).utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+            #expect(try await TestTokens.until(url, w, answers: 401), "the tokens file was not reloaded")
             let answer = try await Self.firstAnswer(fd, to: Array(page[half...]), waiting: 30)
             #expect(answer.hasPrefix("HTTP/1.1 401"), "\(answer.prefix(200))")
             #expect(try hub.cursor()[other.replicaID] == Seq(0), "the revoked token's push was stored")

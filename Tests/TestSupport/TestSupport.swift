@@ -157,6 +157,37 @@ public func withServer<T>(_ store: Store, configure: (inout ServerConfiguration)
     }
 }
 
+/// `withServer` with its principals read from the tokens file at `file`, looked at every 50 ms,
+/// so that a test sees a reload at once.
+public func withServer<T>(_ store: Store, tokensFile file: String, configure: (inout ServerConfiguration) -> Void = { _ in },
+                          _ body: (String) async throws -> T) async throws -> T {
+    try await withServer(store, configure: {
+        $0.policy = try! AccessPolicy.load(path: file)
+        $0.tokensFile = file
+        $0.tokensCheckInterval = 0.05
+        configure(&$0)
+    }, body)
+}
+
+/// Tokens files for tests.
+public enum TestTokens {
+    /// A tokens file's text: each principal, by name and token, with `rights` (JSON members after
+    /// its token, `"pull":true` by default).
+    public static func json(_ principals: [(name: String, token: String)], rights: String = #""pull":true"#) -> String {
+        "{\"principals\":[" + principals.map { "{\"name\":\"\($0.name)\",\"token\":\"\($0.token)\",\(rights)}" }.joined(separator: ",") + "]}"
+    }
+
+    /// Waits up to 10 s for `url`'s `/v1/cursor` to answer `token` with `status` (a tokens file
+    /// reloaded); whether it did.
+    public static func until(_ url: String, _ token: String, answers status: Int) async throws -> Bool {
+        for _ in 0..<200 {
+            if try await RawHTTP.request(url + "/v1/cursor", token: token).status == status { return true }
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        return false
+    }
+}
+
 /// Threads of their own for a server under test and the test that drives it, outside Swift's
 /// cooperative pool. That pool has two threads on this machine, and synchronous suites running
 /// beside (a test function that is not async, a process waited for) hold them for seconds or
