@@ -436,9 +436,10 @@ public enum ReplicaServer {
     }
 }
 
-/// Whether the token a long-lived answer (a watch stream) was opened with still stands for the
-/// principal it stood for then, rights and scope included, under the policy in force: looked up
-/// again only when the policy was replaced since the last look (`PolicySource.version`), and
+/// Whether the token a request was taken with still stands for the principal it stood for then,
+/// rights and scope included, under the policy in force: asked by what outlives the request's
+/// head (a watch stream, a streamed page or snapshot, a push's body). Looked up again only when
+/// the policy was replaced since the last look (`PolicySource.versioned`), and
 /// never again once seen not to stand. Two reloads between two looks (a token revoked, then
 /// given back) are seen as the second left things: the token stands.
 final class Standing: @unchecked Sendable {

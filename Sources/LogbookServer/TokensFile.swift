@@ -9,8 +9,8 @@ import EventLog
 private let hangups = Atomic<Int>(0)
 
 /// The access policy a server uses now. Requests read it once each; a reload swaps it whole.
-/// What outlives a request (a watch stream) asks to hear of each swap (`onReplace`), and checks
-/// `version` before it tells its client anything more.
+/// What outlives a request's head (a watch stream, a streamed page or snapshot, a push's body)
+/// asks to hear of each swap (`onReplace`), or checks the version (`versioned`) before it goes on.
 public final class PolicySource: @unchecked Sendable {
     private let lock = Lock()
     private var policy: AccessPolicy
@@ -25,9 +25,6 @@ public final class PolicySource: @unchecked Sendable {
 
     /// The policy in force and its version: a different version, later, means it was replaced.
     public var versioned: (policy: AccessPolicy, version: UInt64) { lock.withLock { (policy, replaced) } }
-
-    /// The version of the policy in force (`versioned`).
-    public var version: UInt64 { lock.withLock { replaced } }
 
     /// Calls `changed` after each replacement of the policy from now on (on the replacing
     /// thread, outside the lock), until `stopListening` is given the returned id.

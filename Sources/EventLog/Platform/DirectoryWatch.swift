@@ -132,14 +132,12 @@ package final class DirectoryWatch: @unchecked Sendable {
     /// Returns once something changed, `wake` was called or `seconds` passed; pending events
     /// (and wakes) are consumed.
     package func wait(seconds: Double) {
-        var fds: [pollfd] = []
-        if fd >= 0 { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
-        if wakePipe[0] >= 0 { fds.append(pollfd(fd: wakePipe[0], events: Int16(POLLIN), revents: 0)) }
+        let fds = [fd, wakePipe[0]].filter { $0 >= 0 }
         guard !fds.isEmpty else {
             usleep(useconds_t(max(1000, seconds * 1_000_000)))
             return
         }
-        _ = poll(&fds, nfds_t(fds.count), Int32(max(1, seconds * 1000)))
+        _ = Sys.pollReadable(fds, milliseconds: Int32(max(1, seconds * 1000)))
         if fd >= 0 { while buffer.withUnsafeMutableBytes({ read(fd, $0.baseAddress, $0.count) }) > 0 {} }
         if wakePipe[0] >= 0 { while buffer.withUnsafeMutableBytes({ read(wakePipe[0], $0.baseAddress, $0.count) }) > 0 {} }
     }

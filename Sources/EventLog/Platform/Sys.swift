@@ -79,13 +79,13 @@ package enum Sys {
         #endif
     }()
 
-    /// Waits up to `milliseconds` for `fd` to be readable.
-    package static func pollReadable(_ fd: Int32, milliseconds: Int32) -> Int32 {
-        var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    /// Waits up to `milliseconds` for one of `fds` to be readable.
+    package static func pollReadable(_ fds: [Int32], milliseconds: Int32) -> Int32 {
+        var ps = fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
         #if canImport(Glibc)
-        return Glibc.poll(&p, 1, milliseconds)
+        return Glibc.poll(&ps, nfds_t(ps.count), milliseconds)
         #else
-        return Darwin.poll(&p, 1, milliseconds)
+        return Darwin.poll(&ps, nfds_t(ps.count), milliseconds)
         #endif
     }
 }
