@@ -159,7 +159,7 @@ public enum FieldRules {
     }
 
     /// The id the pair in `fields` (item_id, tag_id) derives, or nil when they do not name one.
-    public static func pairID(_ fields: [Field]) -> UUID? {
+    public static func pairID<Fields: Collection<Field>>(_ fields: Fields) -> UUID? {
         // Every item_tag create is checked this way when projected: parsed in place, no copies.
         guard case .text(let i)? = fields.first(where: { $0.name == "item_id" })?.value,
               case .text(let t)? = fields.first(where: { $0.name == "tag_id" })?.value,

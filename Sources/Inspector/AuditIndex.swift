@@ -218,7 +218,7 @@ public final class AuditIndex: @unchecked Sendable {
     /// `Bounds.fieldsShownMax` fields are kept (then one more entry counts the rest), names cut
     /// at `Bounds.fieldNameCharactersMax` characters: an event of a million fields costs the
     /// index a line, not a megabyte, and its page a table row.
-    static func fieldsText(_ fields: [Field]) -> String {
+    static func fieldsText<Fields: Collection<Field>>(_ fields: Fields) -> String {
         var out = "["
         for (i, f) in fields.prefix(Bounds.fieldsShownMax).enumerated() {
             if i > 0 { out += "," }

@@ -542,6 +542,12 @@ import Testing
                 case (.success(let e), .success(let k)):
                     #expect(e.hlc == k.hlc && e.explicitEventID == k.eventID && a.offset == b.offset)
                     #expect(k.entity == e.entity && k.op == e.op && k.entityIDAt > 0)
+                    // The event made from the skim, its fields decoded when read, is the same.
+                    var c = ByteReader(p), offsets: [UInt32] = []
+                    let again = try? EventCodec.skim(&c, firstHLC: firstHLC, fieldOffsets: &offsets)
+                    let lazy = EventCodec.event(again!, records: FrameRecords(bytes, fieldOffsets: offsets), firstField: 0, origin: fixedReplica, seq: Seq(1))
+                    #expect(FrameInspector.sameBits([lazy], [e]), "\(lazy) vs \(e)")
+                    for f in e.fields { #expect(FrameInspector.sameBits(lazy.field(f.name), e.fields.first { $0.name == f.name }?.value)) }
                     agreedPasses += 1
                 case (.failure(let x), .failure(let y)):
                     #expect(x as? ByteReaderError == y as? ByteReaderError, "the same error at the same offset")
@@ -553,6 +559,124 @@ import Testing
         }
         // Both outcomes were exercised.
         #expect(agreedFailures > 1_000 && agreedPasses > 100)
+    }
+}
+
+/// `EventFields`: an event read from the log holds its fields in the frame's records, decoded
+/// when read, and reads, compares, hashes and changes exactly as one holding them in an array.
+@Suite struct EventFieldsTests {
+    /// Records of every shape a field takes: known codes, a newer build's code, names written out
+    /// (one of them a known name, as a peer may write it), UUID and other texts, and an event of
+    /// schema version 1 (upcast as it is read).
+    func records() -> (bytes: [UInt8], mutations: [Mutation], versions: [UInt8]) {
+        var out = ByteWriter()
+        var ms: [Mutation] = []
+        var versions: [UInt8] = []
+        let id = UUID(uuidString: "6f1c2a4e-8b3d-4c5e-9f70-1a2b3c4d5e6f")!
+        func add(_ m: Mutation, version: UInt8 = Event.currentSchemaVersion, patch: ((inout [UInt8]) -> Void)? = nil) {
+            var w = ByteWriter()
+            EventCodec.encode(entity: m.entity, op: m.op, entityID: m.entityID, eventID: m.eventID, base: m.base, actor: m.actor,
+                              fields: m.fields, hlcDelta: UInt64(ms.count), schemaVersion: version, into: &w)
+            var b = w.bytes
+            patch?(&b)
+            out.raw(b)
+            ms.append(m)
+            versions.append(version)
+        }
+        add(Mutation(entity: .item, op: .create, entityID: id, fields: [
+            Field("title", .text("a title longer than fifteen bytes")), Field("parent_id", .text(id.lowercasedString)),
+            Field("sort_order", .real(1.5)), Field("is_pinned", .boolean(true)), Field("due_at", .null),
+            Field("priority", .integer(-3)), Field("zébra ✓", .text("ünï")),
+        ], eventID: UUID(), base: HLC(rawValue: 99), actor: "someone with a long name"))
+        add(Mutation(entity: .tag, op: .update, entityID: UUID(), fields: []))
+        // A known name written out: "tjtle" becomes "title" in the bytes (code 0, then the name).
+        add(Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("notes", .text("n")), Field("tjtle", .text("spelled"))])) { b in
+            let at = b.indices.first { i in i + 5 <= b.count && Array(b[i..<i + 5]) == Array("tjtle".utf8) }!
+            b[at + 1] = UInt8(ascii: "i")
+        }
+        // A newer build's field code (40 is not known here): read as `#40`.
+        add(Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("#40", .integer(7)), Field("title", .text("t"))]))
+        // Schema version 1: "high" becomes priority 3 as it is read; a word with no number moves.
+        add(Mutation(entity: .item, op: .update, entityID: UUID(), fields: [Field("importance", .text("whenever")), Field("priority", .text("high"))]),
+            version: 1)
+        return (out.bytes, ms, versions)
+    }
+
+    func read(_ bytes: [UInt8]) throws -> (lazy: [Event], eager: [Event]) {
+        var lazy: [Event] = [], eager: [Event] = []
+        var offsets: [UInt32] = []
+        var skims: [EventCodec.SkimmedRecord] = []
+        try bytes.withUnsafeBytes { p in
+            var a = ByteReader(p), b = ByteReader(p)
+            while a.remaining > 0 {
+                skims.append(try EventCodec.skim(&a, firstHLC: HLC(rawValue: 1000), fieldOffsets: &offsets))
+                eager.append(try EventCodec.decode(&b, origin: fixedReplica, seq: Seq(UInt64(eager.count + 1)), firstHLC: HLC(rawValue: 1000)))
+            }
+        }
+        let records = FrameRecords(bytes, fieldOffsets: offsets)
+        var first = 0
+        for (i, k) in skims.enumerated() {
+            lazy.append(EventCodec.event(k, records: records, firstField: first, origin: fixedReplica, seq: Seq(UInt64(i + 1))))
+            first += k.fieldCount
+        }
+        return (lazy, eager)
+    }
+
+    @Test func anEventReadsItsFieldsFromItsRecordsAsDecodingDoes() throws {
+        let (bytes, ms, _) = records()
+        let (lazy, eager) = try read(bytes)
+        #expect(lazy.count == ms.count && lazy == eager)
+        // Upcast events hold their fields as an array; the others read them from the records.
+        #expect(lazy.map(\.fields.isEncoded) == [true, true, true, true, false])
+        #expect(eager.allSatisfy { !$0.fields.isEncoded })
+        #expect(lazy[4].field("priority") == .integer(3) && lazy[4].field("importance_v1") == .text("whenever"))
+        #expect(lazy[2].fields.map(\.name) == ["notes", "title"] && lazy[2].field("title") == .text("spelled"))
+        #expect(lazy[3].field("#40") == .integer(7) && lazy[3].field("#41") == nil && lazy[3].field("title") == .text("t"))
+        #expect(lazy[0].actor == "someone with a long name" && lazy[0].base == HLC(rawValue: 99) && lazy[0].hasExplicitEventID)
+        #expect(lazy[0].field("parent_id") == .text(ms[0].entityID.lowercasedString))
+        #expect(lazy[0].field("zébra ✓") == .text("ünï") && lazy[0].field("ze\u{301}bra ✓") == .text("ünï"))
+        #expect(lazy[0].field("color") == nil && lazy[1].field("title") == nil && lazy[1].fields.isEmpty)
+        for (l, e) in zip(lazy, eager) {
+            #expect(l.fields == e.fields.array && e.fields.array == l.fields && Array(l.fields) == e.fields.array)
+            #expect(l.fields.hashValue == e.fields.hashValue && l.hashFields == e.hashFields)
+            #expect(l.fields.description == e.fields.array.description)
+            for f in e.fields { #expect(l.field(f.name) == f.value) }
+            for (i, f) in e.fields.enumerated() { #expect(l.fields[i] == f) }
+            #expect(l.fields.reversed().map(\.name) == e.fields.array.reversed().map(\.name))
+        }
+    }
+
+    @Test func changingAnEventsFieldsTurnsThemIntoAnArrayOfTheirOwn() throws {
+        let (lazy, eager) = try read(records().bytes)
+        var e = lazy[0]
+        let before = e.fields.array
+        e.fields[1].value = .text("changed")
+        #expect(!e.fields.isEncoded && e.fields.count == before.count && e.fields[1].value == .text("changed"))
+        #expect(lazy[0].fields.isEncoded && lazy[0] == eager[0], "the event copied from is unchanged")
+        var g = lazy[2]
+        g.fields.append(Field("z", .null))
+        g.fields.removeFirst()
+        #expect(g.fields.map(\.name) == ["title", "z"])
+        var h = lazy[3]
+        h.fields.removeAll { $0.name == "title" }
+        #expect(h.fields == [Field("#40", .integer(7))])
+        var d = lazy[0]
+        d.fields.detach()
+        #expect(!d.fields.isEncoded && d == lazy[0] && d.fields == before)
+        var empty: EventFields = []
+        #expect(empty.isEmpty && empty == EventFields())
+        empty.reserveCapacity(4)
+        empty.append(contentsOf: before)
+        #expect(empty == before && empty.count == before.count)
+    }
+}
+
+extension Event {
+    /// The fields' hash, as a set holding the event would use it.
+    fileprivate var hashFields: Int {
+        var h = Hasher()
+        h.combine(fields)
+        return h.finalize()
     }
 }
 

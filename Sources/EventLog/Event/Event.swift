@@ -226,7 +226,9 @@ public struct Event: Sendable, Equatable {
     public var entity: Entity
     public var entityID: UUID
     public var op: Op
-    public var fields: [Field]
+    /// Changed fields, sorted by name, names unique. An event read from the log decodes each
+    /// field when it is read (`EventFields`).
+    public var fields: EventFields
     public var base: HLC?
     /// User id, for multi-user hubs.
     public var actor: String? {
@@ -252,7 +254,7 @@ public struct Event: Sendable, Equatable {
         self.entity = m.entity
         self.entityID = m.entityID
         self.op = m.op
-        self.fields = m.fields
+        self.fields = EventFields(m.fields)
         self.base = m.base
         self.actorText = m.actorText
         self.hasActor = m.hasActor
@@ -260,7 +262,7 @@ public struct Event: Sendable, Equatable {
         self.explicitEventID = m.eventID
     }
 
-    init(origin: ReplicaID, seq: Seq, hlc: HLC, entity: Entity, entityID: UUID, op: Op, fields: [Field], base: HLC?,
+    init(origin: ReplicaID, seq: Seq, hlc: HLC, entity: Entity, entityID: UUID, op: Op, fields: EventFields, base: HLC?,
          actor: String?, explicitEventID: UUID?, schemaVersion: UInt8) {
         self.origin = origin
         self.seq = seq
@@ -295,6 +297,6 @@ public struct Event: Sendable, Equatable {
 
     /// The field's value, or nil when the event does not set it.
     public func field(_ name: String) -> FieldValue? {
-        fields.first { $0.name == name }?.value
+        fields.value(named: name)
     }
 }

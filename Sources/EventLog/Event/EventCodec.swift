@@ -51,7 +51,7 @@ enum EventCodec {
     /// Appends one record (length-prefixed) to `out`.
     static func encode(_ e: Event, firstHLC: HLC, into out: inout ByteWriter) {
         encode(entity: e.entity, op: e.op, entityID: e.entityID, eventID: e.explicitEventID, base: e.base,
-               actor: e.actor, fields: e.fields, hlcDelta: e.hlc.rawValue - firstHLC.rawValue, schemaVersion: e.schemaVersion,
+               actor: e.actor, fields: e.fields.array, hlcDelta: e.hlc.rawValue - firstHLC.rawValue, schemaVersion: e.schemaVersion,
                into: &out)
     }
 
@@ -237,24 +237,43 @@ enum EventCodec {
         let count = try fieldCount(&rr)
         var fields: [Field] = []
         fields.reserveCapacity(count)
-        let names = knownFieldNames  // the bound of the known codes, read once per record
-        for _ in 0..<count {
-            let code = try rr.small("field code", atMost: 255)
-            if code > 0 && code < names.count {
-                fields.append(Field(knownCode: code, try decodeValue(&rr)))
-                continue
-            }
-            // Written out, or a newer build's field (kept).
-            let name = code == 0 ? try decodeText(&rr, count: try rr.length("field name length")) : unknownCodeName(code)
-            fields.append(Field(name, try decodeValue(&rr)))
-        }
+        for _ in 0..<count { fields.append(try decodeField(&rr)) }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
         r.offset = rr.end
         // The fields and actor are moved into the event, not copied.
-        var e = Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: consume fields,
+        var e = Event(origin: origin, seq: seq, hlc: hlc, entity: entity, entityID: entityID, op: op, fields: EventFields(consume fields),
                       base: base, actor: consume actor, explicitEventID: eventID, schemaVersion: version)
         if version < Event.currentSchemaVersion { EventUpcasters.upcast(&e) }
         return e
+    }
+
+    /// The event of a record `skim` checked in `records` (at `k`, whose fields are
+    /// `records.fieldOffsets[firstField...]`): its fixed part read now, its fields when read
+    /// (`EventFields`). Equal to what `decode` makes of the same record; tests hold them to it.
+    static func event(_ k: SkimmedRecord, records: FrameRecords, firstField: Int, origin: ReplicaID, seq: Seq) -> Event {
+        let (entityID, actor): (UUID, String?) = records.bytes.withUnsafeBytes { p in
+            (UUID.load(from: p, at: k.entityIDAt),
+             k.actorAt < 0 ? nil : makeUTF8String(UnsafeRawBufferPointer(rebasing: p[k.actorAt..<k.actorAt + k.actorBytes])) ?? "")
+        }
+        var e = Event(origin: origin, seq: seq, hlc: k.hlc, entity: k.entity, entityID: entityID, op: k.op,
+                      fields: EventFields(records: records, first: firstField, count: k.fieldCount),
+                      base: k.base, actor: actor, explicitEventID: k.eventID, schemaVersion: k.version)
+        if k.version < Event.currentSchemaVersion { EventUpcasters.upcast(&e) }
+        return e
+    }
+
+    /// The name a field reads as were its checked bytes not to decode (`FrameRecords.field(at:)`):
+    /// a name no input may use, as `unknownCodeName`'s.
+    static let unreadableFieldName = "#unreadable"
+
+    /// Decodes the field (code or name, then value) at `r.offset`.
+    @inline(__always)
+    static func decodeField(_ rr: inout ByteReader) throws -> Field {
+        let code = try rr.small("field code", atMost: 255)
+        if code > 0 && code < knownFieldNames.count { return Field(knownCode: code, try decodeValue(&rr)) }
+        // Written out, or a newer build's field (kept).
+        let name = code == 0 ? try decodeText(&rr, count: try rr.length("field name length")) : unknownCodeName(code)
+        return Field(name, try decodeValue(&rr))
     }
 
     /// Reads a record's field count (`decode` and `skim` alike). A field takes two bytes at least
@@ -270,7 +289,8 @@ enum EventCodec {
         return count
     }
 
-    /// What skimming a record learns of it: its fixed start, and where its entity id is.
+    /// What skimming a record learns of it: its fixed start, where its entity id and actor are,
+    /// its base and its field count.
     struct SkimmedRecord {
         var version: UInt8
         var flags: UInt8
@@ -280,11 +300,34 @@ enum EventCodec {
         var eventID: UUID?
         /// The offset of the entity id (the 16 bytes after the hlc).
         var entityIDAt: Int
+        var base: HLC?
+        /// The offset and length of the actor's text; -1 without an actor.
+        var actorAt: Int
+        var actorBytes: Int
+        var fieldCount: Int
+    }
+
+    /// Where a skim puts the offset of each field it checks: nowhere (`NoFieldOffsets`), or
+    /// an array (for events whose fields are decoded when read).
+    protocol FieldOffsets {
+        mutating func field(at offset: Int)
+    }
+
+    struct NoFieldOffsets: FieldOffsets {
+        @inline(__always) mutating func field(at offset: Int) {}
     }
 
     /// Reads the record at `r.offset` with every check `decode` makes, building nothing; returns
     /// its fixed start and explicit event id. Tests hold the two to the same verdict on any bytes.
+    @inline(__always)
     static func skim(_ r: inout ByteReader, firstHLC: HLC) throws -> SkimmedRecord {
+        var none = NoFieldOffsets()
+        return try skim(&r, firstHLC: firstHLC, fieldOffsets: &none)
+    }
+
+    /// As `skim(_:firstHLC:)`, telling `fieldOffsets` where each field starts (a payload is at
+    /// most `FrameHeader.payloadBytesMax` bytes, so an offset fits 32 bits).
+    static func skim<O: FieldOffsets>(_ r: inout ByteReader, firstHLC: HLC, fieldOffsets: inout O) throws -> SkimmedRecord {
         var rr = try record(&r)
         defer { r.offset = rr.end }
         let (version, flags, entity, op, hlc) = try head(&rr, firstHLC: firstHLC)
@@ -292,12 +335,16 @@ enum EventCodec {
         let entityIDAt = rr.offset
         rr.offset += 16
         let eventID: UUID? = flags & Flag.explicitEventID != 0 ? try rr.uuid() : nil
-        if flags & Flag.base != 0 { _ = try rr.varint() }
+        let base: HLC? = flags & Flag.base != 0 ? HLC(rawValue: try rr.varint()) : nil
+        var actorAt = -1, actorBytes = 0
         if flags & Flag.actor != 0 {
-            try skimText(&rr, count: try rr.length("actor length"))
+            actorBytes = try rr.length("actor length")
+            actorAt = rr.offset
+            try skimText(&rr, count: actorBytes)
         }
         let count = try fieldCount(&rr)
         for _ in 0..<count {
+            fieldOffsets.field(at: rr.offset)
             let code = try rr.small("field code", atMost: 255)
             if code == 0 {
                 try skimText(&rr, count: try rr.length("field name length"))
@@ -313,7 +360,8 @@ enum EventCodec {
             }
         }
         guard rr.remaining == 0 else { throw ByteReaderError(offset: rr.offset, message: "\(rr.remaining) bytes left over in record") }
-        return SkimmedRecord(version: version, flags: flags, entity: entity, op: op, hlc: hlc, eventID: eventID, entityIDAt: entityIDAt)
+        return SkimmedRecord(version: version, flags: flags, entity: entity, op: op, hlc: hlc, eventID: eventID, entityIDAt: entityIDAt,
+                             base: base, actorAt: actorAt, actorBytes: actorBytes, fieldCount: count)
     }
 
     /// Checks `count` bytes of text are valid UTF-8, as `decodeText` does, without keeping them.
@@ -426,4 +474,9 @@ struct FieldTable: Sendable {
             return 0
         }
     }
+}
+
+extension Array: EventCodec.FieldOffsets where Element == UInt32 {
+    @inline(__always)
+    mutating func field(at offset: Int) { append(UInt32(truncatingIfNeeded: offset)) }
 }

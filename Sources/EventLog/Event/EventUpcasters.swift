@@ -56,7 +56,7 @@ public enum EventUpcasters {
                 moved = true
             }
         }
-        if moved { Field.sortInNameOrder(&e.fields) }
+        if moved { e.fields.withArray { Field.sortInNameOrder(&$0) } }
     }
 
     /// A priority or importance as version 2 holds it (an integer), from what version 1 let apps

@@ -72,10 +72,53 @@ public struct EventView: Sendable {
     }
 }
 
-/// A frame's decoded payload, shared by the views of its events.
+/// A frame's decoded payload, shared by the views of its events and by the events read from it
+/// (`EventFields`); every record in it has been checked.
 final class FrameRecords: Sendable {
     let bytes: [UInt8]
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    /// Where each field of each event starts in `bytes` (its code), events in order: kept for
+    /// events whose fields are decoded when read, empty for views.
+    let fieldOffsets: [UInt32]
+
+    init(_ bytes: [UInt8], fieldOffsets: [UInt32] = []) {
+        self.bytes = bytes
+        self.fieldOffsets = fieldOffsets
+    }
+
+    /// The field at `fieldOffsets[k]`, decoded. The record holding it was checked before the
+    /// records were kept, by the code that decodes it here, so this cannot fail; were the bytes
+    /// to read otherwise, the field reads as `EventCodec.unreadableFieldName` with a null value
+    /// (never a trap).
+    func field(at k: Int) -> Field {
+        bytes.withUnsafeBytes { p in
+            var r = ByteReader(p, offset: Int(fieldOffsets[k]))
+            return (try? EventCodec.decodeField(&r)) ?? Field(EventCodec.unreadableFieldName, .null)
+        }
+    }
+
+    /// The value of the first field named `name` among fields `ks`; only that field's value is
+    /// decoded (a known name is compared by its code, read in place).
+    func value(named name: String, in ks: Range<Int>) -> FieldValue? {
+        let code = EventCodec.knownCode(name)
+        return bytes.withUnsafeBytes { p in
+            for k in ks {
+                var r = ByteReader(p, offset: Int(fieldOffsets[k]))
+                guard let c = try? r.small("field code", atMost: 255) else { return nil }
+                let matches: Bool
+                if c == 0 {
+                    // Written out (a peer may spell out even a known name).
+                    guard let n = try? r.length("field name length"), let b = try? r.bytes(n) else { return nil }
+                    matches = makeUTF8String(b) == name  // as `Field.name == name` compares
+                } else if c < EventCodec.knownFieldNames.count {
+                    matches = c == code
+                } else {
+                    matches = EventCodec.unknownCodeName(c) == name  // a newer build's field
+                }
+                if matches { return try? EventCodec.decodeValue(&r) }
+            }
+            return nil
+        }
+    }
 }
 
 /// The checked records of one frame, as views.

@@ -593,14 +593,31 @@ final class FrameDecoder {
         }
     }
 
+    /// Checks every record as `views(of:header:)` does, noting where each field starts, then
+    /// makes the events: their fixed parts read from the checked records, their fields left in
+    /// them (one payload shared by the frame's events, each field decoded when read:
+    /// `EventFields`). Decoding every field here, each event's fields in an array of its own
+    /// and most texts in one more, was most of a read's time (docs/SPEED.md).
     private func decodeEvents(of frame: UnsafeRawBufferPointer, header: FrameHeader, into result: inout [Event]) throws(FrameDecodeError) {
+        skimmed.removeAll(keepingCapacity: true)
+        var offsets: [UInt32] = []
+        offsets.reserveCapacity(Int(header.count) * 2)
         try forEachRecord(of: frame, header: header) { r, seq in
-            let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
-            let hlc = e.hlc
-            result.append(consume e)  // moved into the batch, not copied
-            return hlc
+            let k = try EventCodec.skim(&r, firstHLC: header.firstHLC, fieldOffsets: &offsets)
+            skimmed.append(k)
+            return k.hlc
+        }
+        let records = keptRecords(of: frame, header: header, fieldOffsets: offsets)
+        var seq = header.baseSeq, first = 0
+        for k in skimmed {
+            result.append(EventCodec.event(k, records: records, firstField: first, origin: header.origin, seq: seq))
+            first += k.fieldCount
+            seq = seq.next
         }
     }
+
+    /// The records of the frame `decodeEvents` read, kept for its events.
+    private var skimmed: [EventCodec.SkimmedRecord] = []
 
     /// Checks that every event of a frame whose CRC has been checked decodes, exactly as
     /// `events(of:header:)` would, without building the events; returns the explicit event ids
@@ -631,19 +648,20 @@ final class FrameDecoder {
                                         flags: k.flags, entity: k.entity, op: k.op))
             return k.hlc
         }
-        // The payload the records were read from, kept for the views: the decoder's buffer, or a
-        // copy of the frame's. The decoder lets its buffer go to the views (its next frame is
-        // decompressed into a new one, never zeroed first: `LZ4Codec.decompress`).
-        let records: FrameRecords
+        return FrameViews(header: header, records: keptRecords(of: frame, header: header), spans: spans)
+    }
+
+    /// The payload the records of the frame just checked were read from, kept for its views or
+    /// events: the decoder's buffer, or a copy of the frame's. The decoder lets its buffer go
+    /// (its next frame is decompressed into a new one, never zeroed first: `LZ4Codec.decompress`).
+    private func keptRecords(of frame: UnsafeRawBufferPointer, header: FrameHeader, fieldOffsets: [UInt32] = []) -> FrameRecords {
         if header.codec == .raw && !header.sealed {
-            records = FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])))
+            return FrameRecords(Array(UnsafeRawBufferPointer(rebasing: frame[FrameHeader.size..<header.payloadEnd])), fieldOffsets: fieldOffsets)
         } else if header.codec == .raw {
-            records = FrameRecords(opened)
-        } else {
-            records = FrameRecords(raw)
-            raw = []
+            return FrameRecords(opened, fieldOffsets: fieldOffsets)
         }
-        return FrameViews(header: header, records: records, spans: spans)
+        defer { raw = [] }
+        return FrameRecords(raw, fieldOffsets: fieldOffsets)
     }
 
     /// Decompresses the payload and calls `record` once per event record (with its seq); `record`

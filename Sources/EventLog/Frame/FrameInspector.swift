@@ -87,11 +87,26 @@ public enum FrameInspector {
             ys.fields = []
             guard xs == ys, x.fields.count == y.fields.count else { return false }
             for (f, g) in zip(x.fields, y.fields) {
-                guard f.name == g.name else { return false }
-                switch (f.value, g.value) {
-                case let (.real(p), .real(q)): if p.bitPattern != q.bitPattern { return false }
-                default: if f.value != g.value { return false }
-                }
+                guard f.name == g.name, sameBits(f.value, g.value) else { return false }
+            }
+        }
+        return true
+    }
+
+    /// Whether `a` and `b` are the same value, a number compared by its bits.
+    static func sameBits(_ a: FieldValue?, _ b: FieldValue?) -> Bool {
+        if case .real(let p)? = a, case .real(let q)? = b { return p.bitPattern == q.bitPattern }
+        return a == b
+    }
+
+    /// Whether every field of `events` decodes (none reads as `EventCodec.unreadableFieldName`)
+    /// and is found by name as the first field of that name is (`Event.field(_:)`, which reads
+    /// names in place).
+    static func fieldsReadByName(_ events: [Event]) -> Bool {
+        for e in events {
+            for f in e.fields {
+                guard f.name != EventCodec.unreadableFieldName,
+                      sameBits(e.field(f.name), e.fields.first(where: { $0.name == f.name })?.value) else { return false }
             }
         }
         return true
@@ -139,6 +154,7 @@ public enum FrameInspector {
                 return true
             }
             precondition(sameBits(viewed, events), "views and decoding disagree on a frame's events")
+            precondition(fieldsReadByName(events), "an event's fields read by name differ from its fields")
             return true
         case (.failure(let a), .failure(let b), .failure(let c)):
             precondition(a == b && b == c, "decode, skim and views disagree: \(a) / \(b) / \(c)")
