@@ -159,6 +159,14 @@ public enum FieldRules {
     }
 
     /// The id the pair in `fields` (item_id, tag_id) derives, or nil when they do not name one.
+    /// `pairID` of an event's fields, each found by name in place (`Event.field(_:)`): an
+    /// event read from the log decodes only those two values.
+    public static func pairID(_ e: Event) -> UUID? {
+        guard case .text(let i)? = e.field("item_id"), case .text(let t)? = e.field("tag_id"),
+              let iu = UUIDText.parse(i), let tu = UUIDText.parse(t) else { return nil }
+        return itemTagID(item: iu, tag: tu)
+    }
+
     public static func pairID<Fields: Collection<Field>>(_ fields: Fields) -> UUID? {
         // Every item_tag create is checked this way when projected: parsed in place, no copies.
         guard case .text(let i)? = fields.first(where: { $0.name == "item_id" })?.value,

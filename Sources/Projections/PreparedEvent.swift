@@ -69,7 +69,7 @@ struct FieldLayout: @unchecked Sendable {
             fields.append(PreparedField(column: Int32(column), applies: applies, pair: pair, value: value))
         }
         // An item_tag is the pair it was created with: whether these pair fields name it.
-        let pairIsEntity = pairFields && pairEagerly ? FieldRules.pairID(e.fields) == e.entityID : nil
+        let pairIsEntity = pairFields && pairEagerly ? FieldRules.pairID(e) == e.entityID : nil
         return PreparedEvent(table: t, keyHash: 0, fieldStart: start, fieldEnd: fields.count, pairFields: pairFields, pairIsEntity: pairIsEntity)
     }
 }

@@ -559,7 +559,7 @@ final class Projector {
         // peer's bad event) are not applied; they stay in the log.
         // Pair fields equal to the row's own cannot change the pair: only others are hashed.
         let foreignPair = prepared.pairFields && !holdsPair(row, table: key.table, fields, range)
-            && !(prepared.pairIsEntity ?? (FieldRules.pairID(event.pointee.fields) == event.pointee.entityID))
+            && !(prepared.pairIsEntity ?? (FieldRules.pairID(event.pointee) == event.pointee.entityID))
         for i in range {
             // A value of another type than its column holds (a peer's event; input is checked on
             // the way in) is not applied: it stays in the log, and the column stays readable.

@@ -646,6 +646,31 @@ import Testing
         }
     }
 
+    /// An event kept from a large frame must not keep the whole payload alive: a frame of more
+    /// than `keptPayloadBytesMax` bytes of records is decoded whole; smaller ones are read in place.
+    @Test func eventsOfALargeFrameAreDecodedWhole() throws {
+        let dir = TempDir()
+        let store = try makeStore(dir)
+        var options = AppendOptions()
+        options.frameRawBytesMax = 4 << 20
+        let appender = try LogAppender(store: store, options: options)
+        let note = String(repeating: "n", count: 4000)
+        let large = (0..<400).map { i in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("notes", .text(note)), Field("title", .text("t\(i)"))]) }
+        let small = (0..<400).map { i in Mutation(entity: .item, op: .create, entityID: UUID(), fields: [Field("title", .text("t\(i)"))]) }
+        _ = try appender.append(large)
+        _ = try appender.append(small)
+        try appender.close()
+        let headers = frameHeaders(store)
+        #expect(headers.count == 2 && Int(headers[0].rawBytes) > FrameDecoder.keptPayloadBytesMax && Int(headers[1].rawBytes) < FrameDecoder.keptPayloadBytesMax)
+        for pipelined in [false, true] {
+            var events: [Event] = []
+            try LogReader(store: store).forEachEvent(origin: store.replicaID, from: Seq(1), pipelined: pipelined) { events.append($0); return true }
+            #expect(events.count == 800)
+            #expect(events.prefix(400).allSatisfy { !$0.fields.isEncoded } && events.suffix(400).allSatisfy { $0.fields.isEncoded })
+            #expect(events.map(\.fields.array) == (large + small).map(\.fields))
+        }
+    }
+
     @Test func changingAnEventsFieldsTurnsThemIntoAnArrayOfTheirOwn() throws {
         let (lazy, eager) = try read(records().bytes)
         var e = lazy[0]

@@ -262,8 +262,9 @@ enum EventCodec {
         return e
     }
 
-    /// The name a field reads as were its checked bytes not to decode (`FrameRecords.field(at:)`):
-    /// a name no input may use, as `unknownCodeName`'s.
+    /// The name a field reads as were its checked bytes not to decode (`FrameRecords.field(at:)`),
+    /// which the check before rules out. A peer may write this name too, so it tells nothing
+    /// apart: the fuzz oracle holds every event read in place to the same event decoded whole.
     static let unreadableFieldName = "#unreadable"
 
     /// Decodes the field (code or name, then value) at `r.offset`.

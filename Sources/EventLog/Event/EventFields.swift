@@ -11,9 +11,11 @@ import Foundation
 /// it twice: `array` decodes them all once.
 ///
 /// Like a `Substring` or an `ArraySlice`, such an event keeps its frame's payload (the frame's
-/// decompressed records, at most `FrameHeader.payloadBytesMax`, about 60 KiB for a frame of a
-/// thousand small events) alive while it is kept. Changing a field, or `detach()`, turns the
-/// fields into an array of their own and lets the payload go.
+/// decompressed records, about 60 KiB for a frame of a thousand small events, and where each
+/// field starts) alive while it is kept. A frame of more than 1 MiB of records
+/// (`FrameDecoder.keptPayloadBytesMax`) is decoded whole instead, its events' fields in arrays.
+/// Changing a field, or `detach()`, turns the fields into an array of their own and lets the
+/// payload go.
 public struct EventFields: Sendable {
     enum Storage: Sendable {
         /// Fields as values.

@@ -598,7 +598,13 @@ final class FrameDecoder {
     /// them (one payload shared by the frame's events, each field decoded when read:
     /// `EventFields`). Decoding every field here, each event's fields in an array of its own
     /// and most texts in one more, was most of a read's time (docs/SPEED.md).
+    ///
+    /// A frame whose payload is larger than `keptPayloadBytesMax` is decoded up front instead, as
+    /// `EventView.event()` decodes: an event kept from it must not keep the whole payload (up
+    /// to 16 MiB, and a note of every field of every other event in it) alive.
     private func decodeEvents(of frame: UnsafeRawBufferPointer, header: FrameHeader, into result: inout [Event]) throws(FrameDecodeError) {
+        if Int(header.rawBytes) > Self.keptPayloadBytesMax { return try decodeWhole(of: frame, header: header, into: &result) }
+        defer { if skimmed.capacity > 4096 { skimmed = [] } }  // one frame of many records does not size every later one
         skimmed.removeAll(keepingCapacity: true)
         var offsets: [UInt32] = []
         offsets.reserveCapacity(Int(header.count) * 2)
@@ -618,6 +624,28 @@ final class FrameDecoder {
 
     /// The records of the frame `decodeEvents` read, kept for its events.
     private var skimmed: [EventCodec.SkimmedRecord] = []
+
+    /// The largest payload whose events read their fields from it (`EventFields`); a larger
+    /// frame's events are decoded whole. A batch of a thousand small events is about 60 KiB.
+    static let keptPayloadBytesMax = 1 << 20
+
+    /// The events of a frame whose CRC has been checked, each decoded whole (`EventCodec.decode`)
+    /// as a frame larger than `keptPayloadBytesMax` is: for the fuzz oracle, which holds this
+    /// verdict and these events to the others (`FrameInspector.crossCheck`).
+    func eagerEvents(of frame: UnsafeRawBufferPointer, header: FrameHeader) throws(FrameDecodeError) -> [Event] {
+        var result: [Event] = []
+        try decodeWhole(of: frame, header: header, into: &result)
+        return result
+    }
+
+    private func decodeWhole(of frame: UnsafeRawBufferPointer, header: FrameHeader, into result: inout [Event]) throws(FrameDecodeError) {
+        try forEachRecord(of: frame, header: header) { r, seq in
+            let e = try EventCodec.decode(&r, origin: header.origin, seq: seq, firstHLC: header.firstHLC)
+            let hlc = e.hlc
+            result.append(consume e)  // moved into the batch, not copied
+            return hlc
+        }
+    }
 
     /// Checks that every event of a frame whose CRC has been checked decodes, exactly as
     /// `events(of:header:)` would, without building the events; returns the explicit event ids

@@ -224,12 +224,12 @@ public enum ShareDirectory {
     }
 
     static func text(_ e: Event, _ name: String) -> String? {
-        guard case .text(let t)? = e.fields.first(where: { $0.name == name })?.value else { return nil }
+        guard case .text(let t)? = e.field(name) else { return nil }
         return t
     }
 
     static func integer(_ e: Event, _ name: String) -> Int64? {
-        guard case .integer(let v)? = e.fields.first(where: { $0.name == name })?.value else { return nil }
+        guard case .integer(let v)? = e.field(name) else { return nil }
         return v
     }
 
