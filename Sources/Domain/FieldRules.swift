@@ -159,18 +159,19 @@ public enum FieldRules {
     }
 
     /// The id the pair in `fields` (item_id, tag_id) derives, or nil when they do not name one.
+    public static func pairID<Fields: Collection<Field>>(_ fields: Fields) -> UUID? {
+        pairID(item: fields.first(where: { $0.name == "item_id" })?.value, tag: fields.first(where: { $0.name == "tag_id" })?.value)
+    }
+
     /// `pairID` of an event's fields, each found by name in place (`Event.field(_:)`): an
     /// event read from the log decodes only those two values.
     public static func pairID(_ e: Event) -> UUID? {
-        guard case .text(let i)? = e.field("item_id"), case .text(let t)? = e.field("tag_id"),
-              let iu = UUIDText.parse(i), let tu = UUIDText.parse(t) else { return nil }
-        return itemTagID(item: iu, tag: tu)
+        pairID(item: e.field("item_id"), tag: e.field("tag_id"))
     }
 
-    public static func pairID<Fields: Collection<Field>>(_ fields: Fields) -> UUID? {
+    private static func pairID(item: FieldValue?, tag: FieldValue?) -> UUID? {
         // Every item_tag create is checked this way when projected: parsed in place, no copies.
-        guard case .text(let i)? = fields.first(where: { $0.name == "item_id" })?.value,
-              case .text(let t)? = fields.first(where: { $0.name == "tag_id" })?.value,
+        guard case .text(let i)? = item, case .text(let t)? = tag,
               let iu = UUIDText.parse(i), let tu = UUIDText.parse(t) else { return nil }
         return itemTagID(item: iu, tag: tu)
     }
